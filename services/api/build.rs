@@ -1,0 +1,23 @@
+//! Generates the gRPC types from `proto/` with protox (a protobuf compiler in Rust), so a
+//! fresh machine needs no system `protoc`. Also writes the descriptor set used by gRPC
+//! reflection.
+use prost::Message;
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let files = [
+        "kubedav/fileio/v1/fileio.proto",
+        "kubedav/locks/v1/locks.proto",
+        "kubedav/auth/v1/auth.proto",
+        "kubedav/markdown/v1/markdown.proto",
+    ];
+    for file in &files {
+        println!("cargo:rerun-if-changed={}", root.join(file).display());
+    }
+    let fds = protox::compile(files, [&root])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out.join("kubedav_descriptor.bin"), fds.encode_to_vec())?;
+    tonic_prost_build::configure().bytes(".").compile_fds(fds)?;
+    Ok(())
+}

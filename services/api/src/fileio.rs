@@ -1,0 +1,325 @@
+//! The fileio port: [`FileIo`], its gRPC client adapter [`RemoteFileIo`] and its gRPC
+//! server adapter [`FileIoGrpc`].
+
+use crate::BoxStream;
+use crate::pb::fileio::v1 as pb;
+use crate::propagation::TraceContextInjector;
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use std::sync::Arc;
+use tonic::Status;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+pub use pb::{
+    CopyRequest, DeleteRequest, DeleteResponse, Depth, FileInfo, ListEntry, ListRequest, ListResponse,
+    MkdirRequest, MkdirResponse, MoveRequest, PatchPropertiesRequest, PatchPropertiesResponse, ReadChunk,
+    ReadHeader, ReadRequest, StatRequest, TransferResponse, UsageRequest, UsageResponse, WriteHeader,
+    WriteResponse,
+};
+
+/// An open read: the header (metadata and resolved ranges) and the data that follows.
+pub struct ReadReply {
+    /// Metadata of the file and the ranges `chunks` will carry, in order.
+    pub header: ReadHeader,
+    /// The data, range by range, in chunks of at most [`crate::MAX_CHUNK_BYTES`].
+    pub chunks: BoxStream<ReadChunk>,
+}
+
+/// The volume, as the gateway sees it. Implemented by fileio's core (local) and by
+/// [`RemoteFileIo`] (over gRPC). See `proto/kubedav/fileio/v1/fileio.proto` for the
+/// meaning of each call and its error codes.
+#[async_trait::async_trait]
+pub trait FileIo: Send + Sync + 'static {
+    /// Metadata of one resource.
+    async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status>;
+    /// A resource and its members, in batches.
+    async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status>;
+    /// A streaming read of whole file or byte ranges.
+    async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status>;
+    /// A streaming atomic write.
+    async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status>;
+    /// Delete a resource (recursively for a collection).
+    async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status>;
+    /// Create a collection.
+    async fn mkdir(&self, request: MkdirRequest) -> Result<MkdirResponse, Status>;
+    /// Copy a resource.
+    async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status>;
+    /// Move a resource.
+    async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status>;
+    /// Set and remove dead properties.
+    async fn patch_properties(
+        &self,
+        request: PatchPropertiesRequest,
+    ) -> Result<PatchPropertiesResponse, Status>;
+    /// Space used and available.
+    async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status>;
+}
+
+type Client = pb::file_io_client::FileIoClient<InterceptedService<Channel, TraceContextInjector>>;
+
+/// [`FileIo`] over gRPC: what a gateway uses in microservices mode.
+#[derive(Clone)]
+pub struct RemoteFileIo {
+    client: Client,
+}
+
+impl RemoteFileIo {
+    /// A client for the fileio service at `endpoint` (`http://host:port`). The connection
+    /// is made on first use and re-made after failures, so the gateway can start before
+    /// fileio does.
+    pub fn connect_lazy(endpoint: Endpoint) -> Self {
+        let channel = endpoint.connect_lazy();
+        let client = pb::file_io_client::FileIoClient::with_interceptor(channel, TraceContextInjector)
+            .max_decoding_message_size(4 * 1024 * 1024);
+        Self { client }
+    }
+}
+
+#[async_trait::async_trait]
+impl FileIo for RemoteFileIo {
+    async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
+        let reply = self.client.clone().stat(request).await?.into_inner();
+        reply
+            .info
+            .ok_or_else(|| Status::internal("fileio answered Stat without info"))
+    }
+
+    async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
+        Ok(self.client.clone().list(request).await?.into_inner().boxed())
+    }
+
+    async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
+        let mut stream = self.client.clone().read(request).await?.into_inner();
+        let header = match stream.message().await? {
+            Some(pb::ReadResponse {
+                item: Some(pb::read_response::Item::Header(header)),
+            }) => header,
+            _ => return Err(Status::internal("fileio answered Read without a header")),
+        };
+        let chunks = stream
+            .map_ok(|message| match message.item {
+                Some(pb::read_response::Item::Chunk(chunk)) => Ok(chunk),
+                _ => Err(Status::internal("fileio sent an unexpected Read message")),
+            })
+            .map(|result| result.and_then(|inner| inner))
+            .boxed();
+        Ok(ReadReply { header, chunks })
+    }
+
+    async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
+        // A body that fails (the HTTP client went away, or sent less than it declared) must
+        // cancel the RPC, never end it cleanly: a clean end would let fileio commit a
+        // truncated file. So on an error the outgoing stream parks forever and reports the
+        // error here; returning drops the call, which resets the HTTP/2 stream, and fileio
+        // discards the upload.
+        let (failure_tx, failure_rx) = tokio::sync::oneshot::channel::<Status>();
+        let first = futures_util::stream::iter([pb::WriteRequest {
+            item: Some(pb::write_request::Item::Header(header)),
+        }]);
+        let data = CancelOnError {
+            body,
+            failure: Some(failure_tx),
+        };
+        let mut client = self.client.clone();
+        let call = client.write(first.chain(data));
+        tokio::select! {
+            Ok(status) = failure_rx => Err(status),
+            reply = call => Ok(reply?.into_inner()),
+        }
+    }
+    async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
+        Ok(self.client.clone().delete(request).await?.into_inner())
+    }
+
+    async fn mkdir(&self, request: MkdirRequest) -> Result<MkdirResponse, Status> {
+        Ok(self.client.clone().mkdir(request).await?.into_inner())
+    }
+
+    async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status> {
+        Ok(self.client.clone().copy(request).await?.into_inner())
+    }
+
+    async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
+        Ok(self.client.clone().r#move(request).await?.into_inner())
+    }
+
+    async fn patch_properties(
+        &self,
+        request: PatchPropertiesRequest,
+    ) -> Result<PatchPropertiesResponse, Status> {
+        Ok(self.client.clone().patch_properties(request).await?.into_inner())
+    }
+
+    async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status> {
+        Ok(self.client.clone().usage(request).await?.into_inner())
+    }
+}
+
+/// Exposes any [`FileIo`] implementation as the `kubedav.fileio.v1.FileIo` gRPC service.
+pub struct FileIoGrpc {
+    inner: Arc<dyn FileIo>,
+}
+
+impl FileIoGrpc {
+    /// Wraps a fileio core.
+    pub fn new(inner: Arc<dyn FileIo>) -> Self {
+        Self { inner }
+    }
+
+    /// The tonic service, ready to be added to a server.
+    pub fn into_service(self) -> pb::file_io_server::FileIoServer<Self> {
+        pb::file_io_server::FileIoServer::new(self).max_decoding_message_size(4 * 1024 * 1024)
+    }
+}
+
+/// The gRPC service name, for health reporting.
+pub const SERVICE_NAME: &str = "kubedav.fileio.v1.FileIo";
+
+#[async_trait::async_trait]
+impl pb::file_io_server::FileIo for FileIoGrpc {
+    type ListStream = BoxStream<ListResponse>;
+    type ReadStream = BoxStream<pb::ReadResponse>;
+
+    async fn stat(
+        &self,
+        request: tonic::Request<StatRequest>,
+    ) -> Result<tonic::Response<pb::StatResponse>, Status> {
+        let info = self.inner.stat(request.into_inner()).await?;
+        Ok(tonic::Response::new(pb::StatResponse { info: Some(info) }))
+    }
+
+    async fn list(
+        &self,
+        request: tonic::Request<ListRequest>,
+    ) -> Result<tonic::Response<Self::ListStream>, Status> {
+        Ok(tonic::Response::new(self.inner.list(request.into_inner()).await?))
+    }
+
+    async fn read(
+        &self,
+        request: tonic::Request<ReadRequest>,
+    ) -> Result<tonic::Response<Self::ReadStream>, Status> {
+        let ReadReply { header, chunks } = self.inner.read(request.into_inner()).await?;
+        let header = pb::ReadResponse {
+            item: Some(pb::read_response::Item::Header(header)),
+        };
+        let chunks = chunks.map_ok(|chunk| pb::ReadResponse {
+            item: Some(pb::read_response::Item::Chunk(chunk)),
+        });
+        Ok(tonic::Response::new(
+            futures_util::stream::iter([Ok(header)]).chain(chunks).boxed(),
+        ))
+    }
+
+    async fn write(
+        &self,
+        request: tonic::Request<tonic::Streaming<pb::WriteRequest>>,
+    ) -> Result<tonic::Response<WriteResponse>, Status> {
+        let mut stream = request.into_inner();
+        let header = match stream.message().await? {
+            Some(pb::WriteRequest {
+                item: Some(pb::write_request::Item::Header(header)),
+            }) => header,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "the first Write message must be the header",
+                ));
+            }
+        };
+        let body = stream
+            .map(|message| match message?.item {
+                Some(pb::write_request::Item::Data(data)) => Ok(data),
+                _ => Err(Status::invalid_argument("only data may follow the Write header")),
+            })
+            .boxed();
+        Ok(tonic::Response::new(self.inner.write(header, body).await?))
+    }
+
+    async fn delete(
+        &self,
+        request: tonic::Request<DeleteRequest>,
+    ) -> Result<tonic::Response<DeleteResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.delete(request.into_inner()).await?,
+        ))
+    }
+
+    async fn mkdir(
+        &self,
+        request: tonic::Request<MkdirRequest>,
+    ) -> Result<tonic::Response<MkdirResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.mkdir(request.into_inner()).await?,
+        ))
+    }
+
+    async fn copy(
+        &self,
+        request: tonic::Request<CopyRequest>,
+    ) -> Result<tonic::Response<TransferResponse>, Status> {
+        Ok(tonic::Response::new(self.inner.copy(request.into_inner()).await?))
+    }
+
+    async fn r#move(
+        &self,
+        request: tonic::Request<MoveRequest>,
+    ) -> Result<tonic::Response<TransferResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.r#move(request.into_inner()).await?,
+        ))
+    }
+
+    async fn patch_properties(
+        &self,
+        request: tonic::Request<PatchPropertiesRequest>,
+    ) -> Result<tonic::Response<PatchPropertiesResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.patch_properties(request.into_inner()).await?,
+        ))
+    }
+
+    async fn usage(
+        &self,
+        request: tonic::Request<UsageRequest>,
+    ) -> Result<tonic::Response<UsageResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.usage(request.into_inner()).await?,
+        ))
+    }
+}
+
+/// The body of a Write call: data chunks until the source ends; on a source error it
+/// reports the error once and then stays pending forever, so the RPC is never ended
+/// cleanly with a truncated body (see [`RemoteFileIo::write`]).
+struct CancelOnError {
+    body: BoxStream<Bytes>,
+    failure: Option<tokio::sync::oneshot::Sender<Status>>,
+}
+
+impl futures_util::Stream for CancelOnError {
+    type Item = pb::WriteRequest;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        if self.failure.is_none() {
+            return Poll::Pending;
+        }
+        match self.body.poll_next_unpin(cx) {
+            Poll::Ready(Some(Ok(data))) => Poll::Ready(Some(pb::WriteRequest {
+                item: Some(pb::write_request::Item::Data(data)),
+            })),
+            Poll::Ready(Some(Err(status))) => {
+                if let Some(tx) = self.failure.take() {
+                    let _ = tx.send(status);
+                }
+                Poll::Pending
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! kubedav's service contracts.
+//!
+//! * [`pb`]: the types and tonic stubs generated from `proto/kubedav/*/v1/*.proto`.
+//! * One Rust trait per service (the port the gateway talks to), e.g. [`fileio::FileIo`].
+//!   A service core implements it; in `--target=all` the gateway calls that core directly.
+//! * The two adapters between a trait and gRPC: [`fileio::RemoteFileIo`] (a tonic client
+//!   implementing the trait, used by a gateway in microservices mode) and
+//!   [`fileio::FileIoGrpc`] (a tonic server exposing any implementation).
+//! * [`path::VolumePath`]: the one definition of a valid volume path, checked on both
+//!   sides of the wire.
+//!
+//! Errors cross the ports as [`tonic::Status`]: the gRPC status code *is* the contract
+//! (see `docs/architecture.md`), so the local and the remote path fail identically.
+
+pub mod fileio;
+pub mod path;
+pub mod propagation;
+
+/// Generated protobuf types and tonic clients/servers.
+pub mod pb {
+    /// `kubedav.fileio.v1`: the volume.
+    pub mod fileio {
+        #[allow(missing_docs, clippy::all)]
+        pub mod v1 {
+            tonic::include_proto!("kubedav.fileio.v1");
+        }
+    }
+    /// `kubedav.locks.v1`: the WebDAV lock manager.
+    pub mod locks {
+        #[allow(missing_docs, clippy::all)]
+        pub mod v1 {
+            tonic::include_proto!("kubedav.locks.v1");
+        }
+    }
+    /// `kubedav.auth.v1`: credential verification.
+    pub mod auth {
+        #[allow(missing_docs, clippy::all)]
+        pub mod v1 {
+            tonic::include_proto!("kubedav.auth.v1");
+        }
+    }
+    /// `kubedav.markdown.v1`: HTML to Markdown conversion.
+    pub mod markdown {
+        #[allow(missing_docs, clippy::all)]
+        pub mod v1 {
+            tonic::include_proto!("kubedav.markdown.v1");
+        }
+    }
+}
+
+/// The encoded `FileDescriptorSet` of every kubedav proto, for gRPC reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kubedav_descriptor.bin"));
+
+/// A boxed stream of results, the shape every streaming port method uses.
+pub type BoxStream<T> =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<T, tonic::Status>> + Send + 'static>>;
+
+/// Largest data chunk any kubedav stream carries (file bodies, Markdown).
+pub const MAX_CHUNK_BYTES: usize = 256 * 1024;

@@ -1,0 +1,183 @@
+//! Streaming reads with byte ranges.
+
+use crate::errors::join_status;
+use bytes::{Bytes, BytesMut};
+use kubedav_api::MAX_CHUNK_BYTES;
+use kubedav_api::fileio::ReadChunk;
+use kubedav_api::pb::fileio::v1::{ByteRangeSpec, ResolvedRange};
+use std::fs::File;
+use std::future::Future;
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::task::JoinHandle;
+use tonic::Status;
+
+/// Resolves the requested ranges against a file of `size` bytes (RFC 9110 14.1.2).
+/// No ranges means the whole file. Unsatisfiable ranges are left out, so an empty result
+/// for a non-empty request means 416.
+pub fn resolve_ranges(specs: &[ByteRangeSpec], size: u64) -> Vec<ResolvedRange> {
+    if specs.is_empty() {
+        return if size == 0 {
+            Vec::new()
+        } else {
+            vec![ResolvedRange {
+                first: 0,
+                last: size - 1,
+            }]
+        };
+    }
+    specs
+        .iter()
+        .filter_map(|spec| match (spec.first, spec.last) {
+            (Some(first), _) if first >= size => None,
+            (Some(first), Some(last)) if last < first => None,
+            (Some(first), last) => Some(ResolvedRange {
+                first,
+                last: last.map_or(size - 1, |l| l.min(size - 1)),
+            }),
+            (None, Some(suffix)) if suffix > 0 && size > 0 => Some(ResolvedRange {
+                first: size.saturating_sub(suffix),
+                last: size - 1,
+            }),
+            (None, _) => None,
+        })
+        .collect()
+}
+
+/// Reads `len` bytes at `offset`, failing if the file ends early (it was truncated in
+/// place by something other than kubedav while being read).
+pub fn read_exact_at(file: &File, offset: u64, len: usize) -> Result<Bytes, Status> {
+    let mut buf = BytesMut::zeroed(len);
+    let mut filled = 0;
+    while filled < len {
+        match file.read_at(&mut buf[filled..], offset + filled as u64) {
+            Ok(0) => return Err(Status::data_loss("the file shrank while it was being read")),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Status::internal(format!("read failed: {e}"))),
+        }
+    }
+    Ok(buf.freeze())
+}
+
+/// The data of the resolved ranges of an open file, in chunks of at most
+/// [`MAX_CHUNK_BYTES`], each read on the blocking pool when the consumer asks for it:
+/// memory per read stays at one chunk whatever the file size.
+pub struct ChunkStream {
+    file: Arc<File>,
+    ranges: Vec<ResolvedRange>,
+    index: usize,
+    offset: u64,
+    ready: Option<ReadChunk>,
+    pending: Option<JoinHandle<Result<Bytes, Status>>>,
+    on_bytes: fn(u64),
+}
+
+impl ChunkStream {
+    /// A stream over `ranges` of `file`. `first`, if given, is the already-read first
+    /// chunk of the first range. `on_bytes` is told of every chunk read (for metrics).
+    pub fn new(file: Arc<File>, ranges: Vec<ResolvedRange>, first: Option<Bytes>, on_bytes: fn(u64)) -> Self {
+        let mut stream = Self {
+            file,
+            offset: ranges.first().map_or(0, |r| r.first),
+            ranges,
+            index: 0,
+            ready: None,
+            pending: None,
+            on_bytes,
+        };
+        if let Some(data) = first {
+            stream.ready = Some(ReadChunk {
+                range_index: 0,
+                data: data.clone(),
+            });
+            stream.advance(data.len() as u64);
+        }
+        stream
+    }
+
+    /// Length of the next chunk to read, if any is left.
+    pub fn next_len(&self) -> Option<usize> {
+        let range = self.ranges.get(self.index)?;
+        Some((range.last + 1 - self.offset).min(MAX_CHUNK_BYTES as u64) as usize)
+    }
+
+    fn advance(&mut self, len: u64) {
+        self.offset += len;
+        if let Some(range) = self.ranges.get(self.index) {
+            if self.offset > range.last {
+                self.index += 1;
+                self.offset = self.ranges.get(self.index).map_or(0, |r| r.first);
+            }
+        }
+    }
+}
+
+impl futures_util::Stream for ChunkStream {
+    type Item = Result<ReadChunk, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(chunk) = self.ready.take() {
+            return Poll::Ready(Some(Ok(chunk)));
+        }
+        if self.pending.is_none() {
+            let Some(len) = self.next_len() else {
+                return Poll::Ready(None);
+            };
+            let (file, offset) = (self.file.clone(), self.offset);
+            self.pending = Some(tokio::task::spawn_blocking(move || {
+                read_exact_at(&file, offset, len)
+            }));
+        }
+        let handle = self.pending.as_mut().expect("a read is pending");
+        let result = match Pin::new(handle).poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(joined) => joined.map_err(join_status).and_then(|r| r),
+        };
+        self.pending = None;
+        Poll::Ready(Some(result.map(|data| {
+            let range_index = self.index as u32;
+            (self.on_bytes)(data.len() as u64);
+            self.advance(data.len() as u64);
+            ReadChunk { range_index, data }
+        })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(first: Option<u64>, last: Option<u64>) -> ByteRangeSpec {
+        ByteRangeSpec { first, last }
+    }
+    fn pairs(ranges: Vec<ResolvedRange>) -> Vec<(u64, u64)> {
+        ranges.into_iter().map(|r| (r.first, r.last)).collect()
+    }
+
+    #[test]
+    fn whole_file_when_no_range_is_asked() {
+        assert_eq!(pairs(resolve_ranges(&[], 10)), vec![(0, 9)]);
+        assert!(resolve_ranges(&[], 0).is_empty());
+    }
+
+    #[test]
+    fn ranges_are_clamped_and_unsatisfiable_ones_dropped() {
+        let specs = [
+            spec(Some(0), Some(4)),
+            spec(Some(8), Some(100)),
+            spec(Some(5), None),
+            spec(None, Some(3)),
+            spec(None, Some(50)),
+            spec(Some(10), Some(12)),
+            spec(None, Some(0)),
+        ];
+        assert_eq!(
+            pairs(resolve_ranges(&specs, 10)),
+            vec![(0, 4), (8, 9), (5, 9), (7, 9), (0, 9)]
+        );
+        assert!(resolve_ranges(&[spec(Some(0), None)], 0).is_empty());
+    }
+}

@@ -1,0 +1,226 @@
+//! Collections: listings, recursive delete, mkdir.
+
+use crate::Volume;
+use crate::errors::{Op, io_status};
+use crate::metadata::{file_info, is_dir, is_symlink, stat_at, stat_fd};
+use kubedav_api::fileio::{Depth, FileInfo, ListEntry, ListResponse};
+use kubedav_api::path::{RESERVED_PREFIX, VolumePath};
+use kubedav_api::pb::fileio::v1::Failure;
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{AtFlags, Dir, Mode, OFlags};
+use tonic::Status;
+
+/// Entries per ListResponse batch.
+pub const BATCH: usize = 256;
+
+/// The names in an open directory that clients may see: not `.`/`..`, not fileio's
+/// temporary files, and valid UTF-8 (other names cannot be addressed over WebDAV).
+fn visible_names(dir: &OwnedFd, path: &VolumePath) -> Result<impl Iterator<Item = String>, Status> {
+    let entries = Dir::read_from(dir).map_err(|e| io_status(e, Op::Other, path))?;
+    Ok(entries.filter_map(|entry| {
+        let entry = entry.ok()?;
+        let name = entry.file_name().to_str().ok()?;
+        if name == "." || name == ".." || name.starts_with(RESERVED_PREFIX) {
+            return None;
+        }
+        Some(name.to_owned())
+    }))
+}
+
+/// Metadata of a directory member. A symlink is shown as what it points to, if that is
+/// beneath the root; otherwise the member is hidden (`None`).
+fn member_info(volume: &Volume, dir: &OwnedFd, name: &str, path: &VolumePath) -> Option<FileInfo> {
+    let stx = stat_at(dir, name, path).ok()?;
+    if !is_symlink(&stx) {
+        return Some(file_info(path, &stx));
+    }
+    let fd = volume.open_beneath(path, OFlags::PATH).ok()?;
+    Some(file_info(path, &stat_fd(&fd, path).ok()?))
+}
+
+/// Walks `path` to `depth`, sending batches of entries (the resource itself first) to
+/// `out`. Runs on the blocking pool; stops early if the receiver goes away.
+pub fn walk(
+    volume: &Volume,
+    path: VolumePath,
+    depth: Depth,
+    max_entries: u64,
+    out: &tokio::sync::mpsc::Sender<Result<ListResponse, Status>>,
+) -> Result<(), Status> {
+    let fd = volume.open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
+    let info = file_info(&path, &stat_fd(&fd, &path)?);
+    let mut batch = vec![ListEntry {
+        info: Some(info.clone()),
+        properties: Vec::new(),
+    }];
+    let mut count: u64 = 1;
+    let mut pending_dirs = Vec::new();
+    if info.is_collection && depth != Depth::Zero {
+        pending_dirs.push((fd, path));
+    }
+    while let Some((dir, dir_path)) = pending_dirs.pop() {
+        for name in visible_names(&dir, &dir_path)? {
+            let Ok(member_path) = dir_path.join(&name) else {
+                continue;
+            };
+            let Some(member) = member_info(volume, &dir, &name, &member_path) else {
+                continue;
+            };
+            count += 1;
+            if max_entries > 0 && count > max_entries {
+                return Err(Status::out_of_range(format!(
+                    "the listing has more than {max_entries} entries"
+                )));
+            }
+            if member.is_collection && depth == Depth::Infinity {
+                if let Ok(child) = volume.open_beneath(&member_path, OFlags::RDONLY | OFlags::DIRECTORY) {
+                    pending_dirs.push((child, member_path));
+                }
+            }
+            batch.push(ListEntry {
+                info: Some(member),
+                properties: Vec::new(),
+            });
+            if batch.len() == BATCH {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                if out.blocking_send(Ok(ListResponse { entries: full })).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    if !batch.is_empty() {
+        let _ = out.blocking_send(Ok(ListResponse { entries: batch }));
+    }
+    Ok(())
+}
+
+/// Creates the collection `path`; its parent must exist.
+pub fn mkdir(volume: &Volume, path: &VolumePath) -> Result<FileInfo, Status> {
+    if path.is_root() {
+        return Err(Status::already_exists("the root collection already exists"));
+    }
+    let (dir, name) = volume.open_parent(path)?;
+    rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o755))
+        .map_err(|e| io_status(e, Op::Create, path))?;
+    rustix::fs::fsync(&dir).map_err(|e| io_status(e, Op::Other, path))?;
+    Ok(file_info(path, &stat_at(&dir, name, path)?))
+}
+
+/// One directory being emptied by [`delete`].
+struct Frame {
+    fd: OwnedFd,
+    entries: Dir,
+    path: VolumePath,
+    failed: bool,
+}
+
+/// Deletes `path`, and everything below it if it is a collection. Members that cannot be
+/// deleted are returned (their ancestors stay, and are not reported, as RFC 4918 9.6.1
+/// asks); the walk never follows a symlink.
+pub fn delete(volume: &Volume, path: &VolumePath, if_match: Option<&str>) -> Result<Vec<Failure>, Status> {
+    if path.is_root() {
+        return Err(Status::permission_denied("the root collection cannot be deleted"));
+    }
+    let (parent, name) = volume.open_parent(path).map_err(|status| match status.code() {
+        tonic::Code::FailedPrecondition => Status::not_found(format!("{path} does not exist")),
+        _ => status,
+    })?;
+    let stx = stat_at(&parent, name, path)?;
+    if let Some(wanted) = if_match {
+        if crate::metadata::etag(&stx) != wanted {
+            return Err(Status::aborted(format!(
+                "{path} changed: its etag is no longer {wanted}"
+            )));
+        }
+    }
+    if !is_dir(&stx) {
+        rustix::fs::unlinkat(&parent, name, AtFlags::empty()).map_err(|e| io_status(e, Op::Other, path))?;
+        return Ok(Vec::new());
+    }
+    let mut failures = Vec::new();
+    let mut stack = vec![open_frame(&parent, name, path.clone())?];
+    while let Some(top) = stack.last_mut() {
+        match top.entries.next() {
+            Some(Ok(entry)) => {
+                let Ok(entry_name) = entry.file_name().to_str() else {
+                    top.failed = true;
+                    continue;
+                };
+                if entry_name == "." || entry_name == ".." {
+                    continue;
+                }
+                let entry_name = entry_name.to_owned();
+                let member = top.path.join(&entry_name).unwrap_or_else(|_| top.path.clone());
+                let member_is_dir = stat_at(&top.fd, &entry_name, &member)
+                    .map(|s| is_dir(&s))
+                    .unwrap_or(false);
+                if member_is_dir {
+                    match open_frame(&top.fd, &entry_name, member.clone()) {
+                        Ok(frame) => stack.push(frame),
+                        Err(status) => {
+                            top.failed = true;
+                            failures.push(failure(&member, &status));
+                        }
+                    }
+                } else if let Err(e) = rustix::fs::unlinkat(&top.fd, entry_name.as_str(), AtFlags::empty()) {
+                    top.failed = true;
+                    failures.push(failure(&member, &io_status(e, Op::Other, &member)));
+                }
+            }
+            Some(Err(e)) => {
+                top.failed = true;
+                let status = io_status(e, Op::Other, &top.path);
+                failures.push(failure(&top.path.clone(), &status));
+                // Skip the rest of this directory.
+                let done = stack.pop().expect("frame exists");
+                if let Some(parent) = stack.last_mut() {
+                    parent.failed = true;
+                }
+                drop(done);
+            }
+            None => {
+                let done = stack.pop().expect("frame exists");
+                let parent_fd = match stack.last() {
+                    Some(frame) => frame.fd.as_fd(),
+                    None => parent.as_fd(),
+                };
+                if done.failed {
+                    if let Some(frame) = stack.last_mut() {
+                        frame.failed = true;
+                    }
+                    continue;
+                }
+                if let Err(e) = rustix::fs::unlinkat(parent_fd, done.path.name(), AtFlags::REMOVEDIR) {
+                    failures.push(failure(&done.path, &io_status(e, Op::Other, &done.path)));
+                    if let Some(frame) = stack.last_mut() {
+                        frame.failed = true;
+                    }
+                }
+            }
+        }
+    }
+    rustix::fs::fsync(&parent).map_err(|e| io_status(e, Op::Other, path))?;
+    Ok(failures)
+}
+
+fn open_frame(parent: &OwnedFd, name: &str, path: VolumePath) -> Result<Frame, Status> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd =
+        rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(|e| io_status(e, Op::Other, &path))?;
+    let entries = Dir::read_from(&fd).map_err(|e| io_status(e, Op::Other, &path))?;
+    Ok(Frame {
+        fd,
+        entries,
+        path,
+        failed: false,
+    })
+}
+
+fn failure(path: &VolumePath, status: &Status) -> Failure {
+    Failure {
+        path: path.as_str().to_owned(),
+        code: status.code() as i32,
+        message: status.message().to_owned(),
+    }
+}

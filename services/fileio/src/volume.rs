@@ -1,0 +1,86 @@
+//! The served root and path resolution beneath it.
+//!
+//! Every lookup goes through `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`
+//! relative to a descriptor of the root: the kernel refuses `..` above the root, absolute
+//! symlinks and symlinks whose target leaves the root (EXDEV), atomically with the lookup,
+//! so there is no check-then-use race and no `canonicalize` round trip.
+
+use crate::errors::{Op, io_status};
+use kubedav_api::path::VolumePath;
+use rustix::fd::OwnedFd;
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use std::path::Path;
+use tonic::Status;
+
+/// An open volume root.
+#[derive(Debug)]
+pub struct Volume {
+    root: OwnedFd,
+}
+
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+
+impl Volume {
+    /// Opens `root`, which must be an existing directory. Fails with a message naming the
+    /// problem if it is not, or if this kernel lacks `openat2` (Linux < 5.6, or a seccomp
+    /// profile that blocks it).
+    pub fn open(root: &Path) -> Result<Self, String> {
+        let root_fd = rustix::fs::open(
+            root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("cannot open the root directory {}: {e}", root.display()))?;
+        let volume = Self { root: root_fd };
+        volume
+            .open_beneath(&VolumePath::root(), OFlags::PATH)
+            .map_err(|e| {
+                if e.code() == tonic::Code::Internal {
+                    format!(
+                        "openat2(RESOLVE_BENEATH) does not work here ({}); kubedav needs Linux 5.6 or later",
+                        e.message()
+                    )
+                } else {
+                    e.message().to_owned()
+                }
+            })?;
+        Ok(volume)
+    }
+
+    /// The root directory's descriptor.
+    pub fn root_fd(&self) -> &OwnedFd {
+        &self.root
+    }
+
+    /// Opens `path` beneath the root with `flags` (`O_CLOEXEC` is added). Symlinks are
+    /// followed only while they stay beneath the root.
+    pub fn open_beneath(&self, path: &VolumePath, flags: OFlags) -> Result<OwnedFd, Status> {
+        let raw = if path.is_root() { "." } else { path.as_str() };
+        let mut attempts = 0;
+        loop {
+            match rustix::fs::openat2(&self.root, raw, flags | OFlags::CLOEXEC, Mode::empty(), RESOLVE) {
+                Ok(fd) => return Ok(fd),
+                // openat2 asks for a retry when a concurrent rename raced the lookup.
+                Err(rustix::io::Errno::AGAIN) if attempts < 8 => attempts += 1,
+                Err(e) => return Err(io_status(e, Op::Resolve, path)),
+            }
+        }
+    }
+
+    /// Opens the parent collection of `path` for directory operations (read, fsync) and
+    /// returns it with the last name. The root has no parent.
+    pub fn open_parent<'p>(&self, path: &'p VolumePath) -> Result<(OwnedFd, &'p str), Status> {
+        let (parent, name) = path.split_last().ok_or_else(|| {
+            Status::failed_precondition("the root collection cannot be replaced or removed")
+        })?;
+        let fd = self
+            .open_beneath(&parent, OFlags::RDONLY | OFlags::DIRECTORY)
+            .map_err(|status| match status.code() {
+                tonic::Code::NotFound => {
+                    Status::failed_precondition(format!("parent collection {parent} does not exist"))
+                }
+                _ => status,
+            })?;
+        Ok((fd, name))
+    }
+}

@@ -1,0 +1,164 @@
+//! Streaming atomic writes.
+//!
+//! The body goes to a temporary file in the target's own directory (so the final rename
+//! never crosses a filesystem), named with the reserved prefix so no client can see or
+//! touch it. When the body ended cleanly with the declared size, the file is fdatasync'ed,
+//! renamed over the target and the directory fsync'ed. Any other ending (a body error, a
+//! size mismatch, a dropped request, a full disk) removes the temporary file: readers see
+//! the old content or the new, never a mix, and concurrent writers each commit whole.
+
+use crate::errors::{Op, io_status};
+use crate::metadata::{etag, file_info, is_dir, stat_at, stat_fd};
+use bytes::Bytes;
+use kubedav_api::fileio::{FileInfo, WriteHeader};
+use kubedav_api::path::{RESERVED_PREFIX, VolumePath};
+use rustix::fd::OwnedFd;
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use std::fs::File;
+use std::io::Write;
+use tonic::Status;
+
+/// An upload in progress: the temporary file and where it will go.
+pub struct Upload {
+    dir: OwnedFd,
+    temp_name: String,
+    file: File,
+    path: VolumePath,
+    name: String,
+    written: u64,
+    committed: bool,
+}
+
+/// What a commit did.
+pub struct Committed {
+    /// Metadata of the new content.
+    pub info: FileInfo,
+    /// Whether the target did not exist before.
+    pub created: bool,
+}
+
+impl Upload {
+    /// Opens the target's parent (which must exist) and creates the temporary file.
+    pub fn begin(volume: &crate::Volume, path: VolumePath) -> Result<Self, Status> {
+        let (dir, name) = volume.open_parent(&path)?;
+        let name = name.to_owned();
+        match stat_at(&dir, &name, &path) {
+            Ok(stx) if is_dir(&stx) => {
+                return Err(Status::failed_precondition(format!(
+                    "{path} is a collection; a file cannot replace it"
+                )));
+            }
+            Ok(_) => {}
+            Err(status) if status.code() == tonic::Code::NotFound => {}
+            Err(status) => return Err(status),
+        }
+        for _ in 0..16 {
+            let temp_name = format!("{RESERVED_PREFIX}{:016x}", fastrand::u64(..));
+            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+            match rustix::fs::openat(&dir, temp_name.as_str(), flags, Mode::from_raw_mode(0o644)) {
+                Ok(fd) => {
+                    return Ok(Self {
+                        dir,
+                        temp_name,
+                        file: File::from(fd),
+                        path,
+                        name,
+                        written: 0,
+                        committed: false,
+                    });
+                }
+                Err(rustix::io::Errno::EXIST) => continue,
+                Err(e) => return Err(io_status(e, Op::Create, &path)),
+            }
+        }
+        Err(Status::internal("could not pick a unique temporary file name"))
+    }
+
+    /// Appends chunks to the temporary file.
+    pub fn write_chunks(&mut self, chunks: &[Bytes]) -> Result<(), Status> {
+        for chunk in chunks {
+            self.file.write_all(chunk).map_err(|e| self.write_error(e))?;
+            self.written += chunk.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn write_error(&self, e: std::io::Error) -> Status {
+        match e.raw_os_error() {
+            Some(code) => io_status(rustix::io::Errno::from_raw_os_error(code), Op::Write, &self.path),
+            None => Status::internal(format!("writing {} failed: {e}", self.path)),
+        }
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Makes the upload durable and visible under its target name, if `header`'s
+    /// conditions still hold.
+    pub fn commit(mut self, header: &WriteHeader) -> Result<Committed, Status> {
+        if let Some(expected) = header.expected_size {
+            if expected != self.written {
+                return Err(Status::cancelled(format!(
+                    "the body had {} bytes but {expected} were declared; nothing was written",
+                    self.written
+                )));
+            }
+        }
+        self.file.sync_data().map_err(|e| self.write_error(e))?;
+        let existing = match stat_at(&self.dir, &self.name, &self.path) {
+            Ok(stx) => Some(stx),
+            Err(status) if status.code() == tonic::Code::NotFound => None,
+            Err(status) => return Err(status),
+        };
+        if let Some(wanted) = &header.if_match {
+            match &existing {
+                Some(stx) if &etag(stx) == wanted => {}
+                _ => {
+                    return Err(Status::aborted(format!(
+                        "{} changed: its etag is no longer {wanted}",
+                        self.path
+                    )));
+                }
+            }
+        }
+        if existing.as_ref().is_some_and(is_dir) {
+            return Err(Status::failed_precondition(format!(
+                "{} is a collection; a file cannot replace it",
+                self.path
+            )));
+        }
+        let flags = if header.create_only {
+            RenameFlags::NOREPLACE
+        } else {
+            RenameFlags::empty()
+        };
+        rustix::fs::renameat_with(
+            &self.dir,
+            self.temp_name.as_str(),
+            &self.dir,
+            self.name.as_str(),
+            flags,
+        )
+        .map_err(|e| io_status(e, Op::Create, &self.path))?;
+        self.committed = true;
+        // The rename is durable once the directory is.
+        rustix::fs::fsync(&self.dir).map_err(|e| io_status(e, Op::Other, &self.path))?;
+        let stx = stat_fd(&self.file, &self.path)?;
+        Ok(Committed {
+            info: file_info(&self.path, &stx),
+            created: existing.is_none(),
+        })
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if !self.committed {
+            if let Err(e) = rustix::fs::unlinkat(&self.dir, self.temp_name.as_str(), AtFlags::empty()) {
+                tracing::warn!(path = %self.path, error = %e, "could not remove an aborted upload's temporary file");
+            }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! DELETE: remove a resource, a collection with all its members (RFC 4918 9.6).
+
+use super::{current_validators, has_preconditions, request_path, single_if_match};
+use crate::Gateway;
+use crate::conditional::{Outcome, evaluate};
+use crate::errors::{HttpError, HttpResult, http_status};
+use crate::paths::href;
+use axum::extract::Request;
+use axum::response::IntoResponse;
+use http::{StatusCode, header};
+use kubedav_api::fileio::DeleteRequest;
+use kubedav_api::path::VolumePath;
+
+/// 204 when everything went; 207 listing the members that could not be deleted.
+pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
+    let target = request_path(&request)?;
+    if target.path.is_root() {
+        return Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            "the root collection cannot be deleted",
+        ));
+    }
+    if has_preconditions(request.headers()) {
+        let current = current_validators(gateway, &target.path).await?;
+        if evaluate(request.headers(), current.as_ref(), false) != Outcome::Proceed {
+            return Err(HttpError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "a precondition header did not hold",
+            ));
+        }
+    }
+    let reply = gateway
+        .fileio
+        .delete(DeleteRequest {
+            path: target.path.as_str().to_owned(),
+            if_match: single_if_match(request.headers()),
+        })
+        .await?;
+    if reply.failures.is_empty() {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let responses: Vec<_> = reply
+        .failures
+        .iter()
+        .map(|failure| {
+            let path = VolumePath::parse(&failure.path).unwrap_or_default();
+            (
+                href(&path, false),
+                http_status(tonic::Code::from(failure.code)),
+                failure.message.clone(),
+            )
+        })
+        .collect();
+    Ok((
+        StatusCode::MULTI_STATUS,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        crate::xml::multistatus(&responses),
+    )
+        .into_response())
+}

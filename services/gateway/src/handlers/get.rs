@@ -1,0 +1,300 @@
+//! GET and HEAD: files with conditional requests and byte ranges, and HTML listings of
+//! collections.
+
+use super::{request_path, validator_headers};
+use crate::Gateway;
+use crate::conditional::{Outcome, Validators, evaluate, if_range_holds};
+use crate::errors::{HttpError, HttpResult};
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt, TryStreamExt};
+use http::{HeaderValue, StatusCode, header};
+use kubedav_api::BoxStream;
+use kubedav_api::fileio::{FileInfo, ListRequest, ReadChunk, ReadReply, ReadRequest, StatRequest};
+use kubedav_api::path::VolumePath;
+use kubedav_api::pb::fileio::v1::{ByteRangeSpec, ResolvedRange};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// Serves a file or a collection listing. `head` sends the headers only.
+pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult {
+    let target = request_path(&request)?;
+    let headers = request.headers();
+    let asked_ranges = if head {
+        None
+    } else {
+        headers
+            .get(header::RANGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::range::parse)
+    };
+    let ReadReply {
+        header: read_header,
+        chunks,
+    } = if head {
+        let info = gateway
+            .fileio
+            .stat(StatRequest {
+                path: target.path.as_str().to_owned(),
+            })
+            .await?;
+        let ranges = if info.size > 0 {
+            vec![ResolvedRange {
+                first: 0,
+                last: info.size - 1,
+            }]
+        } else {
+            vec![]
+        };
+        ReadReply {
+            header: kubedav_api::fileio::ReadHeader {
+                info: Some(info),
+                ranges,
+            },
+            chunks: futures_util::stream::empty().boxed(),
+        }
+    } else {
+        read(gateway, &target.path, asked_ranges.clone().unwrap_or_default()).await?
+    };
+    let info = read_header
+        .info
+        .ok_or_else(|| HttpError::from(tonic::Status::internal("read without metadata")))?;
+    if target.trailing_slash && !info.is_collection {
+        return Err(HttpError::new(
+            StatusCode::NOT_FOUND,
+            format!("{} is a file, not a collection", target.path),
+        ));
+    }
+    let validators = Validators::new(&info.etag, info.modified_unix_ns);
+    match evaluate(headers, Some(&validators), true) {
+        Outcome::Proceed => {}
+        Outcome::NotModified => {
+            let mut response = StatusCode::NOT_MODIFIED.into_response();
+            validator_headers(response.headers_mut(), &info.etag, info.modified_unix_ns);
+            return Ok(response);
+        }
+        Outcome::Failed => {
+            return Err(HttpError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "a precondition header did not hold",
+            ));
+        }
+    }
+    if info.is_collection {
+        return listing(gateway, &target.path, head).await;
+    }
+    let content_type = mime_guess::from_path(target.path.name())
+        .first_raw()
+        .unwrap_or("application/octet-stream");
+    let (ranges, chunks) = match asked_ranges {
+        Some(_) if !if_range_holds(headers, &validators) => {
+            // The representation changed since the client's partial copy: send it whole.
+            let whole = read(gateway, &target.path, Vec::new()).await?;
+            (None, whole.chunks)
+        }
+        Some(_) => (Some(read_header.ranges), chunks),
+        None => (None, chunks),
+    };
+    let mut response = match ranges {
+        None => full(&info, chunks, head).await,
+        Some(ranges) if ranges.is_empty() => {
+            let mut response = HttpError::new(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                format!(
+                    "no requested range lies within the {} bytes of the file",
+                    info.size
+                ),
+            )
+            .into_response();
+            insert(
+                response.headers_mut(),
+                header::CONTENT_RANGE,
+                format!("bytes */{}", info.size),
+            );
+            return Ok(response);
+        }
+        Some(ranges) if ranges.len() == 1 => {
+            let range = &ranges[0];
+            let mut response = full(&info, chunks, head).await;
+            *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+            let length = range.last - range.first + 1;
+            insert(response.headers_mut(), header::CONTENT_LENGTH, length.to_string());
+            insert(
+                response.headers_mut(),
+                header::CONTENT_RANGE,
+                format!("bytes {}-{}/{}", range.first, range.last, info.size),
+            );
+            response
+        }
+        Some(ranges) => multipart(&info, ranges, content_type, chunks),
+    };
+    let headers = response.headers_mut();
+    if !headers.contains_key(header::CONTENT_TYPE) {
+        insert(headers, header::CONTENT_TYPE, content_type.to_owned());
+    }
+    headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    validator_headers(headers, &info.etag, info.modified_unix_ns);
+    Ok(response)
+}
+
+async fn read(
+    gateway: &Gateway,
+    path: &VolumePath,
+    ranges: Vec<ByteRangeSpec>,
+) -> Result<ReadReply, HttpError> {
+    Ok(gateway
+        .fileio
+        .read(ReadRequest {
+            path: path.as_str().to_owned(),
+            ranges,
+        })
+        .await?)
+}
+
+fn insert(headers: &mut http::HeaderMap, name: header::HeaderName, value: String) {
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(name, value);
+    }
+}
+
+/// A 200 with the whole file (or a single range; the caller fixes the status). A body
+/// that fits in its first chunk is sent as one buffer, larger ones stream.
+async fn full(info: &FileInfo, mut chunks: BoxStream<ReadChunk>, head: bool) -> Response {
+    let length = info.size;
+    let body = if head {
+        Body::empty()
+    } else {
+        match chunks.next().await {
+            None => Body::empty(),
+            Some(Err(status)) => return crate::errors::HttpError::from(status).into_response(),
+            Some(Ok(first)) => {
+                let rest = chunks.map_ok(|chunk| chunk.data);
+                let first_data = first.data;
+                Body::from_stream(
+                    futures_util::stream::iter([Ok(first_data)])
+                        .chain(rest)
+                        .map_err(status_to_io),
+                )
+            }
+        }
+    };
+    let mut response = Response::new(body);
+    insert(response.headers_mut(), header::CONTENT_LENGTH, length.to_string());
+    response
+}
+
+fn status_to_io(status: tonic::Status) -> std::io::Error {
+    tracing::warn!(code = ?status.code(), message = status.message(), "response body failed midway; closing the connection");
+    std::io::Error::other(status.message().to_owned())
+}
+
+/// A 206 `multipart/byteranges` response for several ranges, with an exact
+/// Content-Length.
+fn multipart(
+    info: &FileInfo,
+    ranges: Vec<ResolvedRange>,
+    content_type: &str,
+    chunks: BoxStream<ReadChunk>,
+) -> Response {
+    let boundary = format!("kubedav-{:016x}", fastrand::u64(..));
+    let part_headers: Vec<Bytes> = ranges
+        .iter()
+        .map(|r| {
+            Bytes::from(format!(
+                "\r\n--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
+                r.first, r.last, info.size
+            ))
+        })
+        .collect();
+    let closing = Bytes::from(format!("\r\n--{boundary}--\r\n"));
+    let length: u64 = ranges
+        .iter()
+        .zip(&part_headers)
+        .map(|(r, h)| h.len() as u64 + r.last - r.first + 1)
+        .sum::<u64>()
+        + closing.len() as u64;
+    let body = MultipartBody {
+        chunks,
+        part_headers,
+        closing: Some(closing),
+        next_part: 0,
+        held: None,
+    };
+    let mut response = Response::new(Body::from_stream(body.map_err(status_to_io)));
+    *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+    let headers = response.headers_mut();
+    insert(headers, header::CONTENT_LENGTH, length.to_string());
+    insert(
+        headers,
+        header::CONTENT_TYPE,
+        format!("multipart/byteranges; boundary={boundary}"),
+    );
+    response
+}
+
+/// Interleaves part headers with the data of each range, then the closing boundary.
+struct MultipartBody {
+    chunks: BoxStream<ReadChunk>,
+    part_headers: Vec<Bytes>,
+    closing: Option<Bytes>,
+    next_part: usize,
+    held: Option<Bytes>,
+}
+
+impl Stream for MultipartBody {
+    type Item = Result<Bytes, tonic::Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(data) = self.held.take() {
+            return Poll::Ready(Some(Ok(data)));
+        }
+        match self.chunks.poll_next_unpin(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Err(status))) => Poll::Ready(Some(Err(status))),
+            Poll::Ready(Some(Ok(chunk))) => {
+                let index = chunk.range_index as usize;
+                if index >= self.next_part {
+                    self.next_part = index + 1;
+                    self.held = Some(chunk.data);
+                    let header = self.part_headers.get(index).cloned().unwrap_or_default();
+                    Poll::Ready(Some(Ok(header)))
+                } else {
+                    Poll::Ready(Some(Ok(chunk.data)))
+                }
+            }
+            Poll::Ready(None) => Poll::Ready(self.closing.take().map(Ok)),
+        }
+    }
+}
+
+/// The HTML listing of a collection.
+async fn listing(gateway: &Gateway, path: &VolumePath, head: bool) -> HttpResult {
+    let mut batches = gateway
+        .fileio
+        .list(ListRequest {
+            path: path.as_str().to_owned(),
+            depth: kubedav_api::fileio::Depth::One as i32,
+            max_entries: 0,
+            properties: None,
+        })
+        .await?;
+    let mut members = Vec::new();
+    while let Some(batch) = batches.next().await {
+        members.extend(batch?.entries.into_iter().filter_map(|entry| entry.info));
+    }
+    // The first entry is the collection itself.
+    let members = members.into_iter().skip(1).collect();
+    let html = crate::listing::render(path, members);
+    let mut response = if head {
+        Response::new(Body::empty())
+    } else {
+        Response::new(Body::from(html))
+    };
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    Ok(response)
+}

@@ -1,0 +1,118 @@
+//! The HTTP method handlers, and the dispatcher that picks one.
+
+mod delete;
+mod get;
+mod mkcol;
+mod options;
+mod put;
+
+use crate::Gateway;
+use crate::errors::HttpError;
+use crate::paths::{DecodeError, RequestPath, decode};
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use http::{StatusCode, header};
+use std::sync::Arc;
+
+/// The methods this gateway implements, for `Allow` headers.
+pub const ALLOW: &str = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL";
+
+/// Routes a request to its method's handler.
+pub async fn dispatch(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
+    let result = match request.method().as_str() {
+        "GET" => get::get(&gateway, request, false).await,
+        "HEAD" => get::get(&gateway, request, true).await,
+        "PUT" => put::put(&gateway, request).await,
+        "DELETE" => delete::delete(&gateway, request).await,
+        "MKCOL" => mkcol::mkcol(&gateway, request).await,
+        "OPTIONS" => Ok(options::options()),
+        "PROPFIND" | "PROPPATCH" | "COPY" | "MOVE" | "LOCK" | "UNLOCK" => Err(HttpError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            format!("{} is not implemented by this server yet", request.method()),
+        )),
+        other => {
+            let mut response = HttpError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("method {other} is not supported"),
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::ALLOW, header::HeaderValue::from_static(ALLOW));
+            return response;
+        }
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// The decoded path of a request, or the 400/414 that explains why it is refused.
+pub fn request_path(request: &Request) -> Result<RequestPath, HttpError> {
+    decode(request.uri().path()).map_err(|e| match e {
+        DecodeError::TooLong => HttpError::new(StatusCode::URI_TOO_LONG, e.to_string()),
+        DecodeError::Invalid(inner) => HttpError::bad_request(format!("invalid request path: {inner}")),
+    })
+}
+
+/// Whether any precondition header is present (then the current validators are needed).
+pub fn has_preconditions(headers: &http::HeaderMap) -> bool {
+    [
+        header::IF_MATCH,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_UNMODIFIED_SINCE,
+    ]
+    .iter()
+    .any(|name| headers.contains_key(name))
+}
+
+/// The current validators of `path`, `None` if it does not exist.
+pub async fn current_validators(
+    gateway: &Gateway,
+    path: &kubedav_api::path::VolumePath,
+) -> Result<Option<crate::conditional::Validators>, HttpError> {
+    match gateway
+        .fileio
+        .stat(kubedav_api::fileio::StatRequest {
+            path: path.as_str().to_owned(),
+        })
+        .await
+    {
+        Ok(info) => Ok(Some(crate::conditional::Validators::new(
+            &info.etag,
+            info.modified_unix_ns,
+        ))),
+        Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+        Err(status) => Err(status.into()),
+    }
+}
+
+/// The single strong etag of an `If-Match` header, to be re-checked by fileio at commit
+/// time (closing the gap between the gateway's check and the write).
+pub fn single_if_match(headers: &http::HeaderMap) -> Option<String> {
+    let value = headers.get(header::IF_MATCH)?.to_str().ok()?;
+    let mut tags = crate::conditional::entity_tags(value);
+    match (tags.next(), tags.next()) {
+        (Some((false, tag)), None) => Some(tag.to_owned()),
+        _ => None,
+    }
+}
+
+/// Whether a request carries a body (a non-zero Content-Length, or chunked encoding).
+pub fn has_body(headers: &http::HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+}
+
+/// Adds `ETag` and `Last-Modified` for a representation.
+pub fn validator_headers(headers: &mut http::HeaderMap, etag: &str, modified_unix_ns: i64) {
+    if let Ok(value) = header::HeaderValue::from_str(&format!("\"{etag}\"")) {
+        headers.insert(header::ETAG, value);
+    }
+    if let Ok(value) = header::HeaderValue::from_str(&crate::listing::http_date(modified_unix_ns)) {
+        headers.insert(header::LAST_MODIFIED, value);
+    }
+}

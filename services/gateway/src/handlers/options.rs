@@ -1,0 +1,25 @@
+//! OPTIONS: what this server offers.
+
+use super::ALLOW;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+
+/// 200 with the `DAV` compliance classes and the `Allow`ed methods.
+pub fn options() -> Response {
+    (
+        StatusCode::OK,
+        [
+            (
+                header::HeaderName::from_static("dav"),
+                HeaderValue::from_static("1"),
+            ),
+            (header::ALLOW, HeaderValue::from_static(ALLOW)),
+            (
+                header::HeaderName::from_static("ms-author-via"),
+                HeaderValue::from_static("DAV"),
+            ),
+            (header::ACCEPT_RANGES, HeaderValue::from_static("bytes")),
+        ],
+    )
+        .into_response()
+}

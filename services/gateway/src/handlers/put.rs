@@ -1,0 +1,119 @@
+//! PUT: streaming atomic upload (RFC 9110 9.3.4, RFC 4918 9.7).
+
+use super::{current_validators, has_preconditions, request_path, single_if_match, validator_headers};
+use crate::Gateway;
+use crate::conditional::{Outcome, evaluate};
+use crate::errors::{HttpError, HttpResult};
+use axum::extract::Request;
+use axum::response::IntoResponse;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{StatusCode, header};
+use kubedav_api::fileio::WriteHeader;
+use tonic::{Code, Status};
+
+/// 201 for a new file, 204 for a replaced one; 409 when the parent collection is
+/// missing; 412 when a precondition fails; 413 past the body limit.
+pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
+    let target = request_path(&request)?;
+    if target.path.is_root() || target.trailing_slash {
+        return Err(HttpError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "PUT cannot write a collection; use MKCOL to create one",
+        ));
+    }
+    let headers = request.headers();
+    if headers.contains_key(header::CONTENT_RANGE) {
+        return Err(HttpError::bad_request(
+            "PUT with Content-Range (partial update) is not supported",
+        ));
+    }
+    let declared = match headers.get(header::CONTENT_LENGTH) {
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| HttpError::bad_request("Content-Length is not a number"))?,
+        ),
+        None => None,
+    };
+    let limit = gateway.config.max_body_bytes;
+    if let (Some(declared), Some(limit)) = (declared, limit) {
+        if declared > limit {
+            return Err(too_large(limit));
+        }
+    }
+    if has_preconditions(headers) {
+        let current = current_validators(gateway, &target.path).await?;
+        if evaluate(headers, current.as_ref(), false) != Outcome::Proceed {
+            return Err(HttpError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "a precondition header did not hold",
+            ));
+        }
+    }
+    let write = WriteHeader {
+        path: target.path.as_str().to_owned(),
+        expected_size: declared,
+        if_match: single_if_match(headers),
+        create_only: headers
+            .get(header::IF_NONE_MATCH)
+            .is_some_and(|v| v.as_bytes() == b"*"),
+    };
+    let body = limited_body(request.into_body(), limit);
+    match gateway.fileio.write(write, body).await {
+        Ok(reply) => {
+            let status = if reply.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::NO_CONTENT
+            };
+            let mut response = status.into_response();
+            if let Some(info) = reply.info {
+                validator_headers(response.headers_mut(), &info.etag, info.modified_unix_ns);
+            }
+            Ok(response)
+        }
+        Err(status) => Err(match status.code() {
+            Code::OutOfRange => too_large(limit.unwrap_or(0)),
+            Code::AlreadyExists | Code::Aborted => HttpError::new(
+                StatusCode::PRECONDITION_FAILED,
+                format!("{}; nothing was written", status.message()),
+            ),
+            Code::FailedPrecondition => HttpError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "{}; create the parent collection with MKCOL first",
+                    status.message()
+                ),
+            ),
+            _ => status.into(),
+        }),
+    }
+}
+
+fn too_large(limit: u64) -> HttpError {
+    HttpError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the body is larger than this server's limit of {limit} bytes"),
+    )
+}
+
+/// The request body as a stream of chunks that fails with OUT_OF_RANGE past `limit`
+/// bytes and with CANCELLED when the client's body breaks off.
+fn limited_body(body: axum::body::Body, limit: Option<u64>) -> kubedav_api::BoxStream<Bytes> {
+    let mut seen: u64 = 0;
+    body.into_data_stream()
+        .map(move |chunk| {
+            let chunk = chunk.map_err(|e| Status::cancelled(format!("the request body broke off: {e}")))?;
+            seen += chunk.len() as u64;
+            match limit {
+                Some(limit) if seen > limit => {
+                    Err(Status::out_of_range("the body exceeds the server's limit"))
+                }
+                _ => Ok(chunk),
+            }
+        })
+        .boxed()
+}

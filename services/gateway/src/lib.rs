@@ -1,0 +1,77 @@
+//! kubedav's gateway: the public HTTP/WebDAV edge.
+//!
+//! It speaks HTTP to clients and reaches the volume only through the
+//! [`FileIo`](kubedav_api::fileio::FileIo) port, so the same code serves both run modes:
+//! with fileio's core in the same process (`--target=all`) or over gRPC
+//! (`--target=gateway`).
+
+pub mod conditional;
+pub mod errors;
+pub mod handlers;
+pub mod listing;
+pub mod observe;
+pub mod paths;
+pub mod range;
+pub mod server;
+pub mod xml;
+
+use kubedav_api::fileio::FileIo;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Limits and settings of the HTTP edge.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// Largest request body accepted (413 past it); `None` for no limit.
+    pub max_body_bytes: Option<u64>,
+    /// Largest request head (request line and headers) in bytes; 431 past it.
+    pub max_header_bytes: usize,
+    /// Most header fields in one request; 431 past it.
+    pub max_headers: usize,
+    /// Time a client has to send its complete request head.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: Some(16 << 30),
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+            header_read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The gateway's state: its ports to the services and its configuration.
+pub struct Gateway {
+    /// The volume.
+    pub fileio: Arc<dyn FileIo>,
+    /// Limits and settings.
+    pub config: GatewayConfig,
+}
+
+impl Gateway {
+    /// A gateway over these service ports.
+    pub fn new(fileio: Arc<dyn FileIo>, config: GatewayConfig) -> Arc<Self> {
+        Arc::new(Self { fileio, config })
+    }
+
+    /// The HTTP application: every method on every path, with request ids, tracing and
+    /// metrics.
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        axum::Router::new()
+            .fallback(handlers::dispatch)
+            .with_state(self.clone())
+            .layer(axum::middleware::from_fn(observe::observe))
+    }
+
+    /// Whether the gateway can serve: the volume answers.
+    pub async fn ready(&self) -> Result<(), String> {
+        self.fileio
+            .stat(kubedav_api::fileio::StatRequest { path: String::new() })
+            .await
+            .map(|_| ())
+            .map_err(|status| format!("fileio: {}", status.message()))
+    }
+}

@@ -1,0 +1,165 @@
+//! Request paths: percent-decoding a URL path into a [`VolumePath`], and encoding
+//! volume paths back into hrefs.
+//!
+//! Decoding works segment by segment on the raw path, so an encoded slash (`%2F`) can
+//! never create a segment boundary and an encoded dot segment (`%2e%2e`) is refused like a
+//! literal one.
+
+use kubedav_api::path::{MAX_PATH_BYTES, PathError, VolumePath};
+use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_encode};
+
+/// A decoded request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestPath {
+    /// The volume path.
+    pub path: VolumePath,
+    /// Whether the URL ended with a slash (a collection was named).
+    pub trailing_slash: bool,
+}
+
+/// Why a URL path was refused, with the HTTP status to send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The path is too long: 414.
+    #[error("the request path is longer than {MAX_PATH_BYTES} bytes")]
+    TooLong,
+    /// Anything else: 400.
+    #[error("{0}")]
+    Invalid(PathError),
+}
+
+/// Decodes a raw URL path (as in the request line, without the query).
+pub fn decode(raw: &str) -> Result<RequestPath, DecodeError> {
+    if !raw.starts_with('/') {
+        return Err(DecodeError::Invalid(PathError::Malformed(
+            "the path must start with '/'",
+        )));
+    }
+    if raw.len() > MAX_PATH_BYTES * 3 {
+        return Err(DecodeError::TooLong);
+    }
+    let mut segments = Vec::new();
+    for raw_segment in raw.split('/') {
+        let decoded = percent_decode_str(raw_segment)
+            .decode_utf8()
+            .map_err(|_| DecodeError::Invalid(PathError::NotUtf8))?;
+        segments.push(decoded);
+    }
+    let path = VolumePath::from_segments(segments.iter().map(|s| s.as_ref())).map_err(|e| match e {
+        PathError::TooLong => DecodeError::TooLong,
+        other => DecodeError::Invalid(other),
+    })?;
+    let trailing_slash = raw.ends_with('/') && !path.is_root();
+    Ok(RequestPath { path, trailing_slash })
+}
+
+/// Characters escaped in an href segment: everything but unreserved characters and a
+/// few sub-delimiters that are safe in a path segment.
+const SEGMENT: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'[')
+    .add(b'\\')
+    .add(b']')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}')
+    .add(b'\'')
+    .add(b';')
+    .add(b'&');
+
+/// The absolute href of a volume path; collections get a trailing slash.
+pub fn href(path: &VolumePath, collection: bool) -> String {
+    let mut out = String::from("/");
+    for (i, segment) in path.segments().enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        out.extend(utf8_percent_encode(segment, SEGMENT));
+    }
+    if collection && !path.is_root() {
+        out.push('/');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(raw: &str) -> String {
+        decode(raw).unwrap().path.as_str().to_owned()
+    }
+
+    #[test]
+    fn decodes_percent_escapes_and_collapses_slashes() {
+        assert_eq!(ok("/"), "");
+        assert_eq!(ok("/a%20b/c%C3%A9.txt"), "a b/cé.txt");
+        assert_eq!(ok("//a///b/"), "a/b");
+        assert!(decode("/dir/").unwrap().trailing_slash);
+        assert!(!decode("/").unwrap().trailing_slash);
+    }
+
+    #[test]
+    fn refuses_traversal_in_every_spelling() {
+        for raw in [
+            "/../etc/passwd",
+            "/a/../../b",
+            "/%2e%2e/x",
+            "/%2E%2E/x",
+            "/.%2e/x",
+            "/a/./b",
+        ] {
+            assert_eq!(
+                decode(raw),
+                Err(DecodeError::Invalid(PathError::DotSegment)),
+                "{raw}"
+            );
+        }
+        assert_eq!(
+            decode("/a%2f..%2fb"),
+            Err(DecodeError::Invalid(PathError::EncodedSlash))
+        );
+        assert_eq!(
+            decode("/a%2Fb"),
+            Err(DecodeError::Invalid(PathError::EncodedSlash))
+        );
+        assert_eq!(decode("/a%00b"), Err(DecodeError::Invalid(PathError::Nul)));
+        assert_eq!(decode("/%ff"), Err(DecodeError::Invalid(PathError::NotUtf8)));
+        assert_eq!(
+            decode("x"),
+            Err(DecodeError::Invalid(PathError::Malformed(
+                "the path must start with '/'"
+            )))
+        );
+    }
+
+    #[test]
+    fn refuses_overlong_paths_and_names() {
+        let long = format!("/{}", ["abcdefgh"; 600].join("/"));
+        assert_eq!(decode(&long), Err(DecodeError::TooLong));
+        let long_name = format!("/{}", "n".repeat(300));
+        assert_eq!(
+            decode(&long_name),
+            Err(DecodeError::Invalid(PathError::NameTooLong))
+        );
+    }
+
+    #[test]
+    fn hrefs_round_trip() {
+        let path = VolumePath::parse("a b/100%/x#y?/é").unwrap();
+        let encoded = href(&path, false);
+        assert_eq!(encoded, "/a%20b/100%25/x%23y%3F/%C3%A9");
+        assert_eq!(decode(&encoded).unwrap().path, path);
+        assert_eq!(href(&VolumePath::parse("d").unwrap(), true), "/d/");
+        assert_eq!(href(&VolumePath::root(), true), "/");
+    }
+}

@@ -1,0 +1,49 @@
+//! Serving a kubedav gRPC service: the service itself, the standard gRPC health service
+//! (`grpc.health.v1.Health`, for Kubernetes gRPC probes and grpcurl) and server
+//! reflection, with every request's span a child of the caller's trace context.
+
+use std::future::Future;
+use tokio::net::TcpListener;
+use tonic::server::NamedService;
+use tonic::transport::server::TcpIncoming;
+
+/// Serves `service` (plus health and reflection) on `listener` until `shutdown` resolves.
+pub async fn serve<S>(
+    listener: TcpListener,
+    service: S,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String>
+where
+    S: tower_service::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_service_status(S::NAME, tonic_health::ServingStatus::Serving)
+        .await;
+    health_reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(kubedav_api::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| format!("cannot build gRPC reflection: {e}"))?;
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    tonic::transport::Server::builder()
+        .trace_fn(kubedav_api::propagation::server_span)
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+        .map_err(|e| format!("gRPC server failed: {e}"))
+}

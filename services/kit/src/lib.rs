@@ -1,0 +1,10 @@
+//! Plumbing shared by every kubedav target: telemetry ([`telemetry`]), the admin HTTP
+//! server with `/metrics`, `/healthz` and `/readyz` ([`admin`]), gRPC serving with the
+//! standard health and reflection services ([`grpc`]), listeners ([`listen`]) and
+//! shutdown signals ([`shutdown`]).
+
+pub mod admin;
+pub mod grpc;
+pub mod listen;
+pub mod shutdown;
+pub mod telemetry;

@@ -1,0 +1,175 @@
+//! The command line. Every flag is also read from `KUBEDAV_<FLAG>` (upper snake case).
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which service(s) this process runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Target {
+    /// Everything in one process, with no network between the services.
+    All,
+    /// The HTTP/WebDAV edge, talking to the services over gRPC.
+    Gateway,
+    /// The volume service.
+    Fileio,
+    /// Credential verification.
+    Auth,
+    /// The WebDAV lock manager.
+    Locks,
+    /// HTML to Markdown conversion.
+    Markdown,
+}
+
+impl Target {
+    /// The target's name, as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::All => "all",
+            Target::Gateway => "gateway",
+            Target::Fileio => "fileio",
+            Target::Auth => "auth",
+            Target::Locks => "locks",
+            Target::Markdown => "markdown",
+        }
+    }
+
+    /// The default admin address, distinct per target so that several targets can run
+    /// on one machine with no flags.
+    pub fn default_admin_listen(self) -> &'static str {
+        match self {
+            Target::All | Target::Gateway => "127.0.0.1:9180",
+            Target::Fileio => "127.0.0.1:9181",
+            Target::Auth => "127.0.0.1:9182",
+            Target::Locks => "127.0.0.1:9183",
+            Target::Markdown => "127.0.0.1:9184",
+        }
+    }
+
+    /// The default gRPC address of a service target.
+    pub fn default_grpc_listen(self) -> &'static str {
+        match self {
+            Target::Auth => "127.0.0.1:9092",
+            Target::Locks => "127.0.0.1:9093",
+            Target::Markdown => "127.0.0.1:9094",
+            _ => "127.0.0.1:9091",
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// kubedav: a WebDAV file service. One binary; `--target` picks what this process runs.
+#[derive(Debug, Parser)]
+#[command(name = "kubedav", version, about, long_about = None)]
+pub struct Cli {
+    /// What this process runs: everything (`all`) or one service.
+    #[arg(long, env = "KUBEDAV_TARGET", value_enum, default_value = "all")]
+    pub target: Target,
+
+    /// The gateway's HTTP address (targets all, gateway). Port 0 picks a free port.
+    #[arg(long, env = "KUBEDAV_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+
+    /// A service's gRPC address (targets fileio, auth, locks, markdown)
+    /// [default: 127.0.0.1:9091 fileio, :9092 auth, :9093 locks, :9094 markdown].
+    #[arg(long, env = "KUBEDAV_GRPC_LISTEN")]
+    pub grpc_listen: Option<String>,
+
+    /// The admin address: /metrics, /healthz, /readyz (every target)
+    /// [default: 127.0.0.1:9180 all and gateway, :9181 fileio, :9182 auth, :9183 locks, :9184 markdown].
+    #[arg(long, env = "KUBEDAV_ADMIN_LISTEN")]
+    pub admin_listen: Option<String>,
+
+    /// The served directory (targets all, fileio). It must exist.
+    #[arg(long, env = "KUBEDAV_ROOT", default_value = "./data")]
+    pub root: PathBuf,
+
+    /// Where the gateway finds fileio.
+    #[arg(long, env = "KUBEDAV_FILEIO_URL", default_value = "http://127.0.0.1:9091")]
+    pub fileio_url: String,
+
+    /// Where the gateway finds auth.
+    #[arg(long, env = "KUBEDAV_AUTH_URL", default_value = "http://127.0.0.1:9092")]
+    pub auth_url: String,
+
+    /// Where the gateway finds locks.
+    #[arg(long, env = "KUBEDAV_LOCKS_URL", default_value = "http://127.0.0.1:9093")]
+    pub locks_url: String,
+
+    /// Where the gateway finds markdown.
+    #[arg(long, env = "KUBEDAV_MARKDOWN_URL", default_value = "http://127.0.0.1:9094")]
+    pub markdown_url: String,
+
+    /// Largest request body in bytes; 0 for no limit. Larger uploads get 413.
+    #[arg(long, env = "KUBEDAV_MAX_BODY_BYTES", default_value_t = 16 << 30)]
+    pub max_body_bytes: u64,
+
+    /// Largest request head (request line and headers) in bytes. Larger ones get 431.
+    #[arg(long, env = "KUBEDAV_MAX_HEADER_BYTES", default_value_t = 64 * 1024)]
+    pub max_header_bytes: usize,
+
+    /// Seconds a client has to send a complete request head before it is cut off.
+    #[arg(long, env = "KUBEDAV_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 30)]
+    pub header_read_timeout_seconds: u64,
+
+    /// Log format: text or json. The level comes from RUST_LOG (default info).
+    #[arg(long, env = "KUBEDAV_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+impl Cli {
+    /// The admin address in effect.
+    pub fn admin_listen(&self) -> &str {
+        self.admin_listen
+            .as_deref()
+            .unwrap_or(self.target.default_admin_listen())
+    }
+
+    /// The gRPC address in effect.
+    pub fn grpc_listen(&self) -> &str {
+        self.grpc_listen
+            .as_deref()
+            .unwrap_or(self.target.default_grpc_listen())
+    }
+
+    /// The gateway's limits.
+    pub fn gateway_config(&self) -> kubedav_gateway::GatewayConfig {
+        kubedav_gateway::GatewayConfig {
+            max_body_bytes: (self.max_body_bytes > 0).then_some(self.max_body_bytes),
+            max_header_bytes: self.max_header_bytes,
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_flag_has_an_env_var() {
+        for arg in Cli::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            let expected = format!("KUBEDAV_{}", id.to_uppercase());
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            assert!(
+                env.as_deref() == Some(expected.as_str())
+                    || (id == "header_read_timeout_seconds" && env.is_some()),
+                "--{id} reads {env:?}, expected {expected}"
+            );
+        }
+    }
+}

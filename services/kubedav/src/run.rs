@@ -1,0 +1,99 @@
+//! Wiring each target: which cores or clients, which servers.
+
+use crate::cli::{Cli, LogFormat, Target};
+use kubedav_api::fileio::{FileIo, FileIoGrpc, RemoteFileIo};
+use kubedav_fileio::LocalFileIo;
+use kubedav_gateway::Gateway;
+use kubedav_kit::admin::ReadinessCheck;
+use kubedav_kit::shutdown::Shutdown;
+use kubedav_kit::{admin, grpc, listen, telemetry};
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::transport::Endpoint;
+
+/// Runs the target until SIGTERM or SIGINT.
+pub async fn run(cli: Cli) -> Result<(), String> {
+    let format = match cli.log_format {
+        LogFormat::Text => telemetry::LogFormat::Text,
+        LogFormat::Json => telemetry::LogFormat::Json,
+    };
+    let _telemetry = telemetry::init(cli.target.name(), format)?;
+    let shutdown = Shutdown::install();
+    tracing::info!(target: "kubedav", "kubedav {} starting target {}", env!("CARGO_PKG_VERSION"), cli.target.name());
+    match cli.target {
+        Target::All => {
+            let core = open_volume(&cli)?;
+            let fileio: Arc<dyn FileIo> = Arc::new(core);
+            run_gateway(&cli, fileio, shutdown).await
+        }
+        Target::Gateway => {
+            let fileio: Arc<dyn FileIo> =
+                Arc::new(RemoteFileIo::connect_lazy(endpoint("fileio", &cli.fileio_url)?));
+            run_gateway(&cli, fileio, shutdown).await
+        }
+        Target::Fileio => {
+            let core = open_volume(&cli)?;
+            let checked = core.clone();
+            let ready: ReadinessCheck = Arc::new(move || {
+                let core = checked.clone();
+                Box::pin(async move { core.check() })
+            });
+            let (grpc_listener, _) = listen::bind("fileio gRPC", cli.grpc_listen()).await?;
+            let (admin_listener, _) = listen::bind("fileio admin", cli.admin_listen()).await?;
+            let service = FileIoGrpc::new(Arc::new(core)).into_service();
+            tokio::try_join!(
+                grpc::serve(grpc_listener, service, shutdown.clone().requested()),
+                admin::serve(admin_listener, ready, shutdown.requested()),
+            )?;
+            Ok(())
+        }
+        Target::Auth | Target::Locks | Target::Markdown => Err(format!(
+            "the {} service is not part of this release yet; run --target=all, gateway or fileio",
+            cli.target.name()
+        )),
+    }
+}
+
+fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
+    let core = LocalFileIo::open(&cli.root)
+        .map_err(|e| format!("{e} (set --root or KUBEDAV_ROOT to an existing directory)"))?;
+    tracing::info!(target: "kubedav", "serving {}", cli.root.display());
+    Ok(core)
+}
+
+/// A gRPC endpoint to a service, tuned for bulk streaming on a local network.
+fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
+    Ok(Endpoint::from_shared(url.to_owned())
+        .map_err(|e| format!("--{service}-url {url} is not a valid URL: {e}"))?
+        .connect_timeout(Duration::from_secs(2))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true)
+        .initial_stream_window_size(Some(4 << 20))
+        .initial_connection_window_size(Some(16 << 20)))
+}
+
+async fn run_gateway(cli: &Cli, fileio: Arc<dyn FileIo>, shutdown: Shutdown) -> Result<(), String> {
+    let config = cli.gateway_config();
+    let gateway = Gateway::new(fileio, config.clone());
+    let checked = gateway.clone();
+    let ready: ReadinessCheck = Arc::new(move || {
+        let gateway = checked.clone();
+        Box::pin(async move { gateway.ready().await })
+    });
+    let (http_listener, http_addr) = listen::bind("gateway HTTP", &cli.listen).await?;
+    let (admin_listener, _) =
+        listen::bind(&format!("{} admin", cli.target.name()), cli.admin_listen()).await?;
+    tracing::info!(target: "kubedav", "WebDAV at http://{http_addr}/");
+    tokio::try_join!(
+        kubedav_gateway::server::serve(
+            http_listener,
+            gateway.router(),
+            &config,
+            shutdown.clone().requested()
+        ),
+        admin::serve(admin_listener, ready, shutdown.requested()),
+    )?;
+    Ok(())
+}
