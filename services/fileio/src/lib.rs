@@ -168,12 +168,12 @@ impl FileIo for LocalFileIo {
             if batch_len >= WRITE_BATCH_BYTES || (end && batch_len > 0) {
                 let mut upload = slot.wait().await?;
                 let len = std::mem::take(&mut batch_len) as u64;
-                if let Some(limit) = header.expected_size {
-                    if upload.written() + len > limit {
-                        return Err(Status::invalid_argument(format!(
-                            "the body is longer than the {limit} bytes declared; nothing was written"
-                        )));
-                    }
+                if let Some(limit) = header.expected_size
+                    && upload.written() + len > limit
+                {
+                    return Err(Status::invalid_argument(format!(
+                        "the body is longer than the {limit} bytes declared; nothing was written"
+                    )));
                 }
                 let chunks = std::mem::take(&mut batch);
                 slot = UploadSlot::Writing(tokio::task::spawn_blocking(move || {

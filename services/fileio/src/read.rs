@@ -106,11 +106,11 @@ impl ChunkStream {
 
     fn advance(&mut self, len: u64) {
         self.offset += len;
-        if let Some(range) = self.ranges.get(self.index) {
-            if self.offset > range.last {
-                self.index += 1;
-                self.offset = self.ranges.get(self.index).map_or(0, |r| r.first);
-            }
+        if let Some(range) = self.ranges.get(self.index)
+            && self.offset > range.last
+        {
+            self.index += 1;
+            self.offset = self.ranges.get(self.index).map_or(0, |r| r.first);
         }
     }
 }

@@ -72,10 +72,11 @@ pub fn walk(
                     "the listing has more than {max_entries} entries"
                 )));
             }
-            if member.is_collection && depth == Depth::Infinity {
-                if let Ok(child) = volume.open_beneath(&member_path, OFlags::RDONLY | OFlags::DIRECTORY) {
-                    pending_dirs.push((child, member_path));
-                }
+            if member.is_collection
+                && depth == Depth::Infinity
+                && let Ok(child) = volume.open_beneath(&member_path, OFlags::RDONLY | OFlags::DIRECTORY)
+            {
+                pending_dirs.push((child, member_path));
             }
             batch.push(ListEntry {
                 info: Some(member),
@@ -127,12 +128,13 @@ pub fn delete(volume: &Volume, path: &VolumePath, if_match: Option<&str>) -> Res
         _ => status,
     })?;
     let stx = stat_at(&parent, name, path)?;
-    if let Some(wanted) = if_match {
-        if crate::metadata::etag(&stx) != wanted {
-            return Err(Status::aborted(format!(
-                "{path} changed: its etag is no longer {wanted}"
-            )));
-        }
+    volume.refuse_escaping_symlink(&stx, path)?;
+    if let Some(wanted) = if_match
+        && crate::metadata::etag(&stx) != wanted
+    {
+        return Err(Status::aborted(format!(
+            "{path} changed: its etag is no longer {wanted}"
+        )));
     }
     if !is_dir(&stx) {
         rustix::fs::unlinkat(&parent, name, AtFlags::empty()).map_err(|e| io_status(e, Op::Other, path))?;

@@ -83,4 +83,18 @@ impl Volume {
             })?;
         Ok((fd, name))
     }
+
+    /// Refuses a name that is a symlink resolving outside the root (or nowhere): such a
+    /// name is hidden from listings and unreadable, so it may not be replaced or deleted
+    /// either. Any other name passes.
+    pub fn refuse_escaping_symlink(&self, stx: &rustix::fs::Statx, path: &VolumePath) -> Result<(), Status> {
+        if !crate::metadata::is_symlink(stx) {
+            return Ok(());
+        }
+        match self.open_beneath(path, OFlags::PATH) {
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(()),
+            Err(status) => Err(status),
+        }
+    }
 }

@@ -48,7 +48,7 @@ impl Upload {
                     "{path} is a collection; a file cannot replace it"
                 )));
             }
-            Ok(_) => {}
+            Ok(stx) => volume.refuse_escaping_symlink(&stx, &path)?,
             Err(status) if status.code() == tonic::Code::NotFound => {}
             Err(status) => return Err(status),
         }
@@ -98,13 +98,13 @@ impl Upload {
     /// Makes the upload durable and visible under its target name, if `header`'s
     /// conditions still hold.
     pub fn commit(mut self, header: &WriteHeader) -> Result<Committed, Status> {
-        if let Some(expected) = header.expected_size {
-            if expected != self.written {
-                return Err(Status::cancelled(format!(
-                    "the body had {} bytes but {expected} were declared; nothing was written",
-                    self.written
-                )));
-            }
+        if let Some(expected) = header.expected_size
+            && expected != self.written
+        {
+            return Err(Status::cancelled(format!(
+                "the body had {} bytes but {expected} were declared; nothing was written",
+                self.written
+            )));
         }
         self.file.sync_data().map_err(|e| self.write_error(e))?;
         let existing = match stat_at(&self.dir, &self.name, &self.path) {
@@ -155,10 +155,10 @@ impl Upload {
 
 impl Drop for Upload {
     fn drop(&mut self) {
-        if !self.committed {
-            if let Err(e) = rustix::fs::unlinkat(&self.dir, self.temp_name.as_str(), AtFlags::empty()) {
-                tracing::warn!(path = %self.path, error = %e, "could not remove an aborted upload's temporary file");
-            }
+        if !self.committed
+            && let Err(e) = rustix::fs::unlinkat(&self.dir, self.temp_name.as_str(), AtFlags::empty())
+        {
+            tracing::warn!(path = %self.path, error = %e, "could not remove an aborted upload's temporary file");
         }
     }
 }

@@ -52,10 +52,10 @@ pub fn evaluate(headers: &HeaderMap, current: Option<&Validators>, safe: bool) -
         if !holds {
             return Outcome::Failed;
         }
-    } else if let (Some(date), Some(v)) = (date(headers, http::header::IF_UNMODIFIED_SINCE), current) {
-        if v.modified > date {
-            return Outcome::Failed;
-        }
+    } else if let (Some(date), Some(v)) = (date(headers, http::header::IF_UNMODIFIED_SINCE), current)
+        && v.modified > date
+    {
+        return Outcome::Failed;
     }
     if let Some(value) = header(headers, http::header::IF_NONE_MATCH) {
         let matched = current.is_some_and(|v| list_matches(value, &v.etag, false));
@@ -66,12 +66,11 @@ pub fn evaluate(headers: &HeaderMap, current: Option<&Validators>, safe: bool) -
                 Outcome::Failed
             };
         }
-    } else if safe {
-        if let (Some(date), Some(v)) = (date(headers, http::header::IF_MODIFIED_SINCE), current) {
-            if v.modified <= date {
-                return Outcome::NotModified;
-            }
-        }
+    } else if safe
+        && let (Some(date), Some(v)) = (date(headers, http::header::IF_MODIFIED_SINCE), current)
+        && v.modified <= date
+    {
+        return Outcome::NotModified;
     }
     Outcome::Proceed
 }

@@ -39,10 +39,10 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
         None => None,
     };
     let limit = gateway.config.max_body_bytes;
-    if let (Some(declared), Some(limit)) = (declared, limit) {
-        if declared > limit {
-            return Err(too_large(limit));
-        }
+    if let (Some(declared), Some(limit)) = (declared, limit)
+        && declared > limit
+    {
+        return Err(too_large(limit));
     }
     if has_preconditions(headers) {
         let current = current_validators(gateway, &target.path).await?;

@@ -1,0 +1,261 @@
+//! Test harness: starts the real `kubedav` binary on free ports, in one of the two run
+//! modes, over a fresh temporary root, and speaks HTTP to it.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+/// How the services are deployed for a test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `--target=all`: one process, no network between the services.
+    AllInOne,
+    /// `--target=gateway` plus `--target=fileio`, talking gRPC over loopback.
+    Microservices,
+}
+
+/// One started process and what it announced.
+pub struct Process {
+    pub child: Child,
+    pub name: &'static str,
+    lines: mpsc::UnboundedReceiver<String>,
+}
+
+impl Process {
+    /// Starts `kubedav` with `args`; its stderr is echoed to the test's output.
+    pub fn spawn(name: &'static str, args: &[String]) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kubedav"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the kubedav binary starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                eprintln!("[{name}] {line}");
+                let _ = tx.send(line);
+            }
+        });
+        Process { child, name, lines }
+    }
+
+    /// Waits for the log line "`what` listening on ADDR" and returns ADDR.
+    pub async fn listening(&mut self, what: &str) -> SocketAddr {
+        let needle = format!("{what} listening on ");
+        let wait = async {
+            while let Some(line) = self.lines.recv().await {
+                if let Some(pos) = line.find(&needle) {
+                    let addr = line[pos + needle.len()..]
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default();
+                    return addr.parse().expect("a socket address follows 'listening on'");
+                }
+            }
+            panic!("{} exited before announcing {what}", self.name);
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .unwrap_or_else(|_| panic!("{} did not announce {what}", self.name))
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the process is running")
+    }
+}
+
+/// A running kubedav serving a temporary root.
+pub struct Server {
+    pub mode: Mode,
+    pub addr: SocketAddr,
+    pub root: PathBuf,
+    pub processes: Vec<Process>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts kubedav in `mode` with default settings.
+    pub async fn start(mode: Mode) -> Server {
+        Self::start_with(mode, &[]).await
+    }
+
+    /// Starts kubedav in `mode`; `gateway_args` go to the process that serves HTTP.
+    pub async fn start_with(mode: Mode, gateway_args: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let root_arg = root.to_str().unwrap().to_owned();
+        let any = "127.0.0.1:0".to_owned();
+        let extra: Vec<String> = gateway_args.iter().map(|s| s.to_string()).collect();
+        let mut processes = Vec::new();
+        let addr = match mode {
+            Mode::AllInOne => {
+                let mut args = vec![
+                    "--target=all".into(),
+                    "--root".into(),
+                    root_arg,
+                    "--listen".into(),
+                    any.clone(),
+                ];
+                args.extend(["--admin-listen".into(), any]);
+                args.extend(extra);
+                let mut all = Process::spawn("all", &args);
+                let addr = all.listening("gateway HTTP").await;
+                processes.push(all);
+                addr
+            }
+            Mode::Microservices => {
+                let args = vec![
+                    "--target=fileio".into(),
+                    "--root".into(),
+                    root_arg,
+                    "--grpc-listen".into(),
+                    any.clone(),
+                    "--admin-listen".into(),
+                    any.clone(),
+                ];
+                let mut fileio = Process::spawn("fileio", &args);
+                let grpc = fileio.listening("fileio gRPC").await;
+                let mut args = vec![
+                    "--target=gateway".into(),
+                    "--fileio-url".into(),
+                    format!("http://{grpc}"),
+                ];
+                args.extend(["--listen".into(), any.clone(), "--admin-listen".into(), any]);
+                args.extend(extra);
+                let mut gateway = Process::spawn("gateway", &args);
+                let addr = gateway.listening("gateway HTTP").await;
+                processes.push(gateway);
+                processes.push(fileio);
+                addr
+            }
+        };
+        Server {
+            mode,
+            addr,
+            root,
+            processes,
+            _dir: dir,
+        }
+    }
+
+    /// The URL of a raw (already encoded) path.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// A path on disk inside the root.
+    pub fn disk(&self, relative: &str) -> PathBuf {
+        self.root.join(relative)
+    }
+
+    /// The process with this name.
+    pub fn process(&mut self, name: &str) -> &mut Process {
+        self.processes
+            .iter_mut()
+            .find(|p| p.name == name)
+            .expect("a process of that name")
+    }
+
+    /// Sum over the server's processes of a /proc/PID/status field, in KiB.
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        self.processes
+            .iter()
+            .map(|p| proc_status_kib(p.pid(), field))
+            .sum()
+    }
+}
+
+/// A field of /proc/PID/status (VmRSS, VmHWM), in KiB.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap_or(0)
+}
+
+/// An HTTP client that never uses a proxy.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().expect("a client")
+}
+
+/// A raw HTTP/1.1 exchange: sends `request` as is (no URL normalisation, unlike every
+/// client library) on a new connection and reads the response until the server closes.
+pub async fn raw(addr: SocketAddr, request: &[u8]) -> RawResponse {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request).await.expect("send");
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut buf)).await;
+    RawResponse::parse(&buf)
+}
+
+/// A raw GET of `target` with `Connection: close`.
+pub async fn raw_get(addr: SocketAddr, method: &str, target: &str) -> RawResponse {
+    raw(
+        addr,
+        format!("{method} {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+}
+
+/// A parsed raw response.
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    pub head: String,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    fn parse(buf: &[u8]) -> RawResponse {
+        let split = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(buf.len());
+        let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = buf.get(split + 4..).unwrap_or_default().to_vec();
+        RawResponse { status, head, body }
+    }
+}
+
+/// Polls `check` every 20 ms until it holds or `timeout` passes; returns whether it held.
+pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if check() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Names in a directory on disk.
+pub fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
