@@ -28,11 +28,13 @@ pub struct Process {
 
 impl Process {
     /// Starts `kubedav` with `args`; its stderr is echoed to the test's output.
-    pub fn spawn(name: &'static str, args: &[String]) -> Process {
+    pub fn spawn(name: &'static str, args: &[String], envs: &[(String, String)]) -> Process {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kubedav"))
             .args(args)
             .env("RUST_LOG", "info")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .envs(envs.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -94,6 +96,13 @@ impl Server {
 
     /// Starts kubedav in `mode`; `gateway_args` go to the process that serves HTTP.
     pub async fn start_with(mode: Mode, gateway_args: &[&str]) -> Server {
+        Self::start_full(mode, gateway_args, &[]).await
+    }
+
+    /// Starts kubedav in `mode`; `gateway_args` go to the process that serves HTTP and
+    /// `envs` to every process.
+    pub async fn start_full(mode: Mode, gateway_args: &[&str], envs: &[(&str, &str)]) -> Server {
+        let envs: Vec<(String, String)> = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let root = dir.path().join("root");
         std::fs::create_dir(&root).unwrap();
@@ -112,7 +121,7 @@ impl Server {
                 ];
                 args.extend(["--admin-listen".into(), any]);
                 args.extend(extra);
-                let mut all = Process::spawn("all", &args);
+                let mut all = Process::spawn("all", &args, &envs);
                 let addr = all.listening("gateway HTTP").await;
                 processes.push(all);
                 addr
@@ -127,7 +136,7 @@ impl Server {
                     "--admin-listen".into(),
                     any.clone(),
                 ];
-                let mut fileio = Process::spawn("fileio", &args);
+                let mut fileio = Process::spawn("fileio", &args, &envs);
                 let grpc = fileio.listening("fileio gRPC").await;
                 let mut args = vec![
                     "--target=gateway".into(),
@@ -136,7 +145,7 @@ impl Server {
                 ];
                 args.extend(["--listen".into(), any.clone(), "--admin-listen".into(), any]);
                 args.extend(extra);
-                let mut gateway = Process::spawn("gateway", &args);
+                let mut gateway = Process::spawn("gateway", &args, &envs);
                 let addr = gateway.listening("gateway HTTP").await;
                 processes.push(gateway);
                 processes.push(fileio);

@@ -1,0 +1,33 @@
+# kubedav: `make run` serves ./data on http://127.0.0.1:8080/; `make test` runs every test.
+CARGO ?= cargo
+ROOT ?= ./data
+LISTEN ?= 127.0.0.1:8080
+
+.PHONY: run build test lint fmt bench clean
+
+build:
+	$(CARGO) build --release --locked -p kubedav
+
+run: build
+	@mkdir -p $(ROOT)
+	@echo "kubedav: serving $(ROOT) at http://$(LISTEN)/  (Ctrl-C stops it)"
+	./target/release/kubedav --target=all --root $(ROOT) --listen $(LISTEN)
+
+# Unit tests and the HTTP suite against both run modes (release build: the suite moves
+# gigabytes and shares its build with `make run` and `make bench`).
+test:
+	$(CARGO) test --release --locked --workspace
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+# Requests/s and MB/s for kubedav (both modes) and nginx, measured in the same run.
+bench: build
+	bash scripts/bench.sh
+
+clean:
+	$(CARGO) clean
