@@ -4,9 +4,13 @@
 
 mod common;
 
-use common::{client, Mode, Server};
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use common::{Mode, Server, client};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,7 +41,9 @@ impl TraceService for Receiver {
                 spans.extend(scope.spans.into_iter().map(|span| (service.clone(), span)));
             }
         }
-        Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
     }
 }
 
@@ -52,7 +58,11 @@ async fn one_request_is_one_trace_across_services() {
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let incoming = tonic::transport::server::TcpIncoming::from(listener);
     let service = TraceServiceServer::new(receiver.clone());
-    tokio::spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming),
+    );
 
     let envs = [
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
@@ -72,19 +82,40 @@ async fn one_request_is_one_trace_across_services() {
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let spans = loop {
-        let spans: Vec<(String, Span)> =
-            receiver.spans.lock().unwrap().iter().filter(|(_, s)| hex(&s.trace_id) == trace_id).cloned().collect();
-        let services: std::collections::BTreeSet<_> = spans.iter().map(|(service, _)| service.clone()).collect();
+        let spans: Vec<(String, Span)> = receiver
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, s)| hex(&s.trace_id) == trace_id)
+            .cloned()
+            .collect();
+        let services: std::collections::BTreeSet<_> =
+            spans.iter().map(|(service, _)| service.clone()).collect();
         if spans.iter().any(|(_, s)| s.name == "fileio.read") && services.len() >= 2 {
             break spans;
         }
-        assert!(tokio::time::Instant::now() < deadline, "spans of the trace never arrived: {spans:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "spans of the trace never arrived: {spans:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let by_id = |id: &[u8]| spans.iter().find(|(_, s)| s.span_id == id);
-    let http = spans.iter().find(|(_, s)| s.name == "GET").expect("the gateway's server span");
-    assert!(http.0.contains("kubedav-gateway"), "named after its target: {}", http.0);
-    assert_eq!(hex(&http.1.parent_span_id), "00f067aa0ba902b7", "the client's span is the parent");
+    let http = spans
+        .iter()
+        .find(|(_, s)| s.name == "GET")
+        .expect("the gateway's server span");
+    assert!(
+        http.0.contains("kubedav-gateway"),
+        "named after its target: {}",
+        http.0
+    );
+    assert_eq!(
+        hex(&http.1.parent_span_id),
+        "00f067aa0ba902b7",
+        "the client's span is the parent"
+    );
     // fileio's read span hangs, through the gRPC server span, below the gateway's span.
     let read = spans.iter().find(|(_, s)| s.name == "fileio.read").unwrap();
     assert!(read.0.contains("kubedav-fileio"), "{}", read.0);

@@ -85,6 +85,10 @@ pub struct Server {
     pub addr: SocketAddr,
     pub root: PathBuf,
     pub processes: Vec<Process>,
+    /// The admin address of each process, by process name.
+    pub admin: Vec<(&'static str, SocketAddr)>,
+    /// fileio's gRPC address (microservices mode).
+    pub grpc: Option<SocketAddr>,
     _dir: tempfile::TempDir,
 }
 
@@ -110,6 +114,8 @@ impl Server {
         let any = "127.0.0.1:0".to_owned();
         let extra: Vec<String> = gateway_args.iter().map(|s| s.to_string()).collect();
         let mut processes = Vec::new();
+        let mut admin = Vec::new();
+        let mut grpc_addr = None;
         let addr = match mode {
             Mode::AllInOne => {
                 let mut args = vec![
@@ -123,6 +129,7 @@ impl Server {
                 args.extend(extra);
                 let mut all = Process::spawn("all", &args, &envs);
                 let addr = all.listening("gateway HTTP").await;
+                admin.push(("all", all.listening("all admin").await));
                 processes.push(all);
                 addr
             }
@@ -138,6 +145,8 @@ impl Server {
                 ];
                 let mut fileio = Process::spawn("fileio", &args, &envs);
                 let grpc = fileio.listening("fileio gRPC").await;
+                admin.push(("fileio", fileio.listening("fileio admin").await));
+                grpc_addr = Some(grpc);
                 let mut args = vec![
                     "--target=gateway".into(),
                     "--fileio-url".into(),
@@ -147,6 +156,7 @@ impl Server {
                 args.extend(extra);
                 let mut gateway = Process::spawn("gateway", &args, &envs);
                 let addr = gateway.listening("gateway HTTP").await;
+                admin.push(("gateway", gateway.listening("gateway admin").await));
                 processes.push(gateway);
                 processes.push(fileio);
                 addr
@@ -157,6 +167,8 @@ impl Server {
             addr,
             root,
             processes,
+            admin,
+            grpc: grpc_addr,
             _dir: dir,
         }
     }

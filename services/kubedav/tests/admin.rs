@@ -1,0 +1,128 @@
+//! Operability of every process: the admin port (`/metrics`, `/healthz`, `/readyz`) and,
+//! on gRPC services, the standard health protocol and server reflection.
+
+mod common;
+
+use common::{Mode, Server, client};
+use reqwest::StatusCode;
+
+async fn admin_get(addr: std::net::SocketAddr, path: &str) -> (StatusCode, String) {
+    let response = client().get(format!("http://{addr}{path}")).send().await.unwrap();
+    (response.status(), response.text().await.unwrap())
+}
+
+async fn admin_endpoints(mode: Mode) {
+    let mut server = Server::start(mode).await;
+    // Traffic so that the request metrics have samples.
+    assert_eq!(
+        client().get(server.url("/")).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+    for (name, addr) in server.admin.clone() {
+        assert_eq!(
+            admin_get(addr, "/healthz").await.0,
+            StatusCode::OK,
+            "{name} /healthz"
+        );
+        assert_eq!(
+            admin_get(addr, "/readyz").await.0,
+            StatusCode::OK,
+            "{name} /readyz"
+        );
+        let (status, metrics) = admin_get(addr, "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            metrics.contains("process_resident_memory_bytes"),
+            "{name} exports process metrics"
+        );
+        if name != "fileio" {
+            assert!(
+                metrics.contains("kubedav_http_requests_total{method=\"GET\",status_class=\"2xx\"} 1"),
+                "{name} counts requests: {metrics}"
+            );
+        }
+        if name != "gateway" {
+            assert!(
+                metrics.contains("kubedav_fileio_scans_total 1"),
+                "{name} counts listings: {metrics}"
+            );
+        }
+    }
+    if mode == Mode::Microservices {
+        // The gateway is not ready while fileio is away.
+        let gateway_admin = server.admin.iter().find(|(n, _)| *n == "gateway").unwrap().1;
+        server.process("fileio").child.kill().await.unwrap();
+        let (status, body) = admin_get(gateway_admin, "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("fileio"), "the reason names the dependency: {body}");
+        assert_eq!(
+            admin_get(gateway_admin, "/healthz").await.0,
+            StatusCode::OK,
+            "but it is alive"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_endpoints_all_in_one() {
+    admin_endpoints(Mode::AllInOne).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_endpoints_microservices() {
+    admin_endpoints(Mode::Microservices).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_and_reflection() {
+    let server = Server::start(Mode::Microservices).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc.unwrap()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    for service in ["", "kubedav.fileio.v1.FileIo"] {
+        let reply = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            reply.status(),
+            tonic_health::pb::health_check_response::ServingStatus::Serving,
+            "{service:?}"
+        );
+    }
+    let unknown = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "nope".into(),
+        })
+        .await;
+    assert_eq!(unknown.unwrap_err().code(), tonic::Code::NotFound);
+
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut replies = reflection
+        .server_reflection_info(futures_util::stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let reply = replies.message().await.unwrap().expect("a reflection answer");
+    let Some(MessageResponse::ListServicesResponse(list)) = reply.message_response else {
+        panic!("{reply:?}")
+    };
+    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"kubedav.fileio.v1.FileIo"), "{names:?}");
+    assert!(names.contains(&"grpc.health.v1.Health"), "{names:?}");
+}
