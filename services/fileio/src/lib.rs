@@ -8,7 +8,9 @@
 pub mod errors;
 pub mod metadata;
 pub mod metrics;
+pub mod props;
 pub mod read;
+pub mod transfer;
 pub mod tree;
 pub mod volume;
 pub mod write;
@@ -37,6 +39,26 @@ const WRITE_BATCH_BYTES: usize = 1024 * 1024;
 #[derive(Clone, Debug)]
 pub struct LocalFileIo {
     volume: Arc<Volume>,
+    property_locks: Arc<StripedLocks>,
+}
+
+/// A fixed set of mutexes a path hashes onto: serialises read-modify-write of one
+/// resource's properties without a lock per path.
+#[derive(Debug)]
+struct StripedLocks(Vec<std::sync::Mutex<()>>);
+
+impl StripedLocks {
+    fn new() -> Self {
+        Self((0..64).map(|_| std::sync::Mutex::new(())).collect())
+    }
+
+    fn lock(&self, path: &VolumePath) -> std::sync::MutexGuard<'_, ()> {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let index = BuildHasherDefault::<DefaultHasher>::default().hash_one(path) as usize % self.0.len();
+        self.0[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 impl LocalFileIo {
@@ -44,6 +66,7 @@ impl LocalFileIo {
     pub fn open(root: &Path) -> Result<Self, String> {
         Ok(Self {
             volume: Arc::new(Volume::open(root)?),
+            property_locks: Arc::new(StripedLocks::new()),
         })
     }
 
@@ -80,7 +103,8 @@ impl FileIo for LocalFileIo {
         let volume = self.volume.clone();
         metrics::scans().inc();
         tokio::task::spawn_blocking(move || {
-            if let Err(status) = tree::walk(&volume, path, depth, request.max_entries, &tx) {
+            let selection = request.properties.unwrap_or_default();
+            if let Err(status) = tree::walk(&volume, path, depth, request.max_entries, &selection, &tx) {
                 let _ = tx.blocking_send(Err(status));
             }
         });
@@ -187,7 +211,7 @@ impl FileIo for LocalFileIo {
             }
         }
         let upload = slot.wait().await?;
-        let committed = blocking(move || upload.commit(&header)).await?;
+        let committed = blocking(move || upload.commit(&header, true)).await?;
         Ok(WriteResponse {
             info: Some(committed.info),
             created: committed.created,
@@ -210,19 +234,40 @@ impl FileIo for LocalFileIo {
         Ok(MkdirResponse { info: Some(info) })
     }
 
-    async fn copy(&self, _request: CopyRequest) -> Result<TransferResponse, Status> {
-        Err(Status::unimplemented("COPY is not implemented yet"))
+    #[tracing::instrument(skip_all, name = "fileio.copy", fields(source = %request.source, destination = %request.destination))]
+    async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status> {
+        let (source, destination) = (parse(&request.source)?, parse(&request.destination)?);
+        let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
+        let volume = self.volume.clone();
+        blocking(move || transfer::copy(&volume, &source, &destination, depth, request.overwrite)).await
     }
 
-    async fn r#move(&self, _request: MoveRequest) -> Result<TransferResponse, Status> {
-        Err(Status::unimplemented("MOVE is not implemented yet"))
+    #[tracing::instrument(skip_all, name = "fileio.move", fields(source = %request.source, destination = %request.destination))]
+    async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
+        let (source, destination) = (parse(&request.source)?, parse(&request.destination)?);
+        let volume = self.volume.clone();
+        blocking(move || transfer::rename(&volume, &source, &destination, request.overwrite)).await
     }
 
+    #[tracing::instrument(skip_all, name = "fileio.proppatch", fields(path = %request.path))]
     async fn patch_properties(
         &self,
-        _request: PatchPropertiesRequest,
+        request: PatchPropertiesRequest,
     ) -> Result<PatchPropertiesResponse, Status> {
-        Err(Status::unimplemented("dead properties are not implemented yet"))
+        let path = parse(&request.path)?;
+        let volume = self.volume.clone();
+        let stripes = self.property_locks.clone();
+        blocking(move || {
+            let fd = volume.open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
+            // Read-modify-write under a per-path lock, so concurrent PROPPATCHes of one
+            // resource never lose each other's changes.
+            let _guard = stripes.lock(&path);
+            let mut current = props::read(&fd, &path)?;
+            props::apply(&mut current, &request);
+            props::write_raw(&fd, &props::encode_or_empty(&current), &path)?;
+            Ok(PatchPropertiesResponse {})
+        })
+        .await
     }
 
     async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status> {

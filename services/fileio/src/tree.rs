@@ -3,9 +3,10 @@
 use crate::Volume;
 use crate::errors::{Op, io_status};
 use crate::metadata::{file_info, is_dir, is_symlink, stat_at, stat_fd};
+use crate::props;
 use kubedav_api::fileio::{Depth, FileInfo, ListEntry, ListResponse};
 use kubedav_api::path::{RESERVED_PREFIX, VolumePath};
-use kubedav_api::pb::fileio::v1::Failure;
+use kubedav_api::pb::fileio::v1::{DeadProperty, Failure, PropertySelection, property_selection};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, Dir, Mode, OFlags};
 use tonic::Status;
@@ -15,7 +16,7 @@ pub const BATCH: usize = 256;
 
 /// The names in an open directory that clients may see: not `.`/`..`, not fileio's
 /// temporary files, and valid UTF-8 (other names cannot be addressed over WebDAV).
-fn visible_names(dir: &OwnedFd, path: &VolumePath) -> Result<impl Iterator<Item = String>, Status> {
+pub fn visible_names(dir: &OwnedFd, path: &VolumePath) -> Result<impl Iterator<Item = String>, Status> {
     let entries = Dir::read_from(dir).map_err(|e| io_status(e, Op::Other, path))?;
     Ok(entries.filter_map(|entry| {
         let entry = entry.ok()?;
@@ -29,13 +30,37 @@ fn visible_names(dir: &OwnedFd, path: &VolumePath) -> Result<impl Iterator<Item 
 
 /// Metadata of a directory member. A symlink is shown as what it points to, if that is
 /// beneath the root; otherwise the member is hidden (`None`).
-fn member_info(volume: &Volume, dir: &OwnedFd, name: &str, path: &VolumePath) -> Option<FileInfo> {
+fn member_info(volume: &Volume, dir: &OwnedFd, name: &str, path: &VolumePath) -> Option<(FileInfo, bool)> {
     let stx = stat_at(dir, name, path).ok()?;
     if !is_symlink(&stx) {
-        return Some(file_info(path, &stx));
+        return Some((file_info(path, &stx), false));
     }
     let fd = volume.open_beneath(path, OFlags::PATH).ok()?;
-    Some(file_info(path, &stat_fd(&fd, path).ok()?))
+    Some((file_info(path, &stat_fd(&fd, path).ok()?), true))
+}
+
+/// The dead properties of a member, as `selection` asks. Only files and directories are
+/// opened (never devices or FIFOs); an unreadable member has none.
+fn member_properties(
+    volume: &Volume,
+    dir: &OwnedFd,
+    name: &str,
+    via_symlink: bool,
+    path: &VolumePath,
+    selection: &PropertySelection,
+) -> Vec<DeadProperty> {
+    if selection.mode() == property_selection::Mode::None {
+        return Vec::new();
+    }
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = if via_symlink {
+        volume.open_beneath(path, flags).ok()
+    } else {
+        rustix::fs::openat(dir, name, flags | OFlags::NOFOLLOW, Mode::empty()).ok()
+    };
+    fd.and_then(|fd| props::read(&fd, path).ok())
+        .map(|p| props::select(p, selection))
+        .unwrap_or_default()
 }
 
 /// Walks `path` to `depth`, sending batches of entries (the resource itself first) to
@@ -45,13 +70,19 @@ pub fn walk(
     path: VolumePath,
     depth: Depth,
     max_entries: u64,
+    selection: &PropertySelection,
     out: &tokio::sync::mpsc::Sender<Result<ListResponse, Status>>,
 ) -> Result<(), Status> {
     let fd = volume.open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
     let info = file_info(&path, &stat_fd(&fd, &path)?);
+    let own = if selection.mode() == property_selection::Mode::None {
+        Vec::new()
+    } else {
+        props::select(props::read(&fd, &path)?, selection)
+    };
     let mut batch = vec![ListEntry {
         info: Some(info.clone()),
-        properties: Vec::new(),
+        properties: own,
     }];
     let mut count: u64 = 1;
     let mut pending_dirs = Vec::new();
@@ -63,9 +94,10 @@ pub fn walk(
             let Ok(member_path) = dir_path.join(&name) else {
                 continue;
             };
-            let Some(member) = member_info(volume, &dir, &name, &member_path) else {
+            let Some((member, via_symlink)) = member_info(volume, &dir, &name, &member_path) else {
                 continue;
             };
+            let properties = member_properties(volume, &dir, &name, via_symlink, &member_path, selection);
             count += 1;
             if max_entries > 0 && count > max_entries {
                 return Err(Status::out_of_range(format!(
@@ -80,7 +112,7 @@ pub fn walk(
             }
             batch.push(ListEntry {
                 info: Some(member),
-                properties: Vec::new(),
+                properties,
             });
             if batch.len() == BATCH {
                 let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
@@ -136,12 +168,26 @@ pub fn delete(volume: &Volume, path: &VolumePath, if_match: Option<&str>) -> Res
             "{path} changed: its etag is no longer {wanted}"
         )));
     }
-    if !is_dir(&stx) {
-        rustix::fs::unlinkat(&parent, name, AtFlags::empty()).map_err(|e| io_status(e, Op::Other, path))?;
+    let failures = remove_entry(&parent, name, path, &stx)?;
+    rustix::fs::fsync(&parent).map_err(|e| io_status(e, Op::Other, path))?;
+    Ok(failures)
+}
+
+/// Removes `name` from the open directory `parent`: a file (or symlink) is unlinked, a
+/// directory emptied and removed. Members that could not be removed are returned, and
+/// keep their ancestors.
+pub fn remove_entry(
+    parent: &OwnedFd,
+    name: &str,
+    path: &VolumePath,
+    stx: &rustix::fs::Statx,
+) -> Result<Vec<Failure>, Status> {
+    if !is_dir(stx) {
+        rustix::fs::unlinkat(parent, name, AtFlags::empty()).map_err(|e| io_status(e, Op::Other, path))?;
         return Ok(Vec::new());
     }
     let mut failures = Vec::new();
-    let mut stack = vec![open_frame(&parent, name, path.clone())?];
+    let mut stack = vec![open_frame(parent, name, path.clone())?];
     while let Some(top) = stack.last_mut() {
         match top.entries.next() {
             Some(Ok(entry)) => {
@@ -202,7 +248,6 @@ pub fn delete(volume: &Volume, path: &VolumePath, if_match: Option<&str>) -> Res
             }
         }
     }
-    rustix::fs::fsync(&parent).map_err(|e| io_status(e, Op::Other, path))?;
     Ok(failures)
 }
 
@@ -219,7 +264,7 @@ fn open_frame(parent: &OwnedFd, name: &str, path: VolumePath) -> Result<Frame, S
     })
 }
 
-fn failure(path: &VolumePath, status: &Status) -> Failure {
+pub fn failure(path: &VolumePath, status: &Status) -> Failure {
     Failure {
         path: path.as_str().to_owned(),
         code: status.code() as i32,

@@ -52,6 +52,11 @@ impl Upload {
             Err(status) if status.code() == tonic::Code::NotFound => {}
             Err(status) => return Err(status),
         }
+        Self::create_in(dir, name, path)
+    }
+
+    /// Creates the temporary file for `name` in the open directory `dir`.
+    pub fn create_in(dir: OwnedFd, name: String, path: VolumePath) -> Result<Self, Status> {
         for _ in 0..16 {
             let temp_name = format!("{RESERVED_PREFIX}{:016x}", fastrand::u64(..));
             let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW;
@@ -72,6 +77,14 @@ impl Upload {
             }
         }
         Err(Status::internal("could not pick a unique temporary file name"))
+    }
+
+    /// Fills the temporary file with the content and dead properties of `source`
+    /// (`copy_file_range` where the filesystem allows it).
+    pub fn copy_from(&mut self, source: &mut File) -> Result<(), Status> {
+        self.written = std::io::copy(source, &mut self.file).map_err(|e| self.write_error(e))?;
+        let raw = crate::props::read_raw(&*source, &self.path)?;
+        crate::props::write_raw(&self.file, &raw, &self.path)
     }
 
     /// Appends chunks to the temporary file.
@@ -97,7 +110,9 @@ impl Upload {
 
     /// Makes the upload durable and visible under its target name, if `header`'s
     /// conditions still hold.
-    pub fn commit(mut self, header: &WriteHeader) -> Result<Committed, Status> {
+    /// With `keep_properties`, a replaced file's dead properties move to the new content
+    /// (a PUT changes the body, not the resource's properties).
+    pub fn commit(mut self, header: &WriteHeader, keep_properties: bool) -> Result<Committed, Status> {
         if let Some(expected) = header.expected_size
             && expected != self.written
         {
@@ -128,6 +143,19 @@ impl Upload {
                 "{} is a collection; a file cannot replace it",
                 self.path
             )));
+        }
+        if keep_properties
+            && existing
+                .as_ref()
+                .is_some_and(|stx| !crate::metadata::is_symlink(stx))
+        {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            if let Ok(old) = rustix::fs::openat(&self.dir, self.name.as_str(), flags, Mode::empty()) {
+                let raw = crate::props::read_raw(&old, &self.path)?;
+                if !raw.is_empty() {
+                    crate::props::write_raw(&self.file, &raw, &self.path)?;
+                }
+            }
         }
         let flags = if header.create_only {
             RenameFlags::NOREPLACE
