@@ -13,10 +13,12 @@ run: build
 	@echo "kubedav: serving $(ROOT) at http://$(LISTEN)/  (Ctrl-C stops it)"
 	./target/release/kubedav --target=all --root $(ROOT) --listen $(LISTEN)
 
-# Unit tests and the HTTP suite against both run modes (release build: the suite moves
-# gigabytes and shares its build with `make run` and `make bench`).
+# Unit tests, the HTTP suites against both run modes, then the litmus WebDAV suites
+# against both modes (release build: the suites move gigabytes and share the build with
+# `make run` and `make bench`).
 test:
 	$(CARGO) test --release --locked --workspace
+	bash scripts/litmus.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

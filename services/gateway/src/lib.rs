@@ -6,14 +6,18 @@
 //! (`--target=gateway`).
 
 pub mod conditional;
+pub mod dates;
 pub mod errors;
 pub mod handlers;
+pub mod headers;
 pub mod listing;
 pub mod observe;
 pub mod paths;
+pub mod properties;
 pub mod range;
 pub mod server;
 pub mod xml;
+pub mod xmldom;
 
 use kubedav_api::fileio::FileIo;
 use std::sync::Arc;
@@ -30,6 +34,10 @@ pub struct GatewayConfig {
     pub max_headers: usize,
     /// Time a client has to send its complete request head.
     pub header_read_timeout: Duration,
+    /// Whether PROPFIND with Depth: infinity is served (otherwise 403).
+    pub propfind_infinity: bool,
+    /// Most entries a Depth: infinity PROPFIND may return (403 past it).
+    pub propfind_max_entries: u64,
 }
 
 impl Default for GatewayConfig {
@@ -39,6 +47,8 @@ impl Default for GatewayConfig {
             max_header_bytes: 64 * 1024,
             max_headers: 100,
             header_read_timeout: Duration::from_secs(30),
+            propfind_infinity: false,
+            propfind_max_entries: 100_000,
         }
     }
 }

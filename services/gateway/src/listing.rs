@@ -1,11 +1,11 @@
 //! The HTML directory listing for browsers.
 
+use crate::dates::http_date;
 use crate::paths::href;
 use crate::xml::escape;
 use kubedav_api::fileio::FileInfo;
 use kubedav_api::path::VolumePath;
 use std::fmt::Write;
-use std::time::{Duration, UNIX_EPOCH};
 
 /// Renders a listing of `dir` with `members`: collections first, then files, each group
 /// sorted by name; sizes in binary units, dates in HTTP format (UTC); names escaped and
@@ -67,12 +67,6 @@ pub fn human_size(bytes: u64) -> String {
         unit += 1;
     }
     format!("{value:.1} {}", UNITS[unit])
-}
-
-/// An HTTP date (IMF-fixdate) from nanoseconds since the epoch.
-pub fn http_date(unix_ns: i64) -> String {
-    let secs = u64::try_from(unix_ns.div_euclid(1_000_000_000)).unwrap_or(0);
-    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs))
 }
 
 #[cfg(test)]

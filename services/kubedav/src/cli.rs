@@ -120,6 +120,14 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 30)]
     pub header_read_timeout_seconds: u64,
 
+    /// Serve PROPFIND with Depth: infinity (refused with 403 otherwise).
+    #[arg(long, env = "KUBEDAV_PROPFIND_DEPTH_INFINITY")]
+    pub propfind_depth_infinity: bool,
+
+    /// Most entries a Depth: infinity PROPFIND may return; past it the answer is 403.
+    #[arg(long, env = "KUBEDAV_PROPFIND_MAX_ENTRIES", default_value_t = 100_000)]
+    pub propfind_max_entries: u64,
+
     /// Log format: text or json. The level comes from RUST_LOG (default info).
     #[arg(long, env = "KUBEDAV_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -146,6 +154,8 @@ impl Cli {
             max_body_bytes: (self.max_body_bytes > 0).then_some(self.max_body_bytes),
             max_header_bytes: self.max_header_bytes,
             header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
+            propfind_infinity: self.propfind_depth_infinity,
+            propfind_max_entries: self.propfind_max_entries,
             ..Default::default()
         }
     }

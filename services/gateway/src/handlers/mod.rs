@@ -1,9 +1,12 @@
 //! The HTTP method handlers, and the dispatcher that picks one.
 
+mod copymove;
 mod delete;
 mod get;
 mod mkcol;
 mod options;
+mod propfind;
+mod proppatch;
 mod put;
 
 use crate::Gateway;
@@ -15,7 +18,7 @@ use http::{StatusCode, header};
 use std::sync::Arc;
 
 /// The methods this gateway implements, for `Allow` headers.
-pub const ALLOW: &str = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL";
+pub const ALLOW: &str = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, PROPPATCH, COPY, MOVE";
 
 /// Routes a request to its method's handler.
 pub async fn dispatch(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
@@ -26,7 +29,11 @@ pub async fn dispatch(State(gateway): State<Arc<Gateway>>, request: Request) -> 
         "DELETE" => delete::delete(&gateway, request).await,
         "MKCOL" => mkcol::mkcol(&gateway, request).await,
         "OPTIONS" => Ok(options::options()),
-        "PROPFIND" | "PROPPATCH" | "COPY" | "MOVE" | "LOCK" | "UNLOCK" => Err(HttpError::new(
+        "PROPFIND" => propfind::propfind(&gateway, request).await,
+        "PROPPATCH" => proppatch::proppatch(&gateway, request).await,
+        "COPY" => copymove::copy_or_move(&gateway, request, false).await,
+        "MOVE" => copymove::copy_or_move(&gateway, request, true).await,
+        "LOCK" | "UNLOCK" => Err(HttpError::new(
             StatusCode::NOT_IMPLEMENTED,
             format!("{} is not implemented by this server yet", request.method()),
         )),
@@ -112,7 +119,47 @@ pub fn validator_headers(headers: &mut http::HeaderMap, etag: &str, modified_uni
     if let Ok(value) = header::HeaderValue::from_str(&format!("\"{etag}\"")) {
         headers.insert(header::ETAG, value);
     }
-    if let Ok(value) = header::HeaderValue::from_str(&crate::listing::http_date(modified_unix_ns)) {
+    if let Ok(value) = header::HeaderValue::from_str(&crate::dates::http_date(modified_unix_ns)) {
         headers.insert(header::LAST_MODIFIED, value);
     }
+}
+
+/// Largest XML request body (PROPFIND, PROPPATCH, LOCK).
+pub const MAX_XML_BODY: usize = 1 << 20;
+
+/// The request's XML body, parsed; `None` when there is none. 413 past
+/// [`MAX_XML_BODY`], 400 with the reason when it is not acceptable XML.
+pub async fn xml_body(request: Request) -> Result<Option<crate::xmldom::Element>, HttpError> {
+    let too_large = || {
+        HttpError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("XML bodies are limited to {MAX_XML_BODY} bytes"),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_XML_BODY as u64) {
+        return Err(too_large());
+    }
+    use http_body_util::BodyExt;
+    let collected = http_body_util::Limited::new(request.into_body(), MAX_XML_BODY)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                too_large()
+            } else {
+                HttpError::bad_request(format!("the request body broke off: {e}"))
+            }
+        })?;
+    let bytes = collected.to_bytes();
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    crate::xmldom::parse(&bytes)
+        .map(Some)
+        .map_err(|e| HttpError::bad_request(e.to_string()))
 }

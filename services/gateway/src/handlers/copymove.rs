@@ -1,0 +1,119 @@
+//! COPY and MOVE (RFC 4918 9.8, 9.9).
+
+use super::request_path;
+use crate::Gateway;
+use crate::errors::{HttpError, HttpResult, http_status};
+use crate::headers::{Depth, depth, destination, overwrite};
+use crate::paths::href;
+use axum::extract::Request;
+use axum::response::IntoResponse;
+use http::{StatusCode, header};
+use kubedav_api::fileio::{CopyRequest, MoveRequest};
+use kubedav_api::path::VolumePath;
+use tonic::Code;
+
+/// 201 when the destination was created, 204 when it was replaced, 207 when members
+/// failed; 412 when Overwrite is F and the destination exists; 409 without a
+/// destination parent; 403 when source and destination overlap; 502 for another host.
+pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) -> HttpResult {
+    let source = request_path(&request)?;
+    let headers = request.headers();
+    let destination = destination(headers)?;
+    let overwrite = overwrite(headers)?;
+    let depth = depth(headers, Depth::Infinity)?;
+    if depth == Depth::One || (is_move && depth != Depth::Infinity) {
+        return Err(HttpError::bad_request(if is_move {
+            "MOVE takes only Depth: infinity"
+        } else {
+            "COPY takes Depth 0 or infinity"
+        }));
+    }
+    if source.path.is_root() && is_move {
+        return Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            "the root collection cannot be moved",
+        ));
+    }
+    if source.path == destination.path {
+        return Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            "the source and the destination are the same resource",
+        ));
+    }
+    let (from, to) = (
+        source.path.as_str().to_owned(),
+        destination.path.as_str().to_owned(),
+    );
+    let result = if is_move {
+        gateway
+            .fileio
+            .r#move(MoveRequest {
+                source: from,
+                destination: to,
+                overwrite,
+            })
+            .await
+    } else {
+        let depth = if depth == Depth::Zero {
+            kubedav_api::fileio::Depth::Zero
+        } else {
+            kubedav_api::fileio::Depth::Infinity
+        };
+        gateway
+            .fileio
+            .copy(CopyRequest {
+                source: from,
+                destination: to,
+                depth: depth as i32,
+                overwrite,
+            })
+            .await
+    };
+    let reply = result.map_err(|status| match status.code() {
+        Code::AlreadyExists => HttpError::new(
+            StatusCode::PRECONDITION_FAILED,
+            format!("{} exists and Overwrite is F", destination.path),
+        ),
+        Code::FailedPrecondition => HttpError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "the parent of {} does not exist; create it with MKCOL first",
+                destination.path
+            ),
+        ),
+        _ => status.into(),
+    })?;
+    if reply.failures.is_empty() {
+        let status = if reply.created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::NO_CONTENT
+        };
+        let mut response = status.into_response();
+        if reply.created
+            && let Ok(location) =
+                header::HeaderValue::from_str(&href(&destination.path, destination.trailing_slash))
+        {
+            response.headers_mut().insert(header::LOCATION, location);
+        }
+        return Ok(response);
+    }
+    let responses: Vec<_> = reply
+        .failures
+        .iter()
+        .map(|f| {
+            let path = VolumePath::parse(&f.path).unwrap_or_default();
+            (
+                href(&path, false),
+                http_status(Code::from(f.code)),
+                f.message.clone(),
+            )
+        })
+        .collect();
+    Ok((
+        StatusCode::MULTI_STATUS,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        crate::xml::multistatus(&responses),
+    )
+        .into_response())
+}

@@ -1,0 +1,107 @@
+//! PROPFIND (RFC 4918 9.1): one fileio List call answers any depth and size.
+
+use super::{request_path, xml_body};
+use crate::Gateway;
+use crate::errors::{HttpError, HttpResult};
+use crate::headers::{Depth, depth};
+use crate::paths::href;
+use crate::properties::{LiveContext, MULTISTATUS_CLOSE, MULTISTATUS_OPEN, Propfind, write_response};
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use http::{StatusCode, header};
+use kubedav_api::fileio::{ListRequest, UsageRequest};
+use kubedav_api::path::VolumePath;
+
+/// 207 with one response per resource; 403 `DAV:propfind-finite-depth` for Depth
+/// infinity unless enabled; 404 for a missing resource.
+pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
+    let target = request_path(&request)?;
+    let depth = depth(request.headers(), Depth::Infinity)?;
+    if depth == Depth::Infinity && !gateway.config.propfind_infinity {
+        return Ok(finite_depth());
+    }
+    let body = xml_body(request).await?;
+    let propfind = Propfind::parse(body.as_ref()).map_err(|e| HttpError::bad_request(e.to_string()))?;
+    let list = ListRequest {
+        path: target.path.as_str().to_owned(),
+        depth: match depth {
+            Depth::Zero => kubedav_api::fileio::Depth::Zero,
+            Depth::One => kubedav_api::fileio::Depth::One,
+            Depth::Infinity => kubedav_api::fileio::Depth::Infinity,
+        } as i32,
+        max_entries: if depth == Depth::Infinity {
+            gateway.config.propfind_max_entries
+        } else {
+            0
+        },
+        properties: Some(propfind.selection()),
+    };
+    let mut batches = match gateway.fileio.list(list).await {
+        Ok(batches) => batches,
+        Err(status) if status.code() == tonic::Code::OutOfRange => return Ok(finite_depth()),
+        Err(status) => return Err(status.into()),
+    };
+    let usage = if propfind.needs_usage() {
+        gateway
+            .fileio
+            .usage(UsageRequest {
+                path: target.path.as_str().to_owned(),
+            })
+            .await
+            .ok()
+    } else {
+        None
+    };
+    let ctx = LiveContext {
+        usage: usage.as_ref(),
+        lockdiscovery: "",
+        supportedlock: "",
+    };
+    let mut out = String::with_capacity(4096);
+    out.push_str(MULTISTATUS_OPEN);
+    let mut first = true;
+    while let Some(batch) = batches.next().await {
+        let batch = match batch {
+            Ok(batch) => batch,
+            Err(status) if status.code() == tonic::Code::OutOfRange => return Ok(finite_depth()),
+            Err(status) => return Err(status.into()),
+        };
+        for entry in batch.entries {
+            let Some(info) = entry.info else { continue };
+            if first && target.trailing_slash && !info.is_collection {
+                return Err(HttpError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("{} is a file, not a collection", target.path),
+                ));
+            }
+            first = false;
+            let path = VolumePath::parse(&info.path).unwrap_or_default();
+            let link = href(&path, info.is_collection);
+            write_response(
+                &mut out,
+                &link,
+                &info,
+                path.name(),
+                &entry.properties,
+                &propfind,
+                &ctx,
+            );
+        }
+    }
+    out.push_str(MULTISTATUS_CLOSE);
+    Ok((
+        StatusCode::MULTI_STATUS,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        out,
+    )
+        .into_response())
+}
+
+fn finite_depth() -> Response {
+    crate::errors::dav_error(
+        StatusCode::FORBIDDEN,
+        "propfind-finite-depth",
+        "PROPFIND with Depth: infinity is disabled on this server; use Depth 0 or 1",
+    )
+}

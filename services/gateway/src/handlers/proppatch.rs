@@ -1,0 +1,117 @@
+//! PROPPATCH (RFC 4918 9.2): set and remove dead properties, all or nothing.
+
+use super::{request_path, xml_body};
+use crate::Gateway;
+use crate::errors::{HttpError, HttpResult, http_status};
+use crate::paths::href;
+use crate::properties::{DAV, MULTISTATUS_CLOSE, MULTISTATUS_OPEN, Name, write_property, write_propstat};
+use axum::extract::Request;
+use axum::response::IntoResponse;
+use http::{StatusCode, header};
+use kubedav_api::fileio::PatchPropertiesRequest;
+use kubedav_api::pb::fileio::v1::{DeadProperty, PropertyName, PropertyOperation, property_operation};
+use std::fmt::Write;
+
+/// 207 with every property's outcome: all 200, or (nothing applied) 403
+/// `DAV:cannot-modify-protected-property` for live properties and 424 for the rest.
+pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
+    let target = request_path(&request)?;
+    let body = xml_body(request)
+        .await?
+        .ok_or_else(|| HttpError::bad_request("PROPPATCH needs a DAV:propertyupdate body"))?;
+    if !body.is(DAV, "propertyupdate") {
+        return Err(HttpError::bad_request(
+            "the root element must be DAV:propertyupdate",
+        ));
+    }
+    let mut names = Vec::new();
+    let mut operations = Vec::new();
+    for instruction in body.elements() {
+        let set = match (instruction.namespace.as_str(), instruction.name.as_str()) {
+            (DAV, "set") => true,
+            (DAV, "remove") => false,
+            _ => {
+                return Err(HttpError::bad_request(
+                    "DAV:propertyupdate may hold only DAV:set and DAV:remove",
+                ));
+            }
+        };
+        let prop = instruction
+            .child(DAV, "prop")
+            .ok_or_else(|| HttpError::bad_request("DAV:set and DAV:remove must hold a DAV:prop"))?;
+        for property in prop.elements() {
+            names.push(Name {
+                namespace: property.namespace.clone(),
+                local: property.name.clone(),
+            });
+            operations.push(PropertyOperation {
+                op: Some(if set {
+                    property_operation::Op::Set(DeadProperty {
+                        namespace: property.namespace.clone(),
+                        name: property.name.clone(),
+                        value: property.content_xml().into(),
+                    })
+                } else {
+                    property_operation::Op::Remove(PropertyName {
+                        namespace: property.namespace.clone(),
+                        name: property.name.clone(),
+                    })
+                }),
+            });
+        }
+    }
+    let protected = names.iter().any(Name::is_live);
+    let outcome = if protected {
+        None
+    } else {
+        let patch = PatchPropertiesRequest {
+            path: target.path.as_str().to_owned(),
+            operations,
+        };
+        match gateway.fileio.patch_properties(patch).await {
+            Ok(_) => Some(StatusCode::OK),
+            Err(status) => match status.code() {
+                tonic::Code::NotFound | tonic::Code::PermissionDenied | tonic::Code::InvalidArgument => {
+                    return Err(status.into());
+                }
+                code => Some(http_status(code)),
+            },
+        }
+    };
+    let mut out = String::from(MULTISTATUS_OPEN);
+    let _ = write!(
+        out,
+        "<D:response><D:href>{}</D:href>",
+        crate::xml::escape(&href(&target.path, target.trailing_slash))
+    );
+    let group = |filter: &dyn Fn(&Name) -> bool| {
+        let mut props = String::new();
+        for name in names.iter().filter(|n| filter(n)) {
+            write_property(&mut props, &name.namespace, &name.local, None);
+        }
+        props
+    };
+    match outcome {
+        Some(status) => write_propstat(&mut out, &group(&|_| true), status, None),
+        None => {
+            write_propstat(
+                &mut out,
+                &group(&Name::is_live),
+                StatusCode::FORBIDDEN,
+                Some("cannot-modify-protected-property"),
+            );
+            let others = group(&|n| !n.is_live());
+            if !others.is_empty() {
+                write_propstat(&mut out, &others, StatusCode::FAILED_DEPENDENCY, None);
+            }
+        }
+    }
+    out.push_str("</D:response>\n");
+    out.push_str(MULTISTATUS_CLOSE);
+    Ok((
+        StatusCode::MULTI_STATUS,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        out,
+    )
+        .into_response())
+}
