@@ -1,0 +1,157 @@
+//! The locks port: [`Locks`], its gRPC client adapter [`RemoteLocks`] and its gRPC server
+//! adapter [`LocksGrpc`].
+
+use crate::pb::locks::v1 as pb;
+use crate::propagation::TraceContextInjector;
+use std::sync::Arc;
+use tonic::Status;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+pub use pb::{
+    ActiveLock, CheckWriteRequest, CheckWriteResponse, Condition, ConditionList, DiscoverRequest,
+    DiscoverResponse, LockDepth, LockRequest, LockResponse, RefreshRequest, RefreshResponse, ReleaseRequest,
+    ReleaseResponse, ResourceLocks, Scope, TaggedLists, UnlockRequest, UnlockResponse, WriteTarget,
+    check_write_response, condition,
+};
+
+/// The gRPC service name, for health reporting.
+pub const SERVICE_NAME: &str = "kubedav.locks.v1.Locks";
+
+/// The WebDAV lock manager, as the gateway sees it. Implemented by the locks service's
+/// core (local) and by [`RemoteLocks`] (over gRPC). See
+/// `proto/kubedav/locks/v1/locks.proto` for each call and its error codes.
+#[async_trait::async_trait]
+pub trait Locks: Send + Sync + 'static {
+    /// Take a lock, or report what conflicts with it.
+    async fn lock(&self, request: LockRequest) -> Result<LockResponse, Status>;
+    /// Extend a lock's timeout.
+    async fn refresh(&self, request: RefreshRequest) -> Result<RefreshResponse, Status>;
+    /// Release a lock.
+    async fn unlock(&self, request: UnlockRequest) -> Result<UnlockResponse, Status>;
+    /// Decide whether a request may modify its targets.
+    async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status>;
+    /// The locks on a resource and its direct members.
+    async fn discover(&self, request: DiscoverRequest) -> Result<DiscoverResponse, Status>;
+    /// Drop the locks rooted at or below a path.
+    async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status>;
+}
+
+type Client = pb::locks_client::LocksClient<InterceptedService<Channel, TraceContextInjector>>;
+
+/// [`Locks`] over gRPC: what a gateway uses in microservices mode.
+#[derive(Clone)]
+pub struct RemoteLocks {
+    client: Client,
+}
+
+impl RemoteLocks {
+    /// A client for the locks service at `endpoint`, connected on first use.
+    pub fn connect_lazy(endpoint: Endpoint) -> Self {
+        Self {
+            client: pb::locks_client::LocksClient::with_interceptor(
+                endpoint.connect_lazy(),
+                TraceContextInjector,
+            ),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Locks for RemoteLocks {
+    async fn lock(&self, request: LockRequest) -> Result<LockResponse, Status> {
+        Ok(self.client.clone().lock(request).await?.into_inner())
+    }
+
+    async fn refresh(&self, request: RefreshRequest) -> Result<RefreshResponse, Status> {
+        Ok(self.client.clone().refresh(request).await?.into_inner())
+    }
+
+    async fn unlock(&self, request: UnlockRequest) -> Result<UnlockResponse, Status> {
+        Ok(self.client.clone().unlock(request).await?.into_inner())
+    }
+
+    async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
+        Ok(self.client.clone().check_write(request).await?.into_inner())
+    }
+
+    async fn discover(&self, request: DiscoverRequest) -> Result<DiscoverResponse, Status> {
+        Ok(self.client.clone().discover(request).await?.into_inner())
+    }
+
+    async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status> {
+        Ok(self.client.clone().release(request).await?.into_inner())
+    }
+}
+
+/// Exposes any [`Locks`] implementation as the `kubedav.locks.v1.Locks` gRPC service.
+pub struct LocksGrpc {
+    inner: Arc<dyn Locks>,
+}
+
+impl LocksGrpc {
+    /// Wraps a locks core.
+    pub fn new(inner: Arc<dyn Locks>) -> Self {
+        Self { inner }
+    }
+
+    /// The tonic service, ready to be added to a server.
+    pub fn into_service(self) -> pb::locks_server::LocksServer<Self> {
+        pb::locks_server::LocksServer::new(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl pb::locks_server::Locks for LocksGrpc {
+    async fn lock(
+        &self,
+        request: tonic::Request<LockRequest>,
+    ) -> Result<tonic::Response<LockResponse>, Status> {
+        Ok(tonic::Response::new(self.inner.lock(request.into_inner()).await?))
+    }
+
+    async fn refresh(
+        &self,
+        request: tonic::Request<RefreshRequest>,
+    ) -> Result<tonic::Response<RefreshResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.refresh(request.into_inner()).await?,
+        ))
+    }
+
+    async fn unlock(
+        &self,
+        request: tonic::Request<UnlockRequest>,
+    ) -> Result<tonic::Response<UnlockResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.unlock(request.into_inner()).await?,
+        ))
+    }
+
+    async fn check_write(
+        &self,
+        request: tonic::Request<CheckWriteRequest>,
+    ) -> Result<tonic::Response<CheckWriteResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.check_write(request.into_inner()).await?,
+        ))
+    }
+
+    async fn discover(
+        &self,
+        request: tonic::Request<DiscoverRequest>,
+    ) -> Result<tonic::Response<DiscoverResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.discover(request.into_inner()).await?,
+        ))
+    }
+
+    async fn release(
+        &self,
+        request: tonic::Request<ReleaseRequest>,
+    ) -> Result<tonic::Response<ReleaseResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.release(request.into_inner()).await?,
+        ))
+    }
+}
