@@ -101,7 +101,9 @@ kill "${PIDS[@]}"; wait "${PIDS[@]}" 2>/dev/null || true; PIDS=()
 root="$WORK/micro"; mkdir -p "$root"
 start_kubedav "$WORK/fileio.log" --target=fileio --root "$root" --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 grpc=$(announced "fileio gRPC" "$WORK/fileio.log")
-start_kubedav "$WORK/gateway.log" --target=gateway --fileio-url "http://$grpc" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+start_kubedav "$WORK/locks.log" --target=locks --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+locks=$(announced "locks gRPC" "$WORK/locks.log")
+start_kubedav "$WORK/gateway.log" --target=gateway --fileio-url "http://$grpc" --locks-url "http://$locks" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 addr=$(announced "gateway HTTP" "$WORK/gateway.log")
 measure "kubedav microservices" "http://$addr" "$root"
 kill "${PIDS[@]}" 2>/dev/null || true; wait "${PIDS[@]}" 2>/dev/null || true; PIDS=()

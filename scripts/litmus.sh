@@ -3,11 +3,11 @@
 # gateway + fileio over gRPC), prints litmus's summary lines, and fails on any failed
 # test. Installs litmus (Debian package) when it is missing.
 #
-# Env: LITMUS_SUITES (default: basic copymove props http), KUBEDAV_BIN.
+# Env: LITMUS_SUITES (default: basic copymove props locks http), KUBEDAV_BIN.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${KUBEDAV_BIN:-$REPO/target/release/kubedav}"
-SUITES="${LITMUS_SUITES:-basic copymove props http}"
+SUITES="${LITMUS_SUITES:-basic copymove props locks http}"
 [ -x "$BIN" ] || { echo "litmus.sh: $BIN is missing; build with: cargo build --release" >&2; exit 1; }
 if ! command -v litmus >/dev/null 2>&1; then
   echo "litmus.sh: installing litmus"
@@ -56,7 +56,9 @@ run_litmus all-in-one "http://$(announced "gateway HTTP" "$WORK/all.log")/"
 
 start "$WORK/fileio.log" --target=fileio --root "$WORK/micro" --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 grpc=$(announced "fileio gRPC" "$WORK/fileio.log")
-start "$WORK/gateway.log" --target=gateway --fileio-url "http://$grpc" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+start "$WORK/locks.log" --target=locks --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+locks=$(announced "locks gRPC" "$WORK/locks.log")
+start "$WORK/gateway.log" --target=gateway --fileio-url "http://$grpc" --locks-url "http://$locks" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 run_litmus microservices "http://$(announced "gateway HTTP" "$WORK/gateway.log")/"
 
 [ "$failed" = 0 ] && echo "litmus: every suite passed in both modes ($SUITES)"

@@ -79,6 +79,48 @@ pub fn destination(headers: &HeaderMap) -> Result<RequestPath, HttpError> {
     decode(path).map_err(|e| HttpError::bad_request(format!("the Destination path is invalid: {e}")))
 }
 
+/// Parses `Timeout` (RFC 4918 10.7): the first acceptable of a comma-separated list of
+/// `Second-N` and `Infinite`. Returns seconds, 0 for Infinite or absent (the locks
+/// service then grants its maximum).
+pub fn timeout(headers: &HeaderMap) -> Result<u64, HttpError> {
+    let Some(value) = headers.get("timeout") else {
+        return Ok(0);
+    };
+    let bad =
+        || HttpError::bad_request("the Timeout header must be Second-N or Infinite (or a list of them)");
+    let value = value.to_str().map_err(|_| bad())?;
+    if let Some(item) = value.split(',').map(str::trim).next() {
+        if item.eq_ignore_ascii_case("infinite") {
+            return Ok(0);
+        }
+        let seconds = item
+            .get(..7)
+            .filter(|p| p.eq_ignore_ascii_case("second-"))
+            .and_then(|_| item[7..].parse::<u64>().ok())
+            .ok_or_else(bad)?;
+        return Ok(seconds.max(1));
+    }
+    Err(bad())
+}
+
+/// Parses `Lock-Token` (RFC 4918 10.5): one Coded-URL, `<urn:uuid:...>`.
+pub fn lock_token(headers: &HeaderMap) -> Result<String, HttpError> {
+    let value = headers
+        .get("lock-token")
+        .ok_or_else(|| HttpError::bad_request("UNLOCK needs the Lock-Token header"))?
+        .to_str()
+        .map_err(|_| HttpError::bad_request("the Lock-Token header is not ASCII"))?
+        .trim();
+    value
+        .strip_prefix('<')
+        .and_then(|v| v.strip_suffix('>'))
+        .filter(|t| !t.is_empty() && !t.contains(['<', '>', ' ']))
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            HttpError::bad_request("the Lock-Token header must be a token in angle brackets: <urn:uuid:...>")
+        })
+}
+
 fn same_authority(destination: &str, host: &str, scheme: &str) -> bool {
     let default_port = if scheme == "https" { ":443" } else { ":80" };
     let normal = |a: &str| {
@@ -128,6 +170,38 @@ mod tests {
                 .message
                 .contains("Overwrite")
         );
+    }
+
+    #[test]
+    fn timeouts_and_tokens() {
+        assert_eq!(timeout(&headers(&[])).unwrap(), 0);
+        assert_eq!(timeout(&headers(&[("timeout", "Second-3600")])).unwrap(), 3600);
+        assert_eq!(
+            timeout(&headers(&[("timeout", "Infinite, Second-4100000000")])).unwrap(),
+            0
+        );
+        for bad in ["Minute-5", "Second-", "Second-x", "soon"] {
+            assert!(
+                timeout(&headers(&[("timeout", bad)]))
+                    .unwrap_err()
+                    .message
+                    .contains("Timeout"),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            lock_token(&headers(&[("lock-token", "<urn:uuid:1>")])).unwrap(),
+            "urn:uuid:1"
+        );
+        for bad in ["urn:uuid:1", "<>", "<a b>"] {
+            assert!(
+                lock_token(&headers(&[("lock-token", bad)]))
+                    .unwrap_err()
+                    .message
+                    .contains("Lock-Token"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

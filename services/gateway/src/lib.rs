@@ -10,7 +10,9 @@ pub mod dates;
 pub mod errors;
 pub mod handlers;
 pub mod headers;
+pub mod ifheader;
 pub mod listing;
+pub mod locking;
 pub mod observe;
 pub mod paths;
 pub mod properties;
@@ -20,6 +22,7 @@ pub mod xml;
 pub mod xmldom;
 
 use kubedav_api::fileio::FileIo;
+use kubedav_api::locks::Locks;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,14 +60,20 @@ impl Default for GatewayConfig {
 pub struct Gateway {
     /// The volume.
     pub fileio: Arc<dyn FileIo>,
+    /// The lock manager.
+    pub locks: Arc<dyn Locks>,
     /// Limits and settings.
     pub config: GatewayConfig,
 }
 
 impl Gateway {
     /// A gateway over these service ports.
-    pub fn new(fileio: Arc<dyn FileIo>, config: GatewayConfig) -> Arc<Self> {
-        Arc::new(Self { fileio, config })
+    pub fn new(fileio: Arc<dyn FileIo>, locks: Arc<dyn Locks>, config: GatewayConfig) -> Arc<Self> {
+        Arc::new(Self {
+            fileio,
+            locks,
+            config,
+        })
     }
 
     /// The HTTP application: every method on every path, with request ids, tracing and
@@ -76,12 +85,19 @@ impl Gateway {
             .layer(axum::middleware::from_fn(observe::observe))
     }
 
-    /// Whether the gateway can serve: the volume answers.
+    /// Whether the gateway can serve: the volume and the lock manager answer.
     pub async fn ready(&self) -> Result<(), String> {
         self.fileio
             .stat(kubedav_api::fileio::StatRequest { path: String::new() })
             .await
-            .map(|_| ())
-            .map_err(|status| format!("fileio: {}", status.message()))
+            .map_err(|status| format!("fileio: {}", status.message()))?;
+        self.locks
+            .discover(kubedav_api::locks::DiscoverRequest {
+                path: String::new(),
+                depth: 0,
+            })
+            .await
+            .map_err(|status| format!("locks: {}", status.message()))?;
+        Ok(())
     }
 }

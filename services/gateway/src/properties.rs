@@ -141,6 +141,17 @@ impl Propfind {
         }
     }
 
+    /// Whether answering needs the locks (DAV:lockdiscovery values).
+    pub fn needs_lockdiscovery(&self) -> bool {
+        match self {
+            Propfind::AllProp { .. } => true,
+            Propfind::PropName => false,
+            Propfind::Prop(names) => names
+                .iter()
+                .any(|n| n.namespace == DAV && n.local == "lockdiscovery"),
+        }
+    }
+
     /// Whether answering needs the volume's usage (quota properties).
     pub fn needs_usage(&self) -> bool {
         let asks = |names: &[Name]| {

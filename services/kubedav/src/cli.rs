@@ -120,6 +120,11 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 30)]
     pub header_read_timeout_seconds: u64,
 
+    /// Longest lock timeout granted, in seconds; `Timeout: Infinite` gets this (targets
+    /// all, locks).
+    #[arg(long, env = "KUBEDAV_LOCK_MAX_TIMEOUT_SECONDS", default_value_t = 3600)]
+    pub lock_max_timeout_seconds: u64,
+
     /// Serve PROPFIND with Depth: infinity (refused with 403 otherwise).
     #[arg(long, env = "KUBEDAV_PROPFIND_DEPTH_INFINITY")]
     pub propfind_depth_infinity: bool,

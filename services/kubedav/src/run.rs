@@ -2,11 +2,13 @@
 
 use crate::cli::{Cli, LogFormat, Target};
 use kubedav_api::fileio::{FileIo, FileIoGrpc, RemoteFileIo};
+use kubedav_api::locks::{Locks, LocksGrpc, RemoteLocks};
 use kubedav_fileio::LocalFileIo;
 use kubedav_gateway::Gateway;
 use kubedav_kit::admin::ReadinessCheck;
 use kubedav_kit::shutdown::Shutdown;
 use kubedav_kit::{admin, grpc, listen, telemetry};
+use kubedav_locks::MemoryLocks;
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::transport::Endpoint;
@@ -22,14 +24,27 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     tracing::info!(target: "kubedav", "kubedav {} starting target {}", env!("CARGO_PKG_VERSION"), cli.target.name());
     match cli.target {
         Target::All => {
-            let core = open_volume(&cli)?;
-            let fileio: Arc<dyn FileIo> = Arc::new(core);
-            run_gateway(&cli, fileio, shutdown).await
+            let fileio: Arc<dyn FileIo> = Arc::new(open_volume(&cli)?);
+            let locks: Arc<dyn Locks> = Arc::new(memory_locks(&cli));
+            run_gateway(&cli, fileio, locks, shutdown).await
         }
         Target::Gateway => {
             let fileio: Arc<dyn FileIo> =
                 Arc::new(RemoteFileIo::connect_lazy(endpoint("fileio", &cli.fileio_url)?));
-            run_gateway(&cli, fileio, shutdown).await
+            let locks: Arc<dyn Locks> =
+                Arc::new(RemoteLocks::connect_lazy(endpoint("locks", &cli.locks_url)?));
+            run_gateway(&cli, fileio, locks, shutdown).await
+        }
+        Target::Locks => {
+            let (grpc_listener, _) = listen::bind("locks gRPC", cli.grpc_listen()).await?;
+            let (admin_listener, _) = listen::bind("locks admin", cli.admin_listen()).await?;
+            let ready: ReadinessCheck = Arc::new(|| Box::pin(async { Ok(()) }));
+            let service = LocksGrpc::new(Arc::new(memory_locks(&cli))).into_service();
+            tokio::try_join!(
+                grpc::serve(grpc_listener, service, shutdown.clone().requested()),
+                admin::serve(admin_listener, ready, shutdown.requested()),
+            )?;
+            Ok(())
         }
         Target::Fileio => {
             let core = open_volume(&cli)?;
@@ -47,11 +62,15 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             )?;
             Ok(())
         }
-        Target::Auth | Target::Locks | Target::Markdown => Err(format!(
-            "the {} service is not part of this release yet; run --target=all, gateway or fileio",
+        Target::Auth | Target::Markdown => Err(format!(
+            "the {} service is not part of this release yet; run --target=all, gateway, fileio or locks",
             cli.target.name()
         )),
     }
+}
+
+fn memory_locks(cli: &Cli) -> MemoryLocks {
+    MemoryLocks::new(Duration::from_secs(cli.lock_max_timeout_seconds))
 }
 
 fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
@@ -74,9 +93,14 @@ fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
         .initial_connection_window_size(Some(16 << 20)))
 }
 
-async fn run_gateway(cli: &Cli, fileio: Arc<dyn FileIo>, shutdown: Shutdown) -> Result<(), String> {
+async fn run_gateway(
+    cli: &Cli,
+    fileio: Arc<dyn FileIo>,
+    locks: Arc<dyn Locks>,
+    shutdown: Shutdown,
+) -> Result<(), String> {
     let config = cli.gateway_config();
-    let gateway = Gateway::new(fileio, config.clone());
+    let gateway = Gateway::new(fileio, locks, config.clone());
     let checked = gateway.clone();
     let ready: ReadinessCheck = Arc::new(move || {
         let gateway = checked.clone();

@@ -137,13 +137,13 @@ impl State {
     }
 
     fn remove_token(&mut self, token: &str) {
-        if let Some(root) = self.roots.remove(token) {
-            if let Some(locks) = self.by_root.get_mut(&root) {
-                locks.retain(|h| h.lock.token != token);
-                ACTIVE.dec();
-                if locks.is_empty() {
-                    self.by_root.remove(&root);
-                }
+        if let Some(root) = self.roots.remove(token)
+            && let Some(locks) = self.by_root.get_mut(&root)
+        {
+            locks.retain(|h| h.lock.token != token);
+            ACTIVE.dec();
+            if locks.is_empty() {
+                self.by_root.remove(&root);
             }
         }
     }
@@ -395,7 +395,7 @@ impl Locks for MemoryLocks {
                 } else {
                     &held.lock.root[request.path.len() + 1..]
                 };
-                if !rest.contains('/') {
+                if request.depth >= 2 || !rest.contains('/') {
                     members
                         .entry(held.lock.root.clone())
                         .or_default()

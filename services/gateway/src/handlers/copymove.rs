@@ -40,6 +40,15 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
             "the source and the destination are the same resource",
         ));
     }
+    let mut targets = vec![crate::locking::target(&destination.path, true)];
+    targets.extend(crate::locking::parent(&destination.path));
+    if is_move {
+        targets.push(crate::locking::target(&source.path, true));
+        targets.extend(crate::locking::parent(&source.path));
+    }
+    if let Err(response) = crate::locking::check_write(gateway, headers, &source.path, targets).await {
+        return Ok(response);
+    }
     let (from, to) = (
         source.path.as_str().to_owned(),
         destination.path.as_str().to_owned(),
@@ -84,6 +93,9 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
         _ => status.into(),
     })?;
     if reply.failures.is_empty() {
+        if is_move {
+            crate::locking::release(gateway, &source.path).await;
+        }
         let status = if reply.created {
             StatusCode::CREATED
         } else {

@@ -29,6 +29,14 @@ pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
             ));
         }
     }
+    let targets = std::iter::once(crate::locking::target(&target.path, true))
+        .chain(crate::locking::parent(&target.path))
+        .collect();
+    if let Err(response) =
+        crate::locking::check_write(gateway, request.headers(), &target.path, targets).await
+    {
+        return Ok(response);
+    }
     let reply = gateway
         .fileio
         .delete(DeleteRequest {
@@ -37,6 +45,7 @@ pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
         })
         .await?;
     if reply.failures.is_empty() {
+        crate::locking::release(gateway, &target.path).await;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let responses: Vec<_> = reply

@@ -25,6 +25,14 @@ pub async fn mkcol(gateway: &Gateway, request: Request) -> HttpResult {
             "the root collection already exists",
         ));
     }
+    let targets = std::iter::once(crate::locking::target(&target.path, false))
+        .chain(crate::locking::parent(&target.path))
+        .collect();
+    if let Err(response) =
+        crate::locking::check_write(gateway, request.headers(), &target.path, targets).await
+    {
+        return Ok(response);
+    }
     match gateway
         .fileio
         .mkdir(MkdirRequest {

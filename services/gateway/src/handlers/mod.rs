@@ -3,6 +3,7 @@
 mod copymove;
 mod delete;
 mod get;
+mod lock;
 mod mkcol;
 mod options;
 mod propfind;
@@ -18,7 +19,8 @@ use http::{StatusCode, header};
 use std::sync::Arc;
 
 /// The methods this gateway implements, for `Allow` headers.
-pub const ALLOW: &str = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, PROPPATCH, COPY, MOVE";
+pub const ALLOW: &str =
+    "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, PROPPATCH, COPY, MOVE, LOCK, UNLOCK";
 
 /// Routes a request to its method's handler.
 pub async fn dispatch(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
@@ -33,10 +35,8 @@ pub async fn dispatch(State(gateway): State<Arc<Gateway>>, request: Request) -> 
         "PROPPATCH" => proppatch::proppatch(&gateway, request).await,
         "COPY" => copymove::copy_or_move(&gateway, request, false).await,
         "MOVE" => copymove::copy_or_move(&gateway, request, true).await,
-        "LOCK" | "UNLOCK" => Err(HttpError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            format!("{} is not implemented by this server yet", request.method()),
-        )),
+        "LOCK" => lock::lock(&gateway, request).await,
+        "UNLOCK" => lock::unlock(&gateway, request).await,
         other => {
             let mut response = HttpError::new(
                 StatusCode::METHOD_NOT_ALLOWED,

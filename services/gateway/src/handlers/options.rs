@@ -11,7 +11,7 @@ pub fn options() -> Response {
         [
             (
                 header::HeaderName::from_static("dav"),
-                HeaderValue::from_static("1"),
+                HeaderValue::from_static("1, 2"),
             ),
             (header::ALLOW, HeaderValue::from_static(ALLOW)),
             (

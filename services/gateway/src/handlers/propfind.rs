@@ -4,6 +4,7 @@ use super::{request_path, xml_body};
 use crate::Gateway;
 use crate::errors::{HttpError, HttpResult};
 use crate::headers::{Depth, depth};
+use crate::locking::SUPPORTED_LOCK;
 use crate::paths::href;
 use crate::properties::{LiveContext, MULTISTATUS_CLOSE, MULTISTATUS_OPEN, Propfind, write_response};
 use axum::extract::Request;
@@ -11,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use http::{StatusCode, header};
 use kubedav_api::fileio::{ListRequest, UsageRequest};
+use kubedav_api::locks::{ActiveLock, DiscoverRequest};
 use kubedav_api::path::VolumePath;
 
 /// 207 with one response per resource; 403 `DAV:propfind-finite-depth` for Depth
@@ -53,10 +55,10 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
     } else {
         None
     };
-    let ctx = LiveContext {
-        usage: usage.as_ref(),
-        lockdiscovery: "",
-        supportedlock: "",
+    let locks = if propfind.needs_lockdiscovery() {
+        discover(gateway, &target.path, depth).await
+    } else {
+        Vec::new()
     };
     let mut out = String::with_capacity(4096);
     out.push_str(MULTISTATUS_OPEN);
@@ -78,6 +80,16 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
             first = false;
             let path = VolumePath::parse(&info.path).unwrap_or_default();
             let link = href(&path, info.is_collection);
+            let discovery: String = locks
+                .iter()
+                .filter(|l| crate::locking::applies(l, &path))
+                .map(crate::locking::activelock)
+                .collect();
+            let ctx = LiveContext {
+                usage: usage.as_ref(),
+                lockdiscovery: &discovery,
+                supportedlock: SUPPORTED_LOCK,
+            };
             write_response(
                 &mut out,
                 &link,
@@ -96,6 +108,38 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
         out,
     )
         .into_response())
+}
+
+/// The locks that may apply to the listed resources: one locks call for the whole
+/// PROPFIND. Without the locks service the listing goes on with empty lockdiscovery.
+async fn discover(gateway: &Gateway, path: &VolumePath, depth: Depth) -> Vec<ActiveLock> {
+    let depth = match depth {
+        Depth::Zero => 0,
+        Depth::One => 1,
+        Depth::Infinity => 2,
+    };
+    match gateway
+        .locks
+        .discover(DiscoverRequest {
+            path: path.as_str().to_owned(),
+            depth,
+        })
+        .await
+    {
+        Ok(reply) => {
+            let mut locks: Vec<ActiveLock> = reply.resources.into_iter().flat_map(|r| r.locks).collect();
+            locks.sort_by(|a, b| a.token.cmp(&b.token));
+            locks.dedup_by(|a, b| a.token == b.token);
+            locks
+        }
+        Err(status) => {
+            tracing::warn!(
+                message = status.message(),
+                "locks unavailable: PROPFIND answers with empty lockdiscovery"
+            );
+            Vec::new()
+        }
+    }
 }
 
 fn finite_depth() -> Response {

@@ -16,6 +16,12 @@ use std::fmt::Write;
 /// `DAV:cannot-modify-protected-property` for live properties and 424 for the rest.
 pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
+    let targets = vec![crate::locking::target(&target.path, false)];
+    if let Err(response) =
+        crate::locking::check_write(gateway, request.headers(), &target.path, targets).await
+    {
+        return Ok(response);
+    }
     let body = xml_body(request)
         .await?
         .ok_or_else(|| HttpError::bad_request("PROPPATCH needs a DAV:propertyupdate body"))?;

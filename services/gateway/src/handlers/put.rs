@@ -53,6 +53,16 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
             ));
         }
     }
+    if let Err(response) = crate::locking::check_write(
+        gateway,
+        headers,
+        &target.path,
+        vec![crate::locking::target(&target.path, false)],
+    )
+    .await
+    {
+        return Ok(response);
+    }
     let write = WriteHeader {
         path: target.path.as_str().to_owned(),
         expected_size: declared,

@@ -15,7 +15,8 @@ use tokio::sync::mpsc;
 pub enum Mode {
     /// `--target=all`: one process, no network between the services.
     AllInOne,
-    /// `--target=gateway` plus `--target=fileio`, talking gRPC over loopback.
+    /// `--target=gateway` plus `--target=fileio` and `--target=locks`, talking gRPC over
+    /// loopback.
     Microservices,
 }
 
@@ -147,11 +148,22 @@ impl Server {
                 let grpc = fileio.listening("fileio gRPC").await;
                 admin.push(("fileio", fileio.listening("fileio admin").await));
                 grpc_addr = Some(grpc);
+                let args = vec![
+                    "--target=locks".into(),
+                    "--grpc-listen".into(),
+                    any.clone(),
+                    "--admin-listen".into(),
+                    any.clone(),
+                ];
+                let mut locks = Process::spawn("locks", &args, &envs);
+                let locks_grpc = locks.listening("locks gRPC").await;
+                admin.push(("locks", locks.listening("locks admin").await));
                 let mut args = vec![
                     "--target=gateway".into(),
                     "--fileio-url".into(),
                     format!("http://{grpc}"),
                 ];
+                args.extend(["--locks-url".into(), format!("http://{locks_grpc}")]);
                 args.extend(["--listen".into(), any.clone(), "--admin-listen".into(), any]);
                 args.extend(extra);
                 let mut gateway = Process::spawn("gateway", &args, &envs);
@@ -159,6 +171,7 @@ impl Server {
                 admin.push(("gateway", gateway.listening("gateway admin").await));
                 processes.push(gateway);
                 processes.push(fileio);
+                processes.push(locks);
                 addr
             }
         };

@@ -1,0 +1,208 @@
+//! LOCK and UNLOCK (RFC 4918 9.10, 9.11) through the locks service.
+
+use super::{request_path, xml_body};
+use crate::Gateway;
+use crate::errors::{HttpError, HttpResult};
+use crate::headers::{Depth, depth, lock_token, timeout};
+use crate::locking::{activelock, if_header, locked};
+use crate::properties::DAV;
+use axum::extract::Request;
+use axum::response::IntoResponse;
+use http::{HeaderValue, StatusCode, header};
+use kubedav_api::fileio::WriteHeader;
+use kubedav_api::locks::{
+    ActiveLock, LockDepth, LockRequest, RefreshRequest, Scope, UnlockRequest, condition,
+};
+use tonic::Code;
+
+/// A new lock: 200 (201 when LOCK created an empty resource) with `Lock-Token` and the
+/// lock's `DAV:lockdiscovery`; 423 `DAV:no-conflicting-lock` when another lock is in the
+/// way. Without a body: a refresh of the lock named in the If header.
+pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
+    let target = request_path(&request)?;
+    let headers = request.headers().clone();
+    let timeout_seconds = timeout(&headers)?;
+    let depth = depth(&headers, Depth::Infinity)?;
+    if depth == Depth::One {
+        return Err(HttpError::bad_request("LOCK takes Depth 0 or infinity"));
+    }
+    let Some(body) = xml_body(request).await? else {
+        return refresh(gateway, &headers, &target.path, timeout_seconds).await;
+    };
+    if !body.is(DAV, "lockinfo") {
+        return Err(HttpError::bad_request("the LOCK body must be a DAV:lockinfo"));
+    }
+    let scope = match body.child(DAV, "lockscope").and_then(|s| s.elements().next()) {
+        Some(e) if e.is(DAV, "exclusive") => Scope::Exclusive,
+        Some(e) if e.is(DAV, "shared") => Scope::Shared,
+        _ => {
+            return Err(HttpError::bad_request(
+                "DAV:lockinfo needs a DAV:lockscope of DAV:exclusive or DAV:shared",
+            ));
+        }
+    };
+    if body
+        .child(DAV, "locktype")
+        .is_none_or(|t| t.child(DAV, "write").is_none())
+    {
+        return Err(HttpError::bad_request(
+            "DAV:lockinfo needs a DAV:locktype of DAV:write (the only lock type)",
+        ));
+    }
+    let owner_xml = body
+        .child(DAV, "owner")
+        .map(|o| o.content_xml())
+        .unwrap_or_default();
+    let reply = gateway
+        .locks
+        .lock(LockRequest {
+            path: target.path.as_str().to_owned(),
+            scope: scope as i32,
+            depth: if depth == Depth::Zero {
+                LockDepth::Zero
+            } else {
+                LockDepth::Infinity
+            } as i32,
+            owner_xml: owner_xml.into(),
+            principal: String::new(),
+            timeout_seconds,
+        })
+        .await?;
+    let Some(lock) = reply.lock else {
+        return Ok(locked("no-conflicting-lock", &reply.conflicts));
+    };
+    // LOCK on an unmapped URL creates an empty resource (RFC 4918 7.3).
+    let created = match gateway
+        .fileio
+        .stat(kubedav_api::fileio::StatRequest {
+            path: lock.root.clone(),
+        })
+        .await
+    {
+        Ok(_) => false,
+        Err(status) if status.code() == Code::NotFound => {
+            let empty = WriteHeader {
+                path: lock.root.clone(),
+                expected_size: Some(0),
+                if_match: None,
+                create_only: true,
+            };
+            match gateway
+                .fileio
+                .write(empty, Box::pin(futures_util::stream::empty()))
+                .await
+            {
+                Ok(_) => true,
+                Err(status) => {
+                    let unlock = UnlockRequest {
+                        path: lock.root.clone(),
+                        token: lock.token.clone(),
+                        principal: String::new(),
+                    };
+                    let _ = gateway.locks.unlock(unlock).await;
+                    return Err(match status.code() {
+                        Code::FailedPrecondition => HttpError::new(
+                            StatusCode::CONFLICT,
+                            format!(
+                                "the parent of {} does not exist; create it with MKCOL first",
+                                target.path
+                            ),
+                        ),
+                        _ => status.into(),
+                    });
+                }
+            }
+        }
+        Err(status) => return Err(status.into()),
+    };
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(lock_response(status, &lock, true))
+}
+
+fn lock_response(status: StatusCode, lock: &ActiveLock, with_token: bool) -> axum::response::Response {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:prop xmlns:D=\"DAV:\"><D:lockdiscovery>{}</D:lockdiscovery></D:prop>\n",
+        activelock(lock)
+    );
+    let mut response = (
+        status,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        body,
+    )
+        .into_response();
+    if with_token && let Ok(value) = HeaderValue::from_str(&format!("<{}>", lock.token)) {
+        response.headers_mut().insert("lock-token", value);
+    }
+    response
+}
+
+/// Refreshes the lock whose token the If header carries: 200, or 412 when no token
+/// there names a lock covering this resource.
+async fn refresh(
+    gateway: &Gateway,
+    headers: &http::HeaderMap,
+    path: &kubedav_api::path::VolumePath,
+    timeout_seconds: u64,
+) -> HttpResult {
+    let tokens: Vec<String> = if_header(headers)?
+        .into_iter()
+        .flat_map(|t| t.lists)
+        .flat_map(|l| l.conditions)
+        .filter_map(|c| match c.kind {
+            Some(condition::Kind::StateToken(token)) if !c.not => Some(token),
+            _ => None,
+        })
+        .collect();
+    if tokens.is_empty() {
+        return Err(HttpError::bad_request(
+            "LOCK without a body refreshes a lock: send a DAV:lockinfo body, or the lock's token in the If header",
+        ));
+    }
+    for token in tokens {
+        let request = RefreshRequest {
+            path: path.as_str().to_owned(),
+            token,
+            timeout_seconds,
+        };
+        match gateway.locks.refresh(request).await {
+            Ok(reply) => {
+                if let Some(lock) = reply.lock {
+                    return Ok(lock_response(StatusCode::OK, &lock, false));
+                }
+            }
+            Err(status) if matches!(status.code(), Code::NotFound | Code::FailedPrecondition) => continue,
+            Err(status) => return Err(status.into()),
+        }
+    }
+    Err(HttpError::new(
+        StatusCode::PRECONDITION_FAILED,
+        "no token in the If header names a lock on this resource",
+    ))
+}
+
+/// 204 once released; 409 `DAV:lock-token-matches-request-uri` when the token names no
+/// lock on this resource; 403 when the lock belongs to someone else.
+pub async fn unlock(gateway: &Gateway, request: Request) -> HttpResult {
+    let target = request_path(&request)?;
+    let token = lock_token(request.headers())?;
+    let unlock = UnlockRequest {
+        path: target.path.as_str().to_owned(),
+        token,
+        principal: String::new(),
+    };
+    match gateway.locks.unlock(unlock).await {
+        Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Err(status) if matches!(status.code(), Code::NotFound | Code::FailedPrecondition) => {
+            Ok(crate::errors::dav_error(
+                StatusCode::CONFLICT,
+                "lock-token-matches-request-uri",
+                status.message(),
+            ))
+        }
+        Err(status) => Err(status.into()),
+    }
+}

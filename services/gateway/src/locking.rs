@@ -1,0 +1,187 @@
+//! What the gateway asks the locks service before and after writes, and the XML of
+//! locks (RFC 4918 14.1 activelock).
+
+use crate::Gateway;
+use crate::errors::HttpError;
+use crate::paths::href;
+use crate::xml::escape;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode, header};
+use kubedav_api::fileio::StatRequest;
+use kubedav_api::locks::{
+    ActiveLock, CheckWriteRequest, LockDepth, ReleaseRequest, Scope, WriteTarget,
+    check_write_response::Outcome, condition,
+};
+use kubedav_api::path::VolumePath;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// Most resources an If header may name (each with an etag condition costs a Stat).
+pub const MAX_IF_RESOURCES: usize = 32;
+
+/// The `DAV:supportedlock` content: exclusive and shared write locks.
+pub const SUPPORTED_LOCK: &str = "<D:lockentry><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockentry><D:lockentry><D:lockscope><D:shared/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockentry>";
+
+/// A resource a request will modify.
+pub fn target(path: &VolumePath, recursive: bool) -> WriteTarget {
+    WriteTarget {
+        path: path.as_str().to_owned(),
+        recursive,
+    }
+}
+
+/// The parent collection of `path` as a write target (its membership changes), if any.
+pub fn parent(path: &VolumePath) -> Option<WriteTarget> {
+    path.split_last().map(|(parent, _)| target(&parent, false))
+}
+
+/// The request's parsed If header (empty when absent); 400 when malformed.
+pub fn if_header(headers: &HeaderMap) -> Result<Vec<kubedav_api::locks::TaggedLists>, HttpError> {
+    let Some(value) = headers.get("if") else {
+        return Ok(Vec::new());
+    };
+    let value = value
+        .to_str()
+        .map_err(|_| HttpError::bad_request("the If header is not ASCII"))?;
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let parsed = crate::ifheader::parse(value, host)
+        .map_err(|e| HttpError::bad_request(format!("the If header is malformed: {e}")))?;
+    if parsed.len() > MAX_IF_RESOURCES {
+        return Err(HttpError::bad_request(format!(
+            "the If header names more than {MAX_IF_RESOURCES} resources"
+        )));
+    }
+    Ok(parsed)
+}
+
+/// Asks the locks service whether the request may modify `targets`: 412 when its If
+/// header does not hold, 423 with `DAV:lock-token-submitted` when a lock is in the way,
+/// 503 when the lock state cannot be read (never a write on an unknown lock state).
+pub async fn check_write(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    request_path: &VolumePath,
+    targets: Vec<WriteTarget>,
+) -> Result<(), Response> {
+    let if_header = if_header(headers).map_err(IntoResponse::into_response)?;
+    let mut etags = HashMap::new();
+    let has_etags = if_header
+        .iter()
+        .flat_map(|t| &t.lists)
+        .flat_map(|l| &l.conditions)
+        .any(|c| matches!(c.kind, Some(condition::Kind::Etag(_))));
+    if has_etags {
+        for tagged in &if_header {
+            let path = if tagged.untagged {
+                request_path.as_str().to_owned()
+            } else {
+                tagged.path.clone()
+            };
+            if etags.contains_key(&path) {
+                continue;
+            }
+            if let Ok(info) = gateway.fileio.stat(StatRequest { path: path.clone() }).await {
+                etags.insert(path, format!("\"{}\"", info.etag));
+            }
+        }
+    }
+    let request = CheckWriteRequest {
+        targets,
+        if_header,
+        etags,
+        principal: String::new(),
+        request_path: request_path.as_str().to_owned(),
+    };
+    let reply = gateway
+        .locks
+        .check_write(request)
+        .await
+        .map_err(|status| HttpError::from(status).into_response())?;
+    match reply.outcome() {
+        Outcome::Allowed => Ok(()),
+        Outcome::PreconditionFailed => Err(HttpError::new(
+            StatusCode::PRECONDITION_FAILED,
+            "the If header's conditions do not hold for the current state of the resource",
+        )
+        .into_response()),
+        Outcome::Locked => Err(locked("lock-token-submitted", &reply.conflicts)),
+    }
+}
+
+/// A 423 Locked response naming the lock roots in a precondition element.
+pub fn locked(condition: &str, conflicts: &[ActiveLock]) -> Response {
+    let mut roots: Vec<String> = conflicts
+        .iter()
+        .map(|l| href(&VolumePath::parse(&l.root).unwrap_or_default(), false))
+        .collect();
+    roots.sort();
+    roots.dedup();
+    let hrefs: String = roots
+        .iter()
+        .map(|h| format!("<D:href>{}</D:href>", escape(h)))
+        .collect();
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:error xmlns:D=\"DAV:\"><D:{condition}>{hrefs}</D:{condition}></D:error>\n"
+    );
+    (
+        StatusCode::LOCKED,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// Drops the locks of a resource that no longer exists (after DELETE, or a MOVE's
+/// source). A failure is logged: the locks would block nothing but a re-created path.
+pub async fn release(gateway: &Gateway, path: &VolumePath) {
+    if let Err(status) = gateway
+        .locks
+        .release(ReleaseRequest {
+            path: path.as_str().to_owned(),
+        })
+        .await
+    {
+        tracing::warn!(%path, message = status.message(), "could not release the locks of a removed resource");
+    }
+}
+
+/// The `DAV:activelock` element of a lock.
+pub fn activelock(lock: &ActiveLock) -> String {
+    let mut out = String::from("<D:activelock><D:locktype><D:write/></D:locktype><D:lockscope>");
+    out.push_str(if lock.scope == Scope::Shared as i32 {
+        "<D:shared/>"
+    } else {
+        "<D:exclusive/>"
+    });
+    out.push_str("</D:lockscope><D:depth>");
+    out.push_str(if lock.depth == LockDepth::Infinity as i32 {
+        "infinity"
+    } else {
+        "0"
+    });
+    out.push_str("</D:depth>");
+    if !lock.owner_xml.is_empty() {
+        let _ = write!(
+            out,
+            "<D:owner>{}</D:owner>",
+            String::from_utf8_lossy(&lock.owner_xml)
+        );
+    }
+    let _ = write!(
+        out,
+        "<D:timeout>Second-{}</D:timeout><D:locktoken><D:href>{}</D:href></D:locktoken><D:lockroot><D:href>{}</D:href></D:lockroot></D:activelock>",
+        lock.timeout_seconds,
+        escape(&lock.token),
+        escape(&href(&VolumePath::parse(&lock.root).unwrap_or_default(), false)),
+    );
+    out
+}
+
+/// Whether `lock` applies to `path` (rooted there, or depth infinity above it).
+pub fn applies(lock: &ActiveLock, path: &VolumePath) -> bool {
+    let root = VolumePath::parse(&lock.root).unwrap_or_default();
+    *path == root || (lock.depth == LockDepth::Infinity as i32 && path.starts_with(&root))
+}
