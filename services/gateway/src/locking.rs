@@ -115,7 +115,7 @@ pub async fn check_write(
 pub fn locked(condition: &str, conflicts: &[ActiveLock]) -> Response {
     let mut roots: Vec<String> = conflicts
         .iter()
-        .map(|l| href(&VolumePath::parse(&l.root).unwrap_or_default(), false))
+        .map(|l| href(&VolumePath::parse(&l.root).unwrap_or_default(), l.collection))
         .collect();
     roots.sort();
     roots.dedup();
@@ -175,7 +175,10 @@ pub fn activelock(lock: &ActiveLock) -> String {
         "<D:timeout>Second-{}</D:timeout><D:locktoken><D:href>{}</D:href></D:locktoken><D:lockroot><D:href>{}</D:href></D:lockroot></D:activelock>",
         lock.timeout_seconds,
         escape(&lock.token),
-        escape(&href(&VolumePath::parse(&lock.root).unwrap_or_default(), false)),
+        escape(&href(
+            &VolumePath::parse(&lock.root).unwrap_or_default(),
+            lock.collection
+        )),
     );
     out
 }

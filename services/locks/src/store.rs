@@ -232,6 +232,7 @@ impl Locks for MemoryLocks {
             owner_xml: request.owner_xml,
             principal: request.principal,
             timeout_seconds: timeout.as_secs(),
+            collection: request.collection,
         };
         state.roots.insert(lock.token.clone(), request.path.clone());
         state.by_root.entry(request.path).or_default().push(Held {

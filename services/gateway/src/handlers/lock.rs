@@ -53,6 +53,19 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
         .child(DAV, "owner")
         .map(|o| o.content_xml())
         .unwrap_or_default();
+    // What is there now: a collection, a file, or nothing (then LOCK creates an empty
+    // file, RFC 4918 7.3).
+    let existing = match gateway
+        .fileio
+        .stat(kubedav_api::fileio::StatRequest {
+            path: target.path.as_str().to_owned(),
+        })
+        .await
+    {
+        Ok(info) => Some(info),
+        Err(status) if status.code() == Code::NotFound => None,
+        Err(status) => return Err(status.into()),
+    };
     let reply = gateway
         .locks
         .lock(LockRequest {
@@ -66,55 +79,43 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
             owner_xml: owner_xml.into(),
             principal: String::new(),
             timeout_seconds,
+            collection: existing.as_ref().is_some_and(|info| info.is_collection),
         })
         .await?;
     let Some(lock) = reply.lock else {
         return Ok(locked("no-conflicting-lock", &reply.conflicts));
     };
-    // LOCK on an unmapped URL creates an empty resource (RFC 4918 7.3).
-    let created = match gateway
-        .fileio
-        .stat(kubedav_api::fileio::StatRequest {
+    let created = existing.is_none();
+    if created {
+        let empty = WriteHeader {
             path: lock.root.clone(),
-        })
-        .await
-    {
-        Ok(_) => false,
-        Err(status) if status.code() == Code::NotFound => {
-            let empty = WriteHeader {
+            expected_size: Some(0),
+            if_match: None,
+            create_only: true,
+        };
+        if let Err(status) = gateway
+            .fileio
+            .write(empty, Box::pin(futures_util::stream::empty()))
+            .await
+        {
+            let unlock = UnlockRequest {
                 path: lock.root.clone(),
-                expected_size: Some(0),
-                if_match: None,
-                create_only: true,
+                token: lock.token.clone(),
+                principal: String::new(),
             };
-            match gateway
-                .fileio
-                .write(empty, Box::pin(futures_util::stream::empty()))
-                .await
-            {
-                Ok(_) => true,
-                Err(status) => {
-                    let unlock = UnlockRequest {
-                        path: lock.root.clone(),
-                        token: lock.token.clone(),
-                        principal: String::new(),
-                    };
-                    let _ = gateway.locks.unlock(unlock).await;
-                    return Err(match status.code() {
-                        Code::FailedPrecondition => HttpError::new(
-                            StatusCode::CONFLICT,
-                            format!(
-                                "the parent of {} does not exist; create it with MKCOL first",
-                                target.path
-                            ),
-                        ),
-                        _ => status.into(),
-                    });
-                }
-            }
+            let _ = gateway.locks.unlock(unlock).await;
+            return Err(match status.code() {
+                Code::FailedPrecondition => HttpError::new(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "the parent of {} does not exist; create it with MKCOL first",
+                        target.path
+                    ),
+                ),
+                _ => status.into(),
+            });
         }
-        Err(status) => return Err(status.into()),
-    };
+    }
     let status = if created {
         StatusCode::CREATED
     } else {

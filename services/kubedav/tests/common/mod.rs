@@ -25,6 +25,10 @@ pub struct Process {
     pub child: Child,
     pub name: &'static str,
     lines: mpsc::UnboundedReceiver<String>,
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+    /// Addresses announced so far, by what was announced ("fileio gRPC", ...).
+    bound: Vec<(String, SocketAddr)>,
 }
 
 impl Process {
@@ -51,7 +55,39 @@ impl Process {
                 let _ = tx.send(line);
             }
         });
-        Process { child, name, lines }
+        Process {
+            child,
+            name,
+            lines,
+            args: args.to_vec(),
+            envs: envs.to_vec(),
+            bound: Vec::new(),
+        }
+    }
+
+    /// Kills the process and starts it again with the same arguments, on the addresses
+    /// it had bound before (so its clients find it again), and waits until it announces
+    /// them.
+    pub async fn restart(&mut self) {
+        self.child.kill().await.expect("the process can be killed");
+        let mut args = self.args.clone();
+        for (what, addr) in &self.bound {
+            let flag = if what.ends_with("gRPC") {
+                "--grpc-listen"
+            } else if what.ends_with("admin") {
+                "--admin-listen"
+            } else {
+                "--listen"
+            };
+            if let Some(i) = args.iter().position(|a| a == flag) {
+                args[i + 1] = addr.to_string();
+            }
+        }
+        let bound = std::mem::take(&mut self.bound);
+        *self = Process::spawn(self.name, &args, &self.envs);
+        for (what, _) in bound {
+            self.listening(&what).await;
+        }
     }
 
     /// Waits for the log line "`what` listening on ADDR" and returns ADDR.
@@ -64,14 +100,17 @@ impl Process {
                         .split_whitespace()
                         .next()
                         .unwrap_or_default();
-                    return addr.parse().expect("a socket address follows 'listening on'");
+                    let addr: SocketAddr = addr.parse().expect("a socket address follows 'listening on'");
+                    return addr;
                 }
             }
             panic!("{} exited before announcing {what}", self.name);
         };
-        tokio::time::timeout(Duration::from_secs(30), wait)
+        let addr = tokio::time::timeout(Duration::from_secs(30), wait)
             .await
-            .unwrap_or_else(|_| panic!("{} did not announce {what}", self.name))
+            .unwrap_or_else(|_| panic!("{} did not announce {what}", self.name));
+        self.bound.push((what.to_owned(), addr));
+        addr
     }
 
     /// The process id.

@@ -1,0 +1,786 @@
+//! WebDAV class 1 and 2 over HTTP, run against both modes: PROPFIND, PROPPATCH and dead
+//! properties, COPY and MOVE, LOCK and UNLOCK, the If header, and every malformed header
+//! and body.
+
+mod common;
+
+use common::{Mode, Server, client};
+use reqwest::{Method, StatusCode};
+use std::time::Duration;
+
+fn method(name: &str) -> Method {
+    Method::from_bytes(name.as_bytes()).unwrap()
+}
+
+fn dav(server: &Server, verb: &str, path: &str) -> reqwest::RequestBuilder {
+    client().request(method(verb), server.url(path))
+}
+
+async fn send(request: reqwest::RequestBuilder) -> (StatusCode, reqwest::header::HeaderMap, String) {
+    let response = request.send().await.unwrap();
+    let (status, headers) = (response.status(), response.headers().clone());
+    (status, headers, response.text().await.unwrap())
+}
+
+/// Parses the whole document; panics if it is not well-formed XML.
+fn well_formed(xml: &str) {
+    let mut reader = quick_xml::NsReader::from_str(xml);
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(_) => {}
+            Err(e) => panic!("not well-formed ({e}): {xml}"),
+        }
+    }
+}
+
+async fn propfind(server: &Server, path: &str, depth: &str, body: &str) -> (StatusCode, String) {
+    let mut request = dav(server, "PROPFIND", path).header("depth", depth);
+    if !body.is_empty() {
+        request = request
+            .header("content-type", "application/xml")
+            .body(body.to_owned());
+    }
+    let (status, _, text) = send(request).await;
+    if status == StatusCode::MULTI_STATUS {
+        well_formed(&text);
+    }
+    (status, text)
+}
+
+const PROP: &str = r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:" xmlns:x="urn:x"><D:prop><D:getcontentlength/><D:getetag/><D:resourcetype/><x:missing/></D:prop></D:propfind>"#;
+
+async fn propfind_forms_and_depths(mode: Mode) {
+    let server = Server::start(mode).await;
+    std::fs::create_dir_all(server.disk("d/s")).unwrap();
+    std::fs::write(server.disk("d/a.txt"), b"12345").unwrap();
+    std::fs::write(server.disk("d/b <&>\".txt"), b"x").unwrap();
+
+    let (status, xml) = propfind(&server, "/d/", "0", "").await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert_eq!(xml.matches("<D:response>").count(), 1);
+    for live in [
+        "creationdate",
+        "displayname>d<",
+        "getlastmodified",
+        "<D:collection/>",
+        "<D:lockentry>",
+        "lockdiscovery",
+    ] {
+        assert!(xml.contains(live), "allprop has {live}: {xml}");
+    }
+    assert!(!xml.contains("quota"), "quota properties stay out of allprop");
+
+    let (status, xml) = propfind(&server, "/d/", "1", "").await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert_eq!(xml.matches("<D:response>").count(), 4);
+    assert!(
+        xml.contains("<D:href>/d/b%20%3C%26%3E%22.txt</D:href>"),
+        "hrefs are percent-encoded: {xml}"
+    );
+    assert!(
+        xml.contains("<D:displayname>b &lt;&amp;&gt;&quot;.txt</D:displayname>"),
+        "names are escaped"
+    );
+    assert!(xml.contains("<D:href>/d/s/</D:href>"));
+
+    let (status, xml) = propfind(&server, "/d/a.txt", "0", PROP).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert!(xml.contains("<D:getcontentlength>5</D:getcontentlength>"));
+    let (ok, missing) = xml.split_once("HTTP/1.1 200 OK").unwrap();
+    assert!(ok.contains("getetag") && !ok.contains("missing"));
+    assert!(
+        missing.contains("<missing xmlns=\"urn:x\"/>") && missing.contains("HTTP/1.1 404 Not Found"),
+        "{xml}"
+    );
+
+    let (_, xml) = propfind(&server, "/d/", "0", PROP).await;
+    assert!(
+        xml.contains("<D:getcontentlength/>") && xml.contains("404"),
+        "no length on a collection: {xml}"
+    );
+
+    let names = r#"<propfind xmlns="DAV:"><propname/></propfind>"#;
+    let (status, xml) = propfind(&server, "/d/a.txt", "0", names).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert!(
+        xml.contains("<D:getetag/>") && !xml.contains("&quot;"),
+        "names without values: {xml}"
+    );
+
+    let include = r#"<propfind xmlns="DAV:"><allprop/><include><quota-available-bytes/><quota-used-bytes/></include></propfind>"#;
+    let (_, xml) = propfind(&server, "/d/", "0", include).await;
+    assert!(
+        xml.contains("<D:quota-available-bytes>") && xml.contains("<D:quota-used-bytes>"),
+        "{xml}"
+    );
+
+    for depth in ["infinity", "Infinity"] {
+        let (status, xml) = propfind(&server, "/d/", depth, "").await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        assert!(xml.contains("<D:propfind-finite-depth/>"), "{xml}");
+    }
+    let (status, _, _) = send(dav(&server, "PROPFIND", "/d/")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "no Depth means infinity");
+    assert_eq!(propfind(&server, "/nope", "0", "").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        propfind(&server, "/d/a.txt/", "0", "").await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    let (status, _, text) = send(dav(&server, "PROPFIND", "/d/").header("depth", "2")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(text.contains("Depth"), "the message names the header: {text}");
+    for (body, why) in [
+        ("<propfind xmlns=\"DAV:\"><prop>", "truncated"),
+        ("<x:propfind/>", "undeclared prefix"),
+        (
+            "<propfind xmlns=\"urn:not-dav\"><allprop/></propfind>",
+            "wrong root",
+        ),
+        (
+            r#"<!DOCTYPE p [<!ENTITY e "x">]><propfind xmlns="DAV:">&e;</propfind>"#,
+            "DTD",
+        ),
+        (
+            r#"<propfind xmlns="DAV:" xmlns:bad=""><allprop/></propfind>"#,
+            "empty prefix binding",
+        ),
+    ] {
+        assert_eq!(
+            propfind(&server, "/d/", "0", body).await.0,
+            StatusCode::BAD_REQUEST,
+            "{why}"
+        );
+    }
+    let huge = format!(
+        "<propfind xmlns=\"DAV:\"><prop>{}</prop></propfind>",
+        "<getetag/>".repeat(120_000)
+    );
+    assert_eq!(
+        propfind(&server, "/d/", "0", &huge).await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+}
+
+async fn propfind_infinity_when_enabled(mode: Mode) {
+    let server = Server::start_with(
+        mode,
+        &["--propfind-depth-infinity", "--propfind-max-entries", "5"],
+    )
+    .await;
+    std::fs::create_dir_all(server.disk("t/u")).unwrap();
+    std::fs::write(server.disk("t/u/deep.txt"), b"d").unwrap();
+    let (status, xml) = propfind(&server, "/t/", "infinity", "").await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert!(xml.contains("<D:href>/t/u/deep.txt</D:href>"), "{xml}");
+    for i in 0..5 {
+        std::fs::write(server.disk(&format!("t/f{i}")), b"").unwrap();
+    }
+    let (status, xml) = propfind(&server, "/t/", "infinity", "").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "bounded by the entry limit");
+    assert!(xml.contains("propfind-finite-depth"));
+}
+
+const SET: &str = r#"<?xml version="1.0"?>
+<D:propertyupdate xmlns:D="DAV:" xmlns:z="urn:z" xmlns:q="urn:q">
+  <D:set><D:prop><z:author>Ada &amp; Bob</z:author><z:tree><q:leaf q:kind="x">1</q:leaf><plain xmlns="">2</plain></z:tree></D:prop></D:set>
+  <D:set><D:prop><z:gone>soon</z:gone></D:prop></D:set>
+  <D:remove><D:prop><z:gone/></D:prop></D:remove>
+</D:propertyupdate>"#;
+
+const GET_Z: &str = r#"<propfind xmlns="DAV:"><prop><author xmlns="urn:z"/><tree xmlns="urn:z"/><gone xmlns="urn:z"/></prop></propfind>"#;
+
+async fn proppatch_and_dead_properties(mode: Mode) {
+    let mut server = Server::start(mode).await;
+    std::fs::write(server.disk("p.txt"), b"p").unwrap();
+    let (status, _, xml) = send(dav(&server, "PROPPATCH", "/p.txt").body(SET)).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    well_formed(&xml);
+    assert!(xml.contains("HTTP/1.1 200 OK") && !xml.contains("403"), "{xml}");
+    let (_, xml) = propfind(&server, "/p.txt", "0", GET_Z).await;
+    assert!(
+        xml.contains("<author xmlns=\"urn:z\">Ada &amp; Bob</author>"),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<leaf xmlns=\"urn:q\"")
+            && xml.contains(">1</leaf>")
+            && xml.contains("<plain xmlns=\"\">2</plain>")
+    );
+    assert!(
+        xml.contains("<gone xmlns=\"urn:z\"/>") && xml.contains("404"),
+        "removed properties are gone"
+    );
+    let (_, all) = propfind(&server, "/p.txt", "0", "").await;
+    assert!(all.contains("Ada &amp; Bob"), "allprop includes dead properties");
+
+    // All or nothing: a protected property fails the whole request.
+    let mixed = r#"<propertyupdate xmlns="DAV:"><set><prop><new xmlns="urn:z">n</new><getetag>x</getetag></prop></set></propertyupdate>"#;
+    let (status, _, xml) = send(dav(&server, "PROPPATCH", "/p.txt").body(mixed)).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert!(
+        xml.contains("403 Forbidden") && xml.contains("<D:cannot-modify-protected-property/>"),
+        "{xml}"
+    );
+    assert!(xml.contains("424 Failed Dependency"));
+    let (_, xml) = propfind(
+        &server,
+        "/p.txt",
+        "0",
+        r#"<propfind xmlns="DAV:"><prop><new xmlns="urn:z"/></prop></propfind>"#,
+    )
+    .await;
+    assert!(xml.contains("404 Not Found"), "nothing was applied: {xml}");
+
+    // A PUT replaces the body, not the properties.
+    client()
+        .put(server.url("/p.txt"))
+        .body("new body")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        propfind(&server, "/p.txt", "0", GET_Z)
+            .await
+            .1
+            .contains("Ada &amp; Bob")
+    );
+    // COPY copies them, MOVE takes them along, DELETE removes them.
+    assert_eq!(
+        send(dav(&server, "COPY", "/p.txt").header("destination", "/c.txt"))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    assert!(
+        propfind(&server, "/c.txt", "0", GET_Z)
+            .await
+            .1
+            .contains("Ada &amp; Bob")
+    );
+    assert_eq!(
+        send(dav(&server, "MOVE", "/c.txt").header("destination", "/m.txt"))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    assert!(
+        propfind(&server, "/m.txt", "0", GET_Z)
+            .await
+            .1
+            .contains("Ada &amp; Bob")
+    );
+    assert_eq!(
+        send(dav(&server, "DELETE", "/m.txt")).await.0,
+        StatusCode::NO_CONTENT
+    );
+    client()
+        .put(server.url("/m.txt"))
+        .body("again")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        !propfind(&server, "/m.txt", "0", GET_Z).await.1.contains("Ada"),
+        "a new resource starts bare"
+    );
+
+    // Dead properties live on the volume: they survive a restart of fileio (of
+    // everything, in all-in-one mode).
+    let name = if mode == Mode::AllInOne { "all" } else { "fileio" };
+    server.process(name).restart().await;
+    let (status, xml) = propfind(&server, "/p.txt", "0", GET_Z).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert!(xml.contains("Ada &amp; Bob"), "after a restart: {xml}");
+
+    assert_eq!(
+        send(dav(&server, "PROPPATCH", "/missing").body(SET)).await.0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        send(dav(&server, "PROPPATCH", "/p.txt")).await.0,
+        StatusCode::BAD_REQUEST,
+        "no body"
+    );
+    assert_eq!(
+        send(
+            dav(&server, "PROPPATCH", "/p.txt")
+                .body("<propertyupdate xmlns=\"DAV:\"><bogus/></propertyupdate>")
+        )
+        .await
+        .0,
+        StatusCode::BAD_REQUEST
+    );
+}
+
+async fn copy_and_move(mode: Mode) {
+    let server = Server::start(mode).await;
+    std::fs::create_dir_all(server.disk("src/sub")).unwrap();
+    std::fs::write(server.disk("src/f.txt"), b"file").unwrap();
+    std::fs::write(server.disk("src/sub/g.txt"), b"deep").unwrap();
+    let host = server.addr.to_string();
+    let copy = |from: &str, to: &str| dav(&server, "COPY", from).header("destination", to.to_owned());
+    let moving = |from: &str, to: &str| dav(&server, "MOVE", from).header("destination", to.to_owned());
+
+    let (status, headers, _) = send(copy("/src/f.txt", &format!("http://{host}/f2.txt"))).await;
+    assert_eq!(status, StatusCode::CREATED, "an absolute Destination");
+    assert!(headers.contains_key("location"));
+    assert_eq!(std::fs::read(server.disk("f2.txt")).unwrap(), b"file");
+    assert_eq!(
+        send(copy("/src/f.txt", "/f2.txt")).await.0,
+        StatusCode::NO_CONTENT,
+        "a path Destination, overwritten"
+    );
+    assert_eq!(
+        send(copy("/src/f.txt", "/f2.txt").header("overwrite", "F"))
+            .await
+            .0,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(
+        send(copy("/src/f.txt", "/no/parent.txt")).await.0,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(
+        send(copy("/src/f.txt", "http://other.example/x")).await.0,
+        StatusCode::BAD_GATEWAY
+    );
+    assert_eq!(
+        send(copy("/src/f.txt", "/src/f.txt")).await.0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        send(copy("/src/", "/src/sub/inner/")).await.0,
+        StatusCode::FORBIDDEN,
+        "into itself"
+    );
+    assert_eq!(send(copy("/missing", "/x")).await.0, StatusCode::NOT_FOUND);
+    let (status, _, text) = send(dav(&server, "COPY", "/src/f.txt")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(text.contains("Destination"));
+    let (status, _, text) = send(copy("/src/f.txt", "/f3.txt").header("overwrite", "maybe")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(text.contains("Overwrite"));
+    let (status, _, text) = send(copy("/src/", "/shallow/").header("depth", "1")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(text.contains("Depth"));
+
+    assert_eq!(
+        send(copy("/src/", "/shallow/").header("depth", "0")).await.0,
+        StatusCode::CREATED
+    );
+    assert!(
+        server.disk("shallow").is_dir() && std::fs::read_dir(server.disk("shallow")).unwrap().count() == 0
+    );
+    assert_eq!(send(copy("/src/", "/tree/")).await.0, StatusCode::CREATED);
+    assert_eq!(std::fs::read(server.disk("tree/sub/g.txt")).unwrap(), b"deep");
+
+    assert_eq!(send(moving("/tree/", "/moved/")).await.0, StatusCode::CREATED);
+    assert!(!server.disk("tree").exists() && server.disk("moved/sub/g.txt").exists());
+    assert_eq!(
+        send(moving("/moved/", "/shallow/").header("overwrite", "F"))
+            .await
+            .0,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(
+        send(moving("/moved/", "/shallow/")).await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert!(server.disk("shallow/sub/g.txt").exists() && !server.disk("moved").exists());
+    assert_eq!(
+        send(moving("/shallow/", "/shallow/sub/x/")).await.0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        send(moving("/shallow/", "/none/x/")).await.0,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(
+        send(moving("/shallow/", "/s2/").header("depth", "0")).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(send(moving("/", "/elsewhere/")).await.0, StatusCode::FORBIDDEN);
+}
+
+const LOCKINFO: &str = r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner><D:href>mailto:ada@example.org</D:href></D:owner></D:lockinfo>"#;
+const SHARED: &str = r#"<D:lockinfo xmlns:D="DAV:"><D:lockscope><D:shared/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockinfo>"#;
+
+async fn take_lock(server: &Server, path: &str, body: &str, depth: &str) -> (StatusCode, String, String) {
+    let (status, headers, xml) = send(
+        dav(server, "LOCK", path)
+            .header("depth", depth)
+            .header("timeout", "Second-600")
+            .body(body.to_owned()),
+    )
+    .await;
+    let token = headers
+        .get("lock-token")
+        .map(|v| v.to_str().unwrap().trim_matches(['<', '>']).to_owned())
+        .unwrap_or_default();
+    (status, token, xml)
+}
+
+async fn lock_and_unlock(mode: Mode) {
+    let server = Server::start_with(mode, &[]).await;
+    std::fs::write(server.disk("l.txt"), b"locked").unwrap();
+    let (status, _, _) = send(dav(&server, "OPTIONS", "/")).await;
+    assert_eq!(status, StatusCode::OK);
+    let options = client()
+        .request(Method::OPTIONS, server.url("/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(options.headers()["dav"], "1, 2");
+
+    let (status, token, xml) = take_lock(&server, "/l.txt", LOCKINFO, "0").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(token.starts_with("urn:uuid:") && token.len() == 45, "{token}");
+    well_formed(&xml);
+    assert!(
+        xml.contains(&format!("<D:href>{token}</D:href>")) && xml.contains("mailto:ada@example.org"),
+        "{xml}"
+    );
+    assert!(xml.contains("<D:timeout>Second-600</D:timeout>"));
+
+    let (status, _, xml) = take_lock(&server, "/l.txt", LOCKINFO, "0").await;
+    assert_eq!(status, StatusCode::LOCKED);
+    assert!(
+        xml.contains("<D:no-conflicting-lock><D:href>/l.txt</D:href>"),
+        "{xml}"
+    );
+    assert_eq!(
+        take_lock(&server, "/l.txt", SHARED, "0").await.0,
+        StatusCode::LOCKED
+    );
+
+    let (status, _, xml) = send(client().put(server.url("/l.txt")).body("intruder")).await;
+    assert_eq!(status, StatusCode::LOCKED);
+    assert!(
+        xml.contains("<D:lock-token-submitted><D:href>/l.txt</D:href>"),
+        "{xml}"
+    );
+    for verb in ["DELETE", "PROPPATCH"] {
+        assert_eq!(
+            send(dav(&server, verb, "/l.txt").body(SET)).await.0,
+            StatusCode::LOCKED,
+            "{verb}"
+        );
+    }
+    assert_eq!(
+        send(dav(&server, "MOVE", "/l.txt").header("destination", "/x.txt"))
+            .await
+            .0,
+        StatusCode::LOCKED
+    );
+    assert_eq!(
+        send(dav(&server, "COPY", "/l.txt").header("destination", "/copy.txt"))
+            .await
+            .0,
+        StatusCode::CREATED,
+        "reading is free"
+    );
+    assert_eq!(
+        send(dav(&server, "COPY", "/copy.txt").header("destination", "/l.txt"))
+            .await
+            .0,
+        StatusCode::LOCKED
+    );
+    assert_eq!(std::fs::read(server.disk("l.txt")).unwrap(), b"locked");
+
+    let with = |value: String| {
+        client()
+            .put(server.url("/l.txt"))
+            .header("if", value)
+            .body("owner")
+    };
+    assert_eq!(
+        send(with("(<urn:uuid:00000000-0000-0000-0000-000000000000>)".into()))
+            .await
+            .0,
+        StatusCode::PRECONDITION_FAILED
+    );
+    let etag = client()
+        .head(server.url("/l.txt"))
+        .send()
+        .await
+        .unwrap()
+        .headers()["etag"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        send(with(format!("(<{token}> [\"stale\"])"))).await.0,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(
+        send(with(format!("(<{token}> [{etag}])"))).await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        send(with(format!("<http://{}/l.txt> (<{token}>)", server.addr)))
+            .await
+            .0,
+        StatusCode::NO_CONTENT,
+        "tagged"
+    );
+    assert_eq!(
+        send(with(format!("(<{token}x>) (Not <DAV:no-lock>)"))).await.0,
+        StatusCode::LOCKED,
+        "OR, but no valid token"
+    );
+    let (status, _, text) = send(with("(<unclosed".into())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(text.contains("If header"), "{text}");
+
+    // lockdiscovery shows it; a body-less LOCK refreshes it.
+    let (_, xml) = propfind(
+        &server,
+        "/l.txt",
+        "0",
+        r#"<propfind xmlns="DAV:"><prop><lockdiscovery/></prop></propfind>"#,
+    )
+    .await;
+    assert!(xml.contains(&token) && xml.contains("<D:exclusive/>"), "{xml}");
+    let refresh = dav(&server, "LOCK", "/l.txt")
+        .header("if", format!("(<{token}>)"))
+        .header("timeout", "Second-300");
+    let (status, _, xml) = send(refresh).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(xml.contains("Second-300") || xml.contains("Second-299"), "{xml}");
+    let refresh = dav(&server, "LOCK", "/l.txt").header("if", "(<urn:uuid:nope>)");
+    assert_eq!(send(refresh).await.0, StatusCode::PRECONDITION_FAILED);
+    let (status, _, text) = send(
+        dav(&server, "LOCK", "/l.txt")
+            .header("timeout", "Hour-1")
+            .body(LOCKINFO),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(text.contains("Timeout"));
+    assert_eq!(
+        send(dav(&server, "LOCK", "/l.txt").body("<lockinfo xmlns=\"DAV:\"/>"))
+            .await
+            .0,
+        StatusCode::BAD_REQUEST
+    );
+
+    // UNLOCK.
+    let (status, _, text) = send(dav(&server, "UNLOCK", "/l.txt")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(text.contains("Lock-Token"));
+    assert_eq!(
+        send(dav(&server, "UNLOCK", "/l.txt").header("lock-token", token.clone()))
+            .await
+            .0,
+        StatusCode::BAD_REQUEST
+    );
+    let (status, _, xml) =
+        send(dav(&server, "UNLOCK", "/l.txt").header("lock-token", "<urn:uuid:nope>")).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(xml.contains("lock-token-matches-request-uri"));
+    assert_eq!(
+        send(dav(&server, "UNLOCK", "/l.txt").header("lock-token", format!("<{token}>")))
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        send(client().put(server.url("/l.txt")).body("free")).await.0,
+        StatusCode::NO_CONTENT
+    );
+    let (status, _, _) = send(with(format!("(<{token}>)"))).await;
+    assert_eq!(
+        status,
+        StatusCode::PRECONDITION_FAILED,
+        "a released token no longer holds"
+    );
+
+    // LOCK on an unmapped URL creates an empty resource; without a parent it is 409.
+    let (status, token, _) = take_lock(&server, "/fresh.txt", LOCKINFO, "0").await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(std::fs::metadata(server.disk("fresh.txt")).unwrap().len(), 0);
+    assert_eq!(
+        take_lock(&server, "/no/parent.txt", LOCKINFO, "0").await.0,
+        StatusCode::CONFLICT
+    );
+    // MOVE with the token takes the resource and releases its lock.
+    let (status, _, _) = send(
+        dav(&server, "MOVE", "/fresh.txt")
+            .header("destination", "/moved.txt")
+            .header("if", format!("(<{token}>)")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(
+        take_lock(&server, "/fresh.txt", LOCKINFO, "0").await.0,
+        StatusCode::CREATED,
+        "the old lock is gone"
+    );
+
+    // Shared locks coexist, and a write needs one of their tokens.
+    std::fs::write(server.disk("s.txt"), b"s").unwrap();
+    let (status, first, _) = take_lock(&server, "/s.txt", SHARED, "0").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(take_lock(&server, "/s.txt", SHARED, "0").await.0, StatusCode::OK);
+    assert_eq!(
+        take_lock(&server, "/s.txt", LOCKINFO, "0").await.0,
+        StatusCode::LOCKED
+    );
+    assert_eq!(
+        send(client().put(server.url("/s.txt")).body("x")).await.0,
+        StatusCode::LOCKED
+    );
+    let put = client()
+        .put(server.url("/s.txt"))
+        .header("if", format!("(<{first}>)"))
+        .body("x");
+    assert_eq!(send(put).await.0, StatusCode::NO_CONTENT);
+}
+
+async fn depth_infinity_lock_guards_the_tree(mode: Mode) {
+    let server = Server::start(mode).await;
+    std::fs::create_dir_all(server.disk("c/x/y")).unwrap();
+    let (status, token, _) = take_lock(&server, "/c/", LOCKINFO, "infinity").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, xml) = send(client().put(server.url("/c/x/y/z.txt")).body("deep")).await;
+    assert_eq!(
+        status,
+        StatusCode::LOCKED,
+        "a PUT deep inside a depth-infinity lock"
+    );
+    assert!(
+        xml.contains("<D:href>/c/</D:href>"),
+        "the body names the lock root: {xml}"
+    );
+    assert!(!server.disk("c/x/y/z.txt").exists());
+    assert_eq!(
+        send(dav(&server, "MKCOL", "/c/x/new")).await.0,
+        StatusCode::LOCKED
+    );
+    assert_eq!(
+        take_lock(&server, "/c/x/y", SHARED, "0").await.0,
+        StatusCode::LOCKED,
+        "an ancestor's lock conflicts"
+    );
+    assert_eq!(
+        take_lock(&server, "/", LOCKINFO, "infinity").await.0,
+        StatusCode::LOCKED,
+        "a descendant's lock conflicts"
+    );
+    assert_eq!(send(dav(&server, "DELETE", "/")).await.0, StatusCode::FORBIDDEN);
+    let put = client()
+        .put(server.url("/c/x/y/z.txt"))
+        .header("if", format!("(<{token}>)"))
+        .body("deep");
+    assert_eq!(send(put).await.0, StatusCode::CREATED);
+    // lockdiscovery shows the inherited lock on members.
+    let (_, xml) = propfind(
+        &server,
+        "/c/x/",
+        "1",
+        r#"<propfind xmlns="DAV:"><prop><lockdiscovery/></prop></propfind>"#,
+    )
+    .await;
+    assert_eq!(
+        xml.matches(&token).count(),
+        2,
+        "inherited by /c/x/ and /c/x/y/: {xml}"
+    );
+    // Refresh through a member.
+    let refresh = dav(&server, "LOCK", "/c/x/y/z.txt").header("if", format!("(<{token}>)"));
+    assert_eq!(send(refresh).await.0, StatusCode::OK);
+    // DELETE of the locked tree needs the token, then releases the lock.
+    assert_eq!(send(dav(&server, "DELETE", "/c/")).await.0, StatusCode::LOCKED);
+    assert_eq!(
+        send(dav(&server, "DELETE", "/c/").header("if", format!("(<{token}>)")))
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        send(dav(&server, "MKCOL", "/c")).await.0,
+        StatusCode::CREATED,
+        "no lock is left on the path"
+    );
+}
+
+/// Locks live in the locks service: a gateway restart does not forget them.
+async fn locks_outlive_the_gateway(mode: Mode) {
+    let mut server = Server::start(mode).await;
+    std::fs::write(server.disk("keep.txt"), b"k").unwrap();
+    let (status, token, _) = take_lock(&server, "/keep.txt", LOCKINFO, "0").await;
+    assert_eq!(status, StatusCode::OK);
+    if mode == Mode::Microservices {
+        server.process("gateway").restart().await;
+        assert_eq!(
+            send(client().put(server.url("/keep.txt")).body("x")).await.0,
+            StatusCode::LOCKED
+        );
+        let put = client()
+            .put(server.url("/keep.txt"))
+            .header("if", format!("(<{token}>)"))
+            .body("x");
+        assert_eq!(send(put).await.0, StatusCode::NO_CONTENT);
+    }
+}
+
+async fn expired_locks_disappear(mode: Mode) {
+    // The maximum comes from the environment here, as Kubernetes would set it.
+    let server = Server::start_full(mode, &[], &[("KUBEDAV_LOCK_MAX_TIMEOUT_SECONDS", "1")]).await;
+    std::fs::write(server.disk("e.txt"), b"e").unwrap();
+    let (status, _, xml) = take_lock(&server, "/e.txt", LOCKINFO, "0").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        xml.contains("<D:timeout>Second-1</D:timeout>"),
+        "capped by the maximum: {xml}"
+    );
+    assert_eq!(
+        send(client().put(server.url("/e.txt")).body("now")).await.0,
+        StatusCode::LOCKED
+    );
+    // Poll until the lock has expired (bounded: well past its one second).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = send(client().put(server.url("/e.txt")).body("later")).await.0;
+        if status == StatusCode::NO_CONTENT {
+            break;
+        }
+        assert_eq!(status, StatusCode::LOCKED);
+        assert!(tokio::time::Instant::now() < deadline, "the lock never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+macro_rules! in_both_modes {
+    ($($case:ident),* $(,)?) => {
+        mod all_in_one {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Mode::AllInOne).await
+                }
+            )*
+        }
+        mod microservices {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Mode::Microservices).await
+                }
+            )*
+        }
+    };
+}
+
+in_both_modes!(
+    propfind_forms_and_depths,
+    propfind_infinity_when_enabled,
+    proppatch_and_dead_properties,
+    copy_and_move,
+    lock_and_unlock,
+    depth_infinity_lock_guards_the_tree,
+    locks_outlive_the_gateway,
+    expired_locks_disappear,
+);
