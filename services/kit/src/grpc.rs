@@ -39,7 +39,10 @@ where
         .map_err(|e| format!("cannot build gRPC reflection: {e}"))?;
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
-        .trace_fn(kubedav_api::propagation::server_span)
+        .trace_fn(|request| {
+            crate::grpc_metrics::started(request.uri().path());
+            kubedav_api::propagation::server_span(request)
+        })
         .add_service(health_service)
         .add_service(reflection)
         .add_service(service)

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod grpc;
+pub mod grpc_metrics;
 pub mod listen;
 pub mod shutdown;
 pub mod telemetry;

@@ -753,6 +753,63 @@ async fn expired_locks_disappear(mode: Mode) {
     }
 }
 
+/// Sum of a metric's samples on one process's admin port.
+async fn metric_sum(server: &Server, process: &str, name: &str) -> f64 {
+    let addr = server
+        .admin
+        .iter()
+        .find(|(n, _)| *n == process)
+        .expect("that process")
+        .1;
+    let text = client()
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A Depth 1 PROPFIND costs one fileio call and one locks call, however many entries
+/// the collection holds (here more than one batch of the listing stream).
+async fn propfind_depth_one_is_one_call_each(mode: Mode) {
+    let server = Server::start(mode).await;
+    std::fs::create_dir(server.disk("many")).unwrap();
+    for i in 0..300 {
+        std::fs::write(server.disk(&format!("many/f{i:03}")), b"x").unwrap();
+    }
+    let (fileio, calls) = match mode {
+        Mode::AllInOne => ("all", "kubedav_fileio_scans_total"),
+        Mode::Microservices => ("fileio", "kubedav_grpc_server_started_total"),
+    };
+    let fileio_before = metric_sum(&server, fileio, calls).await;
+    let locks_before = if mode == Mode::Microservices {
+        metric_sum(&server, "locks", calls).await
+    } else {
+        0.0
+    };
+    let (status, xml) = propfind(&server, "/many/", "1", "").await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert_eq!(xml.matches("<D:response>").count(), 301);
+    assert_eq!(
+        metric_sum(&server, fileio, calls).await - fileio_before,
+        1.0,
+        "one fileio call"
+    );
+    if mode == Mode::Microservices {
+        assert_eq!(
+            metric_sum(&server, "locks", calls).await - locks_before,
+            1.0,
+            "one locks call"
+        );
+    }
+}
+
 macro_rules! in_both_modes {
     ($($case:ident),* $(,)?) => {
         mod all_in_one {
@@ -783,4 +840,5 @@ in_both_modes!(
     depth_infinity_lock_guards_the_tree,
     locks_outlive_the_gateway,
     expired_locks_disappear,
+    propfind_depth_one_is_one_call_each,
 );
