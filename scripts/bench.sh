@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# make bench: throughput of kubedav (all-in-one and microservices) and nginx, measured one
-# after the other in the same run with the same load, so figures compare as ratios.
+# make bench: throughput of kubedav (all-in-one and microservices), nginx and Apache,
+# measured one after the other in the same run, with the same load, so figures compare as
+# ratios.
 #
-#   GET 1 KiB   requests/s   wrk, THREADS threads, CONNS keep-alive connections, DURATION s
-#   GET 10 MiB  MB/s         same (1 MB = 10^6 bytes)
-#   PUT 10 MiB  MB/s         PUT_COUNT sequential `curl -T` uploads to distinct names
+#   GET 1 KiB    requests/s   wrk, THREADS threads, CONNS keep-alive connections, DURATION s
+#   GET 10 MiB   MB/s         same (1 MB = 10^6 bytes)
+#   PUT 10 MiB   MB/s         PUT_COUNT sequential `curl -T` uploads to distinct names
+#   PROPFIND d1  requests/s and p99 ms: Depth 1, allprop, on a collection of 1,000 files
+#   PROPFIND d0  requests/s: Depth 0, allprop, on one file
+#   LOCK+UNLOCK  pairs/s: exclusive LOCK then UNLOCK, one connection per wrk thread
 #
 # Env (defaults): DURATION=10 THREADS=2 CONNS=64 PUT_COUNT=20 PEERS_DIR=../shared/peers
-# Installs wrk, curl and nginx with the dav-ext module from Debian if missing; nginx is
-# configured and started by the peers' own peerctl.sh. Every load run is bounded.
+# Installs wrk, curl, Apache and nginx with the dav-ext module from Debian if missing;
+# the peers are configured and started by their own peerctl.sh. Every load run is bounded.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS_DIR="${PEERS_DIR:-$REPO/../shared/peers}"
@@ -19,6 +23,7 @@ PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   [ -n "${NGINX_STARTED:-}" ] && bash "$PEERS_DIR/peerctl.sh" stop nginx >/dev/null 2>&1 || true
+  [ -n "${APACHE_STARTED:-}" ] && bash "$PEERS_DIR/peerctl.sh" stop apache >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -27,6 +32,7 @@ need=()
 command -v wrk >/dev/null || need+=(wrk)
 command -v curl >/dev/null || need+=(curl)
 [ -x /usr/sbin/nginx ] || need+=(nginx)
+[ -x /usr/sbin/apache2 ] || need+=(apache2)
 dpkg-query -W -f='${Status}' libnginx-mod-http-dav-ext 2>/dev/null | grep -q 'install ok' || need+=(libnginx-mod-http-dav-ext)
 if ((${#need[@]})); then
   echo "installing ${need[*]}"
@@ -40,6 +46,7 @@ fi
 mkdir -p "$WORK/fixtures"
 head -c 1024 /dev/urandom > "$WORK/fixtures/1k.bin"
 head -c $((10 * 1048576)) /dev/urandom > "$WORK/fixtures/10m.bin"
+printf 'small file for the PROPFIND Depth 1 test, 100 bytes ..........................................\n' | head -c 100 > "$WORK/fixtures/small.txt"
 
 # Starts kubedav in the background with "$@", logging to $1.
 start_kubedav() {
@@ -58,16 +65,27 @@ announced() {
   echo "kubedav did not start; log:" >&2; cat "$log" >&2; exit 1
 }
 
-wrk_rps() {  # url -> requests/s
-  timeout -k 5 $((DURATION + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 10s "$1" \
-    | awk '/Requests\/sec/ {print $2}'
+wrk_rps() {  # url [wrk args...] -> requests/s
+  wrk_run "$@" | cut -d' ' -f1
+}
+
+wrk_run() {  # url [wrk args...] -> "requests/s p99_ms non2xx"
+  local url="$1"; shift
+  timeout -k 5 $((DURATION + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 10s --latency "$@" "$url" \
+    | awk '/Requests\/sec/ {rps=$2}
+           /^ +99%/ {v=$2; u=v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
+                     p99 = (u=="us") ? v/1000 : (u=="s") ? v*1000 : v}
+           /Non-2xx/ {bad=$5}
+           END {printf "%s %.2f %d\n", rps, p99, bad}'
 }
 
 # measure NAME BASE_URL DOCROOT [OWNER]
 measure() {
   local name="$1" base="$2" docroot="$3" owner="${4:-}"
-  mkdir -p "$docroot/bench/put"
+  mkdir -p "$docroot/bench/put" "$docroot/bench/dir1000" "$docroot/bench/lock"
   cp "$WORK/fixtures/1k.bin" "$WORK/fixtures/10m.bin" "$docroot/bench/"
+  for i in $(seq -w 1 1000); do cp "$WORK/fixtures/small.txt" "$docroot/bench/dir1000/f$i.txt"; done
+  for t in $(seq 0 $((THREADS - 1))); do : > "$docroot/bench/lock/t$t.txt"; done
   [ -n "$owner" ] && chown -R "$owner" "$docroot/bench"
   for f in 1k.bin 10m.bin; do
     code=$(curl -s -o /dev/null -w '%{http_code}' "$base/bench/$f")
@@ -84,13 +102,24 @@ measure() {
   done
   t1=$(date +%s.%N)
   put=$(awk -v n="$PUT_COUNT" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n * 10 * 1048576 / 1e6 / (b - a)}')
-  printf '%-26s %12.0f %12.0f %12s %s\n' "$name" "$get1k" "$(awk -v r="$get10m" 'BEGIN {print r * 10.48576}')" "$put" \
-    "$([ "$fails" = 0 ] || echo "($fails PUTs failed)")" | tee -a "$WORK/results.txt"
+  local pfd1 pfd0 locks
+  pfd1=$(DEPTH=1 wrk_run "$base/bench/dir1000/" -s "$PEERS_DIR/propfind.lua")
+  pfd0=$(DEPTH=0 wrk_run "$base/bench/1k.bin" -s "$PEERS_DIR/propfind.lua")
+  locks=$(LOCKDIR=/bench/lock/ CONNS="$THREADS" wrk_run "$base/bench/lock/" -s "$REPO/scripts/lockunlock.lua")
+  local notes=""
+  [ "$fails" = 0 ] || notes="$notes ($fails PUTs failed)"
+  for f in "pfd1:$pfd1" "pfd0:$pfd0" "lock:$locks"; do
+    bad=$(echo "${f#*:}" | cut -d' ' -f3); [ "${bad:-0}" = 0 ] || notes="$notes (${f%%:*}: $bad non-2xx)"
+  done
+  printf '%-24s %9.0f %9.0f %8s %9.0f %8.1f %9.0f %9.0f %s\n' "$name" "$get1k" \
+    "$(awk -v r="$get10m" 'BEGIN {print r * 10.48576}')" "$put" \
+    "$(echo "$pfd1" | cut -d' ' -f1)" "$(echo "$pfd1" | cut -d' ' -f2)" "$(echo "$pfd0" | cut -d' ' -f1)" \
+    "$(awk -v r="$(echo "$locks" | cut -d' ' -f1)" 'BEGIN {print r / 2}')" "$notes" | tee -a "$WORK/results.txt"
 }
 
 echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(free -g | awk '/Mem:/ {print $2}') GiB, Linux $(uname -r)"
 echo "load: wrk -t$THREADS -c$CONNS -d${DURATION}s; PUT: $PUT_COUNT x 10 MiB sequential curl -T"
-printf '%-26s %12s %12s %12s\n' "server" "GET 1KiB r/s" "GET 10MiB MB/s" "PUT 10MiB MB/s"
+printf '%-24s %9s %9s %8s %9s %8s %9s %9s\n' "server" "GET1K r/s" "GET10M MB/s" "PUT MB/s" "PFd1 r/s" "PFd1 p99" "PFd0 r/s" "LOCK+UN/s"
 
 root="$WORK/all"; mkdir -p "$root"
 start_kubedav "$WORK/all.log" --target=all --root "$root" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
@@ -111,3 +140,8 @@ kill "${PIDS[@]}" 2>/dev/null || true; wait "${PIDS[@]}" 2>/dev/null || true; PI
 bash "$PEERS_DIR/peerctl.sh" start nginx >/dev/null
 NGINX_STARTED=1
 measure "nginx $(/usr/sbin/nginx -v 2>&1 | sed 's#.*/##')" "$(bash "$PEERS_DIR/peerctl.sh" url nginx | sed 's#/$##')" /tmp/peers/nginx/data www-data:www-data
+bash "$PEERS_DIR/peerctl.sh" stop nginx >/dev/null; NGINX_STARTED=
+
+bash "$PEERS_DIR/peerctl.sh" start apache >/dev/null
+APACHE_STARTED=1
+measure "apache $(/usr/sbin/apache2 -v | head -1 | sed 's#.*Apache/##; s# .*##')" "$(bash "$PEERS_DIR/peerctl.sh" url apache | sed 's#/$##')" /tmp/peers/apache/data www-data:www-data
