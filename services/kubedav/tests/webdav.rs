@@ -753,6 +753,64 @@ async fn expired_locks_disappear(mode: Mode) {
     }
 }
 
+/// Marks a directory immutable (`chattr +i`) until dropped. The suite runs as root on
+/// ext4, where this makes unlinking inside the directory fail with EPERM.
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    fn set(path: std::path::PathBuf) -> Self {
+        let status = std::process::Command::new("chattr").arg("+i").arg(&path).status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "chattr +i needs root and an ext4 or XFS volume"
+        );
+        Immutable(path)
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// When part of a tree cannot be removed, DELETE (and a COPY that must first remove its
+/// destination) answer 207 naming the members that failed, and remove the rest.
+async fn partial_tree_failures_give_207(mode: Mode) {
+    let server = Server::start(mode).await;
+    std::fs::create_dir_all(server.disk("t/stuck")).unwrap();
+    std::fs::write(server.disk("t/stuck/kept.txt"), b"k").unwrap();
+    std::fs::write(server.disk("t/free.txt"), b"x").unwrap();
+    std::fs::write(server.disk("src.txt"), b"s").unwrap();
+    let _guard = Immutable::set(server.disk("t/stuck"));
+    let (status, _, xml) = send(dav(&server, "DELETE", "/t/")).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    well_formed(&xml);
+    assert!(
+        xml.contains("<D:href>/t/stuck/kept.txt</D:href>") && xml.contains("403 Forbidden"),
+        "{xml}"
+    );
+    assert!(
+        !xml.contains("<D:href>/t/</D:href>"),
+        "ancestors of a failed member are not reported"
+    );
+    assert!(!server.disk("t/free.txt").exists(), "the rest was deleted");
+    assert!(server.disk("t/stuck/kept.txt").exists());
+    let (status, _, xml) = send(dav(&server, "COPY", "/src.txt").header("destination", "/t")).await;
+    assert_eq!(
+        status,
+        StatusCode::MULTI_STATUS,
+        "the destination could not be removed first: {xml}"
+    );
+    assert!(
+        server.disk("t").is_dir(),
+        "nothing was copied over a half-removed destination"
+    );
+}
+
 /// Sum of a metric's samples on one process's admin port.
 async fn metric_sum(server: &Server, process: &str, name: &str) -> f64 {
     let addr = server
@@ -841,4 +899,5 @@ in_both_modes!(
     locks_outlive_the_gateway,
     expired_locks_disappear,
     propfind_depth_one_is_one_call_each,
+    partial_tree_failures_give_207,
 );
