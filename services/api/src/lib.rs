@@ -12,6 +12,7 @@
 //! Errors cross the ports as [`tonic::Status`]: the gRPC status code *is* the contract
 //! (see `docs/architecture.md`), so the local and the remote path fail identically.
 
+pub mod auth;
 pub mod fileio;
 pub mod locks;
 pub mod path;

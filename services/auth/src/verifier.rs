@@ -1,0 +1,263 @@
+//! The auth core: [`AuthCore`] implements the [`Auth`] port.
+
+use crate::pool::{Busy, CryptPool};
+use crate::throttle::Throttle;
+use crate::users::{StoredHash, parse};
+use hmac::{Hmac, KeyInit, Mac};
+use kubedav_api::auth::{Auth, VerifyRequest, VerifyResponse, verify_response::Outcome};
+use moka::sync::Cache;
+use prometheus::{IntCounter, IntCounterVec, register_int_counter, register_int_counter_vec};
+use sha2::Sha256;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock, RwLock};
+use std::time::Duration;
+use tonic::Status;
+
+static ATTEMPTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "kubedav_auth_attempts_total",
+        "Verifications by outcome.",
+        &["outcome"]
+    )
+    .expect("metric registers once")
+});
+static CACHE_HITS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "kubedav_auth_cache_hits_total",
+        "Verifications answered from the cache."
+    )
+    .expect("metric registers once")
+});
+static CACHE_MISSES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "kubedav_auth_cache_misses_total",
+        "Verifications that needed crypt work."
+    )
+    .expect("metric registers once")
+});
+static CRYPTS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "kubedav_auth_crypt_verifications_total",
+        "Crypt verifications run."
+    )
+    .expect("metric registers once")
+});
+static LOCKOUTS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("kubedav_auth_lockouts_total", "Lockouts started or extended.")
+        .expect("metric registers once")
+});
+
+/// Settings of the auth core.
+#[derive(Clone, Debug)]
+pub struct AuthConfig {
+    /// The users file.
+    pub users_file: PathBuf,
+    /// Accept plaintext entries.
+    pub allow_plaintext: bool,
+    /// How long a successful verification is cached; zero turns the cache off.
+    pub cache_ttl: Duration,
+    /// Most cached verifications.
+    pub cache_capacity: u64,
+    /// Crypt worker threads.
+    pub workers: usize,
+    /// Crypt jobs that may wait for a worker; more get 503 at once.
+    pub queue: usize,
+    /// Consecutive failures before a user is locked out (0: never).
+    pub max_failures_per_user: u32,
+    /// Consecutive failures before a client address is locked out (0: never).
+    pub max_failures_per_address: u32,
+    /// First lockout; each further failure doubles it.
+    pub lockout: Duration,
+}
+
+type Key = [u8; 32];
+
+struct Inner {
+    config: AuthConfig,
+    users: RwLock<Arc<HashMap<String, StoredHash>>>,
+    last_file: RwLock<Vec<u8>>,
+    cache: Option<Cache<Key, String>>,
+    key: [u8; 32],
+    pool: CryptPool,
+    throttle_users: Throttle,
+    throttle_addresses: Throttle,
+    dummy: StoredHash,
+}
+
+/// Verifies credentials against the users file. Cheap to clone.
+#[derive(Clone)]
+pub struct AuthCore {
+    inner: Arc<Inner>,
+}
+
+impl AuthCore {
+    /// Loads the users file (which must be readable) and starts the crypt pool.
+    pub fn new(config: AuthConfig) -> Result<Self, String> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| format!("no randomness for the cache key: {e}"))?;
+        let cache = (!config.cache_ttl.is_zero()).then(|| {
+            Cache::builder()
+                .max_capacity(config.cache_capacity)
+                .time_to_live(config.cache_ttl)
+                .support_invalidation_closures()
+                .build()
+        });
+        // Unknown users are checked against this, so their answer takes as long.
+        let mut random = [0u8; 16];
+        getrandom::fill(&mut random).map_err(|e| format!("no randomness: {e}"))?;
+        let dummy = StoredHash::ShaCrypt(crate::passwd::sha512_crypt(&format!("{random:?}"))?);
+        let core = Self {
+            inner: Arc::new(Inner {
+                pool: CryptPool::new(config.workers, config.queue),
+                throttle_users: Throttle::new(config.max_failures_per_user, config.lockout),
+                throttle_addresses: Throttle::new(config.max_failures_per_address, config.lockout),
+                users: RwLock::new(Arc::new(HashMap::new())),
+                last_file: RwLock::new(Vec::new()),
+                cache,
+                key,
+                dummy,
+                config,
+            }),
+        };
+        core.reload()?.ok_or("the users file is empty")?;
+        Ok(core)
+    }
+
+    /// Re-reads the users file; returns the number of users when it changed (`None` when
+    /// it did not). Cached verifications of changed or removed users are dropped.
+    pub fn reload(&self) -> Result<Option<usize>, String> {
+        let path = &self.inner.config.users_file;
+        let bytes =
+            std::fs::read(path).map_err(|e| format!("cannot read the users file {}: {e}", path.display()))?;
+        if *self.inner.last_file.read().unwrap_or_else(|p| p.into_inner()) == bytes {
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let parsed = parse(&text, self.inner.config.allow_plaintext);
+        for (line, problem) in &parsed.problems {
+            tracing::warn!(file = %path.display(), line, "users file: {problem}; line skipped");
+        }
+        let old = self.inner.users.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let changed: HashSet<String> = old
+            .iter()
+            .filter(|(user, hash)| parsed.users.get(*user) != Some(*hash))
+            .map(|(u, _)| u.clone())
+            .collect();
+        let count = parsed.users.len();
+        *self.inner.users.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(parsed.users);
+        *self.inner.last_file.write().unwrap_or_else(|p| p.into_inner()) = bytes;
+        if let Some(cache) = &self.inner.cache {
+            if !changed.is_empty() {
+                let _ = cache.invalidate_entries_if(move |_, user| changed.contains(user));
+            }
+        }
+        tracing::info!(target: "kubedav", file = %path.display(), users = count, "users file loaded");
+        Ok(Some(count))
+    }
+
+    /// Polls the users file every `interval` and reloads it when its content changed.
+    /// Reading the file (not watching its inode) also catches the symlink swap with which
+    /// Kubernetes updates Secret volumes.
+    pub fn watch(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let core = self.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let core = core.clone();
+                match tokio::task::spawn_blocking(move || core.reload()).await {
+                    Ok(Err(e)) => tracing::error!("{e}; keeping the users loaded before"),
+                    Err(e) => tracing::error!("users file reload failed: {e}"),
+                    Ok(Ok(_)) => {}
+                }
+            }
+        })
+    }
+
+    fn cache_key(&self, user: &str, password: &str) -> Key {
+        let mut mac =
+            <Hmac<Sha256> as KeyInit>::new_from_slice(&self.inner.key).expect("HMAC takes any key size");
+        mac.update(user.as_bytes());
+        mac.update(&[0]);
+        mac.update(password.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
+    fn throttled(&self, request: &VerifyRequest) -> Option<Duration> {
+        let by_user = self.inner.throttle_users.locked(&request.user);
+        let by_address = if request.client_address.is_empty() {
+            None
+        } else {
+            self.inner.throttle_addresses.locked(&request.client_address)
+        };
+        by_user.max(by_address)
+    }
+}
+
+fn answer(outcome: Outcome, retry_after: Duration, cached: bool) -> VerifyResponse {
+    let label = match outcome {
+        Outcome::Allowed => "allowed",
+        Outcome::Denied => "denied",
+        Outcome::Throttled => "throttled",
+    };
+    ATTEMPTS.with_label_values(&[label]).inc();
+    let retry_after_seconds =
+        u32::try_from(retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0)).unwrap_or(u32::MAX);
+    VerifyResponse {
+        outcome: outcome as i32,
+        retry_after_seconds,
+        cached,
+    }
+}
+
+#[async_trait::async_trait]
+impl Auth for AuthCore {
+    async fn verify(&self, request: VerifyRequest) -> Result<VerifyResponse, Status> {
+        if let Some(wait) = self.throttled(&request) {
+            return Ok(answer(Outcome::Throttled, wait, false));
+        }
+        let key = self.cache_key(&request.user, &request.password);
+        if let Some(cache) = &self.inner.cache {
+            if cache.get(&key).is_some_and(|user| user == request.user) {
+                CACHE_HITS.inc();
+                return Ok(answer(Outcome::Allowed, Duration::ZERO, true));
+            }
+        }
+        CACHE_MISSES.inc();
+        let users = self.inner.users.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let (stored, known) = match users.get(&request.user) {
+            Some(stored) => (stored.clone(), true),
+            None => (self.inner.dummy.clone(), false),
+        };
+        let password = request.password.clone();
+        let matched = self
+            .inner
+            .pool
+            .run(move || stored.verify(&password))
+            .await
+            .map_err(|Busy| {
+                ATTEMPTS.with_label_values(&["busy"]).inc();
+                Status::resource_exhausted("too many password checks in progress; retry shortly")
+            })?;
+        CRYPTS.inc();
+        if matched && known {
+            self.inner.throttle_users.success(&request.user);
+            if let Some(cache) = &self.inner.cache {
+                cache.insert(key, request.user.clone());
+            }
+            return Ok(answer(Outcome::Allowed, Duration::ZERO, false));
+        }
+        tracing::info!(user = %request.user, client = %request.client_address, "login refused");
+        let mut locked = self.inner.throttle_users.failure(&request.user);
+        if !request.client_address.is_empty() {
+            locked |= self.inner.throttle_addresses.failure(&request.client_address);
+        }
+        if locked {
+            LOCKOUTS.inc();
+            tracing::warn!(user = %request.user, client = %request.client_address, "too many failed logins: locked out");
+        }
+        Ok(answer(Outcome::Denied, Duration::ZERO, false))
+    }
+}
