@@ -7,13 +7,19 @@ const SALT_ALPHABET: &[u8; 64] = b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefg
 
 /// A `$6$` hash of `password` with a random 16-character salt.
 pub fn sha512_crypt(password: &str) -> Result<String, String> {
+    sha512_crypt_with_rounds(password, 5000)
+}
+
+/// A `$6$` hash with `rounds` rounds (5,000 is the standard default; more costs more).
+pub fn sha512_crypt_with_rounds(password: &str, rounds: u32) -> Result<String, String> {
     let mut random = [0u8; 16];
     getrandom::fill(&mut random).map_err(|e| format!("no randomness for the salt: {e}"))?;
     let salt: Vec<u8> = random
         .iter()
         .map(|b| SALT_ALPHABET[usize::from(b & 63)])
         .collect();
-    let hash = sha_crypt::ShaCrypt::default()
+    let params = sha_crypt::Params::new(rounds).map_err(|e| format!("invalid rounds: {e}"))?;
+    let hash = sha_crypt::ShaCrypt::from(params)
         .hash_password_with_salt(password.as_bytes(), &salt)
         .map_err(|e| format!("hashing failed: {e}"))?;
     Ok(hash.as_str().to_owned())

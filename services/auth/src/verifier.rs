@@ -147,10 +147,10 @@ impl AuthCore {
         let count = parsed.users.len();
         *self.inner.users.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(parsed.users);
         *self.inner.last_file.write().unwrap_or_else(|p| p.into_inner()) = bytes;
-        if let Some(cache) = &self.inner.cache {
-            if !changed.is_empty() {
-                let _ = cache.invalidate_entries_if(move |_, user| changed.contains(user));
-            }
+        if let Some(cache) = &self.inner.cache
+            && !changed.is_empty()
+        {
+            let _ = cache.invalidate_entries_if(move |_, user| changed.contains(user));
         }
         tracing::info!(target: "kubedav", file = %path.display(), users = count, "users file loaded");
         Ok(Some(count))
@@ -219,11 +219,11 @@ impl Auth for AuthCore {
             return Ok(answer(Outcome::Throttled, wait, false));
         }
         let key = self.cache_key(&request.user, &request.password);
-        if let Some(cache) = &self.inner.cache {
-            if cache.get(&key).is_some_and(|user| user == request.user) {
-                CACHE_HITS.inc();
-                return Ok(answer(Outcome::Allowed, Duration::ZERO, true));
-            }
+        if let Some(cache) = &self.inner.cache
+            && cache.get(&key).is_some_and(|user| user == request.user)
+        {
+            CACHE_HITS.inc();
+            return Ok(answer(Outcome::Allowed, Duration::ZERO, true));
         }
         CACHE_MISSES.inc();
         let users = self.inner.users.read().unwrap_or_else(|p| p.into_inner()).clone();

@@ -5,6 +5,7 @@
 //! with fileio's core in the same process (`--target=all`) or over gRPC
 //! (`--target=gateway`).
 
+pub mod auth;
 pub mod conditional;
 pub mod dates;
 pub mod errors;
@@ -21,6 +22,7 @@ pub mod server;
 pub mod xml;
 pub mod xmldom;
 
+use kubedav_api::auth::Auth;
 use kubedav_api::fileio::FileIo;
 use kubedav_api::locks::Locks;
 use std::sync::Arc;
@@ -41,6 +43,12 @@ pub struct GatewayConfig {
     pub propfind_infinity: bool,
     /// Most entries a Depth: infinity PROPFIND may return (403 past it).
     pub propfind_max_entries: u64,
+    /// The Basic authentication realm.
+    pub auth_realm: String,
+    /// Whether requests without credentials may read.
+    pub anonymous_read: bool,
+    /// Users who may only read.
+    pub read_only_users: std::collections::HashSet<String>,
 }
 
 impl Default for GatewayConfig {
@@ -52,6 +60,9 @@ impl Default for GatewayConfig {
             header_read_timeout: Duration::from_secs(30),
             propfind_infinity: false,
             propfind_max_entries: 100_000,
+            auth_realm: "kubedav".into(),
+            anonymous_read: false,
+            read_only_users: Default::default(),
         }
     }
 }
@@ -62,16 +73,24 @@ pub struct Gateway {
     pub fileio: Arc<dyn FileIo>,
     /// The lock manager.
     pub locks: Arc<dyn Locks>,
+    /// Credential verification; `None` serves without authentication.
+    pub auth: Option<Arc<dyn Auth>>,
     /// Limits and settings.
     pub config: GatewayConfig,
 }
 
 impl Gateway {
     /// A gateway over these service ports.
-    pub fn new(fileio: Arc<dyn FileIo>, locks: Arc<dyn Locks>, config: GatewayConfig) -> Arc<Self> {
+    pub fn new(
+        fileio: Arc<dyn FileIo>,
+        locks: Arc<dyn Locks>,
+        auth: Option<Arc<dyn Auth>>,
+        config: GatewayConfig,
+    ) -> Arc<Self> {
         Arc::new(Self {
             fileio,
             locks,
+            auth,
             config,
         })
     }
@@ -81,6 +100,10 @@ impl Gateway {
     pub fn router(self: &Arc<Self>) -> axum::Router {
         axum::Router::new()
             .fallback(handlers::dispatch)
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                auth::authenticate,
+            ))
             .with_state(self.clone())
             .layer(axum::middleware::from_fn(observe::observe))
     }

@@ -63,6 +63,7 @@ pub fn if_header(headers: &HeaderMap) -> Result<Vec<kubedav_api::locks::TaggedLi
 pub async fn check_write(
     gateway: &Gateway,
     headers: &HeaderMap,
+    principal: String,
     request_path: &VolumePath,
     targets: Vec<WriteTarget>,
 ) -> Result<(), Response> {
@@ -92,7 +93,7 @@ pub async fn check_write(
         targets,
         if_header,
         etags,
-        principal: String::new(),
+        principal,
         request_path: request_path.as_str().to_owned(),
     };
     let reply = gateway

@@ -33,12 +33,11 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .max_header_list_size(config.max_header_bytes as u32);
     let graceful = GracefulShutdown::new();
-    let service = TowerToHyperService::new(app);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _peer) = match accepted {
+                let (stream, peer) = match accepted {
                     Ok(pair) => pair,
                     Err(e) => {
                         // Out of descriptors and the like: back off briefly rather than spin.
@@ -48,7 +47,12 @@ pub async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service.clone());
+                let app = app.clone();
+                let service = TowerToHyperService::new(tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(crate::auth::ClientAddr(peer));
+                    tower::ServiceExt::oneshot(app.clone(), request)
+                }));
+                let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
                 let connection = graceful.watch(connection.into_owned());
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {

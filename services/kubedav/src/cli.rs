@@ -1,6 +1,6 @@
 //! The command line. Every flag is also read from `KUBEDAV_<FLAG>` (upper snake case).
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -70,6 +70,10 @@ pub enum LogFormat {
 #[derive(Debug, Parser)]
 #[command(name = "kubedav", version, about, long_about = None)]
 pub struct Cli {
+    /// A tool instead of a server.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// What this process runs: everything (`all`) or one service.
     #[arg(long, env = "KUBEDAV_TARGET", value_enum, default_value = "all")]
     pub target: Target,
@@ -96,9 +100,63 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_FILEIO_URL", default_value = "http://127.0.0.1:9091")]
     pub fileio_url: String,
 
-    /// Where the gateway finds auth.
-    #[arg(long, env = "KUBEDAV_AUTH_URL", default_value = "http://127.0.0.1:9092")]
+    /// Where the gateway finds auth (e.g. http://127.0.0.1:9092). Set, the gateway requires
+    /// credentials; empty, it serves without authentication.
+    #[arg(long, env = "KUBEDAV_AUTH_URL", default_value = "")]
     pub auth_url: String,
+
+    /// The htpasswd-style users file (targets all, auth). With it, all-in-one mode
+    /// requires credentials.
+    #[arg(long, env = "KUBEDAV_USERS_FILE")]
+    pub users_file: Option<PathBuf>,
+
+    /// Accept plaintext passwords in the users file.
+    #[arg(long, env = "KUBEDAV_ALLOW_PLAINTEXT_PASSWORDS")]
+    pub allow_plaintext_passwords: bool,
+
+    /// Seconds a successful verification is cached; 0 turns the cache off.
+    #[arg(long, env = "KUBEDAV_AUTH_CACHE_TTL_SECONDS", default_value_t = 60)]
+    pub auth_cache_ttl_seconds: u64,
+
+    /// Crypt worker threads [default: the number of CPUs].
+    #[arg(long, env = "KUBEDAV_AUTH_WORKERS")]
+    pub auth_workers: Option<usize>,
+
+    /// Crypt verifications that may wait for a worker; beyond, logins get 503 at once.
+    #[arg(long, env = "KUBEDAV_AUTH_QUEUE", default_value_t = 64)]
+    pub auth_queue: usize,
+
+    /// Consecutive failed logins before a user is locked out; 0 never.
+    #[arg(long, env = "KUBEDAV_AUTH_MAX_FAILURES", default_value_t = 5)]
+    pub auth_max_failures: u32,
+
+    /// Consecutive failed logins before a client address is locked out; 0 never.
+    #[arg(long, env = "KUBEDAV_AUTH_MAX_FAILURES_PER_ADDRESS", default_value_t = 20)]
+    pub auth_max_failures_per_address: u32,
+
+    /// First lockout in seconds; each further failure doubles it (at most 15 minutes).
+    #[arg(long, env = "KUBEDAV_AUTH_LOCKOUT_SECONDS", default_value_t = 30)]
+    pub auth_lockout_seconds: u64,
+
+    /// Seconds between checks of the users file for changes.
+    #[arg(long, env = "KUBEDAV_USERS_RELOAD_SECONDS", default_value_t = 2)]
+    pub users_reload_seconds: u64,
+
+    /// The Basic authentication realm.
+    #[arg(long, env = "KUBEDAV_AUTH_REALM", default_value = "kubedav")]
+    pub auth_realm: String,
+
+    /// Let requests without credentials read (GET, HEAD, OPTIONS, PROPFIND).
+    #[arg(long, env = "KUBEDAV_ANONYMOUS_READ")]
+    pub anonymous_read: bool,
+
+    /// Users who may only read, comma-separated.
+    #[arg(long, env = "KUBEDAV_READ_ONLY_USERS", value_delimiter = ',')]
+    pub read_only_users: Vec<String>,
+
+    /// Serve without authentication on an address other than loopback.
+    #[arg(long, env = "KUBEDAV_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
 
     /// Where the gateway finds locks.
     #[arg(long, env = "KUBEDAV_LOCKS_URL", default_value = "http://127.0.0.1:9093")]
@@ -138,7 +196,37 @@ pub struct Cli {
     pub log_format: LogFormat,
 }
 
+/// Tools.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Add a user to a users file, or change their password (SHA-512 crypt). The password
+    /// is read from standard input (one line), or prompted for on a terminal.
+    Passwd {
+        /// The users file (created if missing).
+        file: PathBuf,
+        /// The user.
+        user: String,
+    },
+}
+
 impl Cli {
+    /// The auth core's settings for `users_file`.
+    pub fn auth_config(&self, users_file: PathBuf) -> kubedav_auth::AuthConfig {
+        kubedav_auth::AuthConfig {
+            users_file,
+            allow_plaintext: self.allow_plaintext_passwords,
+            cache_ttl: Duration::from_secs(self.auth_cache_ttl_seconds),
+            cache_capacity: 100_000,
+            workers: self
+                .auth_workers
+                .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)),
+            queue: self.auth_queue,
+            max_failures_per_user: self.auth_max_failures,
+            max_failures_per_address: self.auth_max_failures_per_address,
+            lockout: Duration::from_secs(self.auth_lockout_seconds.max(1)),
+        }
+    }
+
     /// The admin address in effect.
     pub fn admin_listen(&self) -> &str {
         self.admin_listen
@@ -161,6 +249,14 @@ impl Cli {
             header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
             propfind_infinity: self.propfind_depth_infinity,
             propfind_max_entries: self.propfind_max_entries,
+            auth_realm: self.auth_realm.clone(),
+            anonymous_read: self.anonymous_read,
+            read_only_users: self
+                .read_only_users
+                .iter()
+                .map(|u| u.trim().to_owned())
+                .filter(|u| !u.is_empty())
+                .collect(),
             ..Default::default()
         }
     }
@@ -175,7 +271,7 @@ mod tests {
     fn every_flag_has_an_env_var() {
         for arg in Cli::command().get_arguments() {
             let id = arg.get_id().as_str();
-            if matches!(id, "help" | "version") {
+            if matches!(id, "help" | "version" | "command") {
                 continue;
             }
             let expected = format!("KUBEDAV_{}", id.to_uppercase());

@@ -10,6 +10,18 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    if let Some(cli::Command::Passwd { file, user }) = &cli.command {
+        return match passwd(file, user) {
+            Ok(message) => {
+                println!("{message}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("kubedav passwd: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -25,4 +37,44 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `kubedav passwd FILE USER`.
+fn passwd(file: &std::path::Path, user: &str) -> Result<String, String> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let password = if std::io::stdin().is_terminal() {
+        eprint!("password for {user} (not shown): ");
+        let _ = std::io::stderr().flush();
+        let password = read_hidden_line().map_err(|e| format!("cannot read the password: {e}"))?;
+        eprintln!();
+        password
+    } else {
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| format!("cannot read the password: {e}"))?;
+        line.trim_end_matches(['\n', '\r']).to_owned()
+    };
+    let changed = kubedav_auth::passwd::set_password(file, user, &password)?;
+    Ok(format!(
+        "{} {user} in {}",
+        if changed { "changed" } else { "added" },
+        file.display()
+    ))
+}
+
+/// Reads one line from the terminal with echo off.
+fn read_hidden_line() -> std::io::Result<String> {
+    use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+    let stdin = std::io::stdin();
+    let original = tcgetattr(&stdin)?;
+    let mut silent = original.clone();
+    silent.local_modes.remove(LocalModes::ECHO);
+    tcsetattr(&stdin, OptionalActions::Now, &silent)?;
+    let mut line = String::new();
+    let result = std::io::BufRead::read_line(&mut stdin.lock(), &mut line);
+    tcsetattr(&stdin, OptionalActions::Now, &original)?;
+    result?;
+    Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }

@@ -1,8 +1,10 @@
 //! Wiring each target: which cores or clients, which servers.
 
 use crate::cli::{Cli, LogFormat, Target};
+use kubedav_api::auth::{Auth, AuthGrpc, RemoteAuth};
 use kubedav_api::fileio::{FileIo, FileIoGrpc, RemoteFileIo};
 use kubedav_api::locks::{Locks, LocksGrpc, RemoteLocks};
+use kubedav_auth::AuthCore;
 use kubedav_fileio::LocalFileIo;
 use kubedav_gateway::Gateway;
 use kubedav_kit::admin::ReadinessCheck;
@@ -26,14 +28,27 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Target::All => {
             let fileio: Arc<dyn FileIo> = Arc::new(open_volume(&cli)?);
             let locks: Arc<dyn Locks> = Arc::new(memory_locks(&cli));
-            run_gateway(&cli, fileio, locks, shutdown).await
+            let auth = match &cli.users_file {
+                Some(file) => {
+                    let core = auth_core(&cli, file.clone())?;
+                    core.watch(Duration::from_secs(cli.users_reload_seconds.max(1)));
+                    Some(Arc::new(core) as Arc<dyn Auth>)
+                }
+                None => None,
+            };
+            run_gateway(&cli, fileio, locks, auth, shutdown).await
         }
         Target::Gateway => {
             let fileio: Arc<dyn FileIo> =
                 Arc::new(RemoteFileIo::connect_lazy(endpoint("fileio", &cli.fileio_url)?));
             let locks: Arc<dyn Locks> =
                 Arc::new(RemoteLocks::connect_lazy(endpoint("locks", &cli.locks_url)?));
-            run_gateway(&cli, fileio, locks, shutdown).await
+            let auth = if cli.auth_url.is_empty() {
+                None
+            } else {
+                Some(Arc::new(RemoteAuth::connect_lazy(endpoint("auth", &cli.auth_url)?)) as Arc<dyn Auth>)
+            };
+            run_gateway(&cli, fileio, locks, auth, shutdown).await
         }
         Target::Locks => {
             let (grpc_listener, _) = listen::bind("locks gRPC", cli.grpc_listen()).await?;
@@ -62,11 +77,33 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             )?;
             Ok(())
         }
-        Target::Auth | Target::Markdown => Err(format!(
-            "the {} service is not part of this release yet; run --target=all, gateway, fileio or locks",
+        Target::Auth => {
+            let file = cli
+                .users_file
+                .clone()
+                .ok_or("--target=auth needs --users-file (or KUBEDAV_USERS_FILE)")?;
+            let core = auth_core(&cli, file)?;
+            core.watch(Duration::from_secs(cli.users_reload_seconds.max(1)));
+            let (grpc_listener, _) = listen::bind("auth gRPC", cli.grpc_listen()).await?;
+            let (admin_listener, _) = listen::bind("auth admin", cli.admin_listen()).await?;
+            let ready: ReadinessCheck = Arc::new(|| Box::pin(async { Ok(()) }));
+            let service = AuthGrpc::new(Arc::new(core)).into_service();
+            tokio::try_join!(
+                grpc::serve(grpc_listener, service, shutdown.clone().requested()),
+                admin::serve(admin_listener, ready, shutdown.requested()),
+            )?;
+            Ok(())
+        }
+        Target::Markdown => Err(format!(
+            "the {} service is not part of this release yet; run --target=all, gateway, fileio, locks or auth",
             cli.target.name()
         )),
     }
+}
+
+fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, String> {
+    AuthCore::new(cli.auth_config(users_file))
+        .map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))
 }
 
 fn memory_locks(cli: &Cli) -> MemoryLocks {
@@ -97,10 +134,26 @@ async fn run_gateway(
     cli: &Cli,
     fileio: Arc<dyn FileIo>,
     locks: Arc<dyn Locks>,
+    auth: Option<Arc<dyn Auth>>,
     shutdown: Shutdown,
 ) -> Result<(), String> {
+    if auth.is_none() {
+        let loopback = cli
+            .listen
+            .parse::<std::net::SocketAddr>()
+            .map(|a| a.ip().is_loopback())
+            .unwrap_or_else(|_| cli.listen.starts_with("localhost:"));
+        if !loopback && !cli.allow_unauthenticated {
+            return Err(format!(
+                "refusing to serve {} without authentication: give --users-file (all) or --auth-url (gateway), \
+                 or --allow-unauthenticated to do it anyway",
+                cli.listen
+            ));
+        }
+        tracing::warn!(target: "kubedav", "serving WITHOUT authentication: anyone who can reach {} can read and write", cli.listen);
+    }
     let config = cli.gateway_config();
-    let gateway = Gateway::new(fileio, locks, config.clone());
+    let gateway = Gateway::new(fileio, locks, auth, config.clone());
     let checked = gateway.clone();
     let ready: ReadinessCheck = Arc::new(move || {
         let gateway = checked.clone();

@@ -153,14 +153,10 @@ async fn propfind_forms_and_depths(mode: Mode) {
             "{why}"
         );
     }
-    let huge = format!(
-        "<propfind xmlns=\"DAV:\"><prop>{}</prop></propfind>",
-        "<getetag/>".repeat(120_000)
-    );
-    assert_eq!(
-        propfind(&server, "/d/", "0", &huge).await.0,
-        StatusCode::PAYLOAD_TOO_LARGE
-    );
+    // An oversized body is refused from its Content-Length, before it is read (so the
+    // test sends the head alone, as a client waiting for 100-continue would).
+    let head = "PROPFIND /d/ HTTP/1.1\r\nHost: t\r\nDepth: 0\r\nContent-Length: 2000000\r\nConnection: close\r\n\r\n";
+    assert_eq!(common::raw(server.addr, head.as_bytes()).await.status, 413);
 }
 
 async fn propfind_infinity_when_enabled(mode: Mode) {

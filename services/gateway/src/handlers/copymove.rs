@@ -46,7 +46,15 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
         targets.push(crate::locking::target(&source.path, true));
         targets.extend(crate::locking::parent(&source.path));
     }
-    if let Err(response) = crate::locking::check_write(gateway, headers, &source.path, targets).await {
+    if let Err(response) = crate::locking::check_write(
+        gateway,
+        headers,
+        crate::auth::principal(&request),
+        &source.path,
+        targets,
+    )
+    .await
+    {
         return Ok(response);
     }
     let (from, to) = (

@@ -32,8 +32,14 @@ pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
     let targets = std::iter::once(crate::locking::target(&target.path, true))
         .chain(crate::locking::parent(&target.path))
         .collect();
-    if let Err(response) =
-        crate::locking::check_write(gateway, request.headers(), &target.path, targets).await
+    if let Err(response) = crate::locking::check_write(
+        gateway,
+        request.headers(),
+        crate::auth::principal(&request),
+        &target.path,
+        targets,
+    )
+    .await
     {
         return Ok(response);
     }

@@ -20,6 +20,7 @@ use tonic::Code;
 /// way. Without a body: a refresh of the lock named in the If header.
 pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
+    let principal = crate::auth::principal(&request);
     let headers = request.headers().clone();
     let timeout_seconds = timeout(&headers)?;
     let depth = depth(&headers, Depth::Infinity)?;
@@ -77,7 +78,7 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
                 LockDepth::Infinity
             } as i32,
             owner_xml: owner_xml.into(),
-            principal: String::new(),
+            principal: principal.clone(),
             timeout_seconds,
             collection: existing.as_ref().is_some_and(|info| info.is_collection),
         })

@@ -17,8 +17,14 @@ use std::fmt::Write;
 pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
     let targets = vec![crate::locking::target(&target.path, false)];
-    if let Err(response) =
-        crate::locking::check_write(gateway, request.headers(), &target.path, targets).await
+    if let Err(response) = crate::locking::check_write(
+        gateway,
+        request.headers(),
+        crate::auth::principal(&request),
+        &target.path,
+        targets,
+    )
+    .await
     {
         return Ok(response);
     }

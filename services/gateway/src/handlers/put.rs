@@ -56,6 +56,7 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
     if let Err(response) = crate::locking::check_write(
         gateway,
         headers,
+        crate::auth::principal(&request),
         &target.path,
         vec![crate::locking::target(&target.path, false)],
     )

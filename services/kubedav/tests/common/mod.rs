@@ -29,6 +29,8 @@ pub struct Process {
     envs: Vec<(String, String)>,
     /// Addresses announced so far, by what was announced ("fileio gRPC", ...).
     bound: Vec<(String, SocketAddr)>,
+    /// Every log line read so far.
+    history: Vec<String>,
 }
 
 impl Process {
@@ -62,6 +64,7 @@ impl Process {
             args: args.to_vec(),
             envs: envs.to_vec(),
             bound: Vec::new(),
+            history: Vec::new(),
         }
     }
 
@@ -93,8 +96,10 @@ impl Process {
     /// Waits for the log line "`what` listening on ADDR" and returns ADDR.
     pub async fn listening(&mut self, what: &str) -> SocketAddr {
         let needle = format!("{what} listening on ");
+        let history = &mut self.history;
         let wait = async {
             while let Some(line) = self.lines.recv().await {
+                history.push(line.clone());
                 if let Some(pos) = line.find(&needle) {
                     let addr = line[pos + needle.len()..]
                         .split_whitespace()
@@ -111,6 +116,32 @@ impl Process {
             .unwrap_or_else(|_| panic!("{} did not announce {what}", self.name));
         self.bound.push((what.to_owned(), addr));
         addr
+    }
+
+    /// A log line containing `needle`, logged at any time since the start (waiting for
+    /// it if need be).
+    pub async fn logged(&mut self, needle: &str) -> String {
+        if let Some(line) = self.history.iter().find(|l| l.contains(needle)) {
+            return line.clone();
+        }
+        self.next_log_line(needle).await
+    }
+
+    /// Waits for the next new log line containing `needle` and returns it.
+    pub async fn next_log_line(&mut self, needle: &str) -> String {
+        let history = &mut self.history;
+        let wait = async {
+            while let Some(line) = self.lines.recv().await {
+                history.push(line.clone());
+                if line.contains(needle) {
+                    return line;
+                }
+            }
+            panic!("{} exited before logging {needle:?}", self.name);
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .unwrap_or_else(|_| panic!("{} never logged {needle:?}", self.name))
     }
 
     /// The process id.
@@ -146,6 +177,19 @@ impl Server {
     /// Starts kubedav in `mode`; `gateway_args` go to the process that serves HTTP and
     /// `envs` to every process.
     pub async fn start_full(mode: Mode, gateway_args: &[&str], envs: &[(&str, &str)]) -> Server {
+        Self::start_auth(mode, None, &[], gateway_args, envs).await
+    }
+
+    /// Starts kubedav with authentication against `users_file` (all-in-one: the one
+    /// process reads it; microservices: an auth process does). `auth_args` go to the
+    /// process that verifies credentials.
+    pub async fn start_auth(
+        mode: Mode,
+        users_file: Option<&Path>,
+        auth_args: &[&str],
+        gateway_args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Server {
         let envs: Vec<(String, String)> = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let root = dir.path().join("root");
@@ -166,6 +210,10 @@ impl Server {
                     any.clone(),
                 ];
                 args.extend(["--admin-listen".into(), any]);
+                if let Some(file) = users_file {
+                    args.extend(["--users-file".into(), file.display().to_string()]);
+                    args.extend(auth_args.iter().map(|s| s.to_string()));
+                }
                 args.extend(extra);
                 let mut all = Process::spawn("all", &args, &envs);
                 let addr = all.listening("gateway HTTP").await;
@@ -203,6 +251,26 @@ impl Server {
                     format!("http://{grpc}"),
                 ];
                 args.extend(["--locks-url".into(), format!("http://{locks_grpc}")]);
+                let mut auth_process = None;
+                if let Some(file) = users_file {
+                    let mut auth_cmd = vec![
+                        "--target=auth".into(),
+                        "--users-file".into(),
+                        file.display().to_string(),
+                    ];
+                    auth_cmd.extend([
+                        "--grpc-listen".into(),
+                        any.clone(),
+                        "--admin-listen".into(),
+                        any.clone(),
+                    ]);
+                    auth_cmd.extend(auth_args.iter().map(|s| s.to_string()));
+                    let mut auth = Process::spawn("auth", &auth_cmd, &envs);
+                    let auth_grpc = auth.listening("auth gRPC").await;
+                    admin.push(("auth", auth.listening("auth admin").await));
+                    args.extend(["--auth-url".into(), format!("http://{auth_grpc}")]);
+                    auth_process = Some(auth);
+                }
                 args.extend(["--listen".into(), any.clone(), "--admin-listen".into(), any]);
                 args.extend(extra);
                 let mut gateway = Process::spawn("gateway", &args, &envs);
@@ -211,6 +279,7 @@ impl Server {
                 processes.push(gateway);
                 processes.push(fileio);
                 processes.push(locks);
+                processes.extend(auth_process);
                 addr
             }
         };

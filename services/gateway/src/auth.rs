@@ -1,0 +1,163 @@
+//! Basic authentication at the edge (RFC 7617).
+//!
+//! With auth configured, every request needs valid credentials, except that anonymous
+//! read-only access (GET, HEAD, OPTIONS, PROPFIND) can be allowed. Users listed as
+//! read-only may only read. The authenticated user travels with the request as a
+//! [`Principal`] and becomes the owner of the locks it takes. The admin endpoints live on
+//! their own port and never ask for credentials.
+
+use crate::Gateway;
+use crate::errors::HttpError;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use http::{HeaderValue, Method, StatusCode, header};
+use kubedav_api::auth::{VerifyRequest, verify_response::Outcome};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The authenticated user of a request ("" when auth is off or the request is anonymous).
+#[derive(Clone, Debug, Default)]
+pub struct Principal(pub String);
+
+/// The client's address, set by the server loop for every request.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub SocketAddr);
+
+/// The principal of a request.
+pub fn principal(request: &Request) -> String {
+    request
+        .extensions()
+        .get::<Principal>()
+        .map(|p| p.0.clone())
+        .unwrap_or_default()
+}
+
+fn is_read(method: &Method) -> bool {
+    matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS" | "PROPFIND")
+}
+
+fn challenge(gateway: &Gateway, message: &str) -> Response {
+    let mut response = HttpError::new(StatusCode::UNAUTHORIZED, message).into_response();
+    let value = format!(
+        "Basic realm=\"{}\", charset=\"UTF-8\"",
+        gateway.config.auth_realm.replace('"', "")
+    );
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// The user and password of a Basic `Authorization` header; `None` without one.
+pub fn basic_credentials(headers: &http::HeaderMap) -> Option<Result<(String, String), &'static str>> {
+    let value = headers.get(header::AUTHORIZATION)?;
+    Some((|| {
+        let value = value
+            .to_str()
+            .map_err(|_| "the Authorization header is not ASCII")?;
+        let (scheme, encoded) = value
+            .trim()
+            .split_once(' ')
+            .ok_or("the Authorization header is malformed")?;
+        if !scheme.eq_ignore_ascii_case("basic") {
+            return Err("only Basic authentication is supported");
+        }
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .map_err(|_| "the Basic credentials are not valid base64")?;
+        let decoded = String::from_utf8(decoded).map_err(|_| "the Basic credentials are not UTF-8")?;
+        let (user, password) = decoded
+            .split_once(':')
+            .ok_or("the Basic credentials lack a ':'")?;
+        Ok((user.to_owned(), password.to_owned()))
+    })())
+}
+
+/// The middleware.
+pub async fn authenticate(State(gateway): State<Arc<Gateway>>, mut request: Request, next: Next) -> Response {
+    let Some(auth) = &gateway.auth else {
+        return next.run(request).await;
+    };
+    let read = is_read(request.method());
+    let (user, password) = match basic_credentials(request.headers()) {
+        None if gateway.config.anonymous_read && read => return next.run(request).await,
+        None => return challenge(&gateway, "credentials are required"),
+        Some(Err(problem)) => return challenge(&gateway, problem),
+        Some(Ok(pair)) => pair,
+    };
+    let client_address = request
+        .extensions()
+        .get::<ClientAddr>()
+        .map(|a| a.0.ip().to_string())
+        .unwrap_or_default();
+    let verdict = {
+        let span = tracing::info_span!("auth.verify", user = %user);
+        let request = VerifyRequest {
+            user: user.clone(),
+            password,
+            client_address,
+        };
+        tracing::Instrument::instrument(auth.verify(request), span).await
+    };
+    match verdict {
+        Ok(reply) => match reply.outcome() {
+            Outcome::Allowed => {
+                if !read && gateway.config.read_only_users.contains(&user) {
+                    return HttpError::new(StatusCode::FORBIDDEN, format!("{user} has read-only access"))
+                        .into_response();
+                }
+                request.extensions_mut().insert(Principal(user));
+                next.run(request).await
+            }
+            Outcome::Denied => challenge(&gateway, "the user name or password is wrong"),
+            Outcome::Throttled => {
+                let mut response = HttpError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many failed logins; wait before trying again",
+                )
+                .into_response();
+                response.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(reply.retry_after_seconds.max(1)),
+                );
+                response
+            }
+        },
+        // Never let a request through when its credentials could not be checked.
+        Err(status) => match status.code() {
+            tonic::Code::ResourceExhausted => {
+                HttpError::new(StatusCode::SERVICE_UNAVAILABLE, status.message()).into_response()
+            }
+            _ => HttpError::from(status).into_response(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(value: &str) -> http::HeaderMap {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn parses_basic_credentials() {
+        assert_eq!(basic_credentials(&http::HeaderMap::new()), None);
+        assert_eq!(
+            basic_credentials(&with("Basic YWxpY2U6czNjcjp0")),
+            Some(Ok(("alice".into(), "s3cr:t".into())))
+        );
+        assert_eq!(
+            basic_credentials(&with("basic   Ym9iOg==")),
+            Some(Ok(("bob".into(), String::new())))
+        );
+        for bad in ["Bearer x", "Basic !!!", "Basic", "Basic Ym9i"] {
+            assert!(matches!(basic_credentials(&with(bad)), Some(Err(_))), "{bad}");
+        }
+    }
+}

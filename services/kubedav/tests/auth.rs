@@ -1,0 +1,347 @@
+//! Authentication, in both modes: every hash format, a malformed users file, hot reload
+//! through a Kubernetes-style symlink swap, no caching of refusals, a full crypt queue,
+//! lockouts, read-only users, anonymous reads, lock ownership, and open health endpoints.
+
+mod common;
+
+use common::{Mode, Server, client};
+use reqwest::StatusCode;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+// Hashes made by openssl passwd and Apache's htpasswd.
+const USERS: &str = "# the team\n\
+six:$6$saltsalt$LMtDgChSrV.wGnnrAr7LXtxT9OYdesYYRBi0J7VAO0UoNpOTX5uxqMPmQ0Gkk2HMqd/t1jYDOamm5q1ro0ZhX/\n\
+five:$5$saltsalt$708Qd1GA5FblAgceNooXo6mCmXw7DIUSz5IHtzs/2E6\n\
+bob:$2y$04$0NzdbFzsvv6XZI9hfsFXm.IvaTRCq/RgZYd4psDEFzN0rM.M68D4m\n\
+old:$apr1$saltsalt$lSklNqYhb/pWvQ69oj2HK1\n\
+plain:letmein\n\
+this line is broken\n\
+md5:$1$abc$def\n";
+
+async fn status(server: &Server, user: &str, password: &str) -> StatusCode {
+    client()
+        .get(server.url("/"))
+        .basic_auth(user, Some(password))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// A users file laid out as Kubernetes mounts a Secret: `users -> ..data/users`, with
+/// `..data` a symlink to a timestamped directory that an update swaps atomically.
+struct SecretVolume {
+    dir: tempfile::TempDir,
+    generation: u32,
+}
+
+impl SecretVolume {
+    fn new(content: &str) -> Self {
+        let mut volume = SecretVolume {
+            dir: tempfile::tempdir().unwrap(),
+            generation: 0,
+        };
+        volume.update(content);
+        std::os::unix::fs::symlink("..data/users", volume.dir.path().join("users")).unwrap();
+        volume
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("users")
+    }
+
+    fn update(&mut self, content: &str) {
+        self.generation += 1;
+        let name = format!("..2026_11_22_{}", self.generation);
+        let root = self.dir.path();
+        std::fs::create_dir(root.join(&name)).unwrap();
+        std::fs::write(root.join(&name).join("users"), content).unwrap();
+        let _ = std::fs::remove_file(root.join("..data_tmp"));
+        std::os::unix::fs::symlink(&name, root.join("..data_tmp")).unwrap();
+        std::fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
+    }
+}
+
+async fn start(mode: Mode, users: &Path, auth_args: &[&str], gateway_args: &[&str]) -> Server {
+    let mut args = vec!["--users-reload-seconds", "1"];
+    args.extend_from_slice(auth_args);
+    Server::start_auth(mode, Some(users), &args, gateway_args, &[]).await
+}
+
+fn verifier(mode: Mode) -> &'static str {
+    if mode == Mode::AllInOne { "all" } else { "auth" }
+}
+
+async fn every_format_and_a_malformed_file(mode: Mode) {
+    let volume = SecretVolume::new(USERS);
+    let mut server = start(mode, &volume.path(), &["--allow-plaintext-passwords"], &[]).await;
+    let warning = server.process(verifier(mode)).logged("line=7").await;
+    assert!(warning.contains("line skipped"), "{warning}");
+    server.process(verifier(mode)).logged("line=8").await;
+    for (user, password) in [
+        ("six", "secret6"),
+        ("five", "secret5"),
+        ("bob", "secret2y"),
+        ("old", "secretapr"),
+        ("plain", "letmein"),
+    ] {
+        assert_eq!(status(&server, user, password).await, StatusCode::OK, "{user}");
+        assert_eq!(
+            status(&server, user, "wrong").await,
+            StatusCode::UNAUTHORIZED,
+            "{user}"
+        );
+    }
+    assert_eq!(
+        status(&server, "nobody", "secret6").await,
+        StatusCode::UNAUTHORIZED
+    );
+    let anonymous = client().get(server.url("/")).send().await.unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        anonymous.headers()["www-authenticate"],
+        "Basic realm=\"kubedav\", charset=\"UTF-8\""
+    );
+    // The admin endpoints ask for nothing.
+    for (name, addr) in server.admin.clone() {
+        for path in ["/healthz", "/readyz", "/metrics"] {
+            let response = client().get(format!("http://{addr}{path}")).send().await.unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::OK,
+                "{name}{path} without credentials"
+            );
+        }
+    }
+}
+
+async fn reload_through_a_symlink_swap(mode: Mode) {
+    let carol = kubedav_auth::passwd::sha512_crypt("carol-pw").unwrap();
+    let dave = kubedav_auth::passwd::sha512_crypt("dave-pw").unwrap();
+    let mut volume = SecretVolume::new(&format!("carol:{carol}\n"));
+    let mut server = start(mode, &volume.path(), &[], &[]).await;
+    assert_eq!(
+        status(&server, "carol", "carol-pw").await,
+        StatusCode::OK,
+        "now cached"
+    );
+    assert_eq!(
+        status(&server, "dave", "dave-pw").await,
+        StatusCode::UNAUTHORIZED,
+        "not a user yet"
+    );
+    volume.update(&format!("dave:{dave}\n"));
+    let reloaded = server
+        .process(verifier(mode))
+        .next_log_line("users file loaded")
+        .await;
+    assert!(reloaded.contains("users=1"), "{reloaded}");
+    assert_eq!(
+        status(&server, "dave", "dave-pw").await,
+        StatusCode::OK,
+        "the added user is in"
+    );
+    // The refusal of dave was not cached, and carol's cached success was forgotten.
+    assert_eq!(
+        status(&server, "carol", "carol-pw").await,
+        StatusCode::UNAUTHORIZED,
+        "a removed user is out at once"
+    );
+}
+
+async fn full_crypt_queue_answers_503(mode: Mode) {
+    // One worker, room for one waiting job, and a hash that takes a while.
+    let slow = kubedav_auth::passwd::sha512_crypt_with_rounds("slow-pw", 3_000_000).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users");
+    std::fs::write(&path, format!("slow:{slow}\n")).unwrap();
+    let args = [
+        "--auth-workers",
+        "1",
+        "--auth-queue",
+        "1",
+        "--auth-cache-ttl-seconds",
+        "0",
+    ];
+    let server = start(mode, &path, &args, &[]).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..6 {
+        let (url, tx) = (server.url("/"), tx.clone());
+        tokio::spawn(async move {
+            let response = client()
+                .get(url)
+                .basic_auth("slow", Some("slow-pw"))
+                .send()
+                .await
+                .unwrap();
+            let retry = response.headers().contains_key("retry-after");
+            let _ = tx.send((response.status(), retry));
+        });
+    }
+    drop(tx);
+    let mut order = Vec::new();
+    while let Some(answer) = rx.recv().await {
+        order.push(answer);
+    }
+    let busy: Vec<_> = order
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::SERVICE_UNAVAILABLE)
+        .collect();
+    assert!(!busy.is_empty(), "some logins found the queue full: {order:?}");
+    assert!(busy.iter().all(|(_, retry)| *retry), "503 carries Retry-After");
+    let first_ok = order
+        .iter()
+        .position(|(s, _)| *s == StatusCode::OK)
+        .expect("the admitted ones succeed");
+    assert!(
+        order[..first_ok]
+            .iter()
+            .all(|(s, _)| *s == StatusCode::SERVICE_UNAVAILABLE),
+        "503 came before any crypt finished: {order:?}"
+    );
+}
+
+async fn lockout_engages_and_lifts(mode: Mode) {
+    let alice = kubedav_auth::passwd::sha512_crypt("alice-pw").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users");
+    std::fs::write(&path, format!("alice:{alice}\n")).unwrap();
+    let server = start(
+        mode,
+        &path,
+        &["--auth-max-failures", "3", "--auth-lockout-seconds", "1"],
+        &[],
+    )
+    .await;
+    for _ in 0..3 {
+        assert_eq!(status(&server, "alice", "guess").await, StatusCode::UNAUTHORIZED);
+    }
+    let locked = client()
+        .get(server.url("/"))
+        .basic_auth("alice", Some("alice-pw"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        locked.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "even the right password waits"
+    );
+    assert!(locked.headers().contains_key("retry-after"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while status(&server, "alice", "alice-pw").await != StatusCode::OK {
+        assert!(tokio::time::Instant::now() < deadline, "the lockout never lifted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn access_rules_and_lock_owners(mode: Mode) {
+    let alice = kubedav_auth::passwd::sha512_crypt("alice-pw").unwrap();
+    let bob = kubedav_auth::passwd::sha512_crypt("bob-pw").unwrap();
+    let reader = kubedav_auth::passwd::sha512_crypt("reader-pw").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users");
+    std::fs::write(&path, format!("alice:{alice}\nbob:{bob}\nreader:{reader}\n")).unwrap();
+    let server = start(
+        mode,
+        &path,
+        &[],
+        &[
+            "--read-only-users",
+            "reader",
+            "--anonymous-read",
+            "--auth-realm",
+            "Team Files",
+        ],
+    )
+    .await;
+    let c = client();
+    assert_eq!(
+        c.get(server.url("/")).send().await.unwrap().status(),
+        StatusCode::OK,
+        "anonymous reads"
+    );
+    let anonymous_put = c.put(server.url("/a.txt")).body("x").send().await.unwrap();
+    assert_eq!(anonymous_put.status(), StatusCode::UNAUTHORIZED, "but not writes");
+    assert_eq!(
+        anonymous_put.headers()["www-authenticate"],
+        "Basic realm=\"Team Files\", charset=\"UTF-8\""
+    );
+    let put = |user: &str, pw: &str| c.put(server.url("/a.txt")).basic_auth(user, Some(pw)).body("x");
+    assert_eq!(
+        put("reader", "reader-pw").send().await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        put("alice", "alice-pw").send().await.unwrap().status(),
+        StatusCode::CREATED
+    );
+    // A lock belongs to the user who took it: bob cannot use alice's token.
+    let lockinfo = r#"<D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockinfo>"#;
+    let lock = c
+        .request(
+            reqwest::Method::from_bytes(b"LOCK").unwrap(),
+            server.url("/a.txt"),
+        )
+        .basic_auth("alice", Some("alice-pw"))
+        .body(lockinfo)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lock.status(), StatusCode::OK);
+    let token = lock.headers()["lock-token"].to_str().unwrap().to_owned();
+    let with_token = |user: &str, pw: &str| put(user, pw).header("if", format!("({token})"));
+    assert_eq!(
+        with_token("bob", "bob-pw").send().await.unwrap().status(),
+        StatusCode::LOCKED
+    );
+    assert_eq!(
+        with_token("alice", "alice-pw").send().await.unwrap().status(),
+        StatusCode::NO_CONTENT
+    );
+    let unlock = c
+        .request(
+            reqwest::Method::from_bytes(b"UNLOCK").unwrap(),
+            server.url("/a.txt"),
+        )
+        .basic_auth("bob", Some("bob-pw"))
+        .header("lock-token", token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        unlock.status(),
+        StatusCode::FORBIDDEN,
+        "only the owner releases it"
+    );
+}
+
+macro_rules! in_both_modes {
+    ($($case:ident),* $(,)?) => {
+        mod all_in_one {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Mode::AllInOne).await
+                }
+            )*
+        }
+        mod microservices {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Mode::Microservices).await
+                }
+            )*
+        }
+    };
+}
+
+in_both_modes!(
+    every_format_and_a_malformed_file,
+    reload_through_a_symlink_swap,
+    full_crypt_queue_answers_503,
+    lockout_engages_and_lifts,
+    access_rules_and_lock_owners,
+);
