@@ -153,18 +153,16 @@ async fn reload_through_a_symlink_swap(mode: Mode) {
 async fn full_crypt_queue_answers_503(mode: Mode) {
     // One worker, room for one waiting job, and a hash that takes a while.
     let slow = kubedav_auth::passwd::sha512_crypt_with_rounds("slow-pw", 3_000_000).unwrap();
+    let fast = kubedav_auth::passwd::sha512_crypt("fast-pw").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("users");
-    std::fs::write(&path, format!("slow:{slow}\n")).unwrap();
-    let args = [
-        "--auth-workers",
-        "1",
-        "--auth-queue",
-        "1",
-        "--auth-cache-ttl-seconds",
-        "0",
-    ];
-    let server = start(mode, &path, &args, &[]).await;
+    std::fs::write(&path, format!("slow:{slow}\nfast:{fast}\n")).unwrap();
+    let server = start(mode, &path, &["--auth-workers", "1", "--auth-queue", "1"], &[]).await;
+    assert_eq!(
+        status(&server, "fast", "fast-pw").await,
+        StatusCode::OK,
+        "fast is now cached"
+    );
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..6 {
         let (url, tx) = (server.url("/"), tx.clone());
@@ -176,7 +174,31 @@ async fn full_crypt_queue_answers_503(mode: Mode) {
                 .await
                 .unwrap();
             let retry = response.headers().contains_key("retry-after");
-            let _ = tx.send((response.status(), retry));
+            let _ = tx.send(("slow", response.status(), retry));
+        });
+    }
+    // Once the crypt worker is busy, a cached login must still be answered at once.
+    let verifier_admin = server.admin.iter().find(|(n, _)| *n == verifier(mode)).unwrap().1;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while common::metric_sum(verifier_admin, "kubedav_auth_crypt_verifications_total").await < 1.0
+        && common::metric_sum(verifier_admin, "kubedav_auth_attempts_total").await < 2.0
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slow logins never reached the verifier"
+        );
+        tokio::task::yield_now().await;
+    }
+    {
+        let (url, tx) = (server.url("/"), tx.clone());
+        tokio::spawn(async move {
+            let response = client()
+                .get(url)
+                .basic_auth("fast", Some("fast-pw"))
+                .send()
+                .await
+                .unwrap();
+            let _ = tx.send(("fast", response.status(), false));
         });
     }
     drop(tx);
@@ -186,18 +208,24 @@ async fn full_crypt_queue_answers_503(mode: Mode) {
     }
     let busy: Vec<_> = order
         .iter()
-        .filter(|(s, _)| *s == StatusCode::SERVICE_UNAVAILABLE)
+        .filter(|(_, s, _)| *s == StatusCode::SERVICE_UNAVAILABLE)
         .collect();
     assert!(!busy.is_empty(), "some logins found the queue full: {order:?}");
-    assert!(busy.iter().all(|(_, retry)| *retry), "503 carries Retry-After");
-    let first_ok = order
+    assert!(busy.iter().all(|(_, _, retry)| *retry), "503 carries Retry-After");
+    let first_slow_ok = order
         .iter()
-        .position(|(s, _)| *s == StatusCode::OK)
-        .expect("the admitted ones succeed");
+        .position(|(who, s, _)| *who == "slow" && *s == StatusCode::OK)
+        .expect("admitted logins succeed");
+    let fast = order.iter().position(|(who, _, _)| *who == "fast").unwrap();
+    assert_eq!(order[fast].1, StatusCode::OK);
     assert!(
-        order[..first_ok]
+        fast < first_slow_ok,
+        "the cached login did not wait for crypt work: {order:?}"
+    );
+    assert!(
+        order[..first_slow_ok]
             .iter()
-            .all(|(s, _)| *s == StatusCode::SERVICE_UNAVAILABLE),
+            .all(|(who, s, _)| *who == "fast" || *s == StatusCode::SERVICE_UNAVAILABLE),
         "503 came before any crypt finished: {order:?}"
     );
 }
@@ -217,6 +245,17 @@ async fn lockout_engages_and_lifts(mode: Mode) {
     for _ in 0..3 {
         assert_eq!(status(&server, "alice", "guess").await, StatusCode::UNAUTHORIZED);
     }
+    let verifier_admin = server.admin.iter().find(|(n, _)| *n == verifier(mode)).unwrap().1;
+    assert!(
+        common::metric_sum(verifier_admin, "kubedav_auth_lockouts_total").await >= 1.0,
+        "lockouts are counted"
+    );
+    let metrics = common::metric_text(verifier_admin).await;
+    assert!(
+        metrics.contains("kubedav_auth_attempts_total{outcome=\"denied\"} 3"),
+        "attempts are counted: {metrics}"
+    );
+    assert!(!metrics.contains("guess"), "passwords never reach the metrics");
     let locked = client()
         .get(server.url("/"))
         .basic_auth("alice", Some("alice-pw"))

@@ -815,18 +815,7 @@ async fn metric_sum(server: &Server, process: &str, name: &str) -> f64 {
         .find(|(n, _)| *n == process)
         .expect("that process")
         .1;
-    let text = client()
-        .get(format!("http://{addr}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with(['{', ' ']))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    common::metric_sum(addr, name).await
 }
 
 /// A Depth 1 PROPFIND costs one fileio call and one locks call, however many entries

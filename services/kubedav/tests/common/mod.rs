@@ -401,3 +401,25 @@ pub fn names_in(dir: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// The metrics text of an admin port.
+pub async fn metric_text(admin: SocketAddr) -> String {
+    client()
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Sum of a metric's samples on an admin port.
+pub async fn metric_sum(admin: SocketAddr, name: &str) -> f64 {
+    metric_text(admin)
+        .await
+        .lines()
+        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
