@@ -27,9 +27,12 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-# Requests/s and MB/s for kubedav (both modes) and nginx, measured in the same run.
+# kubedav (both modes) beside nginx and Apache in the same run, then the auth figures
+# (criterion for the crypt cost, wrk for auth on the request path and under a flood).
 bench: build
 	bash scripts/bench.sh
+	$(CARGO) bench --locked -p kubedav-auth --bench verify
+	bash scripts/bench-auth.sh
 
 clean:
 	$(CARGO) clean

@@ -118,7 +118,8 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_AUTH_CACHE_TTL_SECONDS", default_value_t = 60)]
     pub auth_cache_ttl_seconds: u64,
 
-    /// Crypt worker threads [default: the number of CPUs].
+    /// Crypt worker threads [default: half the CPUs, at least 1, so a flood of password
+    /// guesses never takes every core from cached traffic].
     #[arg(long, env = "KUBEDAV_AUTH_WORKERS")]
     pub auth_workers: Option<usize>,
 
@@ -217,9 +218,12 @@ impl Cli {
             allow_plaintext: self.allow_plaintext_passwords,
             cache_ttl: Duration::from_secs(self.auth_cache_ttl_seconds),
             cache_capacity: 100_000,
-            workers: self
-                .auth_workers
-                .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)),
+            workers: self.auth_workers.unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get() / 2)
+                    .unwrap_or(1)
+                    .max(1)
+            }),
             queue: self.auth_queue,
             max_failures_per_user: self.auth_max_failures,
             max_failures_per_address: self.auth_max_failures_per_address,

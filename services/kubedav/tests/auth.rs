@@ -384,3 +384,28 @@ in_both_modes!(
     lockout_engages_and_lifts,
     access_rules_and_lock_owners,
 );
+
+/// Serving beyond loopback without authentication needs an explicit flag.
+#[tokio::test]
+async fn open_to_the_network_without_auth_needs_a_flag() {
+    let root = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubedav"))
+        .args([
+            "--target=all",
+            "--listen",
+            "0.0.0.0:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--root",
+        ])
+        .arg(root.path())
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("without authentication") && stderr.contains("--allow-unauthenticated"),
+        "{stderr}"
+    );
+}
