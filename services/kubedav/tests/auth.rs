@@ -2,6 +2,7 @@
 //! through a Kubernetes-style symlink swap, no caching of refusals, a full crypt queue,
 //! lockouts, read-only users, anonymous reads, lock ownership, and open health endpoints.
 
+#[macro_use]
 mod common;
 
 use common::{Mode, Server, client};
@@ -354,27 +355,6 @@ async fn access_rules_and_lock_owners(mode: Mode) {
         StatusCode::FORBIDDEN,
         "only the owner releases it"
     );
-}
-
-macro_rules! in_both_modes {
-    ($($case:ident),* $(,)?) => {
-        mod all_in_one {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Mode::AllInOne).await
-                }
-            )*
-        }
-        mod microservices {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Mode::Microservices).await
-                }
-            )*
-        }
-    };
 }
 
 in_both_modes!(

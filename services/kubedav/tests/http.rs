@@ -1,6 +1,7 @@
 //! The HTTP conformance suite, run against both modes: all-in-one, and gateway plus
 //! fileio as separate processes talking gRPC.
 
+#[macro_use]
 mod common;
 
 use common::{Mode, Server, client, eventually, names_in, raw, raw_get};
@@ -659,27 +660,6 @@ async fn fileio_down_gives_503(mode: Mode) {
         .unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(response.headers().contains_key("retry-after"));
-}
-
-macro_rules! in_both_modes {
-    ($($case:ident),* $(,)?) => {
-        mod all_in_one {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Mode::AllInOne).await
-                }
-            )*
-        }
-        mod microservices {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Mode::Microservices).await
-                }
-            )*
-        }
-    };
 }
 
 in_both_modes!(

@@ -2,6 +2,7 @@
 //! properties, COPY and MOVE, LOCK and UNLOCK, the If header, and every malformed header
 //! and body.
 
+#[macro_use]
 mod common;
 
 use common::{Mode, Server, client};
@@ -851,27 +852,6 @@ async fn propfind_depth_one_is_one_call_each(mode: Mode) {
             "one locks call"
         );
     }
-}
-
-macro_rules! in_both_modes {
-    ($($case:ident),* $(,)?) => {
-        mod all_in_one {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Mode::AllInOne).await
-                }
-            )*
-        }
-        mod microservices {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Mode::Microservices).await
-                }
-            )*
-        }
-    };
 }
 
 in_both_modes!(

@@ -2,14 +2,13 @@
 
 use super::request_path;
 use crate::Gateway;
-use crate::errors::{HttpError, HttpResult, http_status};
+use crate::errors::{HttpError, HttpResult};
 use crate::headers::{Depth, depth, destination, overwrite};
 use crate::paths::href;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::{StatusCode, header};
 use kubedav_api::fileio::{CopyRequest, MoveRequest};
-use kubedav_api::path::VolumePath;
 use tonic::Code;
 
 /// 201 when the destination was created, 204 when it was replaced, 207 when members
@@ -118,22 +117,5 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
         }
         return Ok(response);
     }
-    let responses: Vec<_> = reply
-        .failures
-        .iter()
-        .map(|f| {
-            let path = VolumePath::parse(&f.path).unwrap_or_default();
-            (
-                href(&path, false),
-                http_status(Code::from(f.code)),
-                f.message.clone(),
-            )
-        })
-        .collect();
-    Ok((
-        StatusCode::MULTI_STATUS,
-        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        crate::xml::multistatus(&responses),
-    )
-        .into_response())
+    Ok(super::failures(&reply.failures))
 }

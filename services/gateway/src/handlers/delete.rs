@@ -3,13 +3,11 @@
 use super::{current_validators, has_preconditions, request_path, single_if_match};
 use crate::Gateway;
 use crate::conditional::{Outcome, evaluate};
-use crate::errors::{HttpError, HttpResult, http_status};
-use crate::paths::href;
+use crate::errors::{HttpError, HttpResult};
 use axum::extract::Request;
 use axum::response::IntoResponse;
-use http::{StatusCode, header};
+use http::StatusCode;
 use kubedav_api::fileio::DeleteRequest;
-use kubedav_api::path::VolumePath;
 
 /// 204 when everything went; 207 listing the members that could not be deleted.
 pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
@@ -54,22 +52,5 @@ pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
         crate::locking::release(gateway, &target.path).await;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    let responses: Vec<_> = reply
-        .failures
-        .iter()
-        .map(|failure| {
-            let path = VolumePath::parse(&failure.path).unwrap_or_default();
-            (
-                href(&path, false),
-                http_status(tonic::Code::from(failure.code)),
-                failure.message.clone(),
-            )
-        })
-        .collect();
-    Ok((
-        StatusCode::MULTI_STATUS,
-        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        crate::xml::multistatus(&responses),
-    )
-        .into_response())
+    Ok(super::failures(&reply.failures))
 }

@@ -163,3 +163,29 @@ pub async fn xml_body(request: Request) -> Result<Option<crate::xmldom::Element>
         .map(Some)
         .map_err(|e| HttpError::bad_request(e.to_string()))
 }
+
+/// A 207 Multi-Status response with this XML body.
+pub fn multistatus(body: String) -> axum::response::Response {
+    (
+        StatusCode::MULTI_STATUS,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// A 207 listing the members of a tree operation that failed (RFC 4918 9.6.1, 9.8.5).
+pub fn failures(failures: &[kubedav_api::pb::fileio::v1::Failure]) -> axum::response::Response {
+    let responses: Vec<_> = failures
+        .iter()
+        .map(|f| {
+            let path = kubedav_api::path::VolumePath::parse(&f.path).unwrap_or_default();
+            (
+                crate::paths::href(&path, false),
+                crate::errors::http_status(tonic::Code::from(f.code)),
+                f.message.clone(),
+            )
+        })
+        .collect();
+    multistatus(crate::xml::multistatus(&responses))
+}

@@ -8,9 +8,9 @@ use crate::locking::SUPPORTED_LOCK;
 use crate::paths::href;
 use crate::properties::{LiveContext, MULTISTATUS_CLOSE, MULTISTATUS_OPEN, Propfind, write_response};
 use axum::extract::Request;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::StreamExt;
-use http::{StatusCode, header};
+use http::StatusCode;
 use kubedav_api::fileio::{ListRequest, UsageRequest};
 use kubedav_api::locks::{ActiveLock, DiscoverRequest};
 use kubedav_api::path::VolumePath;
@@ -102,12 +102,7 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
         }
     }
     out.push_str(MULTISTATUS_CLOSE);
-    Ok((
-        StatusCode::MULTI_STATUS,
-        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        out,
-    )
-        .into_response())
+    Ok(super::multistatus(out))
 }
 
 /// The locks that may apply to the listed resources: one locks call for the whole

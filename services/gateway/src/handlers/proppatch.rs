@@ -6,8 +6,7 @@ use crate::errors::{HttpError, HttpResult, http_status};
 use crate::paths::href;
 use crate::properties::{DAV, MULTISTATUS_CLOSE, MULTISTATUS_OPEN, Name, write_property, write_propstat};
 use axum::extract::Request;
-use axum::response::IntoResponse;
-use http::{StatusCode, header};
+use http::StatusCode;
 use kubedav_api::fileio::PatchPropertiesRequest;
 use kubedav_api::pb::fileio::v1::{DeadProperty, PropertyName, PropertyOperation, property_operation};
 use std::fmt::Write;
@@ -120,10 +119,5 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     }
     out.push_str("</D:response>\n");
     out.push_str(MULTISTATUS_CLOSE);
-    Ok((
-        StatusCode::MULTI_STATUS,
-        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        out,
-    )
-        .into_response())
+    Ok(super::multistatus(out))
 }

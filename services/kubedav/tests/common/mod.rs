@@ -2,6 +2,30 @@
 //! modes, over a fresh temporary root, and speaks HTTP to it.
 #![allow(dead_code)]
 
+/// Generates, for each named async case `fn(Mode)`, one test per run mode, in modules
+/// `all_in_one` and `microservices`.
+#[allow(unused_macros)] // not every suite runs in both modes
+macro_rules! in_both_modes {
+    ($($case:ident),* $(,)?) => {
+        mod all_in_one {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Mode::AllInOne).await
+                }
+            )*
+        }
+        mod microservices {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Mode::Microservices).await
+                }
+            )*
+        }
+    };
+}
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
