@@ -3,7 +3,7 @@ CARGO ?= cargo
 ROOT ?= ./data
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run build test lint fmt bench clean
+.PHONY: run build test lint fmt bench clean markdown-corpus
 
 build:
 	$(CARGO) build --release --locked -p kubedav
@@ -33,6 +33,10 @@ bench: build
 	bash scripts/bench.sh
 	$(CARGO) bench --locked -p kubedav-auth --bench verify
 	bash scripts/bench-auth.sh
+
+# Converts every HTML page of the Rust documentation installed with the toolchain.
+markdown-corpus:
+	KUBEDAV_DOCS_SAMPLE_EVERY=1 $(CARGO) test --release --locked -p kubedav-markdown --test rust_docs -- --nocapture
 
 clean:
 	$(CARGO) clean

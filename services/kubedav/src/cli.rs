@@ -208,6 +208,15 @@ pub enum Command {
         /// The user.
         user: String,
     },
+    /// Print the Markdown of a local HTML file (`-` for standard input), as agents get it,
+    /// and write the token estimate to standard error.
+    Convert {
+        /// The HTML file, or `-`.
+        file: PathBuf,
+        /// The Content-Type the HTML would be served with (its charset is used).
+        #[arg(long, default_value = "text/html")]
+        content_type: String,
+    },
 }
 
 impl Cli {

@@ -22,6 +22,9 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Some(cli::Command::Convert { file, content_type }) = &cli.command {
+        return convert(file, content_type);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -77,4 +80,30 @@ fn read_hidden_line() -> std::io::Result<String> {
     tcsetattr(&stdin, OptionalActions::Now, &original)?;
     result?;
     Ok(line.trim_end_matches(['\n', '\r']).to_owned())
+}
+
+/// `kubedav convert FILE`.
+fn convert(file: &std::path::Path, content_type: &str) -> ExitCode {
+    use std::io::{Read, Write};
+    let mut html = Vec::new();
+    let read = if file.as_os_str() == "-" {
+        std::io::stdin().read_to_end(&mut html).map(|_| ())
+    } else {
+        std::fs::read(file).map(|bytes| html = bytes)
+    };
+    if let Err(e) = read {
+        eprintln!("kubedav convert: cannot read {}: {e}", file.display());
+        return ExitCode::FAILURE;
+    }
+    match kubedav_markdown::convert(&html, content_type, &kubedav_markdown::Options::default()) {
+        Ok(out) => {
+            let _ = std::io::stdout().write_all(out.markdown.as_bytes());
+            eprintln!("tokens: {}", out.tokens);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kubedav convert: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -191,7 +191,12 @@ fn escape_line_start(line: &str) -> String {
         || trimmed.starts_with("+ ")
         || trimmed.starts_with("= ")
         || trimmed == "-"
-        || (digits > 0 && matches!(trimmed[digits..].chars().next(), Some('.') | Some(')')));
+        || (digits > 0
+            && matches!(trimmed[digits..].chars().next(), Some('.') | Some(')'))
+            && trimmed[digits + 1..]
+                .chars()
+                .next()
+                .is_none_or(char::is_whitespace));
     if !needs {
         return line.to_owned();
     }
