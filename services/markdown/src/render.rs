@@ -27,7 +27,7 @@ impl Default for Options {
         Self {
             prune: ["nav", "footer", "aside"].map(String::from).to_vec(),
             chars_per_token: 4.0,
-            max_input_bytes: 8 << 20,
+            max_input_bytes: 16 << 20,
             max_depth: 256,
             max_time: Duration::from_secs(5),
         }
