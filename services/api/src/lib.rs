@@ -15,6 +15,7 @@
 pub mod auth;
 pub mod fileio;
 pub mod locks;
+pub mod markdown;
 pub mod path;
 pub mod propagation;
 

@@ -7,5 +7,6 @@
 
 pub mod charset;
 pub mod render;
+pub mod service;
 
 pub use render::{CONVERTER_VERSION, ConvertError, Converted, Options, convert};

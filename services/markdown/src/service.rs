@@ -1,0 +1,229 @@
+//! The markdown service core: [`MarkdownCore`] implements the [`Markdown`] port, with a
+//! byte-bounded cache of results keyed by the source's strong etag, the options and the
+//! converter version.
+
+use crate::{CONVERTER_VERSION, ConvertError, Options, convert};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use kubedav_api::BoxStream;
+use kubedav_api::markdown::{
+    ConvertHeader, ConvertOptions, ConvertSummary, LookupRequest, Markdown, Rendered,
+};
+use moka::sync::Cache;
+use prometheus::{
+    Histogram, IntCounter, IntCounterVec, register_histogram, register_int_counter, register_int_counter_vec,
+};
+use std::sync::{Arc, LazyLock};
+use tonic::Status;
+
+static CONVERSIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "kubedav_markdown_conversions_total",
+        "Conversions run, by outcome.",
+        &["outcome"]
+    )
+    .expect("metric registers once")
+});
+static DURATION: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram!(
+        "kubedav_markdown_conversion_duration_seconds",
+        "Time to convert one document.",
+        vec![0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0]
+    )
+    .expect("metric registers once")
+});
+static INPUT_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("kubedav_markdown_input_bytes_total", "HTML bytes converted.")
+        .expect("metric registers once")
+});
+static TOKENS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("kubedav_markdown_tokens_total", "Estimated tokens produced.")
+        .expect("metric registers once")
+});
+static CACHE_HITS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "kubedav_markdown_cache_hits_total",
+        "Results served from the cache."
+    )
+    .expect("metric registers once")
+});
+
+/// The markdown core.
+#[derive(Clone)]
+pub struct MarkdownCore {
+    defaults: Options,
+    cache: Cache<String, Arc<Rendered>>,
+}
+
+impl MarkdownCore {
+    /// A core with these default options and a result cache of `cache_bytes`.
+    pub fn new(defaults: Options, cache_bytes: u64) -> Self {
+        let cache = Cache::builder()
+            .weigher(|key: &String, value: &Arc<Rendered>| {
+                (key.len() + value.markdown.len()).try_into().unwrap_or(u32::MAX)
+            })
+            .max_capacity(cache_bytes)
+            .build();
+        Self { defaults, cache }
+    }
+
+    fn options(&self, requested: Option<&ConvertOptions>) -> Options {
+        let mut options = self.defaults.clone();
+        if let Some(requested) = requested {
+            if !requested.prune_elements.is_empty() {
+                options.prune = requested.prune_elements.clone();
+            }
+            if requested.chars_per_token > 0.0 {
+                options.chars_per_token = requested.chars_per_token;
+            }
+        }
+        options
+    }
+
+    fn key(etag: &str, options: &Options) -> String {
+        format!(
+            "{CONVERTER_VERSION}\0{etag}\0{}\0{}",
+            options.prune.join(","),
+            options.chars_per_token
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl Markdown for MarkdownCore {
+    async fn lookup(&self, request: LookupRequest) -> Result<Option<Rendered>, Status> {
+        if request.source_etag.is_empty() {
+            return Ok(None);
+        }
+        let options = self.options(request.options.as_ref());
+        Ok(self
+            .cache
+            .get(&Self::key(&request.source_etag, &options))
+            .map(|hit| {
+                CACHE_HITS.inc();
+                let mut rendered = (*hit).clone();
+                rendered.summary.cached = true;
+                rendered
+            }))
+    }
+
+    async fn convert(&self, header: ConvertHeader, mut html: BoxStream<Bytes>) -> Result<Rendered, Status> {
+        let options = self.options(header.options.as_ref());
+        let limit = options.max_input_bytes;
+        let mut input = BytesMut::new();
+        while let Some(chunk) = html.next().await {
+            let chunk = chunk?;
+            if input.len() + chunk.len() > limit {
+                CONVERSIONS.with_label_values(&["too_large"]).inc();
+                return Err(Status::resource_exhausted(
+                    ConvertError::TooLarge(limit).to_string(),
+                ));
+            }
+            input.extend_from_slice(&chunk);
+        }
+        if header.source_size > 0 && input.len() as u64 != header.source_size {
+            return Err(Status::invalid_argument(format!(
+                "received {} of the {} bytes announced; nothing converted",
+                input.len(),
+                header.source_size
+            )));
+        }
+        let key = Self::key(&header.source_etag, &options);
+        let content_type = header.content_type.clone();
+        let timer = DURATION.start_timer();
+        let converted = tokio::task::spawn_blocking(move || {
+            convert(&input, &content_type, &options).map(|c| (c, input.len()))
+        })
+        .await
+        .map_err(|_| Status::internal("the conversion panicked"))?;
+        timer.observe_duration();
+        let (converted, input_len) = converted.map_err(|e| {
+            CONVERSIONS.with_label_values(&["refused"]).inc();
+            match e {
+                ConvertError::TooSlow(_) => Status::deadline_exceeded(e.to_string()),
+                _ => Status::resource_exhausted(e.to_string()),
+            }
+        })?;
+        CONVERSIONS.with_label_values(&["converted"]).inc();
+        INPUT_BYTES.inc_by(input_len as u64);
+        TOKENS.inc_by(converted.tokens);
+        let rendered = Rendered {
+            summary: ConvertSummary {
+                cached: false,
+                markdown_bytes: converted.markdown.len() as u64,
+                token_estimate: converted.tokens,
+                converter_version: CONVERTER_VERSION.into(),
+            },
+            markdown: Bytes::from(converted.markdown),
+        };
+        if !header.source_etag.is_empty() {
+            self.cache.insert(key, Arc::new(rendered.clone()));
+        }
+        Ok(rendered)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(parts: &[&'static str]) -> BoxStream<Bytes> {
+        let parts: Vec<_> = parts
+            .iter()
+            .map(|p| Ok(Bytes::from_static(p.as_bytes())))
+            .collect();
+        futures_util::stream::iter(parts).boxed()
+    }
+
+    #[tokio::test]
+    async fn converts_caches_and_refuses_truncated_input() {
+        let core = MarkdownCore::new(Options::default(), 1 << 20);
+        let header = ConvertHeader {
+            source_etag: "e1".into(),
+            source_size: 14,
+            ..Default::default()
+        };
+        let lookup = LookupRequest {
+            source_etag: "e1".into(),
+            options: None,
+        };
+        assert!(core.lookup(lookup.clone()).await.unwrap().is_none());
+        let out = core
+            .convert(header.clone(), body(&["<h1>", "Title</h1>"]))
+            .await
+            .unwrap();
+        assert_eq!(out.markdown, "# Title\n");
+        assert!(!out.summary.cached);
+        let hit = core.lookup(lookup).await.unwrap().expect("cached by etag");
+        assert!(hit.summary.cached);
+        let other_options = LookupRequest {
+            source_etag: "e1".into(),
+            options: Some(ConvertOptions {
+                chars_per_token: 2.0,
+                ..Default::default()
+            }),
+        };
+        assert!(
+            core.lookup(other_options).await.unwrap().is_none(),
+            "the options are part of the key"
+        );
+        let short = ConvertHeader {
+            source_etag: "e2".into(),
+            source_size: 100,
+            ..Default::default()
+        };
+        assert_eq!(
+            core.convert(short, body(&["<p>cut"])).await.unwrap_err().code(),
+            tonic::Code::InvalidArgument
+        );
+        assert!(
+            core.lookup(LookupRequest {
+                source_etag: "e2".into(),
+                options: None
+            })
+            .await
+            .unwrap()
+            .is_none()
+        );
+    }
+}
