@@ -13,6 +13,10 @@ use tonic::transport::{Channel, Endpoint};
 
 pub use pb::{ConvertHeader, ConvertSummary, LookupRequest, Options as ConvertOptions};
 
+/// The converter's version: part of the cache key and of the Markdown variant's etag.
+/// Bump it whenever the converter's output changes for the same input.
+pub const CONVERTER_VERSION: &str = "1";
+
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "kubedav.markdown.v1.Markdown";
 

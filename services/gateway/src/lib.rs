@@ -14,6 +14,7 @@ pub mod headers;
 pub mod ifheader;
 pub mod listing;
 pub mod locking;
+pub mod negotiate;
 pub mod observe;
 pub mod paths;
 pub mod properties;
@@ -25,6 +26,7 @@ pub mod xmldom;
 use kubedav_api::auth::Auth;
 use kubedav_api::fileio::FileIo;
 use kubedav_api::locks::Locks;
+use kubedav_api::markdown::Markdown;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +51,12 @@ pub struct GatewayConfig {
     pub anonymous_read: bool,
     /// Users who may only read.
     pub read_only_users: std::collections::HashSet<String>,
+    /// Largest HTML converted for agents; larger resources are served as HTML.
+    pub markdown_max_bytes: u64,
+    /// Answer 502 instead of the HTML when a conversion fails.
+    pub markdown_fail_closed: bool,
+    /// A `Content-Signal` header for Markdown answers (e.g. `ai-train=no, search=yes`).
+    pub content_signal: Option<String>,
 }
 
 impl Default for GatewayConfig {
@@ -63,8 +71,23 @@ impl Default for GatewayConfig {
             auth_realm: "kubedav".into(),
             anonymous_read: false,
             read_only_users: Default::default(),
+            markdown_max_bytes: 16 << 20,
+            markdown_fail_closed: false,
+            content_signal: None,
         }
     }
+}
+
+/// The services a gateway talks to: local cores or gRPC clients.
+pub struct Ports {
+    /// The volume.
+    pub fileio: Arc<dyn FileIo>,
+    /// The lock manager.
+    pub locks: Arc<dyn Locks>,
+    /// Credential verification; `None` serves without authentication.
+    pub auth: Option<Arc<dyn Auth>>,
+    /// HTML to Markdown; `None` never converts.
+    pub markdown: Option<Arc<dyn Markdown>>,
 }
 
 /// The gateway's state: its ports to the services and its configuration.
@@ -75,22 +98,26 @@ pub struct Gateway {
     pub locks: Arc<dyn Locks>,
     /// Credential verification; `None` serves without authentication.
     pub auth: Option<Arc<dyn Auth>>,
+    /// HTML to Markdown for agents; `None` never converts.
+    pub markdown: Option<Arc<dyn Markdown>>,
     /// Limits and settings.
     pub config: GatewayConfig,
 }
 
 impl Gateway {
     /// A gateway over these service ports.
-    pub fn new(
-        fileio: Arc<dyn FileIo>,
-        locks: Arc<dyn Locks>,
-        auth: Option<Arc<dyn Auth>>,
-        config: GatewayConfig,
-    ) -> Arc<Self> {
+    pub fn new(ports: Ports, config: GatewayConfig) -> Arc<Self> {
+        let Ports {
+            fileio,
+            locks,
+            auth,
+            markdown,
+        } = ports;
         Arc::new(Self {
             fileio,
             locks,
             auth,
+            markdown,
             config,
         })
     }

@@ -155,6 +155,44 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_READ_ONLY_USERS", value_delimiter = ',')]
     pub read_only_users: Vec<String>,
 
+    /// Largest HTML converted to Markdown for agents, in bytes; larger resources are
+    /// served as HTML.
+    #[arg(long, env = "KUBEDAV_MARKDOWN_MAX_BYTES", default_value_t = 16 << 20)]
+    pub markdown_max_bytes: u64,
+
+    /// Answer 502 when a conversion fails, instead of serving the HTML (fail-open).
+    #[arg(long, env = "KUBEDAV_MARKDOWN_FAIL_CLOSED")]
+    pub markdown_fail_closed: bool,
+
+    /// A Content-Signal header for Markdown answers, e.g. "ai-train=no, search=yes".
+    #[arg(long, env = "KUBEDAV_CONTENT_SIGNAL")]
+    pub content_signal: Option<String>,
+
+    /// Bytes of converted Markdown kept in the cache (targets all, markdown).
+    #[arg(long, env = "KUBEDAV_MARKDOWN_CACHE_BYTES", default_value_t = 64 << 20)]
+    pub markdown_cache_bytes: u64,
+
+    /// Elements pruned with their content, comma-separated.
+    #[arg(
+        long,
+        env = "KUBEDAV_MARKDOWN_PRUNE",
+        value_delimiter = ',',
+        default_value = "nav,footer,aside"
+    )]
+    pub markdown_prune: Vec<String>,
+
+    /// Characters per token for the X-Markdown-Tokens estimate.
+    #[arg(long, env = "KUBEDAV_MARKDOWN_CHARS_PER_TOKEN", default_value_t = 4.0)]
+    pub markdown_chars_per_token: f32,
+
+    /// Deepest HTML nesting converted; deeper documents are served as HTML.
+    #[arg(long, env = "KUBEDAV_MARKDOWN_MAX_DEPTH", default_value_t = 256)]
+    pub markdown_max_depth: usize,
+
+    /// Longest one conversion may take, in seconds.
+    #[arg(long, env = "KUBEDAV_MARKDOWN_TIMEOUT_SECONDS", default_value_t = 5)]
+    pub markdown_timeout_seconds: u64,
+
     /// Serve without authentication on an address other than loopback.
     #[arg(long, env = "KUBEDAV_ALLOW_UNAUTHENTICATED")]
     pub allow_unauthenticated: bool,
@@ -220,6 +258,23 @@ pub enum Command {
 }
 
 impl Cli {
+    /// The markdown core for the markdown settings.
+    pub fn markdown_core(&self) -> kubedav_markdown::MarkdownCore {
+        let options = kubedav_markdown::Options {
+            prune: self
+                .markdown_prune
+                .iter()
+                .map(|p| p.trim().to_ascii_lowercase())
+                .filter(|p| !p.is_empty())
+                .collect(),
+            chars_per_token: self.markdown_chars_per_token,
+            max_input_bytes: usize::try_from(self.markdown_max_bytes).unwrap_or(usize::MAX),
+            max_depth: self.markdown_max_depth,
+            max_time: Duration::from_secs(self.markdown_timeout_seconds.max(1)),
+        };
+        kubedav_markdown::MarkdownCore::new(options, self.markdown_cache_bytes)
+    }
+
     /// The auth core's settings for `users_file`.
     pub fn auth_config(&self, users_file: PathBuf) -> kubedav_auth::AuthConfig {
         kubedav_auth::AuthConfig {
@@ -270,7 +325,10 @@ impl Cli {
                 .map(|u| u.trim().to_owned())
                 .filter(|u| !u.is_empty())
                 .collect(),
-            ..Default::default()
+            markdown_max_bytes: self.markdown_max_bytes,
+            markdown_fail_closed: self.markdown_fail_closed,
+            content_signal: self.content_signal.clone(),
+            max_headers: kubedav_gateway::GatewayConfig::default().max_headers,
         }
     }
 }

@@ -4,9 +4,10 @@ use crate::cli::{Cli, LogFormat, Target};
 use kubedav_api::auth::{Auth, AuthGrpc, RemoteAuth};
 use kubedav_api::fileio::{FileIo, FileIoGrpc, RemoteFileIo};
 use kubedav_api::locks::{Locks, LocksGrpc, RemoteLocks};
+use kubedav_api::markdown::{Markdown, MarkdownGrpc, RemoteMarkdown};
 use kubedav_auth::AuthCore;
 use kubedav_fileio::LocalFileIo;
-use kubedav_gateway::Gateway;
+use kubedav_gateway::{Gateway, Ports};
 use kubedav_kit::admin::ReadinessCheck;
 use kubedav_kit::shutdown::Shutdown;
 use kubedav_kit::{admin, grpc, listen, telemetry};
@@ -28,6 +29,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Target::All => {
             let fileio: Arc<dyn FileIo> = Arc::new(open_volume(&cli)?);
             let locks: Arc<dyn Locks> = Arc::new(memory_locks(&cli));
+            let markdown = Some(Arc::new(cli.markdown_core()) as Arc<dyn Markdown>);
             let auth = match &cli.users_file {
                 Some(file) => {
                     let core = auth_core(&cli, file.clone())?;
@@ -36,7 +38,17 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 }
                 None => None,
             };
-            run_gateway(&cli, fileio, locks, auth, shutdown).await
+            run_gateway(
+                &cli,
+                Ports {
+                    fileio,
+                    locks,
+                    auth,
+                    markdown,
+                },
+                shutdown,
+            )
+            .await
         }
         Target::Gateway => {
             let fileio: Arc<dyn FileIo> =
@@ -48,7 +60,25 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             } else {
                 Some(Arc::new(RemoteAuth::connect_lazy(endpoint("auth", &cli.auth_url)?)) as Arc<dyn Auth>)
             };
-            run_gateway(&cli, fileio, locks, auth, shutdown).await
+            let markdown = if cli.markdown_url.is_empty() {
+                None
+            } else {
+                Some(Arc::new(RemoteMarkdown::connect_lazy(endpoint(
+                    "markdown",
+                    &cli.markdown_url,
+                )?)) as Arc<dyn Markdown>)
+            };
+            run_gateway(
+                &cli,
+                Ports {
+                    fileio,
+                    locks,
+                    auth,
+                    markdown,
+                },
+                shutdown,
+            )
+            .await
         }
         Target::Locks => {
             let (grpc_listener, _) = listen::bind("locks gRPC", cli.grpc_listen()).await?;
@@ -94,10 +124,17 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             )?;
             Ok(())
         }
-        Target::Markdown => Err(format!(
-            "the {} service is not part of this release yet; run --target=all, gateway, fileio, locks or auth",
-            cli.target.name()
-        )),
+        Target::Markdown => {
+            let (grpc_listener, _) = listen::bind("markdown gRPC", cli.grpc_listen()).await?;
+            let (admin_listener, _) = listen::bind("markdown admin", cli.admin_listen()).await?;
+            let ready: ReadinessCheck = Arc::new(|| Box::pin(async { Ok(()) }));
+            let service = MarkdownGrpc::new(Arc::new(cli.markdown_core())).into_service();
+            tokio::try_join!(
+                grpc::serve(grpc_listener, service, shutdown.clone().requested()),
+                admin::serve(admin_listener, ready, shutdown.requested()),
+            )?;
+            Ok(())
+        }
     }
 }
 
@@ -130,14 +167,8 @@ fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
         .initial_connection_window_size(Some(16 << 20)))
 }
 
-async fn run_gateway(
-    cli: &Cli,
-    fileio: Arc<dyn FileIo>,
-    locks: Arc<dyn Locks>,
-    auth: Option<Arc<dyn Auth>>,
-    shutdown: Shutdown,
-) -> Result<(), String> {
-    if auth.is_none() {
+async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), String> {
+    if ports.auth.is_none() {
         let loopback = cli
             .listen
             .parse::<std::net::SocketAddr>()
@@ -153,7 +184,7 @@ async fn run_gateway(
         tracing::warn!(target: "kubedav", "serving WITHOUT authentication: anyone who can reach {} can read and write", cli.listen);
     }
     let config = cli.gateway_config();
-    let gateway = Gateway::new(fileio, locks, auth, config.clone());
+    let gateway = Gateway::new(ports, config.clone());
     let checked = gateway.clone();
     let ready: ReadinessCheck = Arc::new(move || {
         let gateway = checked.clone();

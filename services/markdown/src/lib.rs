@@ -10,3 +10,4 @@ pub mod render;
 pub mod service;
 
 pub use render::{CONVERTER_VERSION, ConvertError, Converted, Options, convert};
+pub use service::MarkdownCore;

@@ -4,8 +4,7 @@ use html5ever::tendril::TendrilSink;
 use markup5ever_rcdom::{Handle, NodeData, RcDom};
 use std::time::{Duration, Instant};
 
-/// Part of the cache key: bump it whenever output changes for the same input.
-pub const CONVERTER_VERSION: &str = "1";
+pub use kubedav_api::markdown::CONVERTER_VERSION;
 
 /// Conversion settings and limits.
 #[derive(Clone, Debug)]

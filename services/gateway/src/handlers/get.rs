@@ -67,12 +67,55 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
             format!("{} is a file, not a collection", target.path),
         ));
     }
+    let content_type = mime_guess::from_path(target.path.name())
+        .first_raw()
+        .unwrap_or("application/octet-stream");
+    // HTML has a Markdown variant for agents; both variants say they vary on Accept.
+    let negotiable = !info.is_collection && crate::negotiate::is_html(content_type);
+    let mut chunks = chunks;
+    let mut markdown_note: Option<String> = None;
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if negotiable && gateway.markdown.is_some() && crate::negotiate::prefers_markdown(accept) {
+        if headers.contains_key(header::RANGE) {
+            markdown_note = Some("range requests are answered with the HTML".into());
+        } else if info.size > gateway.config.markdown_max_bytes {
+            markdown_note = Some(format!(
+                "the HTML is larger than the {} bytes converted",
+                gateway.config.markdown_max_bytes
+            ));
+        } else {
+            let taken = std::mem::replace(&mut chunks, futures_util::stream::empty().boxed());
+            match super::markdown::serve(gateway, &target.path, &info, content_type, headers, head, taken)
+                .await
+            {
+                Ok(response) => return Ok(response),
+                Err(reason) => {
+                    tracing::warn!(path = %target.path, "Markdown conversion failed, serving the HTML: {reason}");
+                    if gateway.config.markdown_fail_closed {
+                        return Err(HttpError::new(
+                            StatusCode::BAD_GATEWAY,
+                            format!("the Markdown conversion failed: {reason}"),
+                        ));
+                    }
+                    markdown_note = Some(format!("conversion failed: {reason}"));
+                    if !head {
+                        chunks = read(gateway, &target.path, Vec::new()).await?.chunks;
+                    }
+                }
+            }
+        }
+    }
     let validators = Validators::new(&info.etag, info.modified_unix_ns);
     match evaluate(headers, Some(&validators), true) {
         Outcome::Proceed => {}
         Outcome::NotModified => {
             let mut response = StatusCode::NOT_MODIFIED.into_response();
             validator_headers(response.headers_mut(), &info.etag, info.modified_unix_ns);
+            if negotiable {
+                response
+                    .headers_mut()
+                    .insert(header::VARY, HeaderValue::from_static("Accept"));
+            }
             return Ok(response);
         }
         Outcome::Failed => {
@@ -85,9 +128,6 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
     if info.is_collection {
         return listing(gateway, &target.path, head).await;
     }
-    let content_type = mime_guess::from_path(target.path.name())
-        .first_raw()
-        .unwrap_or("application/octet-stream");
     let (ranges, chunks) = match asked_ranges {
         Some(_) if !if_range_holds(headers, &validators) => {
             // The representation changed since the client's partial copy: send it whole.
@@ -136,6 +176,18 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
     }
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     validator_headers(headers, &info.etag, info.modified_unix_ns);
+    if negotiable {
+        headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+    }
+    if let Some(note) = markdown_note {
+        let ascii: String = note
+            .chars()
+            .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+            .collect();
+        if let Ok(value) = HeaderValue::from_str(&ascii) {
+            headers.insert("x-markdown-error", value);
+        }
+    }
     Ok(response)
 }
 

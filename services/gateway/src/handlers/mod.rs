@@ -4,6 +4,7 @@ mod copymove;
 mod delete;
 mod get;
 mod lock;
+mod markdown;
 mod mkcol;
 mod options;
 mod propfind;

@@ -1,0 +1,118 @@
+//! The Markdown variant of HTML resources, for agents that prefer `text/markdown`.
+
+use crate::Gateway;
+use crate::conditional::{Outcome, Validators, evaluate};
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use futures_util::TryStreamExt;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use kubedav_api::BoxStream;
+use kubedav_api::fileio::{FileInfo, ReadChunk, ReadRequest};
+use kubedav_api::markdown::{CONVERTER_VERSION, ConvertHeader, LookupRequest};
+use kubedav_api::path::VolumePath;
+
+/// The Markdown variant's etag: the source's, marked with the converter version, so a
+/// client's If-None-Match is answered with 304 without converting anything.
+pub fn variant_etag(source_etag: &str) -> String {
+    format!("{source_etag}-md{CONVERTER_VERSION}")
+}
+
+/// Serves the Markdown variant of `path`: from the cache, or converting `chunks` (read
+/// again for HEAD). `Err` carries why it could not, for the HTML fallback.
+pub async fn serve(
+    gateway: &Gateway,
+    path: &VolumePath,
+    info: &FileInfo,
+    content_type: &str,
+    headers: &HeaderMap,
+    head: bool,
+    chunks: BoxStream<ReadChunk>,
+) -> Result<Response, String> {
+    let markdown = gateway.markdown.as_ref().ok_or("no markdown service")?;
+    let etag = variant_etag(&info.etag);
+    let validators = Validators::new(&etag, info.modified_unix_ns);
+    match evaluate(headers, Some(&validators), true) {
+        Outcome::Proceed => {}
+        Outcome::NotModified => {
+            let mut response = StatusCode::NOT_MODIFIED.into_response();
+            variant_headers(gateway, response.headers_mut(), info, &etag);
+            return Ok(response);
+        }
+        Outcome::Failed => {
+            return Ok(crate::errors::HttpError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "a precondition header did not hold",
+            )
+            .into_response());
+        }
+    }
+    let lookup = LookupRequest {
+        source_etag: info.etag.clone(),
+        options: None,
+    };
+    let rendered = match markdown
+        .lookup(lookup)
+        .await
+        .map_err(|s| s.message().to_owned())?
+    {
+        Some(hit) => hit,
+        None => {
+            let chunks = if head {
+                gateway
+                    .fileio
+                    .read(ReadRequest {
+                        path: path.as_str().to_owned(),
+                        ranges: Vec::new(),
+                    })
+                    .await
+                    .map_err(|s| s.message().to_owned())?
+                    .chunks
+            } else {
+                chunks
+            };
+            let header = ConvertHeader {
+                source_etag: info.etag.clone(),
+                content_type: content_type.to_owned(),
+                source_path: path.to_string(),
+                source_size: info.size,
+                options: None,
+            };
+            let html = Box::pin(chunks.map_ok(|chunk| chunk.data));
+            markdown
+                .convert(header, html)
+                .await
+                .map_err(|s| s.message().to_owned())?
+        }
+    };
+    let length = rendered.markdown.len();
+    let mut response = Response::new(if head {
+        Body::empty()
+    } else {
+        Body::from(rendered.markdown)
+    });
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/markdown; charset=utf-8"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    h.insert(
+        "x-markdown-tokens",
+        HeaderValue::from(rendered.summary.token_estimate),
+    );
+    variant_headers(gateway, h, info, &etag);
+    Ok(response)
+}
+
+fn variant_headers(gateway: &Gateway, headers: &mut HeaderMap, info: &FileInfo, etag: &str) {
+    super::validator_headers(headers, etag, info.modified_unix_ns);
+    headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+    if let Some(signal) = gateway
+        .config
+        .content_signal
+        .as_deref()
+        .and_then(|s| HeaderValue::from_str(s).ok())
+    {
+        headers.insert("content-signal", signal);
+    }
+}
