@@ -269,12 +269,23 @@ impl Server {
                 let mut locks = Process::spawn("locks", &args, &envs);
                 let locks_grpc = locks.listening("locks gRPC").await;
                 admin.push(("locks", locks.listening("locks admin").await));
+                let markdown_args = vec![
+                    "--target=markdown".into(),
+                    "--grpc-listen".into(),
+                    any.clone(),
+                    "--admin-listen".into(),
+                    any.clone(),
+                ];
+                let mut markdown = Process::spawn("markdown", &markdown_args, &envs);
+                let markdown_grpc = markdown.listening("markdown gRPC").await;
+                admin.push(("markdown", markdown.listening("markdown admin").await));
                 let mut args = vec![
                     "--target=gateway".into(),
                     "--fileio-url".into(),
                     format!("http://{grpc}"),
                 ];
                 args.extend(["--locks-url".into(), format!("http://{locks_grpc}")]);
+                args.extend(["--markdown-url".into(), format!("http://{markdown_grpc}")]);
                 let mut auth_process = None;
                 if let Some(file) = users_file {
                     let mut auth_cmd = vec![
@@ -303,6 +314,7 @@ impl Server {
                 processes.push(gateway);
                 processes.push(fileio);
                 processes.push(locks);
+                processes.push(markdown);
                 processes.extend(auth_process);
                 addr
             }

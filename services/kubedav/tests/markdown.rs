@@ -1,0 +1,185 @@
+//! Markdown for agents, in both modes: the negotiation matrix with q-values, Vary on both
+//! variants, HEAD, 304 on a matching If-None-Match without a conversion, the size limit,
+//! Range requests, and fail-open when the markdown service is down.
+
+#[macro_use]
+mod common;
+
+use common::{Mode, Server, client};
+use reqwest::StatusCode;
+
+const PAGE: &str = "<html><head><title>t</title></head><body><nav>menu</nav><h1>Hello</h1><p>Some <b>bold</b> text.</p></body></html>";
+const MARKDOWN: &str = "# Hello\n\nSome **bold** text.\n";
+
+fn converter(mode: Mode) -> &'static str {
+    if mode == Mode::AllInOne { "all" } else { "markdown" }
+}
+
+async fn conversions(server: &Server, mode: Mode) -> f64 {
+    let admin = server
+        .admin
+        .iter()
+        .find(|(n, _)| *n == converter(mode))
+        .unwrap()
+        .1;
+    common::metric_sum(admin, "kubedav_markdown_conversions_total").await
+}
+
+async fn get(server: &Server, path: &str, accept: Option<&str>) -> reqwest::Response {
+    let mut request = client().get(server.url(path));
+    if let Some(accept) = accept {
+        request = request.header("accept", accept);
+    }
+    request.send().await.unwrap()
+}
+
+async fn negotiation(mode: Mode) {
+    let server = Server::start_with(mode, &["--content-signal", "ai-train=no, search=yes"]).await;
+    std::fs::write(server.disk("page.html"), PAGE).unwrap();
+    std::fs::write(server.disk("notes.txt"), "plain").unwrap();
+    for (accept, markdown) in [
+        (None, false),
+        (Some("text/markdown"), true),
+        (Some("text/html"), false),
+        (Some("*/*"), false),
+        (Some("text/markdown;q=0.9, text/html"), false),
+        (Some("text/html;q=0.5, text/markdown"), true),
+        (Some("text/*;q=0.8, text/markdown"), true),
+        (Some("text/markdown;q=0"), false),
+    ] {
+        let response = get(&server, "/page.html", accept).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()["vary"],
+            "Accept",
+            "both variants vary on Accept ({accept:?})"
+        );
+        let content_type = response.headers()["content-type"].to_str().unwrap().to_owned();
+        if markdown {
+            assert_eq!(content_type, "text/markdown; charset=utf-8", "{accept:?}");
+            let tokens = MARKDOWN.chars().count().div_ceil(4).to_string();
+            assert_eq!(
+                response.headers()["x-markdown-tokens"],
+                tokens.as_str(),
+                "characters / 4, rounded up"
+            );
+            assert_eq!(response.headers()["content-signal"], "ai-train=no, search=yes");
+            assert_eq!(response.text().await.unwrap(), MARKDOWN);
+        } else {
+            assert_eq!(content_type, "text/html", "{accept:?}");
+            assert!(!response.headers().contains_key("content-signal"));
+            assert_eq!(response.text().await.unwrap(), PAGE);
+        }
+    }
+    let plain = get(&server, "/notes.txt", Some("text/markdown")).await;
+    assert_eq!(
+        plain.headers()["content-type"],
+        "text/plain",
+        "only HTML has a Markdown variant"
+    );
+    assert!(!plain.headers().contains_key("vary"));
+
+    let head = client()
+        .head(server.url("/page.html"))
+        .header("accept", "text/markdown")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.headers()["content-type"], "text/markdown; charset=utf-8");
+    assert_eq!(
+        head.headers()["content-length"],
+        MARKDOWN.len().to_string().as_str()
+    );
+    assert!(head.text().await.unwrap().is_empty());
+}
+
+async fn not_modified_without_converting(mode: Mode) {
+    let server = Server::start(mode).await;
+    std::fs::write(server.disk("page.html"), PAGE).unwrap();
+    let first = get(&server, "/page.html", Some("text/markdown")).await;
+    let etag = first.headers()["etag"].to_str().unwrap().to_owned();
+    let html_etag = get(&server, "/page.html", None).await.headers()["etag"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(etag, html_etag, "the variants have their own etags");
+    let before = conversions(&server, mode).await;
+    let cached = get(&server, "/page.html", Some("text/markdown")).await;
+    assert_eq!(cached.text().await.unwrap(), MARKDOWN);
+    let again = client()
+        .get(server.url("/page.html"))
+        .header("accept", "text/markdown")
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(again.headers()["vary"], "Accept");
+    assert_eq!(
+        conversions(&server, mode).await,
+        before,
+        "neither the cached GET nor the 304 converted anything"
+    );
+    // A changed page is converted again.
+    std::fs::write(server.disk("page.html"), "<p>changed</p>").unwrap();
+    let changed = client()
+        .get(server.url("/page.html"))
+        .header("accept", "text/markdown")
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(changed.status(), StatusCode::OK);
+    assert_eq!(changed.text().await.unwrap(), "changed\n");
+    assert_eq!(conversions(&server, mode).await, before + 1.0);
+}
+
+async fn size_limit_and_ranges_get_the_html(mode: Mode) {
+    let server = Server::start_with(mode, &["--markdown-max-bytes", "50"]).await;
+    std::fs::write(server.disk("big.html"), PAGE).unwrap();
+    let response = get(&server, "/big.html", Some("text/markdown")).await;
+    assert_eq!(response.headers()["content-type"], "text/html");
+    assert!(
+        response.headers()["x-markdown-error"]
+            .to_str()
+            .unwrap()
+            .contains("larger than")
+    );
+    std::fs::write(server.disk("small.html"), "<p>hi</p>").unwrap();
+    let ranged = client()
+        .get(server.url("/small.html"))
+        .header("accept", "text/markdown")
+        .header("range", "bytes=0-2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ranged.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(ranged.text().await.unwrap(), "<p>");
+}
+
+/// Microservices only: with the markdown service stopped, the HTML is served (fail-open).
+async fn fail_open(mode: Mode) {
+    let mut server = Server::start(mode).await;
+    std::fs::write(server.disk("page.html"), PAGE).unwrap();
+    if mode == Mode::AllInOne {
+        return;
+    }
+    server.process("markdown").child.kill().await.unwrap();
+    let response = get(&server, "/page.html", Some("text/markdown")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "text/html");
+    assert!(
+        response.headers()["x-markdown-error"]
+            .to_str()
+            .unwrap()
+            .contains("conversion failed")
+    );
+    assert_eq!(response.text().await.unwrap(), PAGE);
+}
+
+in_both_modes!(
+    negotiation,
+    not_modified_without_converting,
+    size_limit_and_ranges_get_the_html,
+    fail_open
+);
