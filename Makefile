@@ -33,6 +33,8 @@ bench: build
 	bash scripts/bench.sh
 	$(CARGO) bench --locked -p kubedav-auth --bench verify
 	bash scripts/bench-auth.sh
+	$(CARGO) bench --locked -p kubedav-markdown --bench convert
+	bash scripts/bench-markdown.sh
 
 # Converts every HTML page of the Rust documentation installed with the toolchain.
 markdown-corpus:
