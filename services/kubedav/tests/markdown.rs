@@ -175,6 +175,18 @@ async fn fail_open(mode: Mode) {
             .contains("conversion failed")
     );
     assert_eq!(response.text().await.unwrap(), PAGE);
+
+    // Fail-closed, when configured: 502 rather than the HTML.
+    let mut closed = Server::start_with(mode, &["--markdown-fail-closed"]).await;
+    std::fs::write(closed.disk("page.html"), PAGE).unwrap();
+    closed.process("markdown").child.kill().await.unwrap();
+    let refused = get(&closed, "/page.html", Some("text/markdown")).await;
+    assert_eq!(refused.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(
+        get(&closed, "/page.html", None).await.status(),
+        StatusCode::OK,
+        "HTML clients are unaffected"
+    );
 }
 
 in_both_modes!(
