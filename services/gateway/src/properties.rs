@@ -12,23 +12,7 @@ use std::fmt::Write;
 /// The DAV: namespace.
 pub const DAV: &str = "DAV:";
 
-/// Live properties kubedav computes; all are protected from PROPPATCH.
-pub const LIVE: [&str; 11] = [
-    "creationdate",
-    "displayname",
-    "getcontentlength",
-    "getcontenttype",
-    "getetag",
-    "getlastmodified",
-    "resourcetype",
-    "supportedlock",
-    "lockdiscovery",
-    "quota-available-bytes",
-    "quota-used-bytes",
-];
-
-/// The live properties `allprop` returns: all but the RFC 4331 quota properties, which
-/// RFC 4331 section 3 keeps out of allprop (they can be costly).
+/// The live properties `allprop` returns: those of RFC 4918.
 pub const ALLPROP_LIVE: [&str; 9] = [
     "creationdate",
     "displayname",
@@ -40,6 +24,10 @@ pub const ALLPROP_LIVE: [&str; 9] = [
     "supportedlock",
     "lockdiscovery",
 ];
+
+/// The RFC 4331 quota properties: live, but kept out of allprop (RFC 4331 section 3:
+/// they can be costly), so asked for by name or with `include`.
+pub const QUOTA: [&str; 2] = ["quota-available-bytes", "quota-used-bytes"];
 
 /// A property name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -53,7 +41,8 @@ pub struct Name {
 impl Name {
     /// Whether this is one of kubedav's live properties.
     pub fn is_live(&self) -> bool {
-        self.namespace == DAV && LIVE.contains(&self.local.as_str())
+        self.namespace == DAV
+            && (ALLPROP_LIVE.contains(&self.local.as_str()) || QUOTA.contains(&self.local.as_str()))
     }
 
     fn of(element: &Element) -> Self {

@@ -50,3 +50,40 @@ where
         .await
         .map_err(|e| format!("gRPC server failed: {e}"))
 }
+
+/// Runs a service target: binds its gRPC address and its admin address (announcing
+/// `"<name> gRPC listening on ..."` and `"<name> admin listening on ..."`), then serves
+/// `service` (with health and reflection) and the admin endpoints until `shutdown`.
+pub async fn serve_target<S>(
+    name: &str,
+    grpc_addr: &str,
+    admin_addr: &str,
+    service: S,
+    ready: crate::admin::ReadinessCheck,
+    shutdown: crate::shutdown::Shutdown,
+) -> Result<(), String>
+where
+    S: tower_service::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let (grpc_listener, _) = crate::listen::bind(&format!("{name} gRPC"), grpc_addr).await?;
+    let (admin_listener, _) = crate::listen::bind(&format!("{name} admin"), admin_addr).await?;
+    tokio::try_join!(
+        serve(grpc_listener, service, shutdown.clone().requested()),
+        crate::admin::serve(admin_listener, ready, shutdown.requested()),
+    )?;
+    Ok(())
+}
+
+/// A readiness check for services whose only dependency is themselves.
+pub fn always_ready() -> crate::admin::ReadinessCheck {
+    std::sync::Arc::new(|| Box::pin(async { Ok(()) }))
+}

@@ -81,15 +81,8 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             .await
         }
         Target::Locks => {
-            let (grpc_listener, _) = listen::bind("locks gRPC", cli.grpc_listen()).await?;
-            let (admin_listener, _) = listen::bind("locks admin", cli.admin_listen()).await?;
-            let ready: ReadinessCheck = Arc::new(|| Box::pin(async { Ok(()) }));
             let service = LocksGrpc::new(Arc::new(memory_locks(&cli))).into_service();
-            tokio::try_join!(
-                grpc::serve(grpc_listener, service, shutdown.clone().requested()),
-                admin::serve(admin_listener, ready, shutdown.requested()),
-            )?;
-            Ok(())
+            serve_target(&cli, service, grpc::always_ready(), shutdown).await
         }
         Target::Fileio => {
             let core = open_volume(&cli)?;
@@ -98,14 +91,13 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 let core = checked.clone();
                 Box::pin(async move { core.check() })
             });
-            let (grpc_listener, _) = listen::bind("fileio gRPC", cli.grpc_listen()).await?;
-            let (admin_listener, _) = listen::bind("fileio admin", cli.admin_listen()).await?;
-            let service = FileIoGrpc::new(Arc::new(core)).into_service();
-            tokio::try_join!(
-                grpc::serve(grpc_listener, service, shutdown.clone().requested()),
-                admin::serve(admin_listener, ready, shutdown.requested()),
-            )?;
-            Ok(())
+            serve_target(
+                &cli,
+                FileIoGrpc::new(Arc::new(core)).into_service(),
+                ready,
+                shutdown,
+            )
+            .await
         }
         Target::Auth => {
             let file = cli
@@ -114,26 +106,17 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 .ok_or("--target=auth needs --users-file (or KUBEDAV_USERS_FILE)")?;
             let core = auth_core(&cli, file)?;
             core.watch(Duration::from_secs(cli.users_reload_seconds.max(1)));
-            let (grpc_listener, _) = listen::bind("auth gRPC", cli.grpc_listen()).await?;
-            let (admin_listener, _) = listen::bind("auth admin", cli.admin_listen()).await?;
-            let ready: ReadinessCheck = Arc::new(|| Box::pin(async { Ok(()) }));
-            let service = AuthGrpc::new(Arc::new(core)).into_service();
-            tokio::try_join!(
-                grpc::serve(grpc_listener, service, shutdown.clone().requested()),
-                admin::serve(admin_listener, ready, shutdown.requested()),
-            )?;
-            Ok(())
+            serve_target(
+                &cli,
+                AuthGrpc::new(Arc::new(core)).into_service(),
+                grpc::always_ready(),
+                shutdown,
+            )
+            .await
         }
         Target::Markdown => {
-            let (grpc_listener, _) = listen::bind("markdown gRPC", cli.grpc_listen()).await?;
-            let (admin_listener, _) = listen::bind("markdown admin", cli.admin_listen()).await?;
-            let ready: ReadinessCheck = Arc::new(|| Box::pin(async { Ok(()) }));
             let service = MarkdownGrpc::new(Arc::new(cli.markdown_core())).into_service();
-            tokio::try_join!(
-                grpc::serve(grpc_listener, service, shutdown.clone().requested()),
-                admin::serve(admin_listener, ready, shutdown.requested()),
-            )?;
-            Ok(())
+            serve_target(&cli, service, grpc::always_ready(), shutdown).await
         }
     }
 }
@@ -141,6 +124,37 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, String> {
     AuthCore::new(cli.auth_config(users_file))
         .map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))
+}
+
+/// Serves this process's service target on its gRPC and admin addresses.
+async fn serve_target<S>(
+    cli: &Cli,
+    service: S,
+    ready: ReadinessCheck,
+    shutdown: Shutdown,
+) -> Result<(), String>
+where
+    S: tonic::codegen::Service<
+            tonic::codegen::http::Request<tonic::body::Body>,
+            Response = tonic::codegen::http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let name = cli.target.name();
+    grpc::serve_target(
+        name,
+        cli.grpc_listen(),
+        cli.admin_listen(),
+        service,
+        ready,
+        shutdown,
+    )
+    .await
 }
 
 fn memory_locks(cli: &Cli) -> MemoryLocks {
