@@ -40,7 +40,8 @@ failed=0
 run_litmus() {  # mode, url
   local mode="$1" url="$2" out="$WORK/litmus-$1.txt"
   echo "== litmus ($mode) against $url: $SUITES"
-  TESTS="$SUITES" timeout 600 litmus "$url" > "$out" 2>&1 || true
+  # litmus writes debug.log and child.log into its working directory: keep them in $WORK.
+  (cd "$WORK" && TESTS="$SUITES" timeout 600 litmus "$url") > "$out" 2>&1 || true
   grep -E "^<- summary|warning" "$out" | sed "s/^/[$mode] /"
   local suites_run
   suites_run=$(grep -c "^<- summary" "$out" || true)
