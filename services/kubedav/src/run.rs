@@ -82,7 +82,15 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Target::Locks => {
             let service = LocksGrpc::new(Arc::new(memory_locks(&cli))).into_service();
-            serve_target(&cli, service, grpc::always_ready(), shutdown).await
+            grpc::serve_target(
+                cli.target.name(),
+                cli.grpc_listen(),
+                cli.admin_listen(),
+                service,
+                grpc::always_ready(),
+                shutdown,
+            )
+            .await
         }
         Target::Fileio => {
             let core = open_volume(&cli)?;
@@ -91,8 +99,10 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 let core = checked.clone();
                 Box::pin(async move { core.check() })
             });
-            serve_target(
-                &cli,
+            grpc::serve_target(
+                cli.target.name(),
+                cli.grpc_listen(),
+                cli.admin_listen(),
                 FileIoGrpc::new(Arc::new(core)).into_service(),
                 ready,
                 shutdown,
@@ -106,8 +116,10 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 .ok_or("--target=auth needs --users-file (or KUBEDAV_USERS_FILE)")?;
             let core = auth_core(&cli, file)?;
             core.watch(Duration::from_secs(cli.users_reload_seconds.max(1)));
-            serve_target(
-                &cli,
+            grpc::serve_target(
+                cli.target.name(),
+                cli.grpc_listen(),
+                cli.admin_listen(),
                 AuthGrpc::new(Arc::new(core)).into_service(),
                 grpc::always_ready(),
                 shutdown,
@@ -116,7 +128,15 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Target::Markdown => {
             let service = MarkdownGrpc::new(Arc::new(cli.markdown_core())).into_service();
-            serve_target(&cli, service, grpc::always_ready(), shutdown).await
+            grpc::serve_target(
+                cli.target.name(),
+                cli.grpc_listen(),
+                cli.admin_listen(),
+                service,
+                grpc::always_ready(),
+                shutdown,
+            )
+            .await
         }
     }
 }
@@ -124,37 +144,6 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, String> {
     AuthCore::new(cli.auth_config(users_file))
         .map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))
-}
-
-/// Serves this process's service target on its gRPC and admin addresses.
-async fn serve_target<S>(
-    cli: &Cli,
-    service: S,
-    ready: ReadinessCheck,
-    shutdown: Shutdown,
-) -> Result<(), String>
-where
-    S: tonic::codegen::Service<
-            tonic::codegen::http::Request<tonic::body::Body>,
-            Response = tonic::codegen::http::Response<tonic::body::Body>,
-            Error = std::convert::Infallible,
-        > + tonic::server::NamedService
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-{
-    let name = cli.target.name();
-    grpc::serve_target(
-        name,
-        cli.grpc_listen(),
-        cli.admin_listen(),
-        service,
-        ready,
-        shutdown,
-    )
-    .await
 }
 
 fn memory_locks(cli: &Cli) -> MemoryLocks {
