@@ -1,11 +1,12 @@
 //! Plumbing shared by every kubedav target: telemetry ([`telemetry`]), the admin HTTP
 //! server with `/metrics`, `/healthz` and `/readyz` ([`admin`]), gRPC serving with the
-//! standard health and reflection services ([`grpc`]), listeners ([`listen`]) and
-//! shutdown signals ([`shutdown`]).
+//! standard health and reflection services ([`grpc`]), listeners ([`listen`]), Redis
+//! connections ([`redis`]) and shutdown signals ([`shutdown`]).
 
 pub mod admin;
 pub mod grpc;
 pub mod grpc_metrics;
 pub mod listen;
+pub mod redis;
 pub mod shutdown;
 pub mod telemetry;

@@ -1,11 +1,14 @@
 //! kubedav's locks service core: the WebDAV lock manager (RFC 4918 sections 6, 7, 10.4).
 //!
-//! [`MemoryLocks`] keeps the locks of one process in memory (the default, and the
-//! all-in-one store; Redis arrives for many replicas). Locks are indexed by their root
-//! path in an ordered map, so the locks that apply to a path are found by looking up its
-//! ancestors, and the locks below a collection by one range scan, whatever the number
-//! of locks elsewhere. Expired locks are dropped whenever they are looked at.
+//! Two stores implement the [`Locks`](kubedav_api::locks::Locks) port with the same
+//! rules ([`rules`]): [`MemoryLocks`] keeps the locks of one process (the default, and
+//! the all-in-one store) and [`RedisLocks`] keeps them in Redis, shared by every replica
+//! and kept across their restarts.
 
-mod store;
+mod memory;
+mod metrics;
+mod redis_store;
+pub mod rules;
 
-pub use store::MemoryLocks;
+pub use memory::MemoryLocks;
+pub use redis_store::RedisLocks;

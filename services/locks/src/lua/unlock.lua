@@ -1,0 +1,17 @@
+-- Releases a lock by its token.
+-- ARGV: prefix, token, path the request was made on, principal.
+-- Reply: {{'unlocked'}}, {{'missing'}}, {{'elsewhere'}} or {{'forbidden'}}.
+local token, path, principal = ARGV[2], ARGV[3], ARGV[4]
+local lock = load(token)
+if not lock then
+  return {{'missing'}}
+end
+if not applies(lock, path) then
+  return {{'elsewhere'}}
+end
+if lock[6] ~= '' and lock[6] ~= principal then
+  return {{'forbidden'}}
+end
+redis.call('DEL', P .. 'lock:' .. token)
+unindex(token, lock[2])
+return {{'unlocked'}}

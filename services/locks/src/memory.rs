@@ -1,0 +1,281 @@
+//! The in-memory lock store: the default, and the store of the all-in-one mode.
+
+use crate::metrics::{ACTIVE, CONFLICTS};
+use crate::rules::{self, ancestors_and_self, applies};
+use kubedav_api::locks::{
+    ActiveLock, CheckWriteRequest, CheckWriteResponse, DiscoverRequest, DiscoverResponse, LockRequest,
+    LockResponse, Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, UnlockRequest,
+    UnlockResponse, check_write_response::Outcome,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tonic::Status;
+
+/// A held lock and when it expires.
+#[derive(Clone, Debug)]
+struct Held {
+    lock: ActiveLock,
+    expires: Instant,
+}
+
+impl Held {
+    /// The lock as reported, with the seconds it has left.
+    fn report(&self, now: Instant) -> ActiveLock {
+        let left = self.expires.saturating_duration_since(now).as_secs().max(1);
+        ActiveLock {
+            timeout_seconds: left,
+            ..self.lock.clone()
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Locks by root path.
+    by_root: BTreeMap<String, Vec<Held>>,
+    /// Root path by token.
+    roots: HashMap<String, String>,
+}
+
+impl State {
+    fn prune(&mut self, root: &str, now: Instant) {
+        if let Some(locks) = self.by_root.get_mut(root) {
+            let before = locks.len();
+            let roots = &mut self.roots;
+            locks.retain(|held| {
+                let live = held.expires > now;
+                if !live {
+                    roots.remove(&held.lock.token);
+                }
+                live
+            });
+            ACTIVE.sub((before - locks.len()) as i64);
+            if locks.is_empty() {
+                self.by_root.remove(root);
+            }
+        }
+    }
+
+    /// Root paths strictly below `path` (one range scan of the index).
+    fn roots_below(&self, path: &str) -> Vec<String> {
+        if path.is_empty() {
+            self.by_root.keys().filter(|k| !k.is_empty()).cloned().collect()
+        } else {
+            let (from, to) = (format!("{path}/"), format!("{path}0"));
+            self.by_root.range(from..to).map(|(k, _)| k.clone()).collect()
+        }
+    }
+
+    /// The live locks rooted at each path or its ancestors and, for recursive paths,
+    /// below it: what the rules need to decide about those paths. Each lock once.
+    fn snapshot(&mut self, paths: &[(String, bool)], now: Instant) -> Vec<ActiveLock> {
+        let mut roots: Vec<String> = Vec::new();
+        for (path, recursive) in paths {
+            roots.extend(ancestors_and_self(path).into_iter().map(str::to_owned));
+            if *recursive {
+                roots.extend(self.roots_below(path));
+            }
+        }
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for root in roots {
+            if !seen.insert(root.clone()) {
+                continue;
+            }
+            self.prune(&root, now);
+            out.extend(
+                self.by_root
+                    .get(&root)
+                    .into_iter()
+                    .flatten()
+                    .map(|h| h.report(now)),
+            );
+        }
+        out
+    }
+
+    fn by_token(&mut self, token: &str, now: Instant) -> Option<&mut Held> {
+        let root = self.roots.get(token)?.clone();
+        self.prune(&root, now);
+        self.by_root
+            .get_mut(&root)?
+            .iter_mut()
+            .find(|h| h.lock.token == token)
+    }
+
+    fn remove_token(&mut self, token: &str) {
+        if let Some(root) = self.roots.remove(token)
+            && let Some(locks) = self.by_root.get_mut(&root)
+        {
+            locks.retain(|h| h.lock.token != token);
+            ACTIVE.dec();
+            if locks.is_empty() {
+                self.by_root.remove(&root);
+            }
+        }
+    }
+}
+
+/// The in-memory lock store. Locks are indexed by their root path in an ordered map, so
+/// the locks that apply to a path are found by looking up its ancestors, and the locks
+/// below a collection by one range scan, whatever the number of locks elsewhere. Expired
+/// locks are dropped whenever they are looked at.
+pub struct MemoryLocks {
+    state: Mutex<State>,
+    max_timeout: Duration,
+}
+
+impl MemoryLocks {
+    /// A store granting at most `max_timeout` per lock (longer requests, and `Infinite`,
+    /// get the maximum).
+    pub fn new(max_timeout: Duration) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            max_timeout: max_timeout.max(Duration::from_secs(1)),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The timeout granted for a requested one: `requested` seconds (0 = as long as allowed),
+/// at most `max`.
+pub(crate) fn grant(requested: u64, max: Duration) -> Duration {
+    if requested == 0 {
+        max
+    } else {
+        Duration::from_secs(requested).min(max)
+    }
+}
+
+/// A new lock's token.
+pub(crate) fn new_token() -> String {
+    format!("urn:uuid:{}", uuid::Uuid::new_v4())
+}
+
+/// The error for a token that is not held.
+pub(crate) fn not_held(token: &str) -> Status {
+    Status::not_found(format!("no lock is held with the token {token}"))
+}
+
+/// The error for a token used on a resource its lock does not cover.
+pub(crate) fn not_covering(token: &str) -> Status {
+    Status::failed_precondition(format!("the lock {token} does not cover this resource"))
+}
+
+/// The error for releasing someone else's lock.
+pub(crate) fn not_owner() -> Status {
+    Status::permission_denied("only the user who took a lock may release it")
+}
+
+/// Counts a refusal.
+pub(crate) fn counted(response: CheckWriteResponse) -> CheckWriteResponse {
+    if response.outcome == Outcome::Locked as i32 {
+        CONFLICTS.inc();
+    }
+    response
+}
+
+#[async_trait::async_trait]
+impl Locks for MemoryLocks {
+    async fn lock(&self, request: LockRequest) -> Result<LockResponse, Status> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let infinite = request.depth == kubedav_api::locks::LockDepth::Infinity as i32;
+        let snapshot = state.snapshot(&[(request.path.clone(), infinite)], now);
+        let conflicts = rules::lock_conflicts(&request, &snapshot);
+        if !conflicts.is_empty() {
+            CONFLICTS.inc();
+            return Ok(LockResponse {
+                lock: None,
+                conflicts,
+            });
+        }
+        let timeout = grant(request.timeout_seconds, self.max_timeout);
+        let lock = ActiveLock {
+            token: new_token(),
+            root: request.path.clone(),
+            scope: request.scope,
+            depth: request.depth,
+            owner_xml: request.owner_xml,
+            principal: request.principal,
+            timeout_seconds: timeout.as_secs(),
+            collection: request.collection,
+        };
+        state.roots.insert(lock.token.clone(), request.path.clone());
+        state.by_root.entry(request.path).or_default().push(Held {
+            lock: lock.clone(),
+            expires: now + timeout,
+        });
+        ACTIVE.inc();
+        Ok(LockResponse {
+            lock: Some(lock),
+            conflicts: Vec::new(),
+        })
+    }
+
+    async fn refresh(&self, request: RefreshRequest) -> Result<RefreshResponse, Status> {
+        let now = Instant::now();
+        let timeout = grant(request.timeout_seconds, self.max_timeout);
+        let mut state = self.state();
+        let held = state
+            .by_token(&request.token, now)
+            .ok_or_else(|| not_held(&request.token))?;
+        if !applies(&held.lock, &request.path) {
+            return Err(not_covering(&request.token));
+        }
+        held.expires = now + timeout;
+        Ok(RefreshResponse {
+            lock: Some(held.report(now)),
+        })
+    }
+
+    async fn unlock(&self, request: UnlockRequest) -> Result<UnlockResponse, Status> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let held = state
+            .by_token(&request.token, now)
+            .ok_or_else(|| not_held(&request.token))?;
+        if !applies(&held.lock, &request.path) {
+            return Err(not_covering(&request.token));
+        }
+        if !held.lock.principal.is_empty() && held.lock.principal != request.principal {
+            return Err(not_owner());
+        }
+        state.remove_token(&request.token);
+        Ok(UnlockResponse {})
+    }
+
+    async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
+        let snapshot = self
+            .state()
+            .snapshot(&rules::paths_to_check(&request), Instant::now());
+        Ok(counted(rules::check_write(&request, &snapshot)))
+    }
+
+    async fn discover(&self, request: DiscoverRequest) -> Result<DiscoverResponse, Status> {
+        let paths = [(request.path.clone(), request.depth >= 1)];
+        let snapshot = self.state().snapshot(&paths, Instant::now());
+        Ok(rules::discover(&request, &snapshot))
+    }
+
+    async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status> {
+        let mut state = self.state();
+        let mut roots = state.roots_below(&request.path);
+        roots.push(request.path);
+        let tokens: Vec<String> = roots
+            .iter()
+            .flat_map(|root| state.by_root.get(root).into_iter().flatten())
+            .map(|h| h.lock.token.clone())
+            .collect();
+        for token in &tokens {
+            state.remove_token(token);
+        }
+        Ok(ReleaseResponse {
+            released: tokens.len() as u64,
+        })
+    }
+}

@@ -1,0 +1,31 @@
+//! The locks service's own metrics.
+
+use prometheus::{
+    IntCounter, IntCounterVec, IntGauge, register_int_counter, register_int_counter_vec, register_int_gauge,
+};
+use std::sync::LazyLock;
+
+/// Locks currently held. With the Redis store every replica reports the whole fleet's
+/// count (as of its last readiness probe), so aggregate it with `max`, not `sum`.
+pub static ACTIVE: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!("kubedav_locks_active", "Locks currently held.").expect("metric registers once")
+});
+
+/// LOCK requests and writes refused because of a lock.
+pub static CONFLICTS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "kubedav_locks_conflicts_total",
+        "LOCK requests and writes refused because of a lock."
+    )
+    .expect("metric registers once")
+});
+
+/// Store operations that failed because the store could not be reached, by operation.
+pub static STORE_ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "kubedav_locks_store_errors_total",
+        "Lock store operations that failed because the store (Redis) could not be reached.",
+        &["operation"]
+    )
+    .expect("metric registers once")
+});

@@ -1,0 +1,237 @@
+//! The Redis lock store: locks shared by every replica of the locks service, kept across
+//! their restarts. Every change is one Lua script, so a conflict check and the insert
+//! that follows it, a refresh, an unlock or a release happen atomically however many
+//! replicas race; reads are one script too, so they see one consistent state. The data
+//! layout is described in `lua/common.lua`.
+//!
+//! When Redis cannot be reached every call fails with `UNAVAILABLE`: the gateway answers
+//! writes, LOCK and UNLOCK with 503 (fail closed: a write is never let through because
+//! the lock state could not be read) and PROPFIND with empty lockdiscovery.
+
+use crate::memory::{counted, grant, new_token, not_covering, not_held, not_owner};
+use crate::metrics::{ACTIVE, CONFLICTS, STORE_ERRORS};
+use crate::rules;
+use kubedav_api::locks::{
+    ActiveLock, CheckWriteRequest, CheckWriteResponse, DiscoverRequest, DiscoverResponse, LockDepth,
+    LockRequest, LockResponse, Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse,
+    UnlockRequest, UnlockResponse,
+};
+use redis::Script;
+use redis::aio::ConnectionManager;
+use std::sync::LazyLock;
+use std::time::Duration;
+use tonic::Status;
+
+macro_rules! script {
+    ($file:literal) => {
+        LazyLock::new(|| Script::new(concat!(include_str!("lua/common.lua"), include_str!($file))))
+    };
+}
+
+static LOCK: LazyLock<Script> = script!("lua/lock.lua");
+static REFRESH: LazyLock<Script> = script!("lua/refresh.lua");
+static UNLOCK: LazyLock<Script> = script!("lua/unlock.lua");
+static SNAPSHOT: LazyLock<Script> = script!("lua/snapshot.lua");
+static RELEASE: LazyLock<Script> = script!("lua/release.lua");
+static COUNT: LazyLock<Script> = script!("lua/count.lua");
+
+/// A script's reply: a list of lists of strings (a status, or locks).
+type Reply = Vec<Vec<Vec<u8>>>;
+
+/// The lock store on Redis.
+pub struct RedisLocks {
+    connection: ConnectionManager,
+    prefix: String,
+    max_timeout: Duration,
+}
+
+impl RedisLocks {
+    /// A store on `connection`, keeping its keys under `prefix` followed by `locks:`, and
+    /// granting at most `max_timeout` per lock.
+    pub fn new(connection: ConnectionManager, prefix: &str, max_timeout: Duration) -> Self {
+        Self {
+            connection,
+            prefix: format!("{prefix}locks:"),
+            max_timeout: max_timeout.max(Duration::from_secs(1)),
+        }
+    }
+
+    /// Whether Redis answers, for `/readyz`; also updates the count of active locks.
+    pub async fn ready(&self) -> Result<(), String> {
+        let reply = self
+            .run(&COUNT, "count", Vec::new())
+            .await
+            .map_err(|status| status.message().to_owned())?;
+        let count = status_of(&reply).parse::<i64>().unwrap_or_default();
+        ACTIVE.set(count);
+        Ok(())
+    }
+
+    /// Runs a script with the prefix and `args`.
+    async fn run(&self, script: &Script, operation: &str, args: Vec<Vec<u8>>) -> Result<Reply, Status> {
+        let mut invocation = script.prepare_invoke();
+        invocation.arg(&self.prefix);
+        for arg in args {
+            invocation.arg(arg);
+        }
+        invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(|e| {
+                STORE_ERRORS.with_label_values(&[operation]).inc();
+                tracing::warn!(operation, error = %e, "lock store (Redis) unreachable: failing closed");
+                Status::unavailable(format!(
+                    "the lock store (Redis) cannot be reached ({e}); lock decisions are refused until it is back"
+                ))
+            })
+    }
+}
+
+/// The first element of a reply: its status word.
+fn status_of(reply: &Reply) -> &str {
+    reply
+        .first()
+        .and_then(|status| status.first())
+        .and_then(|word| std::str::from_utf8(word).ok())
+        .unwrap_or_default()
+}
+
+fn text(field: &[u8]) -> Result<String, Status> {
+    String::from_utf8(field.to_vec())
+        .map_err(|_| Status::internal("the lock store returned a non-UTF-8 field"))
+}
+
+fn number(field: &[u8]) -> Result<i64, Status> {
+    text(field)?
+        .parse()
+        .map_err(|_| Status::internal("the lock store returned a malformed number"))
+}
+
+/// A lock from its reply list (see `lua/common.lua`).
+fn parse_lock(fields: &[Vec<u8>]) -> Result<ActiveLock, Status> {
+    let [token, root, scope, depth, owner, principal, left_ms, collection] = fields else {
+        return Err(Status::internal(format!(
+            "the lock store returned a lock with {} fields, not 8",
+            fields.len()
+        )));
+    };
+    Ok(ActiveLock {
+        token: text(token)?,
+        root: text(root)?,
+        scope: number(scope)? as i32,
+        depth: number(depth)? as i32,
+        owner_xml: owner.clone().into(),
+        principal: text(principal)?,
+        timeout_seconds: (number(left_ms)?.max(1) as u64).div_ceil(1000),
+        collection: number(collection)? == 1,
+    })
+}
+
+fn parse_locks(lists: &[Vec<Vec<u8>>]) -> Result<Vec<ActiveLock>, Status> {
+    lists.iter().map(|fields| parse_lock(fields)).collect()
+}
+
+fn flag(on: bool) -> Vec<u8> {
+    if on { b"1".to_vec() } else { b"0".to_vec() }
+}
+
+impl RedisLocks {
+    /// The locks rules need about `paths` (see `lua/snapshot.lua`).
+    async fn snapshot(&self, operation: &str, paths: &[(String, bool)]) -> Result<Vec<ActiveLock>, Status> {
+        let args = paths
+            .iter()
+            .flat_map(|(path, recursive)| [path.as_bytes().to_vec(), flag(*recursive)])
+            .collect();
+        parse_locks(&self.run(&SNAPSHOT, operation, args).await?)
+    }
+
+    /// Interprets the refusals refresh and unlock share.
+    fn refusal(reply: &Reply, token: &str) -> Result<(), Status> {
+        match status_of(reply) {
+            "missing" => Err(not_held(token)),
+            "elsewhere" => Err(not_covering(token)),
+            "forbidden" => Err(not_owner()),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Locks for RedisLocks {
+    async fn lock(&self, request: LockRequest) -> Result<LockResponse, Status> {
+        let timeout = grant(request.timeout_seconds, self.max_timeout);
+        let args = vec![
+            request.path.into_bytes(),
+            request.scope.to_string().into_bytes(),
+            flag(request.depth == LockDepth::Infinity as i32),
+            new_token().into_bytes(),
+            request.owner_xml.to_vec(),
+            request.principal.into_bytes(),
+            flag(request.collection),
+            timeout.as_millis().to_string().into_bytes(),
+        ];
+        let reply = self.run(&LOCK, "lock", args).await?;
+        let locks = parse_locks(&reply[1..])?;
+        if status_of(&reply) == "granted" {
+            ACTIVE.inc();
+            Ok(LockResponse {
+                lock: locks.into_iter().next(),
+                conflicts: Vec::new(),
+            })
+        } else {
+            CONFLICTS.inc();
+            Ok(LockResponse {
+                lock: None,
+                conflicts: locks,
+            })
+        }
+    }
+
+    async fn refresh(&self, request: RefreshRequest) -> Result<RefreshResponse, Status> {
+        let timeout = grant(request.timeout_seconds, self.max_timeout);
+        let args = vec![
+            request.token.clone().into_bytes(),
+            request.path.into_bytes(),
+            timeout.as_millis().to_string().into_bytes(),
+        ];
+        let reply = self.run(&REFRESH, "refresh", args).await?;
+        Self::refusal(&reply, &request.token)?;
+        Ok(RefreshResponse {
+            lock: parse_locks(&reply[1..])?.into_iter().next(),
+        })
+    }
+
+    async fn unlock(&self, request: UnlockRequest) -> Result<UnlockResponse, Status> {
+        let args = vec![
+            request.token.clone().into_bytes(),
+            request.path.into_bytes(),
+            request.principal.into_bytes(),
+        ];
+        let reply = self.run(&UNLOCK, "unlock", args).await?;
+        Self::refusal(&reply, &request.token)?;
+        ACTIVE.dec();
+        Ok(UnlockResponse {})
+    }
+
+    async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
+        let snapshot = self
+            .snapshot("check_write", &rules::paths_to_check(&request))
+            .await?;
+        Ok(counted(rules::check_write(&request, &snapshot)))
+    }
+
+    async fn discover(&self, request: DiscoverRequest) -> Result<DiscoverResponse, Status> {
+        let paths = [(request.path.clone(), request.depth >= 1)];
+        let snapshot = self.snapshot("discover", &paths).await?;
+        Ok(rules::discover(&request, &snapshot))
+    }
+
+    async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status> {
+        let reply = self
+            .run(&RELEASE, "release", vec![request.path.into_bytes()])
+            .await?;
+        let released = status_of(&reply).parse::<u64>().unwrap_or_default();
+        ACTIVE.sub(released as i64);
+        Ok(ReleaseResponse { released })
+    }
+}
