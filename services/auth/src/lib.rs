@@ -2,11 +2,13 @@
 //! users file ([`users`]), with successful verifications cached under a keyed hash of user
 //! and password, crypt work on a bounded pool off the async workers ([`pool`]), failed
 //! logins throttled per user and per address ([`throttle`]), and the file reloaded when it
-//! changes ([`AuthCore::watch`]).
+//! changes ([`AuthCore::watch`]). Replicas may share successful verifications through
+//! Redis ([`shared`]).
 
 pub mod apr1;
 pub mod passwd;
 pub mod pool;
+pub mod shared;
 pub mod throttle;
 pub mod users;
 pub mod verifier;

@@ -23,6 +23,15 @@ pub enum StoredHash {
 }
 
 impl StoredHash {
+    /// The hash (or, for plaintext entries, the password) as the users file has it.
+    pub fn text(&self) -> &str {
+        match self {
+            StoredHash::ShaCrypt(text) | StoredHash::Bcrypt(text) | StoredHash::Apr1(text) | StoredHash::Plain(text) => {
+                text
+            }
+        }
+    }
+
     /// Whether `password` matches. Runs the full crypt: call it off the async workers.
     pub fn verify(&self, password: &str) -> bool {
         match self {

@@ -1,6 +1,7 @@
 //! The auth core: [`AuthCore`] implements the [`Auth`] port.
 
 use crate::pool::{Busy, CryptPool};
+use crate::shared::SharedCache;
 use crate::throttle::Throttle;
 use crate::users::{StoredHash, parse};
 use hmac::{Hmac, KeyInit, Mac};
@@ -40,6 +41,14 @@ static CRYPTS: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!(
         "kubedav_auth_crypt_verifications_total",
         "Crypt verifications run."
+    )
+    .expect("metric registers once")
+});
+static SHARED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "kubedav_auth_shared_cache_total",
+        "Lookups and stores in the shared (Redis) cache by result: hit, miss, stored, error.",
+        &["result"]
     )
     .expect("metric registers once")
 });
@@ -83,6 +92,7 @@ struct Inner {
     throttle_users: Throttle,
     throttle_addresses: Throttle,
     dummy: StoredHash,
+    shared: Option<SharedCache>,
 }
 
 /// Verifies credentials against the users file. Cheap to clone.
@@ -94,6 +104,12 @@ pub struct AuthCore {
 impl AuthCore {
     /// Loads the users file (which must be readable) and starts the crypt pool.
     pub fn new(config: AuthConfig) -> Result<Self, String> {
+        Self::with_shared_cache(config, None)
+    }
+
+    /// Like [`AuthCore::new`], sharing successful verifications with the other replicas
+    /// through `shared` (behind the local cache).
+    pub fn with_shared_cache(config: AuthConfig, shared: Option<SharedCache>) -> Result<Self, String> {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).map_err(|e| format!("no randomness for the cache key: {e}"))?;
         let cache = (!config.cache_ttl.is_zero()).then(|| {
@@ -117,6 +133,7 @@ impl AuthCore {
                 cache,
                 key,
                 dummy,
+                shared: shared.filter(|_| !config.cache_ttl.is_zero()),
                 config,
             }),
         };
@@ -185,6 +202,25 @@ impl AuthCore {
         mac.finalize().into_bytes().into()
     }
 
+    /// Whether the shared cache holds this verification; an unreachable Redis counts as
+    /// a miss (the core then verifies locally).
+    async fn shared_hit(&self, shared: &SharedCache, key: &str) -> bool {
+        match shared.contains(key).await {
+            Ok(true) => {
+                SHARED.with_label_values(&["hit"]).inc();
+                true
+            }
+            Ok(false) => {
+                SHARED.with_label_values(&["miss"]).inc();
+                false
+            }
+            Err(e) => {
+                shared_unavailable(&e);
+                false
+            }
+        }
+    }
+
     fn throttled(&self, request: &VerifyRequest) -> Option<Duration> {
         let by_user = self.inner.throttle_users.locked(&request.user);
         let by_address = if request.client_address.is_empty() {
@@ -194,6 +230,11 @@ impl AuthCore {
         };
         by_user.max(by_address)
     }
+}
+
+fn shared_unavailable(error: &redis::RedisError) {
+    SHARED.with_label_values(&["error"]).inc();
+    tracing::warn!(%error, "shared auth cache (Redis) unreachable: verifying locally");
 }
 
 fn answer(outcome: Outcome, retry_after: Duration, cached: bool) -> VerifyResponse {
@@ -225,12 +266,26 @@ impl Auth for AuthCore {
             CACHE_HITS.inc();
             return Ok(answer(Outcome::Allowed, Duration::ZERO, true));
         }
-        CACHE_MISSES.inc();
         let users = self.inner.users.read().unwrap_or_else(|p| p.into_inner()).clone();
         let (stored, known) = match users.get(&request.user) {
             Some(stored) => (stored.clone(), true),
             None => (self.inner.dummy.clone(), false),
         };
+        let shared_key = match &self.inner.shared {
+            Some(shared) if known => {
+                let shared_key = shared.key(&request.user, &request.password, stored.text());
+                if self.shared_hit(shared, &shared_key).await {
+                    self.inner.throttle_users.success(&request.user);
+                    if let Some(cache) = &self.inner.cache {
+                        cache.insert(key, request.user.clone());
+                    }
+                    return Ok(answer(Outcome::Allowed, Duration::ZERO, true));
+                }
+                Some(shared_key)
+            }
+            _ => None,
+        };
+        CACHE_MISSES.inc();
         let password = request.password.clone();
         let matched = self
             .inner
@@ -246,6 +301,12 @@ impl Auth for AuthCore {
             self.inner.throttle_users.success(&request.user);
             if let Some(cache) = &self.inner.cache {
                 cache.insert(key, request.user.clone());
+            }
+            if let (Some(shared), Some(shared_key)) = (&self.inner.shared, shared_key) {
+                match shared.insert(&shared_key).await {
+                    Ok(()) => SHARED.with_label_values(&["stored"]).inc(),
+                    Err(e) => shared_unavailable(&e),
+                }
             }
             return Ok(answer(Outcome::Allowed, Duration::ZERO, false));
         }

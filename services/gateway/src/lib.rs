@@ -135,19 +135,15 @@ impl Gateway {
             .layer(axum::middleware::from_fn(observe::observe))
     }
 
-    /// Whether the gateway can serve: the volume and the lock manager answer.
+    /// Whether the gateway can serve: the volume answers. The lock manager is left out on
+    /// purpose: without it reads still work (writes get 503), and taking every gateway
+    /// out of its Service during a lock store outage would turn a write outage into a
+    /// total one. The locks service's own `/readyz` reports its store.
     pub async fn ready(&self) -> Result<(), String> {
         self.fileio
             .stat(kubedav_api::fileio::StatRequest { path: String::new() })
             .await
             .map_err(|status| format!("fileio: {}", status.message()))?;
-        self.locks
-            .discover(kubedav_api::locks::DiscoverRequest {
-                path: String::new(),
-                depth: 0,
-            })
-            .await
-            .map_err(|status| format!("locks: {}", status.message()))?;
         Ok(())
     }
 }

@@ -139,6 +139,18 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_AUTH_LOCKOUT_SECONDS", default_value_t = 30)]
     pub auth_lockout_seconds: u64,
 
+    /// Redis URL of an auth cache shared by the auth replicas (targets all, auth), so a
+    /// credential is crypt-verified once per TTL across the fleet; empty: each replica
+    /// caches on its own. Needs --auth-cache-secret.
+    #[arg(long, env = "KUBEDAV_AUTH_CACHE_REDIS", default_value = "")]
+    pub auth_cache_redis: String,
+
+    /// The secret the shared auth cache's keys are HMACs under: at least 16 bytes, the
+    /// same on every auth replica (from a Kubernetes Secret; prefer the env var to the
+    /// flag, which other users of the machine can see).
+    #[arg(long, env = "KUBEDAV_AUTH_CACHE_SECRET", hide_env_values = true)]
+    pub auth_cache_secret: Option<String>,
+
     /// Seconds between checks of the users file for changes.
     #[arg(long, env = "KUBEDAV_USERS_RELOAD_SECONDS", default_value_t = 2)]
     pub users_reload_seconds: u64,
@@ -221,6 +233,16 @@ pub struct Cli {
     /// all, locks).
     #[arg(long, env = "KUBEDAV_LOCK_MAX_TIMEOUT_SECONDS", default_value_t = 3600)]
     pub lock_max_timeout_seconds: u64,
+
+    /// Where locks are kept (targets all, locks): `memory` (this process only) or a Redis
+    /// URL, redis://host:port/db (shared by every locks replica, kept across restarts).
+    #[arg(long, env = "KUBEDAV_LOCK_STORE", default_value = "memory")]
+    pub lock_store: String,
+
+    /// Prefix of every Redis key kubedav writes: locks live under `<prefix>locks:`, the
+    /// shared auth cache under `<prefix>auth:`. Give deployments sharing a Redis their own.
+    #[arg(long, env = "KUBEDAV_REDIS_PREFIX", default_value = "kubedav:")]
+    pub redis_prefix: String,
 
     /// Serve PROPFIND with Depth: infinity (refused with 403 otherwise).
     #[arg(long, env = "KUBEDAV_PROPFIND_DEPTH_INFINITY")]

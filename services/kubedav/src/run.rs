@@ -11,7 +11,7 @@ use kubedav_gateway::{Gateway, Ports};
 use kubedav_kit::admin::ReadinessCheck;
 use kubedav_kit::shutdown::Shutdown;
 use kubedav_kit::{admin, grpc, listen, telemetry};
-use kubedav_locks::MemoryLocks;
+use kubedav_locks::{MemoryLocks, RedisLocks};
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::transport::Endpoint;
@@ -28,7 +28,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.target {
         Target::All => {
             let fileio: Arc<dyn FileIo> = Arc::new(open_volume(&cli)?);
-            let locks: Arc<dyn Locks> = Arc::new(memory_locks(&cli));
+            let (locks, _) = lock_store(&cli)?;
             let markdown = Some(Arc::new(cli.markdown_core()) as Arc<dyn Markdown>);
             let auth = match &cli.users_file {
                 Some(file) => {
@@ -81,13 +81,13 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             .await
         }
         Target::Locks => {
-            let service = LocksGrpc::new(Arc::new(memory_locks(&cli))).into_service();
+            let (locks, ready) = lock_store(&cli)?;
             grpc::serve_target(
                 cli.target.name(),
                 cli.grpc_listen(),
                 cli.admin_listen(),
-                service,
-                grpc::always_ready(),
+                LocksGrpc::new(locks).into_service(),
+                ready,
                 shutdown,
             )
             .await
@@ -142,12 +142,53 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 }
 
 fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, String> {
-    AuthCore::new(cli.auth_config(users_file))
-        .map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))
+    let config = cli.auth_config(users_file);
+    let shared = if cli.auth_cache_redis.is_empty() {
+        None
+    } else {
+        let secret = cli.auth_cache_secret.as_deref().ok_or(
+            "--auth-cache-redis needs --auth-cache-secret (or KUBEDAV_AUTH_CACHE_SECRET): \
+             the same secret on every auth replica",
+        )?;
+        let connection = kubedav_kit::redis::connect(&cli.auth_cache_redis)?;
+        let cache = kubedav_auth::shared::SharedCache::new(
+            connection,
+            secret.as_bytes(),
+            &cli.redis_prefix,
+            config.cache_ttl,
+        )?;
+        tracing::info!(target: "kubedav", "auth cache shared through Redis at {}", kubedav_kit::redis::redacted(&cli.auth_cache_redis));
+        Some(cache)
+    };
+    AuthCore::with_shared_cache(config, shared).map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))
 }
 
-fn memory_locks(cli: &Cli) -> MemoryLocks {
-    MemoryLocks::new(Duration::from_secs(cli.lock_max_timeout_seconds))
+/// The lock store `--lock-store` names, and the readiness check of the locks target.
+fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
+    let max_timeout = Duration::from_secs(cli.lock_max_timeout_seconds);
+    if cli.lock_store == "memory" {
+        return Ok((Arc::new(MemoryLocks::new(max_timeout)), grpc::always_ready()));
+    }
+    if !cli.lock_store.starts_with("redis://") && !cli.lock_store.starts_with("rediss://") {
+        return Err(format!(
+            "--lock-store {} is neither `memory` nor a Redis URL such as redis://127.0.0.1:6379/0",
+            kubedav_kit::redis::redacted(&cli.lock_store)
+        ));
+    }
+    let connection = kubedav_kit::redis::connect(&cli.lock_store)?;
+    let store = Arc::new(RedisLocks::new(connection, &cli.redis_prefix, max_timeout));
+    tracing::info!(
+        target: "kubedav",
+        "locks kept in Redis at {} under {}locks:",
+        kubedav_kit::redis::redacted(&cli.lock_store),
+        cli.redis_prefix
+    );
+    let checked = store.clone();
+    let ready: ReadinessCheck = Arc::new(move || {
+        let store = checked.clone();
+        Box::pin(async move { store.ready().await })
+    });
+    Ok((store, ready))
 }
 
 fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {

@@ -346,7 +346,7 @@ async fn access_rules_and_lock_owners(mode: Mode) {
             server.url("/a.txt"),
         )
         .basic_auth("bob", Some("bob-pw"))
-        .header("lock-token", token)
+        .header("lock-token", &token)
         .send()
         .await
         .unwrap();
@@ -354,6 +354,22 @@ async fn access_rules_and_lock_owners(mode: Mode) {
         unlock.status(),
         StatusCode::FORBIDDEN,
         "only the owner releases it"
+    );
+    let unlock = c
+        .request(
+            reqwest::Method::from_bytes(b"UNLOCK").unwrap(),
+            server.url("/a.txt"),
+        )
+        .basic_auth("alice", Some("alice-pw"))
+        .header("lock-token", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unlock.status(), StatusCode::NO_CONTENT, "and the owner does");
+    assert_eq!(
+        put("bob", "bob-pw").send().await.unwrap().status(),
+        StatusCode::NO_CONTENT,
+        "then anyone may write"
     );
 }
 

@@ -194,7 +194,7 @@ pub async fn unlock(gateway: &Gateway, request: Request) -> HttpResult {
     let unlock = UnlockRequest {
         path: target.path.as_str().to_owned(),
         token,
-        principal: String::new(),
+        principal: crate::auth::principal(&request),
     };
     match gateway.locks.unlock(unlock).await {
         Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),

@@ -14,6 +14,18 @@ use http::StatusCode;
 use kubedav_api::fileio::{ListRequest, UsageRequest};
 use kubedav_api::locks::{ActiveLock, DiscoverRequest};
 use kubedav_api::path::VolumePath;
+use prometheus::{IntCounter, register_int_counter};
+use std::sync::LazyLock;
+
+/// PROPFINDs answered with empty lockdiscovery because the locks service (or its store)
+/// could not be reached.
+static LOCKDISCOVERY_UNAVAILABLE: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "kubedav_gateway_lockdiscovery_unavailable_total",
+        "PROPFINDs answered with empty lockdiscovery because the locks could not be read."
+    )
+    .expect("metric registers once")
+});
 
 /// 207 with one response per resource; 403 `DAV:propfind-finite-depth` for Depth
 /// infinity unless enabled; 404 for a missing resource.
@@ -128,6 +140,7 @@ async fn discover(gateway: &Gateway, path: &VolumePath, depth: Depth) -> Vec<Act
             locks
         }
         Err(status) => {
+            LOCKDISCOVERY_UNAVAILABLE.inc();
             tracing::warn!(
                 message = status.message(),
                 "locks unavailable: PROPFIND answers with empty lockdiscovery"
