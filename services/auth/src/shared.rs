@@ -33,7 +33,12 @@ impl SharedCache {
     /// A cache on `connection` with keys under `prefix` followed by `auth:`, entries
     /// living `ttl`, keyed under `secret` (at least [`MIN_SECRET_BYTES`] bytes, the same
     /// on every replica).
-    pub fn new(connection: ConnectionManager, secret: &[u8], prefix: &str, ttl: Duration) -> Result<Self, String> {
+    pub fn new(
+        connection: ConnectionManager,
+        secret: &[u8],
+        prefix: &str,
+        ttl: Duration,
+    ) -> Result<Self, String> {
         if secret.len() < MIN_SECRET_BYTES {
             return Err(format!(
                 "the shared auth cache secret has {} bytes; give at least {MIN_SECRET_BYTES} random bytes, \
@@ -51,7 +56,8 @@ impl SharedCache {
 
     /// The Redis key for a verification of `password` for `user` against `stored`.
     pub fn key(&self, user: &str, password: &str, stored: &str) -> String {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.secret).expect("HMAC takes any key size");
+        let mut mac =
+            <Hmac<Sha256> as KeyInit>::new_from_slice(&self.secret).expect("HMAC takes any key size");
         for part in [user, password, stored] {
             mac.update(&(part.len() as u64).to_be_bytes());
             mac.update(part.as_bytes());

@@ -26,9 +26,10 @@ impl StoredHash {
     /// The hash (or, for plaintext entries, the password) as the users file has it.
     pub fn text(&self) -> &str {
         match self {
-            StoredHash::ShaCrypt(text) | StoredHash::Bcrypt(text) | StoredHash::Apr1(text) | StoredHash::Plain(text) => {
-                text
-            }
+            StoredHash::ShaCrypt(text)
+            | StoredHash::Bcrypt(text)
+            | StoredHash::Apr1(text)
+            | StoredHash::Plain(text) => text,
         }
     }
 

@@ -160,7 +160,8 @@ fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, Stri
         tracing::info!(target: "kubedav", "auth cache shared through Redis at {}", kubedav_kit::redis::redacted(&cli.auth_cache_redis));
         Some(cache)
     };
-    AuthCore::with_shared_cache(config, shared).map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))
+    AuthCore::with_shared_cache(config, shared)
+        .map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))
 }
 
 /// The lock store `--lock-store` names, and the readiness check of the locks target.

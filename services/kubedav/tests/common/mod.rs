@@ -246,71 +246,35 @@ impl Server {
                 addr
             }
             Mode::Microservices => {
-                let args = vec![
-                    "--target=fileio".into(),
-                    "--root".into(),
-                    root_arg,
-                    "--grpc-listen".into(),
-                    any.clone(),
-                    "--admin-listen".into(),
-                    any.clone(),
-                ];
-                let mut fileio = Process::spawn("fileio", &args, &envs);
-                let grpc = fileio.listening("fileio gRPC").await;
-                admin.push(("fileio", fileio.listening("fileio admin").await));
+                let (fileio, grpc, fileio_admin) =
+                    start_service("fileio", "fileio", &["--root".into(), root_arg], &envs).await;
+                admin.push(("fileio", fileio_admin));
                 grpc_addr = Some(grpc);
-                let args = vec![
-                    "--target=locks".into(),
-                    "--grpc-listen".into(),
-                    any.clone(),
-                    "--admin-listen".into(),
-                    any.clone(),
-                ];
-                let mut locks = Process::spawn("locks", &args, &envs);
-                let locks_grpc = locks.listening("locks gRPC").await;
-                admin.push(("locks", locks.listening("locks admin").await));
-                let markdown_args = vec![
-                    "--target=markdown".into(),
-                    "--grpc-listen".into(),
-                    any.clone(),
-                    "--admin-listen".into(),
-                    any.clone(),
-                ];
-                let mut markdown = Process::spawn("markdown", &markdown_args, &envs);
-                let markdown_grpc = markdown.listening("markdown gRPC").await;
-                admin.push(("markdown", markdown.listening("markdown admin").await));
+                let (locks, locks_grpc, locks_admin) = start_service("locks", "locks", &[], &envs).await;
+                admin.push(("locks", locks_admin));
+                let (markdown, markdown_grpc, markdown_admin) =
+                    start_service("markdown", "markdown", &[], &envs).await;
+                admin.push(("markdown", markdown_admin));
                 let mut args = vec![
-                    "--target=gateway".into(),
                     "--fileio-url".into(),
                     format!("http://{grpc}"),
+                    "--locks-url".into(),
+                    format!("http://{locks_grpc}"),
+                    "--markdown-url".into(),
+                    format!("http://{markdown_grpc}"),
                 ];
-                args.extend(["--locks-url".into(), format!("http://{locks_grpc}")]);
-                args.extend(["--markdown-url".into(), format!("http://{markdown_grpc}")]);
                 let mut auth_process = None;
                 if let Some(file) = users_file {
-                    let mut auth_cmd = vec![
-                        "--target=auth".into(),
-                        "--users-file".into(),
-                        file.display().to_string(),
-                    ];
-                    auth_cmd.extend([
-                        "--grpc-listen".into(),
-                        any.clone(),
-                        "--admin-listen".into(),
-                        any.clone(),
-                    ]);
+                    let mut auth_cmd = vec!["--users-file".into(), file.display().to_string()];
                     auth_cmd.extend(auth_args.iter().map(|s| s.to_string()));
-                    let mut auth = Process::spawn("auth", &auth_cmd, &envs);
-                    let auth_grpc = auth.listening("auth gRPC").await;
-                    admin.push(("auth", auth.listening("auth admin").await));
+                    let (auth, auth_grpc, auth_admin) = start_service("auth", "auth", &auth_cmd, &envs).await;
+                    admin.push(("auth", auth_admin));
                     args.extend(["--auth-url".into(), format!("http://{auth_grpc}")]);
                     auth_process = Some(auth);
                 }
-                args.extend(["--listen".into(), any.clone(), "--admin-listen".into(), any]);
                 args.extend(extra);
-                let mut gateway = Process::spawn("gateway", &args, &envs);
-                let addr = gateway.listening("gateway HTTP").await;
-                admin.push(("gateway", gateway.listening("gateway admin").await));
+                let (gateway, addr, gateway_admin) = start_gateway("gateway", &args, &envs).await;
+                admin.push(("gateway", gateway_admin));
                 processes.push(gateway);
                 processes.push(fileio);
                 processes.push(locks);
@@ -355,6 +319,49 @@ impl Server {
             .map(|p| proc_status_kib(p.pid(), field))
             .sum()
     }
+}
+
+/// Starts `kubedav --target=<target> ARGS` on free ports, as the process `name`; returns
+/// it with its gRPC and admin addresses once it announced them.
+pub async fn start_service(
+    name: &'static str,
+    target: &str,
+    args: &[String],
+    envs: &[(String, String)],
+) -> (Process, SocketAddr, SocketAddr) {
+    let mut all = vec![
+        format!("--target={target}"),
+        "--grpc-listen".into(),
+        "127.0.0.1:0".into(),
+        "--admin-listen".into(),
+        "127.0.0.1:0".into(),
+    ];
+    all.extend(args.iter().cloned());
+    let mut process = Process::spawn(name, &all, envs);
+    let grpc = process.listening(&format!("{target} gRPC")).await;
+    let admin = process.listening(&format!("{target} admin")).await;
+    (process, grpc, admin)
+}
+
+/// Starts `kubedav --target=gateway ARGS` on free ports, as the process `name`; returns
+/// it with its HTTP and admin addresses once it announced them.
+pub async fn start_gateway(
+    name: &'static str,
+    args: &[String],
+    envs: &[(String, String)],
+) -> (Process, SocketAddr, SocketAddr) {
+    let mut all = vec![
+        "--target=gateway".into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--admin-listen".into(),
+        "127.0.0.1:0".into(),
+    ];
+    all.extend(args.iter().cloned());
+    let mut process = Process::spawn(name, &all, envs);
+    let http = process.listening("gateway HTTP").await;
+    let admin = process.listening("gateway admin").await;
+    (process, http, admin)
 }
 
 /// A field of /proc/PID/status (VmRSS, VmHWM), in KiB.
