@@ -13,10 +13,12 @@ run: build
 	@echo "kubedav: serving $(ROOT) at http://$(LISTEN)/  (Ctrl-C stops it)"
 	./target/release/kubedav --target=all --root $(ROOT) --listen $(LISTEN)
 
-# Unit tests, the HTTP suites against both run modes, then the litmus WebDAV suites
-# against both modes (release build: the suites move gigabytes and share the build with
-# `make run` and `make bench`).
+# Unit tests, the HTTP suites against both run modes (and the many-replica suite on a
+# real redis-server, installed when missing), then the litmus WebDAV suites against both
+# modes and against the Redis lock store (release build: the suites move gigabytes and
+# share the build with `make run` and `make bench`).
 test:
+	bash scripts/need.sh redis-server:redis-server
 	$(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
 
@@ -27,10 +29,12 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-# kubedav (both modes) beside nginx and Apache in the same run, then the auth figures
+# kubedav (both modes) beside nginx and Apache in the same run, the lock figures (memory
+# and Redis stores beside Apache), then the auth figures
 # (criterion for the crypt cost, wrk for auth on the request path and under a flood).
 bench: build
 	bash scripts/bench.sh
+	bash scripts/bench-locks.sh
 	$(CARGO) bench --locked -p kubedav-auth --bench verify
 	bash scripts/bench-auth.sh
 	$(CARGO) bench --locked -p kubedav-markdown --bench convert

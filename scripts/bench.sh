@@ -48,36 +48,8 @@ head -c 1024 /dev/urandom > "$WORK/fixtures/1k.bin"
 head -c $((10 * 1048576)) /dev/urandom > "$WORK/fixtures/10m.bin"
 printf 'small file for the PROPFIND Depth 1 test, 100 bytes ..........................................\n' | head -c 100 > "$WORK/fixtures/small.txt"
 
-# Starts kubedav in the background with "$@", logging to $1.
-start_kubedav() {
-  local log="$1"; shift
-  "$BIN" "$@" > /dev/null 2> "$log" < /dev/null &
-  PIDS+=($!)
-}
-
-# Prints the address kubedav announced in log $2 for $1 ("gateway HTTP", "fileio gRPC").
-announced() {
-  local what="$1" log="$2"
-  for _ in $(seq 1 300); do
-    if grep -q "$what listening on" "$log"; then grep -oP "$what listening on \K\S+" "$log"; return 0; fi
-    sleep 0.1
-  done
-  echo "kubedav did not start; log:" >&2; cat "$log" >&2; exit 1
-}
-
-wrk_rps() {  # url [wrk args...] -> requests/s
-  wrk_run "$@" | cut -d' ' -f1
-}
-
-wrk_run() {  # url [wrk args...] -> "requests/s p99_ms non2xx"
-  local url="$1"; shift
-  timeout -k 5 $((DURATION + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 10s --latency "$@" "$url" \
-    | awk '/Requests\/sec/ {rps=$2}
-           /^ +99%/ {v=$2; u=v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
-                     p99 = (u=="us") ? v/1000 : (u=="s") ? v*1000 : v}
-           /Non-2xx/ {bad=$5}
-           END {printf "%s %.2f %d\n", rps, p99, bad}'
-}
+# start_kubedav, announced, stop_all, wrk_stats, wrk_run, wrk_rps.
+source "$REPO/scripts/bench-lib.sh"
 
 # measure NAME BASE_URL DOCROOT [OWNER]
 measure() {
@@ -125,7 +97,7 @@ root="$WORK/all"; mkdir -p "$root"
 start_kubedav "$WORK/all.log" --target=all --root "$root" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 addr=$(announced "gateway HTTP" "$WORK/all.log")
 measure "kubedav all-in-one" "http://$addr" "$root"
-kill "${PIDS[@]}"; wait "${PIDS[@]}" 2>/dev/null || true; PIDS=()
+stop_all
 
 root="$WORK/micro"; mkdir -p "$root"
 start_kubedav "$WORK/fileio.log" --target=fileio --root "$root" --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
@@ -135,7 +107,7 @@ locks=$(announced "locks gRPC" "$WORK/locks.log")
 start_kubedav "$WORK/gateway.log" --target=gateway --fileio-url "http://$grpc" --locks-url "http://$locks" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 addr=$(announced "gateway HTTP" "$WORK/gateway.log")
 measure "kubedav microservices" "http://$addr" "$root"
-kill "${PIDS[@]}" 2>/dev/null || true; wait "${PIDS[@]}" 2>/dev/null || true; PIDS=()
+stop_all
 
 bash "$PEERS_DIR/peerctl.sh" start nginx >/dev/null
 NGINX_STARTED=1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the litmus WebDAV suites against kubedav in both run modes (all-in-one, and
-# gateway + fileio over gRPC), prints litmus's summary lines, and fails on any failed
-# test. Installs litmus (Debian package) when it is missing.
+# gateway + fileio + locks over gRPC), then once more in microservices mode with the
+# locks in a real redis-server. Prints litmus's summary lines and fails on any failed
+# test. Installs litmus and redis-server (Debian packages) when they are missing.
 #
 # Env: LITMUS_SUITES (default: basic copymove props locks http), KUBEDAV_BIN.
 set -euo pipefail
@@ -9,10 +10,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${KUBEDAV_BIN:-$REPO/target/release/kubedav}"
 SUITES="${LITMUS_SUITES:-basic copymove props locks http}"
 [ -x "$BIN" ] || { echo "litmus.sh: $BIN is missing; build with: cargo build --release" >&2; exit 1; }
-if ! command -v litmus >/dev/null 2>&1; then
-  echo "litmus.sh: installing litmus"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends litmus >/dev/null
-fi
+bash "$REPO/scripts/need.sh" litmus:litmus redis-server:redis-server
 
 WORK="$(mktemp -d /tmp/kubedav-litmus.XXXXXX)"
 PIDS=()
@@ -51,16 +49,32 @@ run_litmus() {  # mode, url
   fi
 }
 
-mkdir -p "$WORK/all" "$WORK/micro"
+mkdir -p "$WORK/all" "$WORK/micro" "$WORK/redis" "$WORK/micro-redis"
 start "$WORK/all.log" --target=all --root "$WORK/all" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 run_litmus all-in-one "http://$(announced "gateway HTTP" "$WORK/all.log")/"
 
-start "$WORK/fileio.log" --target=fileio --root "$WORK/micro" --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
-grpc=$(announced "fileio gRPC" "$WORK/fileio.log")
-start "$WORK/locks.log" --target=locks --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
-locks=$(announced "locks gRPC" "$WORK/locks.log")
-start "$WORK/gateway.log" --target=gateway --fileio-url "http://$grpc" --locks-url "http://$locks" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
-run_litmus microservices "http://$(announced "gateway HTTP" "$WORK/gateway.log")/"
+microservices() {  # name, root, locks args...
+  local name="$1" root="$2"; shift 2
+  start "$WORK/$name-fileio.log" --target=fileio --root "$root" --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+  local grpc locks
+  grpc=$(announced "fileio gRPC" "$WORK/$name-fileio.log")
+  start "$WORK/$name-locks.log" --target=locks --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 "$@"
+  locks=$(announced "locks gRPC" "$WORK/$name-locks.log")
+  start "$WORK/$name-gateway.log" --target=gateway --fileio-url "http://$grpc" --locks-url "http://$locks" \
+    --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+  run_litmus "$name" "http://$(announced "gateway HTTP" "$WORK/$name-gateway.log")/"
+}
+microservices microservices "$WORK/micro"
 
-[ "$failed" = 0 ] && echo "litmus: every suite passed in both modes ($SUITES)"
+# The same with the locks in Redis: a real redis-server on a unix socket in $WORK.
+redis-server --port 0 --unixsocket "$WORK/redis.sock" --dir "$WORK/redis" --save "" --daemonize no \
+  > "$WORK/redis.log" 2>&1 < /dev/null &
+PIDS+=($!)
+for _ in $(seq 1 100); do
+  [ -S "$WORK/redis.sock" ] && redis-cli -s "$WORK/redis.sock" ping 2>/dev/null | grep -q PONG && break
+  sleep 0.1
+done
+microservices microservices-redis "$WORK/micro-redis" --lock-store "redis+unix://$WORK/redis.sock"
+
+[ "$failed" = 0 ] && echo "litmus: every suite passed in every mode ($SUITES)"
 exit "$failed"

@@ -170,9 +170,10 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
     if cli.lock_store == "memory" {
         return Ok((Arc::new(MemoryLocks::new(max_timeout)), grpc::always_ready()));
     }
-    if !cli.lock_store.starts_with("redis://") && !cli.lock_store.starts_with("rediss://") {
+    if !cli.lock_store.contains("://") {
         return Err(format!(
-            "--lock-store {} is neither `memory` nor a Redis URL such as redis://127.0.0.1:6379/0",
+            "--lock-store {} is neither `memory` nor a Redis URL such as redis://127.0.0.1:6379/0 \
+             (rediss:// for TLS, redis+unix:///path/to/redis.sock for a socket)",
             kubedav_kit::redis::redacted(&cli.lock_store)
         ));
     }

@@ -19,6 +19,7 @@ use kubedav_api::locks::{
 use redis::Script;
 use redis::aio::ConnectionManager;
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tonic::Status;
 
@@ -79,12 +80,25 @@ impl RedisLocks {
             .await
             .map_err(|e| {
                 STORE_ERRORS.with_label_values(&[operation]).inc();
-                tracing::warn!(operation, error = %e, "lock store (Redis) unreachable: failing closed");
+                if first_this_second() {
+                    tracing::warn!(operation, error = %e, "lock store (Redis) unreachable: failing closed");
+                }
                 Status::unavailable(format!(
                     "the lock store (Redis) cannot be reached ({e}); lock decisions are refused until it is back"
                 ))
             })
     }
+}
+
+/// Whether this is the first call in the current second: an outage under load logs one
+/// line a second, not one per request (the metric counts them all).
+fn first_this_second() -> bool {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    LAST.swap(now, Ordering::Relaxed) != now
 }
 
 /// The first element of a reply: its status word.

@@ -1,0 +1,50 @@
+# Shared by the bench scripts (source it): starting kubedav and finding its addresses,
+# and running wrk with its figures parsed. Expects BIN, WORK, DURATION, THREADS, CONNS
+# and an array PIDS that the caller's cleanup kills.
+
+# Starts kubedav in the background with "$@", logging to $1.
+start_kubedav() {
+  local log="$1"; shift
+  "$BIN" "$@" > /dev/null 2> "$log" < /dev/null &
+  PIDS+=($!)
+}
+
+# Prints the address kubedav announced in log $2 for $1 ("gateway HTTP", "fileio gRPC").
+announced() {
+  local what="$1" log="$2"
+  for _ in $(seq 1 300); do
+    if grep -q "$what listening on" "$log"; then grep -oP "$what listening on \K\S+" "$log"; return 0; fi
+    sleep 0.1
+  done
+  echo "kubedav did not start; log:" >&2; cat "$log" >&2; exit 1
+}
+
+# Stops every process started so far.
+stop_all() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait "${PIDS[@]}" 2>/dev/null || true
+  PIDS=()
+}
+
+# One bounded wrk run on url with extra wrk args: prints "requests/s p50_ms p99_ms non2xx".
+wrk_stats() {
+  local url="$1"; shift
+  timeout -k 5 $((DURATION + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 10s --latency "$@" "$url" \
+    | awk 'function ms(v,  u) {u=v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
+                             return (u=="us") ? v/1000 : (u=="s") ? v*1000 : v}
+           /Requests\/sec/ {rps=$2}
+           /^ +50%/ {p50=ms($2)}
+           /^ +99%/ {p99=ms($2)}
+           /Non-2xx/ {bad=$5}
+           END {printf "%s %.2f %.2f %d\n", rps, p50, p99, bad}'
+}
+
+# wrk_stats without the median: "requests/s p99_ms non2xx".
+wrk_run() {
+  wrk_stats "$@" | awk '{print $1, $3, $4}'
+}
+
+# Just the requests/s of wrk_stats.
+wrk_rps() {
+  wrk_stats "$@" | cut -d' ' -f1
+}
