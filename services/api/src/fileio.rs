@@ -120,6 +120,8 @@ impl FileIo for RemoteFileIo {
         let data = CancelOnError {
             body,
             failure: Some(failure_tx),
+            sent: 0,
+            ended: false,
         };
         let mut client = self.client.clone();
         let call = client.write(first.chain(data));
@@ -227,12 +229,12 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
                 ));
             }
         };
-        let body = stream
-            .map(|message| match message?.item {
-                Some(pb::write_request::Item::Data(data)) => Ok(data),
-                _ => Err(Status::invalid_argument("only data may follow the Write header")),
-            })
-            .boxed();
+        let body = RequireEnd {
+            messages: stream,
+            received: 0,
+            ended: false,
+        }
+        .boxed();
         Ok(tonic::Response::new(self.inner.write(header, body).await?))
     }
 
@@ -295,6 +297,10 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
 struct CancelOnError {
     body: BoxStream<Bytes>,
     failure: Option<tokio::sync::oneshot::Sender<Status>>,
+    /// Body bytes sent so far.
+    sent: u64,
+    /// Whether the end message went out.
+    ended: bool,
 }
 
 impl futures_util::Stream for CancelOnError {
@@ -309,17 +315,82 @@ impl futures_util::Stream for CancelOnError {
             return Poll::Pending;
         }
         match self.body.poll_next_unpin(cx) {
-            Poll::Ready(Some(Ok(data))) => Poll::Ready(Some(pb::WriteRequest {
-                item: Some(pb::write_request::Item::Data(data)),
-            })),
+            Poll::Ready(Some(Ok(data))) => {
+                self.sent += data.len() as u64;
+                Poll::Ready(Some(pb::WriteRequest {
+                    item: Some(pb::write_request::Item::Data(data)),
+                }))
+            }
             Poll::Ready(Some(Err(status))) => {
                 if let Some(tx) = self.failure.take() {
                     let _ = tx.send(status);
                 }
                 Poll::Pending
             }
+            // The body is complete: say so, so that fileio may commit.
+            Poll::Ready(None) if !self.ended => {
+                self.ended = true;
+                Poll::Ready(Some(pb::WriteRequest {
+                    item: Some(pb::write_request::Item::End(pb::WriteEnd { size: self.sent })),
+                }))
+            }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// The body of a Write as fileio's core sees it: the data messages, ending cleanly only
+/// after the end message with the right size. A stream that stops without it (tonic
+/// reports a client's RST_STREAM CANCEL as a clean end) fails, so the upload is
+/// discarded instead of committed truncated.
+struct RequireEnd {
+    messages: tonic::Streaming<pb::WriteRequest>,
+    received: u64,
+    ended: bool,
+}
+
+impl futures_util::Stream for RequireEnd {
+    type Item = Result<Bytes, Status>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        loop {
+            let message = match futures_util::ready!(self.messages.poll_next_unpin(cx)) {
+                Some(Ok(message)) => message,
+                Some(Err(status)) => return Poll::Ready(Some(Err(status))),
+                None if self.ended => return Poll::Ready(None),
+                None => {
+                    return Poll::Ready(Some(Err(Status::cancelled(
+                        "the upload stopped before its end message; nothing was written",
+                    ))));
+                }
+            };
+            let problem = match message.item {
+                Some(pb::write_request::Item::Data(_)) | Some(pb::write_request::Item::End(_))
+                    if self.ended =>
+                {
+                    "nothing may follow the Write end message"
+                }
+                Some(pb::write_request::Item::Data(data)) => {
+                    self.received += data.len() as u64;
+                    return Poll::Ready(Some(Ok(data)));
+                }
+                Some(pb::write_request::Item::End(end)) if end.size == self.received => {
+                    self.ended = true;
+                    continue;
+                }
+                Some(pb::write_request::Item::End(_)) => {
+                    "the Write end message's size differs from the data received"
+                }
+                Some(pb::write_request::Item::Header(_)) | None => {
+                    "only data and the end may follow the Write header"
+                }
+            };
+            return Poll::Ready(Some(Err(Status::invalid_argument(problem))));
         }
     }
 }
