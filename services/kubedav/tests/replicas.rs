@@ -434,3 +434,45 @@ async fn metric_text_line(admin: SocketAddr, sample: &str) -> f64 {
         .find_map(|line| line.strip_prefix(sample)?.trim().parse().ok())
         .unwrap_or(0.0)
 }
+
+/// All-in-one mode takes `--lock-store` too: two monolithic replicas on one volume and
+/// one Redis share their locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_in_one_replicas_share_locks_through_redis() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let envs = [("KUBEDAV_LOCK_STORE".to_owned(), redis.url(0))];
+    let mut replicas = Vec::new();
+    for name in ["all-a", "all-b"] {
+        let args: Vec<String> = [
+            "--target=all",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--root",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([dir.path().display().to_string()])
+        .collect();
+        let mut process = Process::spawn(name, &args, &envs);
+        let http = process.listening("gateway HTTP").await;
+        replicas.push((process, http));
+    }
+    let url = |i: usize| format!("http://{}/shared.txt", replicas[i].1);
+    let c = client();
+    let lock = c
+        .request(Method::from_bytes(b"LOCK").unwrap(), url(0))
+        .body(LOCKINFO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lock.status(), StatusCode::CREATED);
+    let put = c.put(url(1)).body("from b").send().await.unwrap();
+    assert_eq!(
+        put.status(),
+        StatusCode::LOCKED,
+        "replica B honours replica A's lock"
+    );
+}

@@ -104,6 +104,15 @@ impl State {
             .find(|h| h.lock.token == token)
     }
 
+    /// The live lock `token` when it covers `path` (refresh and unlock need both).
+    fn covering(&mut self, token: &str, path: &str, now: Instant) -> Result<&mut Held, Status> {
+        let held = self.by_token(token, now).ok_or_else(|| not_held(token))?;
+        if !applies(&held.lock, path) {
+            return Err(not_covering(token));
+        }
+        Ok(held)
+    }
+
     fn remove_token(&mut self, token: &str) {
         if let Some(root) = self.roots.remove(token)
             && let Some(locks) = self.by_root.get_mut(&root)
@@ -221,12 +230,7 @@ impl Locks for MemoryLocks {
         let now = Instant::now();
         let timeout = grant(request.timeout_seconds, self.max_timeout);
         let mut state = self.state();
-        let held = state
-            .by_token(&request.token, now)
-            .ok_or_else(|| not_held(&request.token))?;
-        if !applies(&held.lock, &request.path) {
-            return Err(not_covering(&request.token));
-        }
+        let held = state.covering(&request.token, &request.path, now)?;
         held.expires = now + timeout;
         Ok(RefreshResponse {
             lock: Some(held.report(now)),
@@ -236,12 +240,7 @@ impl Locks for MemoryLocks {
     async fn unlock(&self, request: UnlockRequest) -> Result<UnlockResponse, Status> {
         let now = Instant::now();
         let mut state = self.state();
-        let held = state
-            .by_token(&request.token, now)
-            .ok_or_else(|| not_held(&request.token))?;
-        if !applies(&held.lock, &request.path) {
-            return Err(not_covering(&request.token));
-        }
+        let held = state.covering(&request.token, &request.path, now)?;
         if !held.lock.principal.is_empty() && held.lock.principal != request.principal {
             return Err(not_owner());
         }

@@ -103,6 +103,18 @@ local function applies(lock, path)
   return lock[2] == path or (lock[4] == '1' and below(path, lock[2]))
 end
 
+-- The live lock `token` when it covers `path`; otherwise nil and the refusal to reply.
+local function covering(token, path)
+  local lock = load(token)
+  if not lock then
+    return nil, {{'missing'}}
+  end
+  if not applies(lock, path) then
+    return nil, {{'elsewhere'}}
+  end
+  return lock
+end
+
 -- Takes up to 100 expired locks out of the indexes.
 local function sweep()
   local expired = redis.call('ZRANGEBYSCORE', P .. 'expiry', '-inf', at_ms(0), 'LIMIT', 0, 100)

@@ -2,12 +2,9 @@
 -- ARGV: prefix, token, path the request was made on, principal.
 -- Reply: {{'unlocked'}}, {{'missing'}}, {{'elsewhere'}} or {{'forbidden'}}.
 local token, path, principal = ARGV[2], ARGV[3], ARGV[4]
-local lock = load(token)
+local lock, refusal = covering(token, path)
 if not lock then
-  return {{'missing'}}
-end
-if not applies(lock, path) then
-  return {{'elsewhere'}}
+  return refusal
 end
 if lock[6] ~= '' and lock[6] ~= principal then
   return {{'forbidden'}}
