@@ -17,7 +17,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS_DIR="${PEERS_DIR:-$REPO/../shared/peers}"
 DURATION="${DURATION:-10}"; THREADS="${THREADS:-2}"; CONNS="${CONNS:-64}"; PUT_COUNT="${PUT_COUNT:-20}"
-BIN="$REPO/target/release/kubedav"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
 WORK="$(mktemp -d /tmp/kubedav-bench.XXXXXX)"
 PIDS=()
 cleanup() {

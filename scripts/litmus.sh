@@ -7,7 +7,7 @@
 # Env: LITMUS_SUITES (default: basic copymove props locks http), KUBEDAV_BIN.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${KUBEDAV_BIN:-$REPO/target/release/kubedav}"
+BIN="${KUBEDAV_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav}"
 SUITES="${LITMUS_SUITES:-basic copymove props locks http}"
 [ -x "$BIN" ] || { echo "litmus.sh: $BIN is missing; build with: cargo build --release" >&2; exit 1; }
 bash "$REPO/scripts/need.sh" litmus:litmus redis-server:redis-server
