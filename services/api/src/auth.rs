@@ -32,11 +32,13 @@ pub struct RemoteAuth {
 impl RemoteAuth {
     /// A client for the auth service at `endpoint`, connected on first use.
     pub fn connect_lazy(endpoint: Endpoint) -> Self {
+        Self::new(endpoint.connect_lazy())
+    }
+
+    /// A client on `channel` (one connection, or a balanced set of them).
+    pub fn new(channel: Channel) -> Self {
         Self {
-            client: pb::auth_client::AuthClient::with_interceptor(
-                endpoint.connect_lazy(),
-                TraceContextInjector,
-            ),
+            client: pb::auth_client::AuthClient::with_interceptor(channel, TraceContextInjector),
         }
     }
 }

@@ -69,7 +69,11 @@ impl RemoteFileIo {
     /// is made on first use and re-made after failures, so the gateway can start before
     /// fileio does.
     pub fn connect_lazy(endpoint: Endpoint) -> Self {
-        let channel = endpoint.connect_lazy();
+        Self::new(endpoint.connect_lazy())
+    }
+
+    /// A client on `channel` (one connection, or a balanced set of them).
+    pub fn new(channel: Channel) -> Self {
         let client = pb::file_io_client::FileIoClient::with_interceptor(channel, TraceContextInjector)
             .max_decoding_message_size(4 * 1024 * 1024);
         Self { client }

@@ -48,11 +48,13 @@ pub struct RemoteLocks {
 impl RemoteLocks {
     /// A client for the locks service at `endpoint`, connected on first use.
     pub fn connect_lazy(endpoint: Endpoint) -> Self {
+        Self::new(endpoint.connect_lazy())
+    }
+
+    /// A client on `channel` (one connection, or a balanced set of them).
+    pub fn new(channel: Channel) -> Self {
         Self {
-            client: pb::locks_client::LocksClient::with_interceptor(
-                endpoint.connect_lazy(),
-                TraceContextInjector,
-            ),
+            client: pb::locks_client::LocksClient::with_interceptor(channel, TraceContextInjector),
         }
     }
 }

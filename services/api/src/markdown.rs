@@ -50,11 +50,13 @@ pub struct RemoteMarkdown {
 impl RemoteMarkdown {
     /// A client for the markdown service at `endpoint`, connected on first use.
     pub fn connect_lazy(endpoint: Endpoint) -> Self {
-        let client = pb::markdown_client::MarkdownClient::with_interceptor(
-            endpoint.connect_lazy(),
-            TraceContextInjector,
-        )
-        .max_decoding_message_size(4 * 1024 * 1024);
+        Self::new(endpoint.connect_lazy())
+    }
+
+    /// A client on `channel` (one connection, or a balanced set of them).
+    pub fn new(channel: Channel) -> Self {
+        let client = pb::markdown_client::MarkdownClient::with_interceptor(channel, TraceContextInjector)
+            .max_decoding_message_size(4 * 1024 * 1024);
         Self { client }
     }
 }

@@ -268,6 +268,18 @@ pub enum Command {
         /// The user.
         user: String,
     },
+    /// Run the WebDAV smoke test (MKCOL, PUT, PROPFIND, GET, LOCK, UNLOCK, DELETE) against
+    /// a running server, as `helm test` does; exits non-zero at the first failed step.
+    Smoke {
+        /// The server's URL, e.g. http://kubedav-gateway/.
+        url: String,
+        /// The user to log in as.
+        #[arg(long, env = "KUBEDAV_SMOKE_USER")]
+        user: Option<String>,
+        /// Their password.
+        #[arg(long, env = "KUBEDAV_SMOKE_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+    },
     /// Print the Markdown of a local HTML file (`-` for standard input), as agents get it,
     /// and write the token estimate to standard error.
     Convert {

@@ -4,6 +4,7 @@
 
 mod cli;
 mod run;
+mod smoke;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -32,6 +33,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(cli::Command::Smoke { url, user, password }) = &cli.command {
+        return match runtime.block_on(smoke::run(url, user.clone(), password.clone())) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("kubedav smoke: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match runtime.block_on(run::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

@@ -51,22 +51,20 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             .await
         }
         Target::Gateway => {
-            let fileio: Arc<dyn FileIo> =
-                Arc::new(RemoteFileIo::connect_lazy(endpoint("fileio", &cli.fileio_url)?));
-            let locks: Arc<dyn Locks> =
-                Arc::new(RemoteLocks::connect_lazy(endpoint("locks", &cli.locks_url)?));
+            let fileio: Arc<dyn FileIo> = Arc::new(RemoteFileIo::new(channel("fileio", &cli.fileio_url)?));
+            let locks: Arc<dyn Locks> = Arc::new(RemoteLocks::new(channel("locks", &cli.locks_url)?));
             let auth = if cli.auth_url.is_empty() {
                 None
             } else {
-                Some(Arc::new(RemoteAuth::connect_lazy(endpoint("auth", &cli.auth_url)?)) as Arc<dyn Auth>)
+                Some(Arc::new(RemoteAuth::new(channel("auth", &cli.auth_url)?)) as Arc<dyn Auth>)
             };
             let markdown = if cli.markdown_url.is_empty() {
                 None
             } else {
-                Some(Arc::new(RemoteMarkdown::connect_lazy(endpoint(
-                    "markdown",
-                    &cli.markdown_url,
-                )?)) as Arc<dyn Markdown>)
+                Some(
+                    Arc::new(RemoteMarkdown::new(channel("markdown", &cli.markdown_url)?))
+                        as Arc<dyn Markdown>,
+                )
             };
             run_gateway(
                 &cli,
@@ -198,6 +196,12 @@ fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
         .map_err(|e| format!("{e} (set --root or KUBEDAV_ROOT to an existing directory)"))?;
     tracing::info!(target: "kubedav", "serving {}", cli.root.display());
     Ok(core)
+}
+
+/// A channel to a service: balanced over every pod when the URL names a headless
+/// Service (see `kubedav_kit::balance`).
+fn channel(service: &'static str, url: &str) -> Result<tonic::transport::Channel, String> {
+    kubedav_kit::balance::channel(url, move |url| endpoint(service, url))
 }
 
 /// A gRPC endpoint to a service, tuned for bulk streaming on a local network.
