@@ -1,0 +1,16 @@
+# kubedav: one image for every target (`--target=all|gateway|auth|locks|fileio|markdown`).
+# Build: make image (docker build -t kubedav:dev .)
+
+FROM docker.io/library/rust:1.95-slim-bookworm AS build
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked -p kubedav \
+    && install -D -m 0755 target/release/kubedav /out/kubedav
+
+# glibc, CA certificates and a non-root user, nothing else: no shell, no package manager.
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /out/kubedav /kubedav
+USER 65532:65532
+EXPOSE 8080 9090 9180
+ENTRYPOINT ["/kubedav"]
+CMD ["--target=all", "--root=/data", "--listen=0.0.0.0:8080", "--admin-listen=0.0.0.0:9180", "--allow-unauthenticated"]

@@ -1,0 +1,244 @@
+{{/* Names */}}
+{{- define "kubedav.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kubedav.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "kubedav.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "kubedav.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The name of a component's objects: fullname-component (fullname alone for "all"). */}}
+{{- define "kubedav.componentName" -}}
+{{- if eq .component "all" -}}
+{{- include "kubedav.fullname" .root -}}
+{{- else -}}
+{{- printf "%s-%s" (include "kubedav.fullname" .root | trunc 50 | trimSuffix "-") .component -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kubedav.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "kubedav.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kubedav
+{{- end -}}
+
+{{/* Labels of a component: call with (dict "root" $ "component" "gateway"). */}}
+{{- define "kubedav.componentLabels" -}}
+{{ include "kubedav.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "kubedav.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kubedav.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "kubedav.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "kubedav.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kubedav.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Secrets */}}
+{{- define "kubedav.usersSecretName" -}}
+{{- default (printf "%s-users" (include "kubedav.fullname" .)) .Values.auth.existingSecret -}}
+{{- end -}}
+
+{{- define "kubedav.usersSecretKey" -}}
+{{- if .Values.auth.existingSecret -}}{{ .Values.auth.existingSecretKey }}{{- else -}}users{{- end -}}
+{{- end -}}
+
+{{- define "kubedav.cacheSecretName" -}}
+{{- default (printf "%s-auth-cache" (include "kubedav.fullname" .)) .Values.auth.sharedCache.existingSecret -}}
+{{- end -}}
+
+{{/* Redis: "external", "bundled" or "" (none). */}}
+{{- define "kubedav.redisKind" -}}
+{{- if or .Values.redis.url .Values.redis.existingSecret -}}external
+{{- else if .Values.redis.bundled.enabled -}}bundled
+{{- end -}}
+{{- end -}}
+
+{{/* The env var holding the Redis URL, named `name`: call with (dict "root" $ "name" "KUBEDAV_LOCK_STORE"). */}}
+{{- define "kubedav.redisUrlEnv" -}}
+{{- $root := .root -}}
+- name: {{ .name }}
+{{- if $root.Values.redis.existingSecret }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $root.Values.redis.existingSecret }}
+      key: {{ $root.Values.redis.existingSecretKey }}
+{{- else if $root.Values.redis.url }}
+  value: {{ $root.Values.redis.url | quote }}
+{{- else }}
+  value: {{ printf "redis://%s:6379/0" (include "kubedav.componentName" (dict "root" $root "component" "redis")) | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Refusals: settings that cannot work together. */}}
+{{- define "kubedav.validate" -}}
+{{- $redis := include "kubedav.redisKind" . -}}
+{{- if eq .Values.deploymentMode "microservices" -}}
+{{- if and (gt (int .Values.locks.replicas) 1) (not $redis) -}}
+{{- fail (printf "locks.replicas is %d, but several locks replicas must share their locks through Redis: set redis.url (or redis.existingSecret), enable redis.bundled, or set locks.replicas to 1" (int .Values.locks.replicas)) -}}
+{{- end -}}
+{{- if and .Values.auth.enabled (gt (int .Values.auth.replicas) 1) (not $redis) -}}
+{{- fail (printf "auth.replicas is %d, but several auth replicas need Redis to share their verifications: set redis.url (or redis.existingSecret), enable redis.bundled, or set auth.replicas to 1" (int .Values.auth.replicas)) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.auth.enabled .Values.auth.existingSecret .Values.auth.users -}}
+{{- fail "give the users either in auth.users or in auth.existingSecret, not both" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether this release uses Redis at all (microservices with a Redis configured). */}}
+{{- define "kubedav.usesRedis" -}}
+{{- if and (eq .Values.deploymentMode "microservices") (include "kubedav.redisKind" .) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Pod-level settings shared by every workload. */}}
+{{- define "kubedav.podSpecCommon" -}}
+serviceAccountName: {{ include "kubedav.serviceAccountName" . }}
+automountServiceAccountToken: false
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod metadata for a component: call with (dict "root" $ "component" "gateway"). */}}
+{{- define "kubedav.podMetadata" -}}
+labels:
+  {{- include "kubedav.selectorLabels" . | nindent 2 }}
+  app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+  {{- with .root.Values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+annotations:
+  checksum/config: {{ include (print .root.Template.BasePath "/secrets.yaml") .root | sha256sum | trunc 16 }}
+  {{- with .root.Values.podAnnotations }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* The kubedav container's fixed parts: image, security, probes on the admin port. */}}
+{{- define "kubedav.containerCommon" -}}
+image: {{ include "kubedav.image" . }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+securityContext:
+  {{- toYaml .Values.containerSecurityContext | nindent 2 }}
+startupProbe:
+  httpGet: {path: /healthz, port: admin}
+  periodSeconds: 2
+  failureThreshold: 30
+livenessProbe:
+  httpGet: {path: /healthz, port: admin}
+  periodSeconds: 10
+  timeoutSeconds: 2
+  failureThreshold: 3
+readinessProbe:
+  httpGet: {path: /readyz, port: admin}
+  periodSeconds: 5
+  timeoutSeconds: 3
+  failureThreshold: 2
+{{- end -}}
+
+{{/* Env every kubedav container gets: call with (dict "root" $ "component" "gateway"). */}}
+{{- define "kubedav.commonEnv" -}}
+- name: RUST_LOG
+  value: {{ .root.Values.log.level | quote }}
+- name: KUBEDAV_LOG_FORMAT
+  value: {{ .root.Values.log.format | quote }}
+{{- if .root.Values.otel.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .root.Values.otel.endpoint | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ printf "kubedav-%s" .component | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ .root.Values.otel.sampler | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .root.Values.otel.samplerArg | quote }}
+- name: K8S_POD_NAME
+  valueFrom:
+    fieldRef: {fieldPath: metadata.name}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ printf "k8s.namespace.name=%s,k8s.pod.name=$(K8S_POD_NAME),service.namespace=%s" .root.Release.Namespace .root.Release.Name | quote }}
+{{- with .root.Values.otel.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The gRPC URL of a component, over its headless Service (balanced by the gateway). */}}
+{{- define "kubedav.grpcUrl" -}}
+{{- printf "http://%s-grpc:9090" (include "kubedav.componentName" .) -}}
+{{- end -}}
+
+{{/* Settings of the HTTP edge (gateway or all). */}}
+{{- define "kubedav.gatewayEnv" -}}
+{{- if not .Values.auth.enabled }}
+- name: KUBEDAV_ALLOW_UNAUTHENTICATED
+  value: "true"
+{{- end }}
+- name: KUBEDAV_AUTH_REALM
+  value: {{ .Values.auth.realm | quote }}
+- name: KUBEDAV_ANONYMOUS_READ
+  value: {{ .Values.auth.anonymousRead | quote }}
+{{- with .Values.auth.readOnlyUsers }}
+- name: KUBEDAV_READ_ONLY_USERS
+  value: {{ join "," . | quote }}
+{{- end }}
+- name: KUBEDAV_MAX_BODY_BYTES
+  value: {{ .Values.gateway.maxBodyBytes | int64 | quote }}
+{{- with .Values.gateway.markdown.contentSignal }}
+- name: KUBEDAV_CONTENT_SIGNAL
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The users file, for the process that verifies credentials. */}}
+{{- define "kubedav.usersEnv" -}}
+- name: KUBEDAV_USERS_FILE
+  value: /etc/kubedav/users/users
+- name: KUBEDAV_AUTH_CACHE_TTL_SECONDS
+  value: {{ .Values.auth.cacheTTLSeconds | quote }}
+{{- end -}}
+
+{{- define "kubedav.usersVolume" -}}
+- name: users
+  secret:
+    secretName: {{ include "kubedav.usersSecretName" . }}
+    items:
+      - key: {{ include "kubedav.usersSecretKey" . }}
+        path: users
+{{- end -}}

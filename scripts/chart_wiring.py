@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""The chart's wiring test: the manifests `helm template` renders, run for real.
+
+The local control plane runs no containers, so this is where the chart's wiring is
+proven: for every Deployment and StatefulSet it starts the process the pod would run,
+with exactly the args and env the chart renders (Secrets and ConfigMap values resolved,
+Secret volumes written to files), rewriting only what a pod has and a laptop has not:
+Service host names and listen addresses become 127.0.0.1 on free ports, mount paths
+become temporary directories, and the bundled Redis image becomes a local
+redis-server. Then it runs the chart's `helm test` pod (`kubedav smoke ...`) the same way.
+
+usage: chart_wiring.py MANIFESTS.yaml KUBEDAV_BINARY
+"""
+
+import base64
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Manifests:
+    def __init__(self, text):
+        self.objects = [o for o in yaml.safe_load_all(text) if o]
+
+    def of(self, kind):
+        return [o for o in self.objects if o["kind"] == kind]
+
+    def secret(self, name, key):
+        for s in self.of("Secret"):
+            if s["metadata"]["name"] == name:
+                if key in s.get("data", {}):
+                    return base64.b64decode(s["data"][key]).decode()
+                if key in s.get("stringData", {}):
+                    return s["stringData"][key]
+        raise SystemExit(f"wiring: the chart references Secret {name} key {key}, which it does not render")
+
+
+def matches(selector, labels):
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+class Wiring:
+    def __init__(self, manifests, binary, work):
+        self.m = manifests
+        self.binary = binary
+        self.work = work
+        self.processes = []
+        # (workload name, container port) -> local port
+        self.local = {}
+        self.workloads = self.m.of("Deployment") + self.m.of("StatefulSet")
+        for w in self.workloads:
+            for c in w["spec"]["template"]["spec"]["containers"]:
+                for p in c.get("ports", []):
+                    self.local[(w["metadata"]["name"], p["containerPort"])] = free_port()
+        # "service:port" -> "127.0.0.1:local"
+        self.hosts = {}
+        for svc in self.m.of("Service"):
+            name = svc["metadata"]["name"]
+            backends = [w for w in self.workloads
+                        if matches(svc["spec"]["selector"], w["spec"]["template"]["metadata"]["labels"])]
+            if not backends:
+                raise SystemExit(f"wiring: Service {name} selects no workload")
+            w = backends[0]
+            for sp in svc["spec"]["ports"]:
+                target = self.container_port(w, sp.get("targetPort", sp["port"]))
+                local = self.local[(w["metadata"]["name"], target)]
+                for host in (name, f"{name}.{self.namespace()}", f"{name}.{self.namespace()}.svc",
+                             f"{name}.{self.namespace()}.svc.cluster.local"):
+                    self.hosts[f"{host}:{sp['port']}"] = f"127.0.0.1:{local}"
+                    if sp["port"] == 80:
+                        self.hosts[f"{host}/"] = f"127.0.0.1:{local}/"
+
+    def namespace(self):
+        return os.environ.get("WIRING_NAMESPACE", "default")
+
+    def container_port(self, workload, target):
+        for c in workload["spec"]["template"]["spec"]["containers"]:
+            for p in c.get("ports", []):
+                if target in (p.get("name"), p["containerPort"]):
+                    return p["containerPort"]
+        raise SystemExit(f"wiring: {workload['metadata']['name']} has no port {target}")
+
+    def rewrite_hosts(self, value):
+        for host in sorted(self.hosts, key=len, reverse=True):
+            value = re.sub(r"(?<=//)" + re.escape(host), self.hosts[host], value)
+        return value
+
+    def env(self, container, mounts):
+        out = {}
+        for e in container.get("env", []):
+            if "value" in e:
+                value = str(e["value"])
+            elif "secretKeyRef" in e.get("valueFrom", {}):
+                ref = e["valueFrom"]["secretKeyRef"]
+                value = self.m.secret(ref["name"], ref["key"])
+            elif "fieldRef" in e.get("valueFrom", {}):
+                value = "wiring-test-pod"
+            else:
+                raise SystemExit(f"wiring: cannot resolve env {e}")
+            value = re.sub(r"\$\((\w+)\)", lambda g: out.get(g.group(1), ""), value)
+            out[e["name"]] = self.paths(self.rewrite_hosts(value), mounts)
+        return out
+
+    def paths(self, value, mounts):
+        for mount, local in sorted(mounts.items(), key=lambda m: len(m[0]), reverse=True):
+            if value == mount or value.startswith(mount + "/"):
+                return local + value[len(mount):]
+        return value
+
+    def mounts(self, workload, container):
+        """Mount path -> a local directory holding what the volume would."""
+        name = workload["metadata"]["name"]
+        volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"].get("volumes", [])}
+        out = {}
+        for vm in container.get("volumeMounts", []):
+            local = os.path.join(self.work, name, vm["name"])
+            os.makedirs(local, exist_ok=True)
+            volume = volumes.get(vm["name"], {})
+            if "secret" in volume:
+                secret = volume["secret"]["secretName"]
+                for item in volume["secret"].get("items", []):
+                    with open(os.path.join(local, item["path"]), "w") as f:
+                        f.write(self.m.secret(secret, item["key"]))
+            out[vm["mountPath"]] = local
+        return out
+
+    def args(self, workload, args):
+        name = workload["metadata"]["name"]
+        out = []
+        for a in args:
+            m = re.match(r"^(--(?:listen|grpc-listen|admin-listen))=0\.0\.0\.0:(\d+)$", a)
+            if m:
+                a = f"{m.group(1)}=127.0.0.1:{self.local[(name, int(m.group(2)))]}"
+            out.append(self.rewrite_hosts(a))
+        return out
+
+    def start(self, workload):
+        name = workload["metadata"]["name"]
+        container = workload["spec"]["template"]["spec"]["containers"][0]
+        log = open(os.path.join(self.work, f"{name}.log"), "w")
+        if "redis" in container["image"]:
+            port = self.local[(name, 6379)]
+            data = os.path.join(self.work, name, "data")
+            os.makedirs(data, exist_ok=True)
+            cmd = ["redis-server"] + [a.replace("/data", data) for a in container.get("args", [])]
+            cmd += ["--port", str(port), "--bind", "127.0.0.1"]
+            env = dict(os.environ)
+        else:
+            mounts = self.mounts(workload, container)
+            cmd = [self.binary] + self.args(workload, container.get("args", []))
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBEDAV_", "OTEL_"))}
+            env.update(self.env(container, mounts))
+        print(f"wiring: start {name}: {' '.join(cmd)}", flush=True)
+        self.processes.append((name, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)))
+
+    def wait_ready(self, workload):
+        name = workload["metadata"]["name"]
+        container = workload["spec"]["template"]["spec"]["containers"][0]
+        probe = container.get("readinessProbe", {})
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            for pname, p in self.processes:
+                if p.poll() is not None:
+                    raise SystemExit(f"wiring: {pname} exited with {p.returncode}; log:\n" +
+                                     open(os.path.join(self.work, f"{pname}.log")).read())
+            try:
+                if "httpGet" in probe:
+                    port = self.local[(name, self.container_port(workload, probe["httpGet"]["port"]))]
+                    url = f"http://127.0.0.1:{port}{probe['httpGet']['path']}"
+                    with urllib.request.urlopen(url, timeout=2) as r:
+                        if r.status == 200:
+                            return
+                else:
+                    with socket.create_connection(("127.0.0.1", self.local[(name, 6379)]), timeout=1):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise SystemExit(f"wiring: {name} did not become ready; log:\n" +
+                         open(os.path.join(self.work, f"{name}.log")).read())
+
+    def run(self):
+        # Redis first, then the gRPC services, then the HTTP edge: the order Kubernetes
+        # would converge to.
+        def rank(w):
+            image = w["spec"]["template"]["spec"]["containers"][0]["image"]
+            args = " ".join(w["spec"]["template"]["spec"]["containers"][0].get("args", []))
+            return 0 if "redis" in image else 2 if ("--target=gateway" in args or "--target=all" in args) else 1
+        for w in sorted(self.workloads, key=rank):
+            self.start(w)
+            self.wait_ready(w)
+        tests = [p for p in self.m.of("Pod")
+                 if p["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+        if not tests:
+            raise SystemExit("wiring: the chart renders no helm test pod")
+        for pod in tests:
+            container = pod["spec"]["containers"][0]
+            cmd = [self.binary] + [self.rewrite_hosts(a) for a in container["args"]]
+            env = {k: v for k, v in os.environ.items() if not k.startswith("KUBEDAV_")}
+            env.update(self.env(container, {}))
+            print(f"wiring: helm test pod {pod['metadata']['name']}: {' '.join(cmd)}", flush=True)
+            result = subprocess.run(cmd, env=env, timeout=120)
+            if result.returncode != 0:
+                for name, _ in self.processes:
+                    print(f"--- {name} log ---\n" + open(os.path.join(self.work, f"{name}.log")).read())
+                raise SystemExit(f"wiring: the smoke test failed with {result.returncode}")
+
+    def stop(self):
+        for _, p in self.processes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for _, p in self.processes:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def main():
+    manifests, binary = sys.argv[1], sys.argv[2]
+    with open(manifests) as f:
+        m = Manifests(f.read())
+    with tempfile.TemporaryDirectory(prefix="kubedav-wiring-") as work:
+        wiring = Wiring(m, binary, work)
+        try:
+            wiring.run()
+        finally:
+            wiring.stop()
+    print("wiring: the rendered workloads serve the smoke test")
+
+
+if __name__ == "__main__":
+    main()
