@@ -3,7 +3,7 @@ CARGO ?= cargo
 ROOT ?= ./data
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run build test lint fmt bench clean markdown-corpus
+.PHONY: run build test lint fmt bench clean markdown-corpus image
 
 build:
 	$(CARGO) build --release --locked -p kubedav
@@ -15,12 +15,15 @@ run: build
 
 # Unit tests, the HTTP suites against both run modes (and the many-replica suite on a
 # real redis-server, installed when missing), then the litmus WebDAV suites against both
-# modes and against the Redis lock store (release build: the suites move gigabytes and
-# share the build with `make run` and `make bench`).
+# modes and against the Redis lock store, then the Helm chart checks (scripts/chart-test.sh:
+# lint, schema, offline validation, checkov, wiring, and a live install on a local
+# control plane). Release build: the suites move gigabytes and share the build with
+# `make run` and `make bench`.
 test:
 	bash scripts/need.sh redis-server:redis-server
 	$(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
+	bash scripts/chart-test.sh
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -39,6 +42,12 @@ bench: build
 	bash scripts/bench-auth.sh
 	$(CARGO) bench --locked -p kubedav-markdown --bench convert
 	bash scripts/bench-markdown.sh
+
+# The one container image every target runs (needs a Docker engine; CI lints the
+# Dockerfile with hadolint instead).
+IMAGE ?= kubedav:dev
+image:
+	docker build -t $(IMAGE) .
 
 # Converts every HTML page of the Rust documentation installed with the toolchain.
 markdown-corpus:

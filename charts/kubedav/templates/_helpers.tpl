@@ -52,7 +52,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "kubedav.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Secrets */}}

@@ -12,6 +12,7 @@ pub mod props;
 pub mod read;
 pub mod transfer;
 pub mod tree;
+pub mod uring;
 pub mod volume;
 pub mod write;
 
@@ -64,6 +65,7 @@ impl StripedLocks {
 impl LocalFileIo {
     /// Serves the directory `root`. See [`Volume::open`] for the failures.
     pub fn open(root: &Path) -> Result<Self, String> {
+        uring::detect();
         Ok(Self {
             volume: Arc::new(Volume::open(root)?),
             property_locks: Arc::new(StripedLocks::new()),

@@ -46,6 +46,10 @@ async fn admin_endpoints(mode: Mode) {
                 metrics.contains("kubedav_fileio_scans_total 1"),
                 "{name} counts listings: {metrics}"
             );
+            assert!(
+                metrics.contains("kubedav_fileio_io_uring_available "),
+                "{name} says whether io_uring may be used: {metrics}"
+            );
         }
     }
     if mode == Mode::Microservices {

