@@ -20,7 +20,7 @@ run: build
 # control plane). Release build: the suites move gigabytes and share the build with
 # `make run` and `make bench`.
 test:
-	bash scripts/need.sh redis-server:redis-server
+	bash scripts/need.sh redis-server:redis-server prometheus:prometheus
 	$(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
 	bash scripts/chart-test.sh

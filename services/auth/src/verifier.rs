@@ -110,6 +110,11 @@ impl AuthCore {
     /// Like [`AuthCore::new`], sharing successful verifications with the other replicas
     /// through `shared` (behind the local cache).
     pub fn with_shared_cache(config: AuthConfig, shared: Option<SharedCache>) -> Result<Self, String> {
+        if shared.is_some() {
+            for result in ["hit", "miss", "stored", "error"] {
+                SHARED.with_label_values(&[result]);
+            }
+        }
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).map_err(|e| format!("no randomness for the cache key: {e}"))?;
         let cache = (!config.cache_ttl.is_zero()).then(|| {

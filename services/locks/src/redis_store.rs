@@ -50,6 +50,19 @@ impl RedisLocks {
     /// A store on `connection`, keeping its keys under `prefix` followed by `locks:`, and
     /// granting at most `max_timeout` per lock.
     pub fn new(connection: ConnectionManager, prefix: &str, max_timeout: Duration) -> Self {
+        // Every operation's error series exists from the start (at 0), so rates and alerts
+        // over it answer before the first outage.
+        for operation in [
+            "lock",
+            "refresh",
+            "unlock",
+            "check_write",
+            "discover",
+            "release",
+            "count",
+        ] {
+            STORE_ERRORS.with_label_values(&[operation]);
+        }
         Self {
             connection,
             prefix: format!("{prefix}locks:"),

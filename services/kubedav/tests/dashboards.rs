@@ -1,0 +1,227 @@
+//! The Grafana dashboards the chart ships, checked against real data: a real Prometheus
+//! scrapes the admin port of every process of a microservices run (auth with the shared
+//! cache, locks on Redis, markdown) during a mixed workload, and every PromQL expression
+//! of every dashboard panel must return data through Prometheus's HTTP API.
+
+mod common;
+
+use common::{Mode, Server, client};
+use kubedav_testkit::{RedisServer, free_port};
+use reqwest::{Method, StatusCode};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A real Prometheus on a free port, scraping `targets` every second; stopped on drop.
+struct Prometheus {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    async fn start(targets: &[(&str, std::net::SocketAddr)]) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = String::from(
+            "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: kubedav\n    static_configs:\n",
+        );
+        for (service, addr) in targets {
+            config.push_str(&format!(
+                "      - targets: ['{addr}']\n        labels: {{namespace: kubedav-test, service: {service}}}\n"
+            ));
+        }
+        let file = dir.path().join("prometheus.yml");
+        std::fs::write(&file, config).unwrap();
+        let port = free_port();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot run prometheus ({e}): `make test` installs it (Debian package prometheus)")
+            });
+        let prometheus = Prometheus {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = client().get(format!("{}/-/ready", prometheus.url)).send().await
+                && r.status() == StatusCode::OK
+            {
+                return prometheus;
+            }
+            assert!(Instant::now() < deadline, "prometheus did not become ready");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The result vector of an instant query (empty when the query has no data).
+    async fn query(&self, expr: &str) -> Vec<serde_json::Value> {
+        let encoded = percent_encoding::utf8_percent_encode(expr, percent_encoding::NON_ALPHANUMERIC);
+        let body = client()
+            .get(format!("{}/api/v1/query?query={encoded}", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(reply["status"], "success", "{expr}: {reply}");
+        reply["data"]["result"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every panel expression of every dashboard in `dir`, with Grafana's variables set as a
+/// dashboard user would: every namespace, a one-minute rate window.
+fn dashboard_expressions(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let dashboard: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                let expr = target["expr"]
+                    .as_str()
+                    .unwrap()
+                    .replace("$namespace", ".*")
+                    .replace("$__rate_interval", "1m");
+                out.push((format!("{} / {}", dashboard["title"], panel["title"]), expr));
+            }
+        }
+    }
+    assert!(!out.is_empty(), "no dashboards in {}", dir.display());
+    out
+}
+
+/// One round of the mixed workload: writes, reads, listings, locks, Markdown, and in the
+/// first round a refused login (once: more would lock the client out).
+async fn workload(server: &Server, first: bool) {
+    let c = client();
+    let as_alice = |method: &str, path: &str| {
+        c.request(Method::from_bytes(method.as_bytes()).unwrap(), server.url(path))
+            .basic_auth("alice", Some("alice-pw"))
+    };
+    let html = "<html><body><h1>Dashboards</h1><p>checked against <b>real</b> data.</p></body></html>";
+    assert!(
+        as_alice("PUT", "/page.html")
+            .body(html)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+    );
+    for _ in 0..2 {
+        let md = as_alice("GET", "/page.html")
+            .header("accept", "text/markdown")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(md.status(), StatusCode::OK);
+    }
+    let propfind = as_alice("PROPFIND", "/")
+        .header("depth", "1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(propfind.status(), StatusCode::MULTI_STATUS);
+    let lockinfo = r#"<D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockinfo>"#;
+    let lock = as_alice("LOCK", "/page.html")
+        .body(lockinfo)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lock.status(), StatusCode::OK);
+    let token = lock.headers()["lock-token"].to_str().unwrap().to_owned();
+    let blocked = as_alice("PUT", "/page.html").body("x").send().await.unwrap();
+    assert_eq!(blocked.status(), StatusCode::LOCKED);
+    let unlock = as_alice("UNLOCK", "/page.html")
+        .header("lock-token", token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unlock.status(), StatusCode::NO_CONTENT);
+    if first {
+        let wrong = c
+            .get(server.url("/"))
+            .basic_auth("mallory", Some("guess"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_dashboard_panel_returns_data_from_a_real_prometheus() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    let hash = kubedav_auth::passwd::sha512_crypt("alice-pw").unwrap();
+    std::fs::write(&users, format!("alice:{hash}\n")).unwrap();
+    let url = redis.url(0);
+    let server = Server::start_auth(
+        Mode::Microservices,
+        Some(&users),
+        &["--auth-cache-redis", &url],
+        &[],
+        &[
+            ("KUBEDAV_LOCK_STORE", &url),
+            (
+                "KUBEDAV_AUTH_CACHE_SECRET",
+                "a secret shared by the auth replicas",
+            ),
+        ],
+    )
+    .await;
+    let prometheus = Prometheus::start(&server.admin).await;
+    let dashboards = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../charts/kubedav/dashboards");
+    let expressions = dashboard_expressions(&dashboards);
+
+    // Rates need two scrapes of moving counters: keep the workload going until every
+    // panel answers, or give up after a minute and name the silent ones.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut silent: Vec<String>;
+    let mut first = true;
+    loop {
+        workload(&server, first).await;
+        first = false;
+        silent = Vec::new();
+        for (panel, expr) in &expressions {
+            if prometheus.query(expr).await.is_empty() {
+                silent.push(format!("{panel}: {expr}"));
+            }
+        }
+        if silent.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        silent.is_empty(),
+        "dashboard queries without data:\n{}",
+        silent.join("\n")
+    );
+    let scraped = prometheus.query("up == 1").await.len();
+    assert_eq!(scraped, server.admin.len(), "Prometheus scrapes every process");
+}
