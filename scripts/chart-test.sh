@@ -8,6 +8,7 @@
 #   2. values.schema.json and the chart's own checks refuse bad values, readably
 #   3. every rendered object validates offline against the Kubernetes OpenAPI schemas
 #      (kubernetes-validate, strict) and the prometheus-operator CRDs
+#      and the alert rules pass promtool check rules and their unit tests
 #   4. checkov's best-practice scan is clean (each skipped check is explained in
 #      charts/kubedav/.checkov.yaml)
 #   5. wiring: the rendered workloads run as local processes and pass the smoke test
@@ -39,7 +40,7 @@ fail() { echo "chart-test: $*" >&2; exit 1; }
 [ -x "$BIN" ] || fail "$BIN is missing; build with: cargo build --release"
 
 step "tools"
-bash "$REPO/scripts/need.sh" redis-server:redis-server python3:python3
+bash "$REPO/scripts/need.sh" redis-server:redis-server python3:python3 promtool:prometheus
 bash "$CLUSTER" build 2>&1 | grep -v "cached$" || true
 export PATH="$CACHE/bin:$PATH"
 VENV="$CACHE/chart-venv"
@@ -100,6 +101,15 @@ for set in "${SETS[@]}"; do
     > "$WORK/$set.yaml"
   "$VENV/bin/python" "$REPO/scripts/chart_validate.py" "$K8S_VERSION" "$WORK/$set.yaml" "${CRD_FILES[@]}"
 done
+
+step "3b. alert rules: promtool check rules, and the unit tests in ci/alerts-test.yaml"
+"$VENV/bin/python" -c '
+import sys, yaml
+rules = [o["spec"] for o in yaml.safe_load_all(open(sys.argv[1])) if o and o["kind"] == "PrometheusRule"]
+yaml.safe_dump(rules[0], open(sys.argv[2], "w"))' "$WORK/default.yaml" "$WORK/rules.yaml"
+promtool check rules "$WORK/rules.yaml" || fail "promtool check rules"
+cp "$CHART/ci/alerts-test.yaml" "$WORK/alerts-test.yaml"
+(cd "$WORK" && promtool test rules alerts-test.yaml) || fail "promtool test rules"
 
 step "4. checkov (skips explained in charts/kubedav/.checkov.yaml)"
 for set in "${SETS[@]}"; do
