@@ -105,7 +105,8 @@ pub async fn observe(mut request: Request, next: Next) -> Response {
     let mut response = next.run(request).instrument(span.clone()).await;
     IN_FLIGHT.dec();
     let status = response.status();
-    span.record("http.response.status_code", status.as_u16());
+    // As an i64: tracing-opentelemetry exports u64 fields as strings.
+    span.record("http.response.status_code", i64::from(status.as_u16()));
     DURATION
         .with_label_values(&[method])
         .observe(started.elapsed().as_secs_f64());

@@ -373,7 +373,67 @@ async fn access_rules_and_lock_owners(mode: Mode) {
     );
 }
 
+/// No password, and no Authorization value, reaches any process's log, at debug level,
+/// whether the login succeeds, fails or is refused for a malformed header.
+async fn credentials_never_reach_the_logs(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    let hash = kubedav_auth::passwd::sha512_crypt("Sup3r-Secret-pw").unwrap();
+    std::fs::write(&users, format!("carol:{hash}\n")).unwrap();
+    let mut server = Server::start_auth(mode, Some(&users), &[], &[], &[("RUST_LOG", "debug")]).await;
+    let c = client();
+    let attempts = [
+        ("carol", "Sup3r-Secret-pw"),
+        ("carol", "Wr0ng-Guess-pw"),
+        ("nobody", "An0ther-Guess-pw"),
+    ];
+    for (user, password) in attempts {
+        c.put(server.url("/f.txt"))
+            .basic_auth(user, Some(password))
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+    }
+    let raw = "Basic bm90LWEtdmFsaWQtaGVhZGVy";
+    c.get(server.url("/"))
+        .header("authorization", raw)
+        .send()
+        .await
+        .unwrap();
+    let ok = c
+        .get(server.url("/"))
+        .basic_auth("carol", Some("Sup3r-Secret-pw"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    use base64::Engine;
+    let mut secrets: Vec<String> = attempts.iter().map(|(_, p)| p.to_string()).collect();
+    secrets.extend(
+        attempts
+            .iter()
+            .map(|(u, p)| base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))),
+    );
+    secrets.push("bm90LWEtdmFsaWQtaGVhZGVy".into());
+    let mut lines = 0;
+    for process in &mut server.processes {
+        for line in process.log_so_far() {
+            lines += 1;
+            for secret in &secrets {
+                assert!(
+                    !line.contains(secret.as_str()),
+                    "[{}] logged a credential: {line}",
+                    process.name
+                );
+            }
+        }
+    }
+    assert!(lines >= 5, "the processes did log ({lines} lines)");
+}
+
 in_both_modes!(
+    credentials_never_reach_the_logs,
     every_format_and_a_malformed_file,
     reload_through_a_symlink_swap,
     full_crypt_queue_answers_503,

@@ -116,6 +116,20 @@ async fn one_request_is_one_trace_across_services() {
         "00f067aa0ba902b7",
         "the client's span is the parent"
     );
+    // OTel semantic conventions: the method and path as strings, the status as an integer.
+    let attribute = |name: &str| {
+        http.1
+            .attributes
+            .iter()
+            .find(|kv| kv.key == name)
+            .and_then(|kv| kv.value.as_ref())
+            .and_then(|v| v.value.clone())
+            .unwrap_or_else(|| panic!("the request span has no {name}: {:?}", http.1.attributes))
+    };
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    assert_eq!(attribute("http.response.status_code"), Value::IntValue(200));
+    assert_eq!(attribute("http.request.method"), Value::StringValue("GET".into()));
+    assert_eq!(attribute("url.path"), Value::StringValue("/t.txt".into()));
     // fileio's read span hangs, through the gRPC server span, below the gateway's span.
     let read = spans.iter().find(|(_, s)| s.name == "fileio.read").unwrap();
     assert!(read.0.contains("kubedav-fileio"), "{}", read.0);

@@ -168,6 +168,14 @@ impl Process {
             .unwrap_or_else(|_| panic!("{} never logged {needle:?}", self.name))
     }
 
+    /// Every log line so far (without waiting for more).
+    pub fn log_so_far(&mut self) -> Vec<String> {
+        while let Ok(line) = self.lines.try_recv() {
+            self.history.push(line);
+        }
+        self.history.clone()
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id().expect("the process is running")
