@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod conditional;
+pub mod counting;
 pub mod dates;
 pub mod errors;
 pub mod handlers;

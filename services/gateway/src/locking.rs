@@ -96,9 +96,8 @@ pub async fn check_write(
         principal,
         request_path: request_path.as_str().to_owned(),
     };
-    let reply = gateway
-        .locks
-        .check_write(request)
+    let span = tracing::info_span!("locks.check_write", targets = request.targets.len() as i64);
+    let reply = tracing::Instrument::instrument(gateway.locks.check_write(request), span)
         .await
         .map_err(|status| HttpError::from(status).into_response())?;
     match reply.outcome() {

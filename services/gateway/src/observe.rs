@@ -5,8 +5,9 @@
 //! * The span follows OpenTelemetry's HTTP semantic conventions and is a child of an
 //!   incoming W3C `traceparent`.
 //! * Metrics carry only bounded labels: the method (unknown ones as `OTHER`) and the
-//!   status class.
+//!   status class. Request and response body bytes are counted as they stream.
 
+use crate::counting::CountingBody;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
@@ -39,6 +40,22 @@ static DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
         vec![
             0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
         ]
+    )
+    .expect("metric registers once")
+});
+static BYTES_IN: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "kubedav_http_request_body_bytes_total",
+        "Request body bytes received, by method.",
+        &["method"]
+    )
+    .expect("metric registers once")
+});
+static BYTES_OUT: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "kubedav_http_response_body_bytes_total",
+        "Response body bytes sent, by method.",
+        &["method"]
     )
     .expect("metric registers once")
 });
@@ -100,6 +117,8 @@ pub async fn observe(mut request: Request, next: Next) -> Response {
         http.response.status_code = tracing::field::Empty,
     );
     let _ = span.set_parent(kubedav_api::propagation::extract_context(request.headers()));
+    let request = request
+        .map(|body| axum::body::Body::new(CountingBody::new(body, BYTES_IN.with_label_values(&[method]))));
     IN_FLIGHT.inc();
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
@@ -120,4 +139,5 @@ pub async fn observe(mut request: Request, next: Next) -> Response {
     REQUESTS.with_label_values(&[method, class]).inc();
     response.headers_mut().insert(REQUEST_ID, id);
     response
+        .map(|body| axum::body::Body::new(CountingBody::new(body, BYTES_OUT.with_label_values(&[method]))))
 }

@@ -14,10 +14,16 @@ async fn admin_get(addr: std::net::SocketAddr, path: &str) -> (StatusCode, Strin
 async fn admin_endpoints(mode: Mode) {
     let mut server = Server::start(mode).await;
     // Traffic so that the request metrics have samples.
-    assert_eq!(
-        client().get(server.url("/")).send().await.unwrap().status(),
-        StatusCode::OK
-    );
+    let listing = client().get(server.url("/")).send().await.unwrap();
+    assert_eq!(listing.status(), StatusCode::OK);
+    let listing_bytes = listing.bytes().await.unwrap().len();
+    let put = client()
+        .put(server.url("/1k.bin"))
+        .body(vec![7u8; 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
     for (name, addr) in server.admin.clone() {
         assert_eq!(
             admin_get(addr, "/healthz").await.0,
@@ -36,6 +42,16 @@ async fn admin_endpoints(mode: Mode) {
             "{name} exports process metrics"
         );
         if name == "gateway" || name == "all" {
+            assert!(
+                metrics.contains(&format!(
+                    "kubedav_http_response_body_bytes_total{{method=\"GET\"}} {listing_bytes}"
+                )),
+                "{name} counts bytes out: {metrics}"
+            );
+            assert!(
+                metrics.contains("kubedav_http_request_body_bytes_total{method=\"PUT\"} 1024"),
+                "{name} counts bytes in: {metrics}"
+            );
             assert!(
                 metrics.contains("kubedav_http_requests_total{method=\"GET\",status_class=\"2xx\"} 1"),
                 "{name} counts requests: {metrics}"
