@@ -142,6 +142,8 @@ impl AuthCore {
                 config,
             }),
         };
+        // Series that only move on trouble exist from the start (at 0), for rates and alerts.
+        LazyLock::force(&LOCKOUTS);
         core.reload()?.ok_or("the users file is empty")?;
         Ok(core)
     }

@@ -108,6 +108,7 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway over these service ports.
     pub fn new(ports: Ports, config: GatewayConfig) -> Arc<Self> {
+        handlers::propfind::register_metrics();
         let Ports {
             fileio,
             locks,

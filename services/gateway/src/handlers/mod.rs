@@ -7,7 +7,7 @@ mod lock;
 mod markdown;
 mod mkcol;
 mod options;
-mod propfind;
+pub(crate) mod propfind;
 mod proppatch;
 mod put;
 

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Writes the Grafana dashboards the chart ships (charts/kubedav/dashboards/*.json): the
+overview and one per service. Edit the panels here and run it again; the JSON files are
+its output, committed so that the chart carries them. tests/dashboards.rs checks every
+panel query against a real Prometheus.
+
+usage: python3 scripts/dashboards.py
+"""
+
+import json
+import os
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "charts", "kubedav", "dashboards")
+NS = 'namespace=~"$namespace"'
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def rate(metric, labels="", by=""):
+    selector = f"{{{NS}{', ' + labels if labels else ''}}}"
+    grouping = f" by ({by})" if by else ""
+    return f"sum{grouping} (rate({metric}{selector}[$__rate_interval]))"
+
+
+def quantile(q, metric, by=""):
+    keys = "le" + (f", {by}" if by else "")
+    return f"histogram_quantile({q}, sum by ({keys}) (rate({metric}_bucket{{{NS}}}[$__rate_interval])))"
+
+
+def process(service, metric):
+    return f'sum({metric}{{{NS}, service=~".*{service}.*"}})'
+
+
+class Dashboard:
+    def __init__(self, uid, title, description):
+        self.uid, self.title, self.description = uid, title, description
+        self.panels = []
+        self.x = self.y = 0
+
+    def panel(self, title, targets, unit="short"):
+        self.panels.append({
+            "id": len(self.panels) + 1,
+            "type": "timeseries",
+            "title": title,
+            "datasource": DATASOURCE,
+            "gridPos": {"x": self.x, "y": self.y, "w": 12, "h": 8},
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+            "options": {"legend": {"displayMode": "list", "placement": "bottom"}, "tooltip": {"mode": "multi"}},
+            "targets": [{"refId": chr(65 + i), "expr": expr, "legendFormat": legend, "datasource": DATASOURCE}
+                        for i, (expr, legend) in enumerate(targets)],
+        })
+        self.advance()
+
+    def text(self, title, markdown):
+        self.panels.append({
+            "id": len(self.panels) + 1,
+            "type": "text",
+            "title": title,
+            "gridPos": {"x": self.x, "y": self.y, "w": 12, "h": 8},
+            "options": {"mode": "markdown", "content": markdown},
+        })
+        self.advance()
+
+    def advance(self):
+        self.x = 12 - self.x
+        if self.x == 0:
+            self.y += 8
+
+    def write(self):
+        dashboard = {
+            "title": self.title, "uid": self.uid, "description": self.description,
+            "schemaVersion": 39, "version": 1, "tags": ["kubedav"], "timezone": "browser",
+            "refresh": "30s", "editable": True, "time": {"from": "now-1h", "to": "now"},
+            "links": [{"title": "kubedav dashboards", "type": "dashboards", "tags": ["kubedav"], "asDropdown": True}],
+            "templating": {"list": [
+                {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source"},
+                {"name": "namespace", "type": "query", "label": "Namespace", "datasource": DATASOURCE,
+                 "query": {"query": "label_values(process_start_time_seconds, namespace)", "refId": "namespaces"},
+                 "definition": "label_values(process_start_time_seconds, namespace)",
+                 "includeAll": True, "multi": True, "refresh": 2},
+            ]},
+            "panels": self.panels,
+        }
+        with open(os.path.join(OUT, f"{self.uid}.json"), "w") as f:
+            f.write(json.dumps(dashboard, indent=2) + "\n")
+
+
+def overview():
+    d = Dashboard("kubedav-overview", "kubedav overview", "The gateway's RED metrics and every service at a glance.")
+    http = "kubedav_http_requests_total"
+    d.panel("Requests by method", [(rate(http, by="method"), "{{method}}")], "reqps")
+    d.panel("Errors (5xx share)", [
+        (f'({rate(http, "status_class=" + chr(34) + "5xx" + chr(34))} or vector(0)) / {rate(http)}', "5xx")],
+        "percentunit")
+    d.panel("Latency p50 / p99 by method", [
+        (quantile(0.99, "kubedav_http_request_duration_seconds", "method"), "p99 {{method}}"),
+        (quantile(0.5, "kubedav_http_request_duration_seconds", "method"), "p50 {{method}}")], "s")
+    d.panel("gRPC calls started by method", [(rate("kubedav_grpc_server_started_total", by="method"), "{{method}}")],
+            "reqps")
+    d.panel("Bytes: HTTP in and out, volume read and written", [
+        (rate("kubedav_fileio_read_bytes_total"), "read"),
+        (rate("kubedav_fileio_written_bytes_total"), "written"),
+        (rate("kubedav_http_request_body_bytes_total"), "HTTP in"),
+        (rate("kubedav_http_response_body_bytes_total"), "HTTP out")], "Bps")
+    d.panel("Locks", [
+        (f"max(kubedav_locks_active{{{NS}}})", "active"),
+        (rate("kubedav_locks_conflicts_total"), "conflicts/s"),
+        (rate("kubedav_locks_store_errors_total"), "store errors/s")])
+    d.panel("Auth", [
+        (rate("kubedav_auth_cache_hits_total"), "cache hits/s"),
+        (rate("kubedav_auth_crypt_verifications_total"), "crypt/s"),
+        (rate("kubedav_auth_shared_cache_total", by="result"), "shared {{result}}/s"),
+        (rate("kubedav_auth_attempts_total", by="outcome"), "{{outcome}}/s")])
+    d.panel("Markdown conversions", [
+        (rate("kubedav_markdown_conversions_total"), "conversions/s"),
+        (rate("kubedav_markdown_cache_hits_total"), "cache hits/s")])
+    d.panel("Requests in flight", [(f"sum(kubedav_http_requests_in_flight{{{NS}}})", "in flight")])
+    d.text("Traces", "Every request is one trace (OTLP; `otel.endpoint`). In Grafana, open **Explore** "
+           "with your Tempo or Jaeger data source and search `service.name = kubedav-gateway`; "
+           "every response carries `x-request-id`, recorded on the request span as `request_id`. "
+           "See docs/observability.md.")
+    d.write()
+
+
+def memory_and_cpu(d, service):
+    d.panel("Memory (resident)", [(process(service, "process_resident_memory_bytes"), "RSS")], "bytes")
+    d.panel("CPU", [(f'sum(rate(process_cpu_seconds_total{{{NS}, service=~".*{service}.*"}}[$__rate_interval]))',
+                     "cores")])
+
+
+def auth():
+    d = Dashboard("kubedav-auth", "kubedav auth", "Credential checks: outcomes, caches, crypt work, lockouts.")
+    d.panel("Verifications by outcome", [(rate("kubedav_auth_attempts_total", by="outcome"), "{{outcome}}")], "reqps")
+    d.panel("Local cache", [(rate("kubedav_auth_cache_hits_total"), "hits"),
+                            (rate("kubedav_auth_cache_misses_total"), "misses")], "reqps")
+    d.panel("Crypt verifications and queue", [
+        (rate("kubedav_auth_crypt_verifications_total"), "crypt/s"),
+        (f"max(kubedav_auth_crypt_queue_depth{{{NS}}})", "queued")])
+    d.panel("Shared cache (Redis)", [(rate("kubedav_auth_shared_cache_total", by="result"), "{{result}}")], "reqps")
+    d.panel("Lockouts", [(rate("kubedav_auth_lockouts_total"), "lockouts/s")])
+    memory_and_cpu(d, "auth")
+    d.write()
+
+
+def locks():
+    d = Dashboard("kubedav-locks", "kubedav locks", "The lock manager: held locks, conflicts, the Redis store.")
+    d.panel("Active locks", [(f"max(kubedav_locks_active{{{NS}}})", "active")])
+    d.panel("Conflicts (423)", [(rate("kubedav_locks_conflicts_total"), "conflicts/s")])
+    d.panel("Store errors by operation", [(rate("kubedav_locks_store_errors_total", by="operation"), "{{operation}}")])
+    d.panel("PROPFIND with empty lockdiscovery", [(rate("kubedav_gateway_lockdiscovery_unavailable_total"), "degraded/s")])
+    memory_and_cpu(d, "locks")
+    d.write()
+
+
+def fileio():
+    d = Dashboard("kubedav-fileio", "kubedav fileio", "The volume: bytes, listings, io_uring.")
+    d.panel("Bytes read and written", [(rate("kubedav_fileio_read_bytes_total"), "read"),
+                                       (rate("kubedav_fileio_written_bytes_total"), "written")], "Bps")
+    d.panel("Listings", [(rate("kubedav_fileio_scans_total"), "scans/s")])
+    d.panel("io_uring available", [(f"min(kubedav_fileio_io_uring_available{{{NS}}})", "available")])
+    memory_and_cpu(d, "fileio")
+    d.write()
+
+
+def markdown():
+    d = Dashboard("kubedav-markdown", "kubedav markdown", "HTML to Markdown for agents.")
+    d.panel("Conversions by outcome", [(rate("kubedav_markdown_conversions_total", by="outcome"), "{{outcome}}")],
+            "reqps")
+    d.panel("Conversion time p50 / p99", [
+        (quantile(0.99, "kubedav_markdown_conversion_duration_seconds"), "p99"),
+        (quantile(0.5, "kubedav_markdown_conversion_duration_seconds"), "p50")], "s")
+    d.panel("Input and tokens", [(rate("kubedav_markdown_input_bytes_total"), "input bytes/s"),
+                                 (rate("kubedav_markdown_tokens_total"), "tokens/s")])
+    d.panel("Cache hits", [(rate("kubedav_markdown_cache_hits_total"), "hits/s")])
+    memory_and_cpu(d, "markdown")
+    d.write()
+
+
+if __name__ == "__main__":
+    for make in (overview, auth, locks, fileio, markdown):
+        make()
