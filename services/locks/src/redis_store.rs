@@ -198,19 +198,25 @@ impl Locks for RedisLocks {
             timeout.as_millis().to_string().into_bytes(),
         ];
         let reply = self.run(&LOCK, "lock", args).await?;
-        let locks = parse_locks(&reply[1..])?;
-        if status_of(&reply) == "granted" {
-            ACTIVE.inc();
-            Ok(LockResponse {
-                lock: locks.into_iter().next(),
-                conflicts: Vec::new(),
-            })
-        } else {
-            CONFLICTS.inc();
-            Ok(LockResponse {
-                lock: None,
-                conflicts: locks,
-            })
+        let locks = parse_locks(reply.get(1..).unwrap_or_default())?;
+        match status_of(&reply) {
+            "granted" => {
+                ACTIVE.inc();
+                Ok(LockResponse {
+                    lock: locks.into_iter().next(),
+                    conflicts: Vec::new(),
+                })
+            }
+            "conflict" => {
+                CONFLICTS.inc();
+                Ok(LockResponse {
+                    lock: None,
+                    conflicts: locks,
+                })
+            }
+            other => Err(Status::internal(format!(
+                "the lock store answered LOCK with {other:?}, neither granted nor conflict"
+            ))),
         }
     }
 
@@ -224,7 +230,9 @@ impl Locks for RedisLocks {
         let reply = self.run(&REFRESH, "refresh", args).await?;
         Self::refusal(&reply, &request.token)?;
         Ok(RefreshResponse {
-            lock: parse_locks(&reply[1..])?.into_iter().next(),
+            lock: parse_locks(reply.get(1..).unwrap_or_default())?
+                .into_iter()
+                .next(),
         })
     }
 
