@@ -6,7 +6,7 @@ use crate::propagation::TraceContextInjector;
 use std::sync::Arc;
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 pub use pb::{VerifyRequest, VerifyResponse, verify_response};
 
@@ -30,12 +30,8 @@ pub struct RemoteAuth {
 }
 
 impl RemoteAuth {
-    /// A client for the auth service at `endpoint`, connected on first use.
-    pub fn connect_lazy(endpoint: Endpoint) -> Self {
-        Self::new(endpoint.connect_lazy())
-    }
-
-    /// A client on `channel` (one connection, or a balanced set of them).
+    /// A client on `channel`: one lazily made connection (`Endpoint::connect_lazy`), or a
+    /// balanced set of them (`kubedav_kit::balance::channel`).
     pub fn new(channel: Channel) -> Self {
         Self {
             client: pb::auth_client::AuthClient::with_interceptor(channel, TraceContextInjector),

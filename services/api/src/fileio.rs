@@ -9,7 +9,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 pub use pb::{
     CopyRequest, DeleteRequest, DeleteResponse, Depth, FileInfo, ListEntry, ListRequest, ListResponse,
@@ -65,14 +65,8 @@ pub struct RemoteFileIo {
 }
 
 impl RemoteFileIo {
-    /// A client for the fileio service at `endpoint` (`http://host:port`). The connection
-    /// is made on first use and re-made after failures, so the gateway can start before
-    /// fileio does.
-    pub fn connect_lazy(endpoint: Endpoint) -> Self {
-        Self::new(endpoint.connect_lazy())
-    }
-
-    /// A client on `channel` (one connection, or a balanced set of them).
+    /// A client on `channel`: one lazily made connection (`Endpoint::connect_lazy`), or a
+    /// balanced set of them (`kubedav_kit::balance::channel`).
     pub fn new(channel: Channel) -> Self {
         let client = pb::file_io_client::FileIoClient::with_interceptor(channel, TraceContextInjector)
             .max_decoding_message_size(4 * 1024 * 1024);

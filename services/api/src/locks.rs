@@ -6,7 +6,7 @@ use crate::propagation::TraceContextInjector;
 use std::sync::Arc;
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 pub use pb::{
     ActiveLock, CheckWriteRequest, CheckWriteResponse, Condition, ConditionList, DiscoverRequest,
@@ -46,12 +46,8 @@ pub struct RemoteLocks {
 }
 
 impl RemoteLocks {
-    /// A client for the locks service at `endpoint`, connected on first use.
-    pub fn connect_lazy(endpoint: Endpoint) -> Self {
-        Self::new(endpoint.connect_lazy())
-    }
-
-    /// A client on `channel` (one connection, or a balanced set of them).
+    /// A client on `channel`: one lazily made connection (`Endpoint::connect_lazy`), or a
+    /// balanced set of them (`kubedav_kit::balance::channel`).
     pub fn new(channel: Channel) -> Self {
         Self {
             client: pb::locks_client::LocksClient::with_interceptor(channel, TraceContextInjector),

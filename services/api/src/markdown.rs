@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use std::sync::Arc;
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 pub use pb::{ConvertHeader, ConvertSummary, LookupRequest, Options as ConvertOptions};
 
@@ -48,12 +48,8 @@ pub struct RemoteMarkdown {
 }
 
 impl RemoteMarkdown {
-    /// A client for the markdown service at `endpoint`, connected on first use.
-    pub fn connect_lazy(endpoint: Endpoint) -> Self {
-        Self::new(endpoint.connect_lazy())
-    }
-
-    /// A client on `channel` (one connection, or a balanced set of them).
+    /// A client on `channel`: one lazily made connection (`Endpoint::connect_lazy`), or a
+    /// balanced set of them (`kubedav_kit::balance::channel`).
     pub fn new(channel: Channel) -> Self {
         let client = pb::markdown_client::MarkdownClient::with_interceptor(channel, TraceContextInjector)
             .max_decoding_message_size(4 * 1024 * 1024);

@@ -34,16 +34,6 @@ pub fn connect(url: &str) -> Result<ConnectionManager, String> {
         .map_err(|e| format!("cannot set up the Redis connection to {}: {e}", redacted(url)))
 }
 
-/// Whether Redis answers a PING: the readiness of a service that depends on it.
-pub async fn ping(connection: &ConnectionManager) -> Result<(), String> {
-    let mut connection = connection.clone();
-    ::redis::cmd("PING")
-        .query_async::<String>(&mut connection)
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("Redis does not answer: {e}"))
-}
-
 /// `url` with any password replaced by `***`, for logs and messages.
 pub fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {

@@ -31,11 +31,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             let (locks, _) = lock_store(&cli)?;
             let markdown = Some(Arc::new(cli.markdown_core()) as Arc<dyn Markdown>);
             let auth = match &cli.users_file {
-                Some(file) => {
-                    let core = auth_core(&cli, file.clone())?;
-                    core.watch(Duration::from_secs(cli.users_reload_seconds.max(1)));
-                    Some(Arc::new(core) as Arc<dyn Auth>)
-                }
+                Some(file) => Some(Arc::new(auth_core(&cli, file.clone())?) as Arc<dyn Auth>),
                 None => None,
             };
             run_gateway(
@@ -113,7 +109,6 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 .clone()
                 .ok_or("--target=auth needs --users-file (or KUBEDAV_USERS_FILE)")?;
             let core = auth_core(&cli, file)?;
-            core.watch(Duration::from_secs(cli.users_reload_seconds.max(1)));
             grpc::serve_target(
                 cli.target.name(),
                 cli.grpc_listen(),
@@ -139,6 +134,8 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// The auth core for `users_file`, sharing verifications through Redis when configured,
+/// and watching the file for changes.
 fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, String> {
     let config = cli.auth_config(users_file);
     let shared = if cli.auth_cache_redis.is_empty() {
@@ -158,8 +155,10 @@ fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, Stri
         tracing::info!(target: "kubedav", "auth cache shared through Redis at {}", kubedav_kit::redis::redacted(&cli.auth_cache_redis));
         Some(cache)
     };
-    AuthCore::with_shared_cache(config, shared)
-        .map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))
+    let core = AuthCore::with_shared_cache(config, shared)
+        .map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))?;
+    core.watch(Duration::from_secs(cli.users_reload_seconds.max(1)));
+    Ok(core)
 }
 
 /// The lock store `--lock-store` names, and the readiness check of the locks target.

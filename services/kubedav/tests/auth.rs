@@ -232,10 +232,8 @@ async fn full_crypt_queue_answers_503(mode: Mode) {
 }
 
 async fn lockout_engages_and_lifts(mode: Mode) {
-    let alice = kubedav_auth::passwd::sha512_crypt("alice-pw").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("users");
-    std::fs::write(&path, format!("alice:{alice}\n")).unwrap();
+    let path = common::users_file(dir.path(), &[("alice", "alice-pw")]);
     let server = start(
         mode,
         &path,
@@ -277,12 +275,11 @@ async fn lockout_engages_and_lifts(mode: Mode) {
 }
 
 async fn access_rules_and_lock_owners(mode: Mode) {
-    let alice = kubedav_auth::passwd::sha512_crypt("alice-pw").unwrap();
-    let bob = kubedav_auth::passwd::sha512_crypt("bob-pw").unwrap();
-    let reader = kubedav_auth::passwd::sha512_crypt("reader-pw").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("users");
-    std::fs::write(&path, format!("alice:{alice}\nbob:{bob}\nreader:{reader}\n")).unwrap();
+    let path = common::users_file(
+        dir.path(),
+        &[("alice", "alice-pw"), ("bob", "bob-pw"), ("reader", "reader-pw")],
+    );
     let server = start(
         mode,
         &path,
@@ -377,9 +374,7 @@ async fn access_rules_and_lock_owners(mode: Mode) {
 /// whether the login succeeds, fails or is refused for a malformed header.
 async fn credentials_never_reach_the_logs(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users");
-    let hash = kubedav_auth::passwd::sha512_crypt("Sup3r-Secret-pw").unwrap();
-    std::fs::write(&users, format!("carol:{hash}\n")).unwrap();
+    let users = common::users_file(dir.path(), &[("carol", "Sup3r-Secret-pw")]);
     let mut server = Server::start_auth(mode, Some(&users), &[], &[], &[("RUST_LOG", "debug")]).await;
     let c = client();
     let attempts = [

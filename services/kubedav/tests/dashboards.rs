@@ -176,9 +176,7 @@ async fn workload(server: &Server, first: bool) {
 async fn every_dashboard_panel_returns_data_from_a_real_prometheus() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users");
-    let hash = kubedav_auth::passwd::sha512_crypt("alice-pw").unwrap();
-    std::fs::write(&users, format!("alice:{hash}\n")).unwrap();
+    let users = common::users_file(dir.path(), &[("alice", "alice-pw")]);
     let url = redis.url(0);
     let server = Server::start_auth(
         Mode::Microservices,

@@ -36,13 +36,7 @@ impl Fleet {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
         std::fs::create_dir(&root).unwrap();
-        let users = dir.path().join("users");
-        let hash = |pw: &str| kubedav_auth::passwd::sha512_crypt(pw).unwrap();
-        std::fs::write(
-            &users,
-            format!("alice:{}\nbob:{}\n", hash("alice-pw"), hash("bob-pw")),
-        )
-        .unwrap();
+        let users = common::users_file(dir.path(), &[("alice", "alice-pw"), ("bob", "bob-pw")]);
         let redis_env = vec![
             ("KUBEDAV_LOCK_STORE".to_owned(), redis.url(0)),
             ("KUBEDAV_AUTH_CACHE_REDIS".to_owned(), redis.url(0)),

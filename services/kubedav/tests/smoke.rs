@@ -65,12 +65,7 @@ async fn smoke_passes_with_services_found_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_says_what_to_do_without_credentials() {
     let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users");
-    std::fs::write(
-        &users,
-        format!("alice:{}\n", kubedav_auth::passwd::sha512_crypt("pw").unwrap()),
-    )
-    .unwrap();
+    let users = common::users_file(dir.path(), &[("alice", "pw")]);
     let server = Server::start_auth(Mode::AllInOne, Some(&users), &[], &[], &[]).await;
     let out = smoke(&server.url("/"), &[]);
     assert!(!out.status.success());

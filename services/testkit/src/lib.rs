@@ -3,7 +3,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -84,16 +83,6 @@ impl RedisServer {
     /// The URL of database `db`.
     pub fn url(&self, db: u32) -> String {
         format!("redis://127.0.0.1:{}/{db}", self.port)
-    }
-
-    /// The port it listens on.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// Where it keeps its data.
-    pub fn dir(&self) -> PathBuf {
-        self.dir.path().to_owned()
     }
 
     /// Kills the server (SIGKILL, as a crash or an evicted pod would).

@@ -329,6 +329,23 @@ impl Server {
     }
 }
 
+/// Writes `dir/users`, a users file with a SHA-512 crypt entry for each (user, password),
+/// and returns its path.
+pub fn users_file(dir: &Path, users: &[(&str, &str)]) -> PathBuf {
+    let path = dir.join("users");
+    let lines: String = users
+        .iter()
+        .map(|(user, password)| {
+            format!(
+                "{user}:{}\n",
+                kubedav_auth::passwd::sha512_crypt(password).unwrap()
+            )
+        })
+        .collect();
+    std::fs::write(&path, lines).unwrap();
+    path
+}
+
 /// Starts `kubedav --target=<target> ARGS` on free ports, as the process `name`; returns
 /// it with its gRPC and admin addresses once it announced them.
 pub async fn start_service(
