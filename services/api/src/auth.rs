@@ -2,11 +2,9 @@
 //! adapter [`AuthGrpc`].
 
 use crate::pb::auth::v1 as pb;
-use crate::propagation::TraceContextInjector;
+use crate::rpc::ObservedChannel;
 use std::sync::Arc;
 use tonic::Status;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
 pub use pb::{VerifyRequest, VerifyResponse, verify_response};
 
@@ -21,7 +19,7 @@ pub trait Auth: Send + Sync + 'static {
     async fn verify(&self, request: VerifyRequest) -> Result<VerifyResponse, Status>;
 }
 
-type Client = pb::auth_client::AuthClient<InterceptedService<Channel, TraceContextInjector>>;
+type Client = pb::auth_client::AuthClient<ObservedChannel>;
 
 /// [`Auth`] over gRPC: what a gateway uses in microservices mode.
 #[derive(Clone)]
@@ -30,11 +28,11 @@ pub struct RemoteAuth {
 }
 
 impl RemoteAuth {
-    /// A client on `channel`: one lazily made connection (`Endpoint::connect_lazy`), or a
-    /// balanced set of them (`kubedav_kit::balance::channel`).
-    pub fn new(channel: Channel) -> Self {
+    /// A client on `channel`: one connection, or a balanced set of them
+    /// (`kubedav_kit::balance::channel`), observed ([`ObservedChannel`]).
+    pub fn new(channel: ObservedChannel) -> Self {
         Self {
-            client: pb::auth_client::AuthClient::with_interceptor(channel, TraceContextInjector),
+            client: pb::auth_client::AuthClient::new(channel),
         }
     }
 }

@@ -3,13 +3,11 @@
 
 use crate::BoxStream;
 use crate::pb::fileio::v1 as pb;
-use crate::propagation::TraceContextInjector;
+use crate::rpc::ObservedChannel;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 use tonic::Status;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
 pub use pb::{
     CopyRequest, DeleteRequest, DeleteResponse, Depth, FileInfo, ListEntry, ListRequest, ListResponse,
@@ -56,7 +54,7 @@ pub trait FileIo: Send + Sync + 'static {
     async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status>;
 }
 
-type Client = pb::file_io_client::FileIoClient<InterceptedService<Channel, TraceContextInjector>>;
+type Client = pb::file_io_client::FileIoClient<ObservedChannel>;
 
 /// [`FileIo`] over gRPC: what a gateway uses in microservices mode.
 #[derive(Clone)]
@@ -65,11 +63,11 @@ pub struct RemoteFileIo {
 }
 
 impl RemoteFileIo {
-    /// A client on `channel`: one lazily made connection (`Endpoint::connect_lazy`), or a
-    /// balanced set of them (`kubedav_kit::balance::channel`).
-    pub fn new(channel: Channel) -> Self {
-        let client = pb::file_io_client::FileIoClient::with_interceptor(channel, TraceContextInjector)
-            .max_decoding_message_size(4 * 1024 * 1024);
+    /// A client on `channel`: one connection, or a balanced set of them
+    /// (`kubedav_kit::balance::channel`), observed ([`ObservedChannel`]).
+    pub fn new(channel: ObservedChannel) -> Self {
+        let client =
+            pb::file_io_client::FileIoClient::new(channel).max_decoding_message_size(4 * 1024 * 1024);
         Self { client }
     }
 }

@@ -17,7 +17,7 @@ pub mod fileio;
 pub mod locks;
 pub mod markdown;
 pub mod path;
-pub mod propagation;
+pub mod rpc;
 
 /// Generated protobuf types and tonic clients/servers.
 pub mod pb {

@@ -2,11 +2,9 @@
 //! adapter [`LocksGrpc`].
 
 use crate::pb::locks::v1 as pb;
-use crate::propagation::TraceContextInjector;
+use crate::rpc::ObservedChannel;
 use std::sync::Arc;
 use tonic::Status;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
 pub use pb::{
     ActiveLock, CheckWriteRequest, CheckWriteResponse, Condition, ConditionList, DiscoverRequest,
@@ -37,7 +35,7 @@ pub trait Locks: Send + Sync + 'static {
     async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status>;
 }
 
-type Client = pb::locks_client::LocksClient<InterceptedService<Channel, TraceContextInjector>>;
+type Client = pb::locks_client::LocksClient<ObservedChannel>;
 
 /// [`Locks`] over gRPC: what a gateway uses in microservices mode.
 #[derive(Clone)]
@@ -46,11 +44,11 @@ pub struct RemoteLocks {
 }
 
 impl RemoteLocks {
-    /// A client on `channel`: one lazily made connection (`Endpoint::connect_lazy`), or a
-    /// balanced set of them (`kubedav_kit::balance::channel`).
-    pub fn new(channel: Channel) -> Self {
+    /// A client on `channel`: one connection, or a balanced set of them
+    /// (`kubedav_kit::balance::channel`), observed ([`ObservedChannel`]).
+    pub fn new(channel: ObservedChannel) -> Self {
         Self {
-            client: pb::locks_client::LocksClient::with_interceptor(channel, TraceContextInjector),
+            client: pb::locks_client::LocksClient::new(channel),
         }
     }
 }

@@ -2,14 +2,12 @@
 //! gRPC server adapter [`MarkdownGrpc`].
 
 use crate::pb::markdown::v1 as pb;
-use crate::propagation::TraceContextInjector;
+use crate::rpc::ObservedChannel;
 use crate::{BoxStream, MAX_CHUNK_BYTES};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use std::sync::Arc;
 use tonic::Status;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
 pub use pb::{ConvertHeader, ConvertSummary, LookupRequest, Options as ConvertOptions};
 
@@ -39,7 +37,7 @@ pub trait Markdown: Send + Sync + 'static {
     async fn convert(&self, header: ConvertHeader, html: BoxStream<Bytes>) -> Result<Rendered, Status>;
 }
 
-type Client = pb::markdown_client::MarkdownClient<InterceptedService<Channel, TraceContextInjector>>;
+type Client = pb::markdown_client::MarkdownClient<ObservedChannel>;
 
 /// [`Markdown`] over gRPC: what a gateway uses in microservices mode.
 #[derive(Clone)]
@@ -48,11 +46,11 @@ pub struct RemoteMarkdown {
 }
 
 impl RemoteMarkdown {
-    /// A client on `channel`: one lazily made connection (`Endpoint::connect_lazy`), or a
-    /// balanced set of them (`kubedav_kit::balance::channel`).
-    pub fn new(channel: Channel) -> Self {
-        let client = pb::markdown_client::MarkdownClient::with_interceptor(channel, TraceContextInjector)
-            .max_decoding_message_size(4 * 1024 * 1024);
+    /// A client on `channel`: one connection, or a balanced set of them
+    /// (`kubedav_kit::balance::channel`), observed ([`ObservedChannel`]).
+    pub fn new(channel: ObservedChannel) -> Self {
+        let client =
+            pb::markdown_client::MarkdownClient::new(channel).max_decoding_message_size(4 * 1024 * 1024);
         Self { client }
     }
 }

@@ -13,6 +13,7 @@ use redis::aio::ConnectionManager;
 use sha2::Sha256;
 use std::fmt::Write;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// How long a lookup or a store may take before the core verifies locally instead: a
 /// crypt verification costs a few milliseconds, so waiting much longer does not pay.
@@ -72,7 +73,9 @@ impl SharedCache {
     /// Whether another replica (or this one) verified this key within the TTL.
     pub async fn contains(&self, key: &str) -> redis::RedisResult<bool> {
         let mut connection = self.connection.clone();
-        within_timeout(redis::cmd("EXISTS").arg(key).query_async::<bool>(&mut connection)).await
+        within_timeout(redis::cmd("EXISTS").arg(key).query_async::<bool>(&mut connection))
+            .instrument(kubedav_kit::redis::span("EXISTS", "shared auth cache lookup"))
+            .await
     }
 
     /// Records a successful verification for the TTL.
@@ -80,7 +83,9 @@ impl SharedCache {
         let mut connection = self.connection.clone();
         let mut command = redis::cmd("SET");
         command.arg(key).arg(1).arg("PX").arg(self.ttl.as_millis() as u64);
-        within_timeout(command.query_async::<()>(&mut connection)).await
+        within_timeout(command.query_async::<()>(&mut connection))
+            .instrument(kubedav_kit::redis::span("SET", "shared auth cache store"))
+            .await
     }
 }
 

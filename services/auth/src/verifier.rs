@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 use tonic::Status;
+use tracing::Instrument;
 
 static ATTEMPTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
@@ -298,6 +299,7 @@ impl Auth for AuthCore {
             .inner
             .pool
             .run(move || stored.verify(&password))
+            .instrument(tracing::info_span!("auth.crypt"))
             .await
             .map_err(|Busy| {
                 ATTEMPTS.with_label_values(&["busy"]).inc();

@@ -66,8 +66,10 @@ impl LocalFileIo {
     /// Serves the directory `root`. See [`Volume::open`] for the failures.
     pub fn open(root: &Path) -> Result<Self, String> {
         uring::detect();
+        let volume = Arc::new(Volume::open(root)?);
+        metrics::report_capacity(volume.clone());
         Ok(Self {
-            volume: Arc::new(Volume::open(root)?),
+            volume,
             property_locks: Arc::new(StripedLocks::new()),
         })
     }
@@ -214,6 +216,11 @@ impl FileIo for LocalFileIo {
         }
         let upload = slot.wait().await?;
         let committed = blocking(move || upload.commit(&header, true)).await?;
+        tracing::debug!(
+            bytes = committed.info.size as i64,
+            created = committed.created,
+            "upload committed"
+        );
         Ok(WriteResponse {
             info: Some(committed.info),
             created: committed.created,

@@ -1,7 +1,10 @@
 //! fileio's own Prometheus metrics (registered in the default registry).
 
-use prometheus::{IntCounter, register_int_counter};
-use std::sync::LazyLock;
+use crate::volume::Volume;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{IntCounter, IntGauge, register_int_counter};
+use std::sync::{Arc, LazyLock};
 
 static READ_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!(
@@ -35,4 +38,55 @@ pub fn written_bytes(n: u64) {
 /// The listings counter.
 pub fn scans() -> &'static IntCounter {
     &SCANS
+}
+
+/// The volume's size and free space, read (`statvfs`) at every scrape:
+/// `kubedav_fileio_volume_size_bytes` and `kubedav_fileio_volume_available_bytes` (what
+/// an unprivileged writer can still use).
+struct VolumeCapacity {
+    volume: Arc<Volume>,
+    size: IntGauge,
+    available: IntGauge,
+}
+
+impl Collector for VolumeCapacity {
+    fn desc(&self) -> Vec<&Desc> {
+        self.size
+            .desc()
+            .into_iter()
+            .chain(self.available.desc())
+            .collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        if let Ok(vfs) = rustix::fs::fstatvfs(self.volume.root_fd()) {
+            let bytes = |blocks: u64| i64::try_from(blocks.saturating_mul(vfs.f_frsize)).unwrap_or(i64::MAX);
+            self.size.set(bytes(vfs.f_blocks));
+            self.available.set(bytes(vfs.f_bavail));
+        }
+        self.size
+            .collect()
+            .into_iter()
+            .chain(self.available.collect())
+            .collect()
+    }
+}
+
+/// Reports `volume`'s capacity on /metrics. The first volume a process opens is the one
+/// reported (a process serves one).
+pub fn report_capacity(volume: Arc<Volume>) {
+    let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("a valid metric");
+    let capacity = VolumeCapacity {
+        volume,
+        size: gauge(
+            "kubedav_fileio_volume_size_bytes",
+            "Size of the served volume's file system.",
+        ),
+        available: gauge(
+            "kubedav_fileio_volume_available_bytes",
+            "Bytes still available to kubedav on the served volume's file system.",
+        ),
+    };
+    // Already registered: another volume opened in this process reports.
+    let _ = prometheus::register(Box::new(capacity));
 }

@@ -107,6 +107,8 @@ pub async fn observe(mut request: Request, next: Next) -> Response {
         }
     };
     let method = method_label(request.method());
+    let access = tracing::enabled!(target: "kubedav::access", tracing::Level::INFO)
+        .then(|| (request.method().clone(), request.uri().path().to_owned()));
     let span = tracing::info_span!(
         "http.request",
         otel.name = method,
@@ -116,12 +118,16 @@ pub async fn observe(mut request: Request, next: Next) -> Response {
         request_id = %id.to_str().unwrap_or_default(),
         http.response.status_code = tracing::field::Empty,
     );
-    let _ = span.set_parent(kubedav_api::propagation::extract_context(request.headers()));
+    let _ = span.set_parent(kubedav_api::rpc::extract_context(request.headers()));
     let request = request
         .map(|body| axum::body::Body::new(CountingBody::new(body, BYTES_IN.with_label_values(&[method]))));
     IN_FLIGHT.inc();
     let started = Instant::now();
-    let mut response = next.run(request).instrument(span.clone()).await;
+    let request_id: std::sync::Arc<str> = id.to_str().unwrap_or_default().into();
+    let mut response = kubedav_api::rpc::REQUEST_ID
+        .scope(request_id, next.run(request))
+        .instrument(span.clone())
+        .await;
     IN_FLIGHT.dec();
     let status = response.status();
     // As an i64: tracing-opentelemetry exports u64 fields as strings.
@@ -137,6 +143,18 @@ pub async fn observe(mut request: Request, next: Next) -> Response {
         _ => "5xx",
     };
     REQUESTS.with_label_values(&[method, class]).inc();
+    if let Some((method, path)) = access {
+        span.in_scope(|| {
+            tracing::info!(
+                target: "kubedav::access",
+                method = method.as_str(),
+                path = %path,
+                status = i64::from(status.as_u16()),
+                duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+                "request"
+            )
+        });
+    }
     response.headers_mut().insert(REQUEST_ID, id);
     response
         .map(|body| axum::body::Body::new(CountingBody::new(body, BYTES_OUT.with_label_values(&[method]))))

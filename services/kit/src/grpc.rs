@@ -1,6 +1,7 @@
 //! Serving a kubedav gRPC service: the service itself, the standard gRPC health service
 //! (`grpc.health.v1.Health`, for Kubernetes gRPC probes and grpcurl) and server
-//! reflection, with every request's span a child of the caller's trace context.
+//! reflection, with every call observed (`kubedav_api::rpc`: a span continuing the
+//! caller's trace context, and the server call metrics).
 
 use std::future::Future;
 use tokio::net::TcpListener;
@@ -25,6 +26,7 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
+    kubedav_api::rpc::register_server_metrics();
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_service_status(S::NAME, tonic_health::ServingStatus::Serving)
@@ -39,10 +41,7 @@ where
         .map_err(|e| format!("cannot build gRPC reflection: {e}"))?;
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
-        .trace_fn(|request| {
-            crate::grpc_metrics::started(request.uri().path());
-            kubedav_api::propagation::server_span(request)
-        })
+        .layer(kubedav_api::rpc::ServerLayer)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(service)

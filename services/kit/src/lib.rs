@@ -7,7 +7,6 @@
 pub mod admin;
 pub mod balance;
 pub mod grpc;
-pub mod grpc_metrics;
 pub mod listen;
 pub mod redis;
 pub mod shutdown;

@@ -48,6 +48,20 @@ pub fn redacted(url: &str) -> String {
     }
 }
 
+/// The client span of one Redis command, after OpenTelemetry's database conventions:
+/// `command` (`EVALSHA`, `SET`, ...) is `db.operation.name` and `summary` says what the
+/// call does for kubedav (`db.query.summary`, also the span's name).
+pub fn span(command: &'static str, summary: &str) -> tracing::Span {
+    tracing::info_span!(
+        "redis",
+        otel.name = %format_args!("{command} {summary}"),
+        otel.kind = "client",
+        db.system.name = "redis",
+        db.operation.name = command,
+        db.query.summary = %summary,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -255,6 +255,11 @@ pub struct Cli {
     /// Log format: text or json. The level comes from RUST_LOG (default info).
     #[arg(long, env = "KUBEDAV_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// Log one line per HTTP request (target `kubedav::access`: method, path, status,
+    /// duration and request id; with trace and span ids in JSON). Off by default.
+    #[arg(long, env = "KUBEDAV_ACCESS_LOG")]
+    pub access_log: bool,
 }
 
 /// Tools.

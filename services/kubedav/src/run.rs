@@ -5,6 +5,7 @@ use kubedav_api::auth::{Auth, AuthGrpc, RemoteAuth};
 use kubedav_api::fileio::{FileIo, FileIoGrpc, RemoteFileIo};
 use kubedav_api::locks::{Locks, LocksGrpc, RemoteLocks};
 use kubedav_api::markdown::{Markdown, MarkdownGrpc, RemoteMarkdown};
+use kubedav_api::rpc::ObservedChannel;
 use kubedav_auth::AuthCore;
 use kubedav_fileio::LocalFileIo;
 use kubedav_gateway::{Gateway, Ports};
@@ -22,7 +23,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         LogFormat::Text => telemetry::LogFormat::Text,
         LogFormat::Json => telemetry::LogFormat::Json,
     };
-    let _telemetry = telemetry::init(cli.target.name(), format)?;
+    let _telemetry = telemetry::init(cli.target.name(), format, cli.access_log)?;
     let shutdown = Shutdown::install();
     tracing::info!(target: "kubedav", "kubedav {} starting target {}", env!("CARGO_PKG_VERSION"), cli.target.name());
     match cli.target {
@@ -47,6 +48,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             .await
         }
         Target::Gateway => {
+            kubedav_api::rpc::register_client_metrics();
             let fileio: Arc<dyn FileIo> = Arc::new(RemoteFileIo::new(channel("fileio", &cli.fileio_url)?));
             let locks: Arc<dyn Locks> = Arc::new(RemoteLocks::new(channel("locks", &cli.locks_url)?));
             let auth = if cli.auth_url.is_empty() {
@@ -199,8 +201,9 @@ fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
 
 /// A channel to a service: balanced over every pod when the URL names a headless
 /// Service (see `kubedav_kit::balance`).
-fn channel(service: &'static str, url: &str) -> Result<tonic::transport::Channel, String> {
-    kubedav_kit::balance::channel(url, move |url| endpoint(service, url))
+fn channel(service: &'static str, url: &str) -> Result<ObservedChannel, String> {
+    let channel = kubedav_kit::balance::channel(url, move |url| endpoint(service, url))?;
+    Ok(ObservedChannel::new(channel, url))
 }
 
 /// A gRPC endpoint to a service, tuned for bulk streaming on a local network.

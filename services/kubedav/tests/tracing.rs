@@ -1,21 +1,31 @@
-//! One request is one trace across processes: kubedav exports its spans over OTLP/gRPC to
-//! a real OTLP trace receiver, and the gateway's and fileio's spans continue the client's
-//! `traceparent`.
+//! Traces and the logs that point at them, against a real OTLP/gRPC trace receiver
+//! (built here from the opentelemetry-proto service definitions):
+//!
+//! * a PROPFIND, a PUT under auth and a Markdown GET each make one trace, in which every
+//!   process's spans hang parent to child below the gateway's request span, with the
+//!   OpenTelemetry HTTP and RPC attributes;
+//! * a slow or missing collector costs spans (dropped and counted), never requests;
+//! * JSON log lines carry the trace id, span id and request id, the same in every process.
 
 mod common;
 
-use common::{Mode, Server, client};
+use common::{Mode, Server, client, metric_sum};
+use kubedav_testkit::{RedisServer, free_port};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use reqwest::{Method, StatusCode};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// An OTLP trace receiver that keeps every span with its service name.
+/// An OTLP trace receiver that keeps every span with its process's `service.name`.
 #[derive(Clone, Default)]
 struct Receiver {
     spans: Arc<Mutex<Vec<(String, Span)>>>,
@@ -34,8 +44,11 @@ impl TraceService for Receiver {
                 .iter()
                 .flat_map(|r| &r.attributes)
                 .find(|kv| kv.key == "service.name")
-                .and_then(|kv| kv.value.as_ref())
-                .map(|v| format!("{:?}", v.value))
+                .and_then(|kv| kv.value.as_ref()?.value.clone())
+                .map(|v| match v {
+                    Value::StringValue(s) => s,
+                    other => format!("{other:?}"),
+                })
                 .unwrap_or_default();
             for scope in resource_spans.scope_spans {
                 spans.extend(scope.spans.into_iter().map(|span| (service.clone(), span)));
@@ -47,100 +60,412 @@ impl TraceService for Receiver {
     }
 }
 
+impl Receiver {
+    /// Starts the receiver on a free port; returns it with its endpoint URL.
+    async fn start() -> (Receiver, String) {
+        let receiver = Receiver::default();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(receiver.clone()))
+                .serve_with_incoming(incoming),
+        );
+        (receiver, endpoint)
+    }
+
+    /// The spans of `trace_id` once every span named in `wanted` has arrived.
+    async fn trace(&self, trace_id: &str, wanted: &[&str]) -> Vec<(String, Span)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let spans: Vec<(String, Span)> = self
+                .spans
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(_, s)| hex(&s.trace_id) == trace_id)
+                .cloned()
+                .collect();
+            let missing: Vec<&&str> = wanted
+                .iter()
+                .filter(|name| !spans.iter().any(|(_, s)| s.name == **name))
+                .collect();
+            if missing.is_empty() {
+                return spans;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "spans {missing:?} of trace {trace_id} never arrived; got {:?}",
+                spans
+                    .iter()
+                    .map(|(p, s)| format!("{p}: {}", s.name))
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_request_is_one_trace_across_services() {
-    let receiver = Receiver::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let incoming = tonic::transport::server::TcpIncoming::from(listener);
-    let service = TraceServiceServer::new(receiver.clone());
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(incoming),
+fn attribute(span: &Span, name: &str) -> Option<Value> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == name)
+        .and_then(|kv| kv.value.as_ref()?.value.clone())
+}
+
+fn text(span: &Span, name: &str) -> String {
+    match attribute(span, name) {
+        Some(Value::StringValue(s)) => s,
+        other => panic!("span {} has no string {name}: {other:?}", span.name),
+    }
+}
+
+/// Checks one request's trace: its root is the gateway's request span under the client's
+/// span `parent`, every other span's parent is in the trace, each gRPC hop is a client
+/// span in the caller and a server span in the callee with the RPC attributes, and
+/// `processes` all took part.
+fn check_trace(
+    spans: &[(String, Span)],
+    method: &str,
+    path: &str,
+    status: i64,
+    parent: &str,
+    processes: &[&str],
+) {
+    let ids: BTreeSet<Vec<u8>> = spans.iter().map(|(_, s)| s.span_id.clone()).collect();
+    let by_id = |id: &[u8]| spans.iter().find(|(_, s)| s.span_id == id);
+    let roots: Vec<_> = spans
+        .iter()
+        .filter(|(_, s)| !ids.contains(&s.parent_span_id))
+        .collect();
+    assert_eq!(roots.len(), 1, "one root: {roots:?}");
+    let (root_process, root) = roots[0];
+    assert_eq!(root_process, "kubedav-gateway");
+    assert_eq!(
+        hex(&root.parent_span_id),
+        parent,
+        "the client's span is the parent"
+    );
+    assert_eq!(root.name, method);
+    assert_eq!(root.kind, SpanKind::Server as i32);
+    assert_eq!(text(root, "http.request.method"), method);
+    assert_eq!(text(root, "url.path"), path);
+    assert_eq!(
+        attribute(root, "http.response.status_code"),
+        Some(Value::IntValue(status))
     );
 
-    let envs = [
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
-        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
-    ];
-    let server = Server::start_full(Mode::Microservices, &[], &envs).await;
-    std::fs::write(server.disk("t.txt"), b"traced").unwrap();
-    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
-    let response = client()
-        .get(server.url("/t.txt"))
-        .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
+    let present: BTreeSet<&str> = spans.iter().map(|(p, _)| p.as_str()).collect();
+    for process in processes {
+        assert!(
+            present.contains(process),
+            "{process} has spans in the {method} trace: {present:?}"
+        );
+    }
+    for (process, span) in spans {
+        if span.kind == SpanKind::Server as i32 && process != "kubedav-gateway" {
+            let (caller, client_span) = by_id(&span.parent_span_id).unwrap();
+            assert_eq!(
+                caller, "kubedav-gateway",
+                "{process}'s {} is called by the gateway",
+                span.name
+            );
+            assert_eq!(client_span.kind, SpanKind::Client as i32);
+            assert_eq!(
+                client_span.name, span.name,
+                "the client and server spans name the same call"
+            );
+            for hop in [span, client_span] {
+                assert_eq!(text(hop, "rpc.system"), "grpc");
+                assert_eq!(
+                    format!("{}/{}", text(hop, "rpc.service"), text(hop, "rpc.method")),
+                    span.name
+                );
+                assert_eq!(text(hop, "server.address"), "127.0.0.1");
+                assert_eq!(attribute(hop, "rpc.grpc.status_code"), Some(Value::IntValue(0)));
+            }
+        }
+    }
+}
+
+/// The span named `name` in `process`; its parent chain must reach a gRPC server span
+/// in the same process (the work of a call hangs below the call).
+fn inside_a_call<'a>(spans: &'a [(String, Span)], process: &str, name: &str) -> &'a Span {
+    let (_, span) = spans
+        .iter()
+        .find(|(p, s)| p == process && s.name == name)
+        .unwrap_or_else(|| panic!("no {name} span in {process}"));
+    let mut parent = span.parent_span_id.clone();
+    while let Some((p, ancestor)) = spans.iter().find(|(_, s)| s.span_id == parent) {
+        assert_eq!(p, process);
+        if ancestor.kind == SpanKind::Server as i32 {
+            return span;
+        }
+        parent = ancestor.parent_span_id.clone();
+    }
+    panic!("{name} in {process} is not inside a gRPC call");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_is_one_trace_through_every_process() {
+    let (receiver, endpoint) = Receiver::start().await;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let users = common::users_file(dir.path(), &[("alice", "alice-pw")]);
+    let url = redis.url(0);
+    let server = Server::start_auth(
+        Mode::Microservices,
+        Some(&users),
+        &["--auth-cache-redis", &url],
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            ("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
+            ("KUBEDAV_LOCK_STORE", &url),
+            (
+                "KUBEDAV_AUTH_CACHE_SECRET",
+                "a secret shared by the auth replicas",
+            ),
+        ],
+    )
+    .await;
+    let request = |method: &str, path: &str, trace: &str| {
+        client()
+            .request(Method::from_bytes(method.as_bytes()).unwrap(), server.url(path))
+            .basic_auth("alice", Some("alice-pw"))
+            .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+    };
+
+    // A PUT under auth: the password is checked (crypt, then stored in the shared cache
+    // on Redis), the lock check runs on Redis, fileio writes.
+    let put_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let html = "<html><body><h1>Traced</h1><p>one trace per request</p></body></html>";
+    let put = request("PUT", "/page.html", put_trace)
+        .body(html)
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 200);
+    assert_eq!(put.status(), StatusCode::CREATED);
+    let spans = receiver
+        .trace(
+            put_trace,
+            &["PUT", "auth.crypt", "fileio.write", "EVALSHA check_write"],
+        )
+        .await;
+    check_trace(
+        &spans,
+        "PUT",
+        "/page.html",
+        201,
+        "00f067aa0ba902b7",
+        &[
+            "kubedav-gateway",
+            "kubedav-auth",
+            "kubedav-locks",
+            "kubedav-fileio",
+        ],
+    );
+    inside_a_call(&spans, "kubedav-auth", "auth.crypt");
+    let redis_call = inside_a_call(&spans, "kubedav-locks", "EVALSHA check_write");
+    assert_eq!(text(redis_call, "db.system.name"), "redis");
+    assert_eq!(redis_call.kind, SpanKind::Client as i32);
+    inside_a_call(&spans, "kubedav-fileio", "fileio.write");
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let spans = loop {
-        let spans: Vec<(String, Span)> = receiver
-            .spans
-            .lock()
-            .unwrap()
+    // A PROPFIND: auth (now cached), lock discovery on Redis, fileio's listing.
+    let propfind_trace = "0af7651916cd43dd8448eb211c80319c";
+    let propfind = request("PROPFIND", "/", propfind_trace)
+        .header("depth", "1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(propfind.status(), StatusCode::MULTI_STATUS);
+    let spans = receiver
+        .trace(propfind_trace, &["PROPFIND", "fileio.list", "EVALSHA discover"])
+        .await;
+    check_trace(
+        &spans,
+        "PROPFIND",
+        "/",
+        207,
+        "00f067aa0ba902b7",
+        &[
+            "kubedav-gateway",
+            "kubedav-auth",
+            "kubedav-locks",
+            "kubedav-fileio",
+        ],
+    );
+    inside_a_call(&spans, "kubedav-fileio", "fileio.list");
+
+    // A Markdown GET: fileio reads the page, markdown parses and converts it.
+    let markdown_trace = "5b8efff798038103d269b633813fc60c";
+    let markdown = request("GET", "/page.html", markdown_trace)
+        .header("accept", "text/markdown")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(markdown.status(), StatusCode::OK);
+    assert!(markdown.text().await.unwrap().contains("# Traced"));
+    let spans = receiver
+        .trace(
+            markdown_trace,
+            &["GET", "markdown.parse", "markdown.convert", "fileio.read"],
+        )
+        .await;
+    check_trace(
+        &spans,
+        "GET",
+        "/page.html",
+        200,
+        "00f067aa0ba902b7",
+        &[
+            "kubedav-gateway",
+            "kubedav-auth",
+            "kubedav-fileio",
+            "kubedav-markdown",
+        ],
+    );
+    inside_a_call(&spans, "kubedav-markdown", "markdown.parse");
+    inside_a_call(&spans, "kubedav-markdown", "markdown.convert");
+}
+
+/// Accepts connections and never answers: a collector that hangs.
+async fn stalled_collector() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    endpoint
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_or_missing_collector_costs_spans_never_requests() {
+    let stalled = stalled_collector().await;
+    let missing = format!("http://127.0.0.1:{}", free_port());
+    for (mode, endpoint, reason) in [
+        (Mode::AllInOne, stalled, "queue_full"),
+        (Mode::Microservices, missing, "export_failed"),
+    ] {
+        let server = Server::start_full(
+            mode,
+            &[],
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+                ("OTEL_TRACES_SAMPLER", "always_on"),
+                ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+                ("OTEL_BSP_MAX_QUEUE_SIZE", "16"),
+                ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),
+            ],
+        )
+        .await;
+        std::fs::write(server.disk("f.txt"), b"still served").unwrap();
+        let admin = server
+            .admin
             .iter()
-            .filter(|(_, s)| hex(&s.trace_id) == trace_id)
-            .cloned()
+            .find(|(n, _)| *n == "all" || *n == "gateway")
+            .unwrap()
+            .1;
+        let dropped = format!("kubedav_otel_spans_dropped_total{{reason=\"{reason}\"}}");
+        assert_eq!(
+            metric_sum(admin, &dropped).await,
+            0.0,
+            "{mode:?}: nothing dropped yet"
+        );
+        let c = client();
+        let mut counted = 0.0;
+        for _ in 0..100 {
+            for _ in 0..20 {
+                let response = c.get(server.url("/f.txt")).send().await.unwrap();
+                assert_eq!(response.status(), StatusCode::OK);
+                assert_eq!(response.text().await.unwrap(), "still served");
+            }
+            counted = metric_sum(admin, &dropped).await;
+            if counted > 0.0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(counted > 0.0, "{mode:?}: spans dropped for {reason} are counted");
+    }
+}
+
+/// The first JSON log line of `process` that `wanted` accepts, waiting up to 10 s.
+async fn log_line(
+    server: &mut Server,
+    process: &str,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let lines = server.process(process).log_so_far();
+        let parsed: Vec<serde_json::Value> = lines
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
-        let services: std::collections::BTreeSet<_> =
-            spans.iter().map(|(service, _)| service.clone()).collect();
-        if spans.iter().any(|(_, s)| s.name == "fileio.read") && services.len() >= 2 {
-            break spans;
+        if let Some(line) = parsed.into_iter().find(|l| wanted(l)) {
+            return line;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "spans of the trace never arrived: {spans:?}"
+            "{process} never logged the line; it logged:\n{}",
+            lines.join("\n")
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let by_id = |id: &[u8]| spans.iter().find(|(_, s)| s.span_id == id);
-    let http = spans
-        .iter()
-        .find(|(_, s)| s.name == "GET")
-        .expect("the gateway's server span");
-    assert!(
-        http.0.contains("kubedav-gateway"),
-        "named after its target: {}",
-        http.0
-    );
-    assert_eq!(
-        hex(&http.1.parent_span_id),
-        "00f067aa0ba902b7",
-        "the client's span is the parent"
-    );
-    // OTel semantic conventions: the method and path as strings, the status as an integer.
-    let attribute = |name: &str| {
-        http.1
-            .attributes
-            .iter()
-            .find(|kv| kv.key == name)
-            .and_then(|kv| kv.value.as_ref())
-            .and_then(|v| v.value.clone())
-            .unwrap_or_else(|| panic!("the request span has no {name}: {:?}", http.1.attributes))
-    };
-    use opentelemetry_proto::tonic::common::v1::any_value::Value;
-    assert_eq!(attribute("http.response.status_code"), Value::IntValue(200));
-    assert_eq!(attribute("http.request.method"), Value::StringValue("GET".into()));
-    assert_eq!(attribute("url.path"), Value::StringValue("/t.txt".into()));
-    // fileio's read span hangs, through the gRPC server span, below the gateway's span.
-    let read = spans.iter().find(|(_, s)| s.name == "fileio.read").unwrap();
-    assert!(read.0.contains("kubedav-fileio"), "{}", read.0);
-    let mut ancestor = read.1.parent_span_id.clone();
-    let mut chain = Vec::new();
-    while let Some((service, span)) = by_id(&ancestor) {
-        chain.push((service.clone(), span.name.clone()));
-        ancestor = span.parent_span_id.clone();
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(
-        chain.iter().any(|(_, name)| name == "GET"),
-        "fileio.read descends from the gateway's request span: {chain:?}"
-    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_the_trace_and_request_ids_in_every_process() {
+    for mode in [Mode::AllInOne, Mode::Microservices] {
+        let mut server = Server::start_full(
+            mode,
+            &["--access-log"],
+            &[
+                ("KUBEDAV_LOG_FORMAT", "json"),
+                ("RUST_LOG", "info,kubedav_fileio=debug"),
+            ],
+        )
+        .await;
+        let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let response = client()
+            .put(server.url("/logged.txt"))
+            .header("x-request-id", "req-42")
+            .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+            .body("logged")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let (gateway, fileio) = match mode {
+            Mode::AllInOne => ("all", "all"),
+            Mode::Microservices => ("gateway", "fileio"),
+        };
+        let access = log_line(&mut server, gateway, |l| l["target"] == "kubedav::access").await;
+        assert_eq!(access["method"], "PUT", "{access}");
+        assert_eq!(access["path"], "/logged.txt");
+        assert_eq!(access["status"], 201);
+        assert_eq!(access["request_id"], "req-42");
+        assert_eq!(
+            access["trace_id"], trace,
+            "{mode:?}: the caller's trace continues"
+        );
+        let span_id = access["span_id"].as_str().unwrap();
+        assert_eq!(span_id.len(), 16, "{access}");
+        assert_ne!(span_id, "00f067aa0ba902b7", "the gateway's own span");
+        let committed = log_line(&mut server, fileio, |l| l["message"] == "upload committed").await;
+        assert_eq!(committed["trace_id"], trace, "{mode:?}: {committed}");
+        assert_eq!(committed["request_id"], "req-42", "{mode:?}: {committed}");
+        assert_eq!(committed["bytes"], 6);
+        assert_ne!(committed["span_id"], access["span_id"]);
+    }
 }

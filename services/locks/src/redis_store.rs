@@ -22,6 +22,7 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tonic::Status;
+use tracing::Instrument;
 
 macro_rules! script {
     ($file:literal) => {
@@ -90,6 +91,7 @@ impl RedisLocks {
         }
         invocation
             .invoke_async(&mut self.connection.clone())
+            .instrument(kubedav_kit::redis::span("EVALSHA", operation))
             .await
             .map_err(|e| {
                 STORE_ERRORS.with_label_values(&[operation]).inc();

@@ -68,14 +68,16 @@ pub fn convert(html: &[u8], content_type: &str, options: &Options) -> Result<Con
         return Err(ConvertError::TooLarge(options.max_input_bytes));
     }
     let started = Instant::now();
-    let text = crate::charset::decode(html, content_type);
-    let dom = html5ever::parse_document(RcDom::default(), Default::default()).one(text);
+    let dom = tracing::info_span!("markdown.parse", input_bytes = html.len() as i64).in_scope(|| {
+        let text = crate::charset::decode(html, content_type);
+        html5ever::parse_document(RcDom::default(), Default::default()).one(text)
+    });
     let mut renderer = Renderer {
         options,
         deadline: started + options.max_time,
         visited: 0,
     };
-    let markdown = renderer.blocks(&dom.document, 0)?;
+    let markdown = tracing::info_span!("markdown.convert").in_scope(|| renderer.blocks(&dom.document, 0))?;
     let markdown = markdown.trim().to_owned() + "\n";
     let tokens = (markdown.chars().count() as f32 / options.chars_per_token.max(0.1)).ceil() as u64;
     Ok(Converted { markdown, tokens })

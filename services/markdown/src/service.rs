@@ -131,7 +131,9 @@ impl Markdown for MarkdownCore {
         let key = Self::key(&header.source_etag, &options);
         let content_type = header.content_type.clone();
         let timer = DURATION.start_timer();
+        let span = tracing::Span::current();
         let converted = tokio::task::spawn_blocking(move || {
+            let _in_the_call = span.enter();
             convert(&input, &content_type, &options).map(|c| (c, input.len()))
         })
         .await

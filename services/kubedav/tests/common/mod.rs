@@ -117,7 +117,7 @@ impl Process {
         }
     }
 
-    /// Waits for the log line "`what` listening on ADDR" and returns ADDR.
+    /// Waits for the log line "`what` listening on ADDR" (text or JSON) and returns ADDR.
     pub async fn listening(&mut self, what: &str) -> SocketAddr {
         let needle = format!("{what} listening on ");
         let history = &mut self.history;
@@ -126,7 +126,7 @@ impl Process {
                 history.push(line.clone());
                 if let Some(pos) = line.find(&needle) {
                     let addr = line[pos + needle.len()..]
-                        .split_whitespace()
+                        .split(|c: char| c.is_whitespace() || c == '"')
                         .next()
                         .unwrap_or_default();
                     let addr: SocketAddr = addr.parse().expect("a socket address follows 'listening on'");

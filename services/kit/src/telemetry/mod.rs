@@ -1,0 +1,131 @@
+//! Logs and traces.
+//!
+//! Logs go to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default
+//! `info`), as text or, on request, JSON ([`json`]: with trace, span and request ids).
+//! Traces are exported over OTLP/gRPC when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set; the exporter and sampler read the
+//! standard `OTEL_*` variables. Export runs behind a bounded queue ([`export`]): spans
+//! are dropped and counted, never waited for, when the collector is slow or down. The
+//! W3C trace-context propagator is installed globally.
+
+pub mod export;
+pub mod json;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use std::io::IsTerminal;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+/// The log target of the access log.
+pub const ACCESS: &str = "kubedav::access";
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flushes pending spans when dropped; keep it alive for the process's lifetime.
+pub struct TelemetryGuard {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        if let Some(provider) = self.provider.take()
+            && let Err(e) = provider.shutdown()
+        {
+            eprintln!("kubedav: flushing traces failed: {e}");
+        }
+    }
+}
+
+fn otlp_configured() -> bool {
+    [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+        && std::env::var("OTEL_TRACES_EXPORTER").map_or(true, |v| v != "none")
+}
+
+/// Installs logging and, when configured, trace export. `service` names the process in
+/// traces unless `OTEL_SERVICE_NAME` says otherwise; `access_log` turns on the log
+/// target [`ACCESS`] (one line per HTTP request). Must run inside the tokio runtime.
+///
+/// Spans get OpenTelemetry ids when traces are exported or logs are JSON (whose lines
+/// carry them), so the same trace id follows a request through every process's logs
+/// even with no collector.
+pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<TelemetryGuard, String> {
+    opentelemetry::global::set_text_map_propagator(
+        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+    );
+    let dispatch = json::DispatchCell::default();
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        .add_directive(
+            format!("{ACCESS}={}", if access_log { "info" } else { "off" })
+                .parse()
+                .expect("a valid directive"),
+        );
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = match format {
+        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).boxed(),
+        LogFormat::Json => fmt.event_format(json::JsonLines::new(dispatch.clone())).boxed(),
+    };
+    let provider = if otlp_configured() {
+        Some(exporting_provider(service)?)
+    } else if format == LogFormat::Json {
+        Some(SdkTracerProvider::builder().build())
+    } else {
+        None
+    };
+    let otel = provider.as_ref().map(|provider| {
+        opentelemetry::global::set_tracer_provider(provider.clone());
+        tracing_opentelemetry::layer().with_tracer(provider.tracer("kubedav"))
+    });
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(otel)
+        .with((format == LogFormat::Json).then_some(json::RequestIds))
+        .with(fmt)
+        .try_init()
+        .map_err(|e| format!("cannot install logging: {e}"))?;
+    let _ = dispatch.set(tracing::dispatcher::get_default(|current| current.downgrade()));
+    Ok(TelemetryGuard { provider })
+}
+
+/// A tracer provider exporting over OTLP/gRPC through a bounded, counted queue.
+fn exporting_provider(service: &str) -> Result<SdkTracerProvider, String> {
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .build()
+        .map_err(|e| format!("cannot build the OTLP exporter (check OTEL_EXPORTER_OTLP_*): {e}"))?;
+    export::register_metrics();
+    let limit = export::queue_length();
+    let processor = export::bounded(exporter, limit, |exporter| {
+        use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
+        BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio)
+            .with_batch_config(
+                opentelemetry_sdk::trace::BatchConfigBuilder::default()
+                    .with_max_queue_size(limit + export::CONTROL_ROOM)
+                    .build(),
+            )
+            .build()
+    });
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name(format!("kubedav-{service}"));
+    }
+    Ok(SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .with_resource(resource.build())
+        .build())
+}
