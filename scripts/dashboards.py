@@ -21,9 +21,10 @@ def rate(metric, labels="", by=""):
     return f"sum{grouping} (rate({metric}{selector}[$__rate_interval]))"
 
 
-def quantile(q, metric, by=""):
+def quantile(q, metric, by="", labels=""):
     keys = "le" + (f", {by}" if by else "")
-    return f"histogram_quantile({q}, sum by ({keys}) (rate({metric}_bucket{{{NS}}}[$__rate_interval])))"
+    selector = f"{{{NS}{', ' + labels if labels else ''}}}"
+    return f"histogram_quantile({q}, sum by ({keys}) (rate({metric}_bucket{selector}[$__rate_interval])))"
 
 
 def process(service, metric):
@@ -94,8 +95,12 @@ def overview():
     d.panel("Latency p50 / p99 by method", [
         (quantile(0.99, "kubedav_http_request_duration_seconds", "method"), "p99 {{method}}"),
         (quantile(0.5, "kubedav_http_request_duration_seconds", "method"), "p50 {{method}}")], "s")
-    d.panel("gRPC calls started by method", [(rate("kubedav_grpc_server_started_total", by="method"), "{{method}}")],
-            "reqps")
+    d.panel("gRPC calls from the gateway by method", [
+        (rate("kubedav_grpc_client_handled_total", by="grpc_method"), "{{grpc_method}}"),
+        (rate("kubedav_grpc_client_handled_total", 'grpc_code!="OK"', by="grpc_service, grpc_code"),
+         "{{grpc_service}} {{grpc_code}}")], "reqps")
+    d.panel("gRPC p99 latency, gateway side, by method", [
+        (quantile(0.99, "kubedav_grpc_client_handling_seconds", "grpc_method"), "p99 {{grpc_method}}")], "s")
     d.panel("Bytes: HTTP in and out, volume read and written", [
         (rate("kubedav_fileio_read_bytes_total"), "read"),
         (rate("kubedav_fileio_written_bytes_total"), "written"),
@@ -114,11 +119,23 @@ def overview():
         (rate("kubedav_markdown_conversions_total"), "conversions/s"),
         (rate("kubedav_markdown_cache_hits_total"), "cache hits/s")])
     d.panel("Requests in flight", [(f"sum(kubedav_http_requests_in_flight{{{NS}}})", "in flight")])
+    d.panel("Trace export", [(rate("kubedav_otel_spans_exported_total"), "spans exported/s"),
+                             (rate("kubedav_otel_spans_dropped_total", by="reason"), "dropped ({{reason}})/s")])
     d.text("Traces", "Every request is one trace (OTLP; `otel.endpoint`). In Grafana, open **Explore** "
            "with your Tempo or Jaeger data source and search `service.name = kubedav-gateway`; "
            "every response carries `x-request-id`, recorded on the request span as `request_id`. "
            "See docs/observability.md.")
     d.write()
+
+
+def grpc_served(d, package):
+    """The calls a service answers: by method and status, and their p99."""
+    served = f'grpc_service=~"kubedav.{package}.v1.*"'
+    d.panel("gRPC calls served by method and status", [
+        (rate("kubedav_grpc_server_handled_total", served, by="grpc_method, grpc_code"),
+         "{{grpc_method}} {{grpc_code}}")], "reqps")
+    d.panel("gRPC p99 time to status by method", [
+        (quantile(0.99, "kubedav_grpc_server_handling_seconds", "grpc_method", served), "p99 {{grpc_method}}")], "s")
 
 
 def memory_and_cpu(d, service):
@@ -137,6 +154,7 @@ def auth():
         (f"max(kubedav_auth_crypt_queue_depth{{{NS}}})", "queued")])
     d.panel("Shared cache (Redis)", [(rate("kubedav_auth_shared_cache_total", by="result"), "{{result}}")], "reqps")
     d.panel("Lockouts", [(rate("kubedav_auth_lockouts_total"), "lockouts/s")])
+    grpc_served(d, "auth")
     memory_and_cpu(d, "auth")
     d.write()
 
@@ -147,16 +165,24 @@ def locks():
     d.panel("Conflicts (423)", [(rate("kubedav_locks_conflicts_total"), "conflicts/s")])
     d.panel("Store errors by operation", [(rate("kubedav_locks_store_errors_total", by="operation"), "{{operation}}")])
     d.panel("PROPFIND with empty lockdiscovery", [(rate("kubedav_gateway_lockdiscovery_unavailable_total"), "degraded/s")])
+    grpc_served(d, "locks")
     memory_and_cpu(d, "locks")
     d.write()
 
 
 def fileio():
-    d = Dashboard("kubedav-fileio", "kubedav fileio", "The volume: bytes, listings, io_uring.")
+    d = Dashboard("kubedav-fileio", "kubedav fileio", "The volume: bytes, listings, io_uring, space.")
     d.panel("Bytes read and written", [(rate("kubedav_fileio_read_bytes_total"), "read"),
                                        (rate("kubedav_fileio_written_bytes_total"), "written")], "Bps")
-    d.panel("Listings", [(rate("kubedav_fileio_scans_total"), "scans/s")])
+    d.panel("Listings by path (io_uring or fallback)", [(rate("kubedav_fileio_scans_total", by="path"), "{{path}}")],
+            "reqps")
+    d.panel("Entries per scan step p50 / p99", [
+        (quantile(0.99, "kubedav_fileio_scan_batch_entries", "path"), "p99 {{path}}"),
+        (quantile(0.5, "kubedav_fileio_scan_batch_entries", "path"), "p50 {{path}}")])
     d.panel("io_uring available", [(f"min(kubedav_fileio_io_uring_available{{{NS}}})", "available")])
+    d.panel("Volume space", [(f"min(kubedav_fileio_volume_available_bytes{{{NS}}})", "available"),
+                             (f"max(kubedav_fileio_volume_size_bytes{{{NS}}})", "size")], "bytes")
+    grpc_served(d, "fileio")
     memory_and_cpu(d, "fileio")
     d.write()
 
@@ -171,6 +197,7 @@ def markdown():
     d.panel("Input and tokens", [(rate("kubedav_markdown_input_bytes_total"), "input bytes/s"),
                                  (rate("kubedav_markdown_tokens_total"), "tokens/s")])
     d.panel("Cache hits", [(rate("kubedav_markdown_cache_hits_total"), "hits/s")])
+    grpc_served(d, "markdown")
     memory_and_cpu(d, "markdown")
     d.write()
 

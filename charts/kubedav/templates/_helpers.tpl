@@ -183,6 +183,10 @@ readinessProbe:
   value: {{ .root.Values.log.level | quote }}
 - name: KUBEDAV_LOG_FORMAT
   value: {{ .root.Values.log.format | quote }}
+{{- if .root.Values.log.accessLog }}
+- name: KUBEDAV_ACCESS_LOG
+  value: "true"
+{{- end }}
 {{- if .root.Values.otel.endpoint }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ .root.Values.otel.endpoint | quote }}

@@ -10,7 +10,8 @@
 //!   attributes (`server.address` is the `:authority` the caller addressed).
 //! * **Metrics** on both ends, in the style of go-grpc-prometheus:
 //!   `kubedav_grpc_{client,server}_started_total`, `..._handled_total` (with the gRPC
-//!   status `code`) and `..._handling_seconds`. A call is handled when its last response
+//!   status `grpc_code`) and `..._handling_seconds`, labelled `grpc_service` and
+//!   `grpc_method` (not `service`, which Kubernetes scrapes add). A call is handled when its last response
 //!   message and status have arrived, so a streaming call is timed to its end. Labels are
 //!   bounded: methods outside kubedav's, health's and reflection's protos count as
 //!   `other`.
@@ -54,19 +55,19 @@ impl EndMetrics {
         let started = register_int_counter_vec!(
             format!("kubedav_grpc_{end}_started_total"),
             format!("gRPC calls started on the {end} side, by service and method."),
-            &["service", "method"]
+            &["grpc_service", "grpc_method"]
         )
         .expect("metric registers once");
         let handled = register_int_counter_vec!(
             format!("kubedav_grpc_{end}_handled_total"),
             format!("gRPC calls completed on the {end} side, by service, method and status code."),
-            &["service", "method", "code"]
+            &["grpc_service", "grpc_method", "grpc_code"]
         )
         .expect("metric registers once");
         let handling = register_histogram_vec!(
             format!("kubedav_grpc_{end}_handling_seconds"),
             format!("Time from a gRPC call's start to its status on the {end} side."),
-            &["service", "method"],
+            &["grpc_service", "grpc_method"],
             BUCKETS.to_vec()
         )
         .expect("metric registers once");

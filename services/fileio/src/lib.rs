@@ -67,6 +67,7 @@ impl LocalFileIo {
     pub fn open(root: &Path) -> Result<Self, String> {
         uring::detect();
         let volume = Arc::new(Volume::open(root)?);
+        metrics::register();
         metrics::report_capacity(volume.clone());
         Ok(Self {
             volume,
@@ -105,7 +106,7 @@ impl FileIo for LocalFileIo {
         let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
         let volume = self.volume.clone();
-        metrics::scans().inc();
+        metrics::scan(metrics::ScanPath::Fallback);
         tokio::task::spawn_blocking(move || {
             let selection = request.properties.unwrap_or_default();
             if let Err(status) = tree::walk(&volume, path, depth, request.max_entries, &selection, &tx) {

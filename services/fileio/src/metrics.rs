@@ -3,7 +3,10 @@
 use crate::volume::Volume;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{IntCounter, IntGauge, register_int_counter};
+use prometheus::{
+    HistogramVec, IntCounter, IntCounterVec, IntGauge, register_histogram_vec, register_int_counter,
+    register_int_counter_vec,
+};
 use std::sync::{Arc, LazyLock};
 
 static READ_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
@@ -20,10 +23,62 @@ static WRITTEN_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
-static SCANS: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!("kubedav_fileio_scans_total", "Collection listings started.")
-        .expect("metric registers once")
+static SCANS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "kubedav_fileio_scans_total",
+        "Collection listings started, by how they gather metadata (io_uring, fallback).",
+        &["path"]
+    )
+    .expect("metric registers once")
 });
+static SCAN_BATCH: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register_histogram_vec!(
+        "kubedav_fileio_scan_batch_entries",
+        "Entries whose metadata a listing gathers in one step: one directory's entries on the \
+         fallback path (a statx each), one submission's statx requests on the io_uring path.",
+        &["path"],
+        prometheus::exponential_buckets(1.0, 4.0, 7).expect("valid buckets")
+    )
+    .expect("metric registers once")
+});
+
+/// How a listing gathers its entries' metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanPath {
+    /// statx requests batched through io_uring.
+    IoUring,
+    /// One statx system call per entry.
+    Fallback,
+}
+
+impl ScanPath {
+    fn label(self) -> &'static str {
+        match self {
+            ScanPath::IoUring => "io_uring",
+            ScanPath::Fallback => "fallback",
+        }
+    }
+}
+
+/// Starts the listing series of both paths at zero.
+pub fn register() {
+    for path in [ScanPath::IoUring, ScanPath::Fallback] {
+        SCANS.with_label_values(&[path.label()]);
+        SCAN_BATCH.with_label_values(&[path.label()]);
+    }
+}
+
+/// Counts a listing started on `path`.
+pub fn scan(path: ScanPath) {
+    SCANS.with_label_values(&[path.label()]).inc();
+}
+
+/// Records one step of a listing on `path` that gathered `entries` entries.
+pub fn scan_batch(path: ScanPath, entries: usize) {
+    SCAN_BATCH
+        .with_label_values(&[path.label()])
+        .observe(entries as f64);
+}
 
 /// Counts bytes read.
 pub fn read_bytes(n: u64) {
@@ -33,11 +88,6 @@ pub fn read_bytes(n: u64) {
 /// Counts bytes written.
 pub fn written_bytes(n: u64) {
     WRITTEN_BYTES.inc_by(n);
-}
-
-/// The listings counter.
-pub fn scans() -> &'static IntCounter {
-    &SCANS
 }
 
 /// The volume's size and free space, read (`statvfs`) at every scrape:

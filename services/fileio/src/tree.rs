@@ -90,7 +90,9 @@ pub fn walk(
         pending_dirs.push((fd, path));
     }
     while let Some((dir, dir_path)) = pending_dirs.pop() {
+        let mut stated = 0;
         for name in visible_names(&dir, &dir_path)? {
+            stated += 1;
             let Ok(member_path) = dir_path.join(&name) else {
                 continue;
             };
@@ -121,6 +123,7 @@ pub fn walk(
                 }
             }
         }
+        crate::metrics::scan_batch(crate::metrics::ScanPath::Fallback, stated);
     }
     if !batch.is_empty() {
         let _ = out.blocking_send(Ok(ListResponse { entries: batch }));

@@ -1,7 +1,12 @@
-//! The Grafana dashboards the chart ships, checked against real data: a real Prometheus
-//! scrapes the admin port of every process of a microservices run (auth with the shared
-//! cache, locks on Redis, markdown) during a mixed workload, and every PromQL expression
-//! of every dashboard panel must return data through Prometheus's HTTP API.
+//! The metrics, the Grafana dashboards and the alerts the chart ships, checked against
+//! real data: a real Prometheus scrapes the admin port of every process of a
+//! microservices run (auth with the shared cache, locks on Redis, markdown) during a
+//! mixed workload. Through Prometheus's HTTP API:
+//!
+//! * every PromQL expression of every dashboard panel returns data;
+//! * every metric of the catalogue in docs/observability.md exists, and the counters the
+//!   workload drives have moved;
+//! * every alert expression of the chart's PrometheusRule parses and evaluates.
 
 mod common;
 
@@ -161,6 +166,8 @@ async fn workload(server: &Server, first: bool) {
         .await
         .unwrap();
     assert_eq!(unlock.status(), StatusCode::NO_CONTENT);
+    let missing = as_alice("GET", "/no-such-page.html").send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     if first {
         let wrong = c
             .get(server.url("/"))
@@ -189,6 +196,13 @@ async fn every_dashboard_panel_returns_data_from_a_real_prometheus() {
                 "KUBEDAV_AUTH_CACHE_SECRET",
                 "a secret shared by the auth replicas",
             ),
+            // The export metrics exist whenever an endpoint is set; nothing listens here
+            // and nothing is sampled.
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                &format!("http://127.0.0.1:{}", free_port()),
+            ),
+            ("OTEL_TRACES_SAMPLER", "always_off"),
         ],
     )
     .await;
@@ -222,4 +236,148 @@ async fn every_dashboard_panel_returns_data_from_a_real_prometheus() {
     );
     let scraped = prometheus.query("up == 1").await.len();
     assert_eq!(scraped, server.admin.len(), "Prometheus scrapes every process");
+
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut absent = Vec::new();
+    for metric in catalogue(&repo.join("docs/observability.md")) {
+        let expr = format!("count({{__name__=~\"{metric}|{metric}_count\"}})");
+        if prometheus.query(&expr).await.is_empty() {
+            absent.push(metric);
+        }
+    }
+    assert!(
+        absent.is_empty(),
+        "catalogued metrics that no process exports: {absent:?}"
+    );
+    let mut still = Vec::new();
+    for counter in MOVED_BY_THE_WORKLOAD {
+        if prometheus.query(&format!("sum({counter}) > 0")).await.is_empty() {
+            still.push(counter);
+        }
+    }
+    assert!(
+        still.is_empty(),
+        "counters the workload should have moved: {still:?}"
+    );
+
+    let alerts = alert_expressions(&repo.join("charts/kubedav"));
+    assert!(alerts.len() >= 9, "the alerts: {alerts:?}");
+    // Alerts that must stay quiet on this healthy run (the others depend on the machine's
+    // disk and speed, or on the one refused login).
+    let quiet = [
+        "KubedavTargetDown",
+        "KubedavHighErrorRate",
+        "KubedavLockStoreUnreachable",
+        "KubedavBackendUnavailable",
+    ];
+    for (alert, expr) in alerts {
+        // query() asserts that Prometheus accepted (parsed and evaluated) the expression.
+        let firing = prometheus.query(&expr).await;
+        assert!(
+            !quiet.contains(&alert.as_str()) || firing.is_empty(),
+            "{alert} would fire on a healthy run: {firing:?}"
+        );
+    }
+}
+
+/// Counters that the workload must have moved from zero.
+const MOVED_BY_THE_WORKLOAD: &[&str] = &[
+    "kubedav_http_requests_total",
+    "kubedav_http_request_duration_seconds_count",
+    "kubedav_http_request_body_bytes_total",
+    "kubedav_http_response_body_bytes_total",
+    "kubedav_grpc_server_started_total",
+    "kubedav_grpc_server_handled_total",
+    "kubedav_grpc_server_handling_seconds_count",
+    "kubedav_grpc_client_started_total",
+    "kubedav_grpc_client_handled_total{grpc_code=\"NotFound\"}",
+    "kubedav_grpc_client_handling_seconds_count",
+    "kubedav_auth_attempts_total{outcome=\"denied\"}",
+    "kubedav_auth_cache_hits_total",
+    "kubedav_auth_cache_misses_total",
+    "kubedav_auth_crypt_verifications_total",
+    "kubedav_auth_shared_cache_total{result=\"stored\"}",
+    "kubedav_locks_conflicts_total",
+    "kubedav_fileio_read_bytes_total",
+    "kubedav_fileio_written_bytes_total",
+    "kubedav_fileio_scans_total",
+    "kubedav_fileio_scan_batch_entries_count",
+    "kubedav_markdown_conversions_total",
+    "kubedav_markdown_conversion_duration_seconds_count",
+    "kubedav_markdown_input_bytes_total",
+    "kubedav_markdown_tokens_total",
+    "kubedav_markdown_cache_hits_total",
+    "kubedav_fileio_volume_size_bytes",
+];
+
+/// The `kubedav_*` metric names of the catalogue table in docs/observability.md.
+fn catalogue(doc: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(doc).unwrap();
+    let mut names = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("| `kubedav_")) {
+        let first_cell = line.split('|').nth(1).unwrap_or_default();
+        names.extend(
+            first_cell
+                .split('`')
+                .filter(|part| part.starts_with("kubedav_"))
+                .map(str::to_owned),
+        );
+    }
+    assert!(
+        names.len() > 20,
+        "the catalogue in {} lists the metrics",
+        doc.display()
+    );
+    names
+}
+
+/// Every alert's expression in the chart's PrometheusRule, rendered as Helm would for
+/// namespace `kubedav-test` with the default thresholds of values.yaml.
+fn alert_expressions(chart: &Path) -> Vec<(String, String)> {
+    let values = std::fs::read_to_string(chart.join("values.yaml")).unwrap();
+    let threshold = |name: &str| -> String {
+        values
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("values.yaml has no {name}"))
+            .trim()
+            .to_owned()
+    };
+    let template = std::fs::read_to_string(chart.join("templates/monitoring.yaml")).unwrap();
+    let render = |expr: &str| -> String {
+        let mut out = expr
+            .replace("{{ .Release.Namespace }}", "kubedav-test")
+            .replace("{{ include \"kubedav.fullname\" . }}", "kd-kubedav");
+        while let Some(start) = out.find("{{ $thresholds.") {
+            let end = start + out[start..].find("}}").unwrap() + 2;
+            let name = out[start + "{{ $thresholds.".len()..end - 2].trim().to_owned();
+            out.replace_range(start..end, &threshold(&name));
+        }
+        assert!(!out.contains("{{"), "unrendered template in {out}");
+        out
+    };
+    let lines: Vec<&str> = template.lines().collect();
+    let mut alerts = Vec::new();
+    let mut name = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        if let Some(alert) = trimmed.strip_prefix("- alert: ") {
+            name = alert.trim().to_owned();
+        } else if let Some(expr) = trimmed.strip_prefix("expr:") {
+            let expr = expr.trim();
+            let text = if expr == "|" {
+                let indent = line.len() - trimmed.len();
+                lines[i + 1..]
+                    .iter()
+                    .take_while(|l| l.len() - l.trim_start().len() > indent)
+                    .map(|l| l.trim())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            } else {
+                expr.to_owned()
+            };
+            alerts.push((name.clone(), render(&text)));
+        }
+    }
+    alerts
 }
