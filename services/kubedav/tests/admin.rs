@@ -59,7 +59,7 @@ async fn admin_endpoints(mode: Mode) {
         }
         if name == "fileio" || name == "all" {
             assert!(
-                metrics.contains("kubedav_fileio_scans_total 1"),
+                metrics.contains("kubedav_fileio_scans_total{path=\"fallback\"} 1"),
                 "{name} counts listings: {metrics}"
             );
             assert!(

@@ -371,11 +371,23 @@ async fn access_rules_and_lock_owners(mode: Mode) {
 }
 
 /// No password, and no Authorization value, reaches any process's log, at debug level,
-/// whether the login succeeds, fails or is refused for a malformed header.
+/// with the access log on, in text and JSON, whether the login succeeds, fails or is
+/// refused for a malformed header.
 async fn credentials_never_reach_the_logs(mode: Mode) {
+    for format in ["text", "json"] {
+        credentials_never_reach_the_logs_in(mode, format).await;
+    }
+}
+
+async fn credentials_never_reach_the_logs_in(mode: Mode, format: &str) {
     let dir = tempfile::tempdir().unwrap();
     let users = common::users_file(dir.path(), &[("carol", "Sup3r-Secret-pw")]);
-    let mut server = Server::start_auth(mode, Some(&users), &[], &[], &[("RUST_LOG", "debug")]).await;
+    let envs = [
+        ("RUST_LOG", "debug"),
+        ("KUBEDAV_LOG_FORMAT", format),
+        ("KUBEDAV_ACCESS_LOG", "true"),
+    ];
+    let mut server = Server::start_auth(mode, Some(&users), &[], &[], &envs).await;
     let c = client();
     let attempts = [
         ("carol", "Sup3r-Secret-pw"),
@@ -418,7 +430,7 @@ async fn credentials_never_reach_the_logs(mode: Mode) {
             for secret in &secrets {
                 assert!(
                     !line.contains(secret.as_str()),
-                    "[{}] logged a credential: {line}",
+                    "[{}] logged a credential in {format}: {line}",
                     process.name
                 );
             }

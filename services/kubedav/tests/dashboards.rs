@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{Mode, Server, client};
+use common::{Server, client};
 use kubedav_testkit::{RedisServer, free_port};
 use reqwest::{Method, StatusCode};
 use std::path::{Path, PathBuf};
@@ -183,25 +183,15 @@ async fn workload(server: &Server, first: bool) {
 async fn every_dashboard_panel_returns_data_from_a_real_prometheus() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let users = common::users_file(dir.path(), &[("alice", "alice-pw")]);
-    let url = redis.url(0);
-    let server = Server::start_auth(
-        Mode::Microservices,
-        Some(&users),
-        &["--auth-cache-redis", &url],
-        &[],
+    // The export metrics exist whenever an endpoint is set; nothing listens there and
+    // nothing is sampled.
+    let collector = format!("http://127.0.0.1:{}", free_port());
+    let server = Server::start_on_redis(
+        &redis,
+        dir.path(),
+        &[("alice", "alice-pw")],
         &[
-            ("KUBEDAV_LOCK_STORE", &url),
-            (
-                "KUBEDAV_AUTH_CACHE_SECRET",
-                "a secret shared by the auth replicas",
-            ),
-            // The export metrics exist whenever an endpoint is set; nothing listens here
-            // and nothing is sampled.
-            (
-                "OTEL_EXPORTER_OTLP_ENDPOINT",
-                &format!("http://127.0.0.1:{}", free_port()),
-            ),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &collector),
             ("OTEL_TRACES_SAMPLER", "always_off"),
         ],
     )

@@ -75,7 +75,9 @@ impl Receiver {
         (receiver, endpoint)
     }
 
-    /// The spans of `trace_id` once every span named in `wanted` has arrived.
+    /// The spans of `trace_id` once the trace is whole: every span named in `wanted` has
+    /// arrived, every span's parent has (but the root's, the caller's), and every gRPC
+    /// client span has its server span.
     async fn trace(&self, trace_id: &str, wanted: &[&str]) -> Vec<(String, Span)> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
@@ -87,10 +89,27 @@ impl Receiver {
                 .filter(|(_, s)| hex(&s.trace_id) == trace_id)
                 .cloned()
                 .collect();
-            let missing: Vec<&&str> = wanted
+            let ids: BTreeSet<&[u8]> = spans.iter().map(|(_, s)| s.span_id.as_slice()).collect();
+            let mut missing: Vec<String> = wanted
                 .iter()
                 .filter(|name| !spans.iter().any(|(_, s)| s.name == **name))
+                .map(|name| name.to_string())
                 .collect();
+            let orphans = spans
+                .iter()
+                .filter(|(_, s)| !ids.contains(s.parent_span_id.as_slice()))
+                .count();
+            if orphans > 1 {
+                missing.push(format!("the parents of {} spans", orphans - 1));
+            }
+            for (_, call) in spans
+                .iter()
+                .filter(|(_, s)| s.kind == SpanKind::Client as i32 && attribute(s, "rpc.system").is_some())
+            {
+                if !spans.iter().any(|(_, s)| s.parent_span_id == call.span_id) {
+                    missing.push(format!("the server span of {}", call.name));
+                }
+            }
             if missing.is_empty() {
                 return spans;
             }
@@ -216,22 +235,14 @@ async fn every_request_is_one_trace_through_every_process() {
     let (receiver, endpoint) = Receiver::start().await;
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let users = common::users_file(dir.path(), &[("alice", "alice-pw")]);
-    let url = redis.url(0);
-    let server = Server::start_auth(
-        Mode::Microservices,
-        Some(&users),
-        &["--auth-cache-redis", &url],
-        &[],
+    let server = Server::start_on_redis(
+        &redis,
+        dir.path(),
+        &[("alice", "alice-pw")],
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
             ("OTEL_BSP_SCHEDULE_DELAY", "100"),
             ("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
-            ("KUBEDAV_LOCK_STORE", &url),
-            (
-                "KUBEDAV_AUTH_CACHE_SECRET",
-                "a secret shared by the auth replicas",
-            ),
         ],
     )
     .await;
@@ -468,4 +479,51 @@ async fn json_logs_carry_the_trace_and_request_ids_in_every_process() {
         assert_eq!(committed["bytes"], 6);
         assert_ne!(committed["span_id"], access["span_id"]);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sampler_is_the_one_the_environment_names() {
+    let (receiver, endpoint) = Receiver::start().await;
+    // New traces are never sampled; continued ones follow the caller's decision.
+    let server = Server::start_full(
+        Mode::AllInOne,
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0"),
+        ],
+    )
+    .await;
+    std::fs::write(server.disk("s.txt"), b"sampled?").unwrap();
+    let get = |traceparent: Option<String>| {
+        let mut request = client().get(server.url("/s.txt"));
+        if let Some(value) = traceparent {
+            request = request.header("traceparent", value);
+        }
+        request.send()
+    };
+    let unsampled = "11111111111111111111111111111111";
+    let sampled = "22222222222222222222222222222222";
+    assert_eq!(get(None).await.unwrap().status(), StatusCode::OK);
+    let declined = get(Some(format!("00-{unsampled}-00f067aa0ba902b7-00")))
+        .await
+        .unwrap();
+    assert_eq!(declined.status(), StatusCode::OK);
+    let chosen = get(Some(format!("00-{sampled}-00f067aa0ba902b7-01")))
+        .await
+        .unwrap();
+    assert_eq!(chosen.status(), StatusCode::OK);
+    // Spans are exported in the order they end: once the sampled request's span is in,
+    // the two earlier requests' spans would be too, had they been sampled.
+    receiver.trace(sampled, &["GET"]).await;
+    let traces: BTreeSet<String> = receiver
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, s)| hex(&s.trace_id))
+        .collect();
+    assert_eq!(traces, BTreeSet::from([sampled.to_owned()]));
 }

@@ -302,6 +302,35 @@ impl Server {
         }
     }
 
+    /// Starts every service as its own process, sharing state through `redis` as a
+    /// production fleet does: auth (users `users`, in `dir`) with the shared cache, locks
+    /// on Redis, markdown. `envs` go to every process.
+    pub async fn start_on_redis(
+        redis: &kubedav_testkit::RedisServer,
+        dir: &Path,
+        users: &[(&str, &str)],
+        envs: &[(&str, &str)],
+    ) -> Server {
+        let users = users_file(dir, users);
+        let url = redis.url(0);
+        let mut all = vec![
+            ("KUBEDAV_LOCK_STORE", url.as_str()),
+            (
+                "KUBEDAV_AUTH_CACHE_SECRET",
+                "a secret shared by the auth replicas",
+            ),
+        ];
+        all.extend_from_slice(envs);
+        Self::start_auth(
+            Mode::Microservices,
+            Some(&users),
+            &["--auth-cache-redis", &url],
+            &[],
+            &all,
+        )
+        .await
+    }
+
     /// The URL of a raw (already encoded) path.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
