@@ -3,7 +3,7 @@ CARGO ?= cargo
 ROOT ?= ./data
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run build test lint fmt bench clean markdown-corpus image
+.PHONY: run build test lint fmt bench clean markdown-corpus image loadtest
 
 build:
 	$(CARGO) build --release --locked -p kubedav
@@ -15,7 +15,8 @@ run: build
 
 # Unit tests, the HTTP suites against both run modes (and the many-replica suite on a
 # real redis-server, installed when missing), then the litmus WebDAV suites against both
-# modes and against the Redis lock store, then the Helm chart checks (scripts/chart-test.sh:
+# modes and against the Redis lock store, the k6 smoke and 30-second webdav-mixed load
+# tests against both modes with their thresholds, then the Helm chart checks (scripts/chart-test.sh:
 # lint, schema, offline validation, checkov, wiring, and a live install on a local
 # control plane). Release build: the suites move gigabytes and share the build with
 # `make run` and `make bench`.
@@ -23,7 +24,20 @@ test:
 	bash scripts/need.sh redis-server:redis-server prometheus:prometheus
 	$(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
+	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=all
+	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=microservices
+	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=all DURATION=30s
+	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=microservices DURATION=30s
 	bash scripts/chart-test.sh
+
+# One k6 scenario of loadtests/ against one mode, thresholds enforced (k6 is built with
+# `go install` when missing): make loadtest SCENARIO=auth-flood MODE=microservices.
+# SCENARIO: smoke, webdav-mixed, lock-edit-unlock, markdown-agents, auth-flood, soak;
+# MODE: all or microservices; DURATION (e.g. 30s, 2h for soak) and VUS pass to k6.
+SCENARIO ?= webdav-mixed
+MODE ?= all
+loadtest: build
+	DURATION=$(DURATION) VUS=$(VUS) bash scripts/loadtest.sh $(SCENARIO) $(MODE)
 
 lint:
 	$(CARGO) fmt --all -- --check

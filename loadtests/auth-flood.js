@@ -1,0 +1,58 @@
+// auth-flood: users with valid, cached credentials keep working while a flood of wrong
+// passwords for random users hits the same gateway. The flood's answers (401, or 503
+// with Retry-After when the crypt pool is full) are expected; the valid users' requests
+// must all succeed, within their latency bounds. Env: VUS (4 valid), FLOOD_VUS (32),
+// DURATION (30s). Run with per-address lockouts off (make loadtest does), as a flood
+// from many addresses would be.
+
+import http from 'k6/http';
+import { basic, dav, expect, must, runCollection } from './lib/dav.js';
+
+const duration = __ENV.DURATION || '30s';
+
+export const options = {
+  scenarios: {
+    valid: {
+      executor: 'constant-vus',
+      vus: Number(__ENV.VUS || 4),
+      duration,
+      exec: 'valid',
+    },
+    flood: {
+      executor: 'constant-vus',
+      vus: Number(__ENV.FLOOD_VUS || 32),
+      duration,
+      exec: 'flood',
+    },
+  },
+  thresholds: {
+    'checks{scenario:valid}': ['rate==1'],
+    'checks{scenario:flood}': ['rate==1'],
+    'http_req_failed{scenario:valid}': ['rate==0'],
+    'http_req_failed{scenario:flood}': ['rate==0'],
+    'http_req_duration{scenario:valid}': ['p(95)<30', 'p(99)<80'],
+  },
+};
+
+export function setup() {
+  const dir = runCollection('auth');
+  must(dav('MKCOL', `${dir}/`, 'setup'), [201], `MKCOL ${dir}/`);
+  must(dav('PUT', `${dir}/file.txt`, 'setup', 'for valid users\n'), [201], 'PUT');
+  return { path: `${dir}/file.txt` };
+}
+
+export function valid(data) {
+  expect(dav('GET', data.path, 'get'), 'valid GET', { '200': (r) => r.status === 200 });
+}
+
+const refused = http.expectedStatuses(401, 503);
+
+export function flood(data) {
+  const user = `mallory-${Math.floor(Math.random() * 1e6)}`;
+  const response = dav('GET', data.path, 'flood', null, basic(user, `guess-${Math.random()}`), {
+    responseCallback: refused,
+  });
+  expect(response, 'wrong password', {
+    'refused': (r) => r.status === 401 || (r.status === 503 && !!r.headers['Retry-After']),
+  });
+}

@@ -1,0 +1,79 @@
+// Shared by the scenarios: where kubedav is, how to log in, WebDAV requests, fixtures.
+//
+// Env: KUBEDAV_URL (default http://127.0.0.1:8080), KUBEDAV_USER and KUBEDAV_PASSWORD
+// (Basic auth when set).
+
+import http from 'k6/http';
+import encoding from 'k6/encoding';
+import { check, fail } from 'k6';
+
+export const BASE = (__ENV.KUBEDAV_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
+const USER = __ENV.KUBEDAV_USER || '';
+const PASSWORD = __ENV.KUBEDAV_PASSWORD || '';
+
+/** The Authorization header for `user` and `password`. */
+export function basic(user, password) {
+  return { Authorization: `Basic ${encoding.b64encode(`${user}:${password}`)}` };
+}
+
+/** Headers with the configured credentials, if any, plus `extra`. */
+export function headers(extra = {}) {
+  return Object.assign(USER ? basic(USER, PASSWORD) : {}, extra);
+}
+
+/** One request: `op` tags it (thresholds are per op); `extra` adds headers. */
+export function dav(method, path, op, body = null, extra = {}, params = {}) {
+  return http.request(method, `${BASE}${path}`, body, Object.assign({
+    headers: headers(extra),
+    tags: { op },
+  }, params));
+}
+
+/** Fails the setup (and so the run) unless `response` has one of `statuses`. */
+export function must(response, statuses, what) {
+  if (!statuses.includes(response.status)) {
+    fail(`${what}: expected ${statuses.join(' or ')}, got ${response.status} ${response.body}`);
+  }
+  return response;
+}
+
+/** `n` bytes of printable filler, deterministic. */
+export function filler(n) {
+  const line = 'kubedav load test filler, deterministic and printable.\n';
+  return line.repeat(Math.ceil(n / line.length)).slice(0, n);
+}
+
+/** A fresh collection name, so that runs never meet each other's files. */
+export function runCollection(prefix) {
+  return `/${prefix}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e9).toString(36)}`;
+}
+
+/** Creates `collection` with `count` files `f00.bin`... of `size` bytes; returns their paths. */
+export function collectionOf(collection, count, size) {
+  must(dav('MKCOL', `${collection}/`, 'setup'), [201], `MKCOL ${collection}/`);
+  const body = filler(size);
+  const paths = [];
+  for (let i = 0; i < count; i++) {
+    const path = `${collection}/f${String(i).padStart(2, '0')}.bin`;
+    must(dav('PUT', path, 'setup', body), [201], `PUT ${path}`);
+    paths.push(path);
+  }
+  return paths;
+}
+
+export const PROPFIND_ALLPROP =
+  '<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:allprop/></D:propfind>';
+
+export const LOCKINFO =
+  '<?xml version="1.0" encoding="utf-8"?><D:lockinfo xmlns:D="DAV:">' +
+  '<D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype>' +
+  '<D:owner>k6</D:owner></D:lockinfo>';
+
+/** check() with the op's name in every check, so a failed one says where. */
+export function expect(response, op, checks) {
+  const named = {};
+  for (const [name, fn] of Object.entries(checks)) {
+    named[`${op}: ${name}`] = fn;
+  }
+  return check(response, named, { op });
+}

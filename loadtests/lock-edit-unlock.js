@@ -1,0 +1,45 @@
+// lock-edit-unlock: what an office client does on save. Each VU, on a file of its own:
+// LOCK (exclusive, 60 s), PUT with the token in If, UNLOCK. Env: VUS (8), DURATION (30s).
+
+import { dav, expect, filler, runCollection, must, LOCKINFO } from './lib/dav.js';
+
+export const options = {
+  scenarios: {
+    edit: {
+      executor: 'constant-vus',
+      vus: Number(__ENV.VUS || 8),
+      duration: __ENV.DURATION || '30s',
+    },
+  },
+  thresholds: {
+    checks: ['rate==1'],
+    http_req_failed: ['rate==0'],
+    'http_req_duration{op:lock}': ['p(95)<30', 'p(99)<60'],
+    'http_req_duration{op:put}': ['p(95)<40', 'p(99)<80'],
+    'http_req_duration{op:unlock}': ['p(95)<30', 'p(99)<60'],
+  },
+};
+
+export function setup() {
+  const dir = runCollection('edit');
+  must(dav('MKCOL', `${dir}/`, 'setup'), [201], `MKCOL ${dir}/`);
+  return { dir };
+}
+
+const document = filler(16 * 1024);
+
+export default function (data) {
+  const path = `${data.dir}/document-${__VU}.odt`;
+  const lock = dav('LOCK', path, 'lock', LOCKINFO, { Timeout: 'Second-60' });
+  expect(lock, 'LOCK', {
+    '200 or 201': (r) => r.status === 200 || r.status === 201,
+    'Lock-Token': (r) => /^<.+>$/.test(r.headers['Lock-Token'] || ''),
+  });
+  const token = lock.headers['Lock-Token'];
+  expect(dav('PUT', path, 'put', document, { If: `(${token})` }), 'PUT', {
+    '201 or 204': (r) => r.status === 201 || r.status === 204,
+  });
+  expect(dav('UNLOCK', path, 'unlock', null, { 'Lock-Token': token }), 'UNLOCK', {
+    '204': (r) => r.status === 204,
+  });
+}

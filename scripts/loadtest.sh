@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# make loadtest: one k6 scenario of loadtests/ against kubedav in one mode, with its
+# thresholds enforced (k6 exits non-zero when one fails).
+#
+#   scripts/loadtest.sh SCENARIO [MODE]
+#     SCENARIO  smoke | webdav-mixed | lock-edit-unlock | markdown-agents | auth-flood | soak
+#     MODE      all (default) | microservices (every service its own process, on loopback)
+#
+# kubedav runs from target/release with Basic auth (a users file with the load user), on
+# free ports, in a fresh root; it is stopped at the end. Env for the scenario (DURATION,
+# VUS, ...) passes through to k6; K6_ARGS adds k6 options. Installs k6 when missing
+# (scripts/need-k6.sh).
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCENARIO="${1:?usage: loadtest.sh SCENARIO [all|microservices]}"
+MODE="${2:-all}"
+SCRIPT="$REPO/loadtests/$SCENARIO.js"
+[ -f "$SCRIPT" ] || { echo "loadtest: no scenario $SCENARIO (see loadtests/)" >&2; exit 2; }
+case "$MODE" in all|microservices) ;; *) echo "loadtest: mode is all or microservices, not $MODE" >&2; exit 2;; esac
+K6="$(bash "$REPO/scripts/need-k6.sh")"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
+[ -x "$BIN" ] || cargo build --release --locked -p kubedav --manifest-path "$REPO/Cargo.toml"
+WORK="$(mktemp -d /tmp/kubedav-loadtest.XXXXXX)"
+PIDS=()
+NAMES=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+# start_kubedav, announced.
+source "$REPO/scripts/bench-lib.sh"
+
+mkdir -p "$WORK/root"
+printf 'load-pw\n' | "$BIN" passwd "$WORK/users" load >/dev/null
+auth_args=(--users-file "$WORK/users")
+# A flood from one machine stands for many addresses: lock out users, not the address.
+[ "$SCENARIO" = auth-flood ] && auth_args+=(--auth-max-failures-per-address 0)
+any=(--admin-listen 127.0.0.1:0)
+if [ "$MODE" = all ]; then
+  start_kubedav "$WORK/all.log" --target=all --root "$WORK/root" --listen 127.0.0.1:0 "${any[@]}" "${auth_args[@]}"
+  NAMES=(all)
+  addr=$(announced "gateway HTTP" "$WORK/all.log")
+else
+  for target in fileio locks markdown auth; do
+    args=(--target="$target" --grpc-listen 127.0.0.1:0 "${any[@]}")
+    [ "$target" = fileio ] && args+=(--root "$WORK/root")
+    [ "$target" = auth ] && args+=("${auth_args[@]}")
+    start_kubedav "$WORK/$target.log" "${args[@]}"
+    NAMES+=("$target")
+  done
+  urls=()
+  for target in fileio locks markdown auth; do
+    urls+=("--$target-url" "http://$(announced "$target gRPC" "$WORK/$target.log")")
+  done
+  start_kubedav "$WORK/gateway.log" --target=gateway --listen 127.0.0.1:0 "${any[@]}" "${urls[@]}"
+  NAMES+=(gateway)
+  addr=$(announced "gateway HTTP" "$WORK/gateway.log")
+fi
+
+echo "loadtest: $SCENARIO against kubedav $MODE at http://$addr/"
+status=0
+KUBEDAV_URL="http://$addr" KUBEDAV_USER=load KUBEDAV_PASSWORD=load-pw \
+  "$K6" run --no-usage-report ${K6_ARGS:-} "$SCRIPT" || status=$?
+# Memory and descriptors of every kubedav process after the run (peak = VmHWM).
+for i in "${!PIDS[@]}"; do
+  pid="${PIDS[$i]}"
+  [ -r "/proc/$pid/status" ] || continue
+  awk -v name="${NAMES[$i]}" -v fds="$(ls "/proc/$pid/fd" | wc -l)" \
+    '/^VmHWM/ {peak=$2} /^VmRSS/ {rss=$2}
+     END {printf "loadtest: %-9s peak RSS %6.1f MiB, RSS now %6.1f MiB, %d open fds\n", name, peak/1024, rss/1024, fds}' \
+    "/proc/$pid/status"
+done
+if [ "$status" -ne 0 ]; then
+  echo "loadtest: $SCENARIO against $MODE FAILED (k6 exit $status); kubedav's logs:" >&2
+  tail -n 20 "$WORK"/*.log >&2
+fi
+exit "$status"
