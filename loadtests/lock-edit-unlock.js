@@ -1,19 +1,24 @@
 // lock-edit-unlock: what an office client does on save. Each VU, on a file of its own:
-// LOCK (exclusive, 60 s), PUT with the token in If, UNLOCK. Env: VUS (8), DURATION (30s).
+// LOCK (exclusive, 60 s), PUT with the token in If, UNLOCK; a fixed rate of cycles.
+// Env: RATE (200 cycles/s), DURATION (30s), VUS (32 preallocated).
 
 import { dav, expect, filler, runCollection, must, LOCKINFO } from './lib/dav.js';
 
 export const options = {
   scenarios: {
     edit: {
-      executor: 'constant-vus',
-      vus: Number(__ENV.VUS || 8),
+      executor: 'constant-arrival-rate',
+      rate: Number(__ENV.RATE || 200),
+      timeUnit: '1s',
       duration: __ENV.DURATION || '30s',
+      preAllocatedVUs: Number(__ENV.VUS || 32),
+      maxVUs: 256,
     },
   },
   thresholds: {
     checks: ['rate==1'],
     http_req_failed: ['rate==0'],
+    dropped_iterations: ['count==0'],
     'http_req_duration{op:lock}': ['p(95)<30', 'p(99)<60'],
     'http_req_duration{op:put}': ['p(95)<40', 'p(99)<80'],
     'http_req_duration{op:unlock}': ['p(95)<30', 'p(99)<60'],

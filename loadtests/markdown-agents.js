@@ -1,20 +1,25 @@
 // markdown-agents: agents reading HTML pages as Markdown (Accept: text/markdown). Ten
 // pages of about 20 KiB; the first reads convert, later ones come from the cache until
-// the page changes. Env: VUS (16), DURATION (30s).
+// the page changes. A fixed rate of reads. Env: RATE (500/s), DURATION (30s), VUS (32
+// preallocated).
 
 import { dav, expect, must, runCollection } from './lib/dav.js';
 
 export const options = {
   scenarios: {
     agents: {
-      executor: 'constant-vus',
-      vus: Number(__ENV.VUS || 16),
+      executor: 'constant-arrival-rate',
+      rate: Number(__ENV.RATE || 500),
+      timeUnit: '1s',
       duration: __ENV.DURATION || '30s',
+      preAllocatedVUs: Number(__ENV.VUS || 32),
+      maxVUs: 256,
     },
   },
   thresholds: {
     checks: ['rate==1'],
     http_req_failed: ['rate==0'],
+    dropped_iterations: ['count==0'],
     'http_req_duration{op:markdown}': ['p(95)<40', 'p(99)<100'],
   },
 };

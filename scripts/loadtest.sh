@@ -62,7 +62,7 @@ fi
 echo "loadtest: $SCENARIO against kubedav $MODE at http://$addr/"
 status=0
 KUBEDAV_URL="http://$addr" KUBEDAV_USER=load KUBEDAV_PASSWORD=load-pw \
-  "$K6" run --no-usage-report ${K6_ARGS:-} "$SCRIPT" || status=$?
+  "$K6" run --no-usage-report --summary-trend-stats "avg,med,p(95),p(99),max" ${K6_ARGS:-} "$SCRIPT" || status=$?
 # Memory and descriptors of every kubedav process after the run (peak = VmHWM).
 for i in "${!PIDS[@]}"; do
   pid="${PIDS[$i]}"

@@ -39,8 +39,8 @@ export function mixedThresholds(scale = 1) {
   return {
     checks: ['rate==1'],
     http_req_failed: ['rate==0'],
-    'http_req_duration{op:get}': [`p(95)<${25 * scale}`, `p(99)<${60 * scale}`],
-    'http_req_duration{op:propfind}': [`p(95)<${60 * scale}`, `p(99)<${120 * scale}`],
-    'http_req_duration{op:put}': [`p(95)<${60 * scale}`, `p(99)<${120 * scale}`],
+    'http_req_duration{op:get}': [`p(95)<${20 * scale}`, `p(99)<${50 * scale}`],
+    'http_req_duration{op:propfind}': [`p(95)<${30 * scale}`, `p(99)<${60 * scale}`],
+    'http_req_duration{op:put}': [`p(95)<${40 * scale}`, `p(99)<${80 * scale}`],
   };
 }
