@@ -26,18 +26,19 @@ test:
 	bash scripts/litmus.sh
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=all
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=microservices
-	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=all DURATION=30s
-	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=microservices DURATION=30s
+	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=all DURATION=30s LATENCY_SCALE=4
+	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=microservices DURATION=30s LATENCY_SCALE=4
 	bash scripts/chart-test.sh
 
 # One k6 scenario of loadtests/ against one mode, thresholds enforced (k6 is built with
 # `go install` when missing): make loadtest SCENARIO=auth-flood MODE=microservices.
 # SCENARIO: smoke, webdav-mixed, lock-edit-unlock, markdown-agents, auth-flood, soak;
-# MODE: all or microservices; DURATION (e.g. 30s, 2h for soak) and VUS pass to k6.
+# MODE: all or microservices; DURATION (e.g. 30s, 2h for soak), RATE, VUS and
+# LATENCY_SCALE (multiplies the latency bounds; `make test` uses 4 for CI machines) pass to k6.
 SCENARIO ?= webdav-mixed
 MODE ?= all
 loadtest: build
-	DURATION=$(DURATION) VUS=$(VUS) bash scripts/loadtest.sh $(SCENARIO) $(MODE)
+	DURATION=$(DURATION) RATE=$(RATE) VUS=$(VUS) LATENCY_SCALE=$(LATENCY_SCALE) bash scripts/loadtest.sh $(SCENARIO) $(MODE)
 
 lint:
 	$(CARGO) fmt --all -- --check

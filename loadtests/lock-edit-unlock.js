@@ -2,27 +2,28 @@
 // LOCK (exclusive, 60 s), PUT with the token in If, UNLOCK; a fixed rate of cycles.
 // Env: RATE (200 cycles/s), DURATION (30s), VUS (32 preallocated).
 
-import { dav, expect, filler, runCollection, must, LOCKINFO } from './lib/dav.js';
+import { dav, expect, filler, keepsUp, latency, runCollection, must, LOCKINFO } from './lib/dav.js';
+
+const RATE = Number(__ENV.RATE || 200);
 
 export const options = {
   scenarios: {
     edit: {
       executor: 'constant-arrival-rate',
-      rate: Number(__ENV.RATE || 200),
+      rate: RATE,
       timeUnit: '1s',
       duration: __ENV.DURATION || '30s',
       preAllocatedVUs: Number(__ENV.VUS || 32),
       maxVUs: 256,
     },
   },
-  thresholds: {
+  thresholds: Object.assign(keepsUp(3 * RATE), {
     checks: ['rate==1'],
     http_req_failed: ['rate==0'],
-    dropped_iterations: ['count==0'],
-    'http_req_duration{op:lock}': ['p(95)<30', 'p(99)<60'],
-    'http_req_duration{op:put}': ['p(95)<40', 'p(99)<80'],
-    'http_req_duration{op:unlock}': ['p(95)<30', 'p(99)<60'],
-  },
+    'http_req_duration{op:lock}': latency(30, 60),
+    'http_req_duration{op:put}': latency(40, 80),
+    'http_req_duration{op:unlock}': latency(30, 60),
+  }),
 };
 
 export function setup() {

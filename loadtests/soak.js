@@ -3,7 +3,7 @@
 // descriptors stay flat. Env: DURATION (10m), RATE (200 iterations/s), VUS (32, the most
 // in flight).
 
-import { dav, expect, filler, must, LOCKINFO } from './lib/dav.js';
+import { dav, expect, filler, keepsUp, must, LOCKINFO } from './lib/dav.js';
 import { mixed, mixedThresholds, setupMixed } from './lib/mixed.js';
 
 export const options = {
@@ -16,9 +16,7 @@ export const options = {
       preAllocatedVUs: Number(__ENV.VUS || 32),
     },
   },
-  thresholds: Object.assign(mixedThresholds(), {
-    dropped_iterations: ['count==0'],
-  }),
+  thresholds: Object.assign(mixedThresholds(), keepsUp(Number(__ENV.RATE || 200))),
 };
 
 export function setup() {

@@ -3,20 +3,23 @@
 // latency bounds measure service time, not the queue a saturated closed loop builds).
 // Env: RATE (500 requests/s), DURATION (30s), VUS (32 preallocated).
 
+import { keepsUp } from './lib/dav.js';
 import { mixed, mixedThresholds, setupMixed } from './lib/mixed.js';
+
+const RATE = Number(__ENV.RATE || 500);
 
 export const options = {
   scenarios: {
     mixed: {
       executor: 'constant-arrival-rate',
-      rate: Number(__ENV.RATE || 500),
+      rate: RATE,
       timeUnit: '1s',
       duration: __ENV.DURATION || '30s',
       preAllocatedVUs: Number(__ENV.VUS || 32),
       maxVUs: 256,
     },
   },
-  thresholds: Object.assign(mixedThresholds(), { dropped_iterations: ['count==0'] }),
+  thresholds: Object.assign(mixedThresholds(), keepsUp(RATE)),
 };
 
 export function setup() {

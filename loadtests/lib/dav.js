@@ -77,3 +77,22 @@ export function expect(response, op, checks) {
   }
   return check(response, named, { op });
 }
+
+/**
+ * Latency bounds in ms, p95 and p99, times LATENCY_SCALE (default 1). The bounds are set
+ * for the reference machine; `make test` scales them for CI machines, whose neighbours
+ * can slow them severalfold for minutes (docs/loadtests.md).
+ */
+export function latency(p95, p99) {
+  const scale = Number(__ENV.LATENCY_SCALE || 1);
+  return [`p(95)<${p95 * scale}`, `p(99)<${p99 * scale}`];
+}
+
+/**
+ * A throughput floor for a fixed-rate scenario doing `perSecond` requests a second: at
+ * least 95 % of them over the run. (k6's own dropped_iterations also counts iterations
+ * that k6, sharing the CPU, failed to start on time, so it is not kubedav's figure.)
+ */
+export function keepsUp(perSecond, tag = '') {
+  return { [`http_reqs${tag}`]: [`rate>${(perSecond * 0.9).toFixed(1)}`] };
+}

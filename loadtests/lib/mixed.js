@@ -2,7 +2,7 @@
 // 30 files of 4 KiB, 80 % GET of a random file, 15 % PROPFIND Depth 1 of the collection,
 // 5 % PUT over a random file (atomic replace: readers see the old or the new content).
 
-import { collectionOf, dav, expect, filler, runCollection, PROPFIND_ALLPROP } from './dav.js';
+import { collectionOf, dav, expect, filler, latency, runCollection, PROPFIND_ALLPROP } from './dav.js';
 
 export const FILES = 30;
 export const SIZE = 4096;
@@ -34,13 +34,13 @@ export function mixed(data) {
   }
 }
 
-/** The thresholds of the mix; `scale` widens the latency bounds (soak: none). */
-export function mixedThresholds(scale = 1) {
+/** The thresholds of the mix. */
+export function mixedThresholds() {
   return {
     checks: ['rate==1'],
     http_req_failed: ['rate==0'],
-    'http_req_duration{op:get}': [`p(95)<${20 * scale}`, `p(99)<${50 * scale}`],
-    'http_req_duration{op:propfind}': [`p(95)<${30 * scale}`, `p(99)<${60 * scale}`],
-    'http_req_duration{op:put}': [`p(95)<${40 * scale}`, `p(99)<${80 * scale}`],
+    'http_req_duration{op:get}': latency(20, 50),
+    'http_req_duration{op:propfind}': latency(30, 60),
+    'http_req_duration{op:put}': latency(40, 80),
   };
 }
