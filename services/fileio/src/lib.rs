@@ -35,6 +35,9 @@ pub use volume::Volume;
 
 /// Bytes an upload gathers before handing them to the blocking pool in one write.
 const WRITE_BATCH_BYTES: usize = 1024 * 1024;
+/// The largest first chunk of a read served from the page cache without the blocking
+/// pool.
+const INLINE_READ_BYTES: usize = 64 * 1024;
 
 /// The fileio core over a local directory.
 #[derive(Clone, Debug)]
@@ -128,48 +131,52 @@ impl FileIo for LocalFileIo {
     #[tracing::instrument(skip_all, name = "fileio.read", fields(path = %request.path))]
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
         let path = parse(&request.path)?;
-        let volume = self.volume.clone();
-        // Open, stat and the first chunk in one trip to the blocking pool: a small file
-        // costs one hop.
-        let (file, header, first) = blocking(move || {
-            let fd = volume.open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
-            let stx = metadata::stat_fd(&fd, &path)?;
-            let info = metadata::file_info(&path, &stx);
-            if info.is_collection {
-                return Ok((
-                    None,
-                    ReadHeader {
-                        info: Some(info),
-                        ranges: Vec::new(),
-                    },
-                    None,
-                ));
-            }
-            let ranges = read::resolve_ranges(&request.ranges, info.size);
-            let file = std::fs::File::from(fd);
-            let first = match ranges.first() {
-                Some(range) => {
-                    let len = (range.last + 1 - range.first).min(MAX_CHUNK_BYTES as u64) as usize;
-                    let data = read::read_exact_at(&file, range.first, len)?;
-                    metrics::read_bytes(data.len() as u64);
-                    Some(data)
-                }
-                None => None,
-            };
-            Ok((
-                Some(file),
-                ReadHeader {
+        // Open and stat on this worker (the kernel's caches answer them), and the first
+        // chunk too when it is small and already in the page cache (a read that cannot
+        // wait for the disk): a cached small file costs no trip to the blocking pool.
+        let fd = self
+            .volume
+            .open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
+        let stx = metadata::stat_fd(&fd, &path)?;
+        let info = metadata::file_info(&path, &stx);
+        if info.is_collection {
+            return Ok(ReadReply {
+                header: ReadHeader {
                     info: Some(info),
-                    ranges,
+                    ranges: Vec::new(),
                 },
-                first,
-            ))
-        })
-        .await?;
+                chunks: futures_util::stream::empty().boxed(),
+            });
+        }
+        let ranges = read::resolve_ranges(&request.ranges, info.size);
+        let file = Arc::new(std::fs::File::from(fd));
+        let first = match ranges.first() {
+            Some(range) => {
+                let len = (range.last + 1 - range.first).min(MAX_CHUNK_BYTES as u64) as usize;
+                let cached = (len <= INLINE_READ_BYTES)
+                    .then(|| read::read_cached_at(&file, range.first, len))
+                    .flatten();
+                let data = match cached {
+                    Some(data) => data,
+                    None => {
+                        let file = file.clone();
+                        let offset = range.first;
+                        blocking(move || read::read_exact_at(&file, offset, len)).await?
+                    }
+                };
+                metrics::read_bytes(data.len() as u64);
+                Some(data)
+            }
+            None => None,
+        };
+        let header = ReadHeader {
+            info: Some(info),
+            ranges,
+        };
+        let file = Some(file);
         let chunks = match file {
             Some(file) => {
-                read::ChunkStream::new(Arc::new(file), header.ranges.clone(), first, metrics::read_bytes)
-                    .boxed()
+                read::ChunkStream::new(file, header.ranges.clone(), first, metrics::read_bytes).boxed()
             }
             None => futures_util::stream::empty().boxed(),
         };

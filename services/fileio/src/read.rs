@@ -46,6 +46,26 @@ pub fn resolve_ranges(specs: &[ByteRangeSpec], size: u64) -> Vec<ResolvedRange> 
         .collect()
 }
 
+/// Reads `len` bytes at `offset` only if every one of them is in the page cache
+/// (`preadv2` with `RWF_NOWAIT`): it never waits for the disk, so it may run on an async
+/// worker. `None` when some would have to come from the disk, or on any error (the
+/// caller then reads on the blocking pool, which reports errors).
+pub fn read_cached_at(file: &File, offset: u64, len: usize) -> Option<Bytes> {
+    use rustix::io::{ReadWriteFlags, preadv2};
+    let mut buf = BytesMut::zeroed(len);
+    let mut filled = 0;
+    while filled < len {
+        let mut slice = [std::io::IoSliceMut::new(&mut buf[filled..])];
+        match preadv2(file, &mut slice, offset + filled as u64, ReadWriteFlags::NOWAIT) {
+            Ok(0) => return None,
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(buf.freeze())
+}
+
 /// Reads `len` bytes at `offset`, failing if the file ends early (it was truncated in
 /// place by something other than kubedav while being read).
 pub fn read_exact_at(file: &File, offset: u64, len: usize) -> Result<Bytes, Status> {
@@ -155,6 +175,19 @@ mod tests {
     }
     fn pairs(ranges: Vec<ResolvedRange>) -> Vec<(u64, u64)> {
         ranges.into_iter().map(|r| (r.first, r.last)).collect()
+    }
+
+    #[test]
+    fn a_cached_read_returns_exactly_the_bytes_asked_and_nothing_past_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let content: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let file = File::open(&path).unwrap();
+        // Just written, so in the page cache.
+        let read = read_cached_at(&file, 1000, 4096).expect("a just-written file is cached");
+        assert_eq!(&read[..], &content[1000..5096]);
+        assert_eq!(read_cached_at(&file, 9_000, 2_000), None, "past the end");
     }
 
     #[test]
