@@ -133,7 +133,11 @@ impl VolumePath {
         let joined = if self.is_root() {
             name.to_owned()
         } else {
-            format!("{}/{}", self.0, name)
+            let mut joined = String::with_capacity(self.0.len() + 1 + name.len());
+            joined.push_str(&self.0);
+            joined.push('/');
+            joined.push_str(name);
+            joined
         };
         if joined.len() > MAX_PATH_BYTES {
             return Err(PathError::TooLong);

@@ -8,6 +8,7 @@
 pub mod errors;
 pub mod metadata;
 pub mod metrics;
+pub mod propcache;
 pub mod props;
 pub mod read;
 pub mod transfer;
@@ -44,6 +45,7 @@ const INLINE_READ_BYTES: usize = 64 * 1024;
 pub struct LocalFileIo {
     volume: Arc<Volume>,
     property_locks: Arc<StripedLocks>,
+    property_cache: propcache::PropertyCache,
 }
 
 /// A fixed set of mutexes a path hashes onto: serialises read-modify-write of one
@@ -75,6 +77,7 @@ impl LocalFileIo {
         Ok(Self {
             volume,
             property_locks: Arc::new(StripedLocks::new()),
+            property_cache: propcache::PropertyCache::new(),
         })
     }
 
@@ -109,10 +112,16 @@ impl FileIo for LocalFileIo {
         let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
         let volume = self.volume.clone();
+        let cache = self.property_cache.clone();
         metrics::scan(metrics::ScanPath::Fallback);
         tokio::task::spawn_blocking(move || {
             let selection = request.properties.unwrap_or_default();
-            if let Err(status) = tree::walk(&volume, path, depth, request.max_entries, &selection, &tx) {
+            let scan = tree::Scan {
+                volume: &volume,
+                selection: &selection,
+                cache: &cache,
+            };
+            if let Err(status) = scan.walk(path, depth, request.max_entries, &tx) {
                 let _ = tx.blocking_send(Err(status));
             }
         });
@@ -274,6 +283,7 @@ impl FileIo for LocalFileIo {
         let path = parse(&request.path)?;
         let volume = self.volume.clone();
         let stripes = self.property_locks.clone();
+        let cache = self.property_cache.clone();
         blocking(move || {
             let fd = volume.open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
             // Read-modify-write under a per-path lock, so concurrent PROPPATCHes of one
@@ -281,7 +291,11 @@ impl FileIo for LocalFileIo {
             let _guard = stripes.lock(&path);
             let mut current = props::read(&fd, &path)?;
             props::apply(&mut current, &request);
-            props::write_raw(&fd, &props::encode_or_empty(&current), &path)?;
+            let written = props::write_raw(&fd, &props::encode_or_empty(&current), &path);
+            if let Ok(stx) = metadata::stat_fd(&fd, &path) {
+                cache.forget(&stx);
+            }
+            written?;
             Ok(PatchPropertiesResponse {})
         })
         .await

@@ -39,7 +39,28 @@ fn nanos(ts: &rustix::fs::StatxTimestamp) -> i64 {
 /// The strong entity tag: inode, size and modification time in nanoseconds, in hex.
 /// Every committed write is a new inode (atomic rename), so two versions never share one.
 pub fn etag(stx: &Statx) -> String {
-    format!("{:x}-{:x}-{:x}", stx.stx_ino, stx.stx_size, nanos(&stx.stx_mtime))
+    let mut out = String::with_capacity(40);
+    push_hex(&mut out, stx.stx_ino);
+    out.push('-');
+    push_hex(&mut out, stx.stx_size);
+    out.push('-');
+    push_hex(&mut out, nanos(&stx.stx_mtime) as u64);
+    out
+}
+
+/// `value` in lower-case hex, without leading zeros (as `{:x}` writes it).
+fn push_hex(out: &mut String, mut value: u64) {
+    let mut digits = [b'0'; 16];
+    let mut start = digits.len() - 1;
+    loop {
+        digits[start] = b"0123456789abcdef"[(value & 15) as usize];
+        value >>= 4;
+        if value == 0 {
+            break;
+        }
+        start -= 1;
+    }
+    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
 }
 
 /// The contract's metadata for a statx result.
@@ -57,5 +78,19 @@ pub fn file_info(path: &VolumePath, stx: &Statx) -> FileInfo {
         modified_unix_ns: nanos(&stx.stx_mtime),
         created_unix_ns: nanos(created),
         etag: etag(stx),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_as_format_writes_it() {
+        for value in [0u64, 1, 15, 16, 0xabc, u64::MAX, 1 << 63, 0x18ea63bb4bde35ee] {
+            let mut out = String::new();
+            push_hex(&mut out, value);
+            assert_eq!(out, format!("{value:x}"));
+        }
     }
 }

@@ -76,6 +76,16 @@ pub fn decode(mut bytes: &[u8]) -> Option<Vec<DeadProperty>> {
     Some(props)
 }
 
+/// Decodes a raw attribute as read: empty bytes are no properties; `None` if the bytes
+/// are not in [`encode`]'s format.
+pub fn decode_or_empty(raw: &[u8]) -> Option<Vec<DeadProperty>> {
+    if raw.is_empty() {
+        Some(Vec::new())
+    } else {
+        decode(raw)
+    }
+}
+
 /// The raw attribute of an open resource (empty when it has none, or when the
 /// filesystem has no extended attributes).
 pub fn read_raw(fd: impl AsFd, path: &VolumePath) -> Result<Vec<u8>, Status> {
@@ -93,13 +103,108 @@ pub fn read_raw(fd: impl AsFd, path: &VolumePath) -> Result<Vec<u8>, Status> {
     Ok(big)
 }
 
+/// `getxattrat(2)`'s number (Linux 6.13; the generic table, shared by these targets).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const SYS_GETXATTRAT: libc::c_long = 464;
+
+/// Whether this kernel has `getxattrat(2)`; cleared on the first ENOSYS.
+static HAS_GETXATTRAT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// The raw attribute of the member `name` of the open directory `dir`, in one
+/// `getxattrat(2)` call: the member is neither opened nor followed if it is a symlink
+/// (a symlink's own attributes hold no dead properties). `None` when the kernel lacks
+/// the call (before Linux 6.13): the caller then opens the member and uses [`read_raw`].
+pub fn read_raw_at(dir: impl AsFd, name: &str, path: &VolumePath) -> Option<Result<Vec<u8>, Status>> {
+    use std::sync::atomic::Ordering;
+    if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) || !HAS_GETXATTRAT.load(Ordering::Relaxed)
+    {
+        return None;
+    }
+    // The C strings on the stack: a directory entry's name is at most 255 bytes, never NUL.
+    let mut c_name = [0u8; 256];
+    if name.len() >= c_name.len() || name.as_bytes().contains(&0) {
+        return Some(Err(Status::invalid_argument(format!(
+            "{path}: the name is not a valid file name"
+        ))));
+    }
+    c_name[..name.len()].copy_from_slice(name.as_bytes());
+    const C_XATTR: &[u8] = b"user.kubedav.props\0";
+    let mut small = [0u8; 4096];
+    match getxattrat(dir.as_fd(), &c_name, C_XATTR, &mut small) {
+        Ok(n) => Some(Ok(small[..n].to_vec())),
+        Err(Errno::NODATA | Errno::NOTSUP) => Some(Ok(Vec::new())),
+        Err(Errno::NOSYS) => {
+            HAS_GETXATTRAT.store(false, Ordering::Relaxed);
+            None
+        }
+        // Larger than the stack buffer (rare: the filesystem allows up to 64 KiB).
+        Err(Errno::RANGE) => {
+            let mut big = vec![0u8; 65536];
+            Some(match getxattrat(dir.as_fd(), &c_name, C_XATTR, &mut big) {
+                Ok(n) => {
+                    big.truncate(n);
+                    Ok(big)
+                }
+                Err(e) => Err(io_status(e, Op::Other, path)),
+            })
+        }
+        Err(e) => Some(Err(io_status(e, Op::Other, path))),
+    }
+}
+
+/// `getxattrat(dir, name, AT_SYMLINK_NOFOLLOW, attribute, {value, size})`; both names are
+/// NUL-terminated.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn getxattrat(
+    dir: rustix::fd::BorrowedFd<'_>,
+    name: &[u8],
+    attribute: &[u8],
+    value: &mut [u8],
+) -> Result<usize, Errno> {
+    use rustix::fd::AsRawFd;
+    /// The kernel's `struct xattr_args` (its first version, 16 bytes).
+    #[repr(C)]
+    struct XattrArgs {
+        value: u64,
+        size: u32,
+        flags: u32,
+    }
+    let args = XattrArgs {
+        value: value.as_mut_ptr() as u64,
+        size: u32::try_from(value.len()).unwrap_or(u32::MAX),
+        flags: 0,
+    };
+    // SAFETY: both names are NUL-terminated and live across the call; `args` points at a
+    // writable buffer of `size` bytes, and its size is passed as the kernel expects.
+    let n = unsafe {
+        libc::syscall(
+            SYS_GETXATTRAT,
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            attribute.as_ptr(),
+            &args as *const XattrArgs,
+            std::mem::size_of::<XattrArgs>(),
+        )
+    };
+    if n < 0 {
+        Err(Errno::from_raw_os_error(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        ))
+    } else {
+        Ok(n as usize)
+    }
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn getxattrat(_: rustix::fd::BorrowedFd<'_>, _: &[u8], _: &[u8], _: &mut [u8]) -> Result<usize, Errno> {
+    Err(Errno::NOSYS)
+}
+
 /// The dead properties of an open resource.
 pub fn read(fd: impl AsFd, path: &VolumePath) -> Result<Vec<DeadProperty>, Status> {
-    let raw = read_raw(fd, path)?;
-    if raw.is_empty() {
-        return Ok(Vec::new());
-    }
-    decode(&raw).ok_or_else(|| Status::data_loss(format!("the dead properties of {path} are unreadable")))
+    decode_or_empty(&read_raw(fd, path)?)
+        .ok_or_else(|| Status::data_loss(format!("the dead properties of {path} are unreadable")))
 }
 
 /// Replaces the raw attribute of an open resource (removes it when `raw` is empty).

@@ -3,12 +3,14 @@
 use crate::Volume;
 use crate::errors::{Op, io_status};
 use crate::metadata::{file_info, is_dir, is_symlink, stat_at, stat_fd};
+use crate::propcache::{PropertyCache, Tally};
 use crate::props;
 use kubedav_api::fileio::{Depth, FileInfo, ListEntry, ListResponse};
 use kubedav_api::path::{RESERVED_PREFIX, VolumePath};
 use kubedav_api::pb::fileio::v1::{DeadProperty, Failure, PropertySelection, property_selection};
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{AtFlags, Dir, Mode, OFlags};
+use rustix::fs::{AtFlags, Dir, Mode, OFlags, Statx};
+use std::time::SystemTime;
 use tonic::Status;
 
 /// Entries per ListResponse batch.
@@ -28,107 +30,154 @@ pub fn visible_names(dir: &OwnedFd, path: &VolumePath) -> Result<impl Iterator<I
     }))
 }
 
-/// Metadata of a directory member. A symlink is shown as what it points to, if that is
-/// beneath the root; otherwise the member is hidden (`None`).
-fn member_info(volume: &Volume, dir: &OwnedFd, name: &str, path: &VolumePath) -> Option<(FileInfo, bool)> {
-    let stx = stat_at(dir, name, path).ok()?;
-    if !is_symlink(&stx) {
-        return Some((file_info(path, &stx), false));
-    }
-    let fd = volume.open_beneath(path, OFlags::PATH).ok()?;
-    Some((file_info(path, &stat_fd(&fd, path).ok()?), true))
+/// One listing: the volume, the dead properties it asks for, and the cache they may
+/// come from.
+pub struct Scan<'a> {
+    /// The volume listed.
+    pub volume: &'a Volume,
+    /// Which dead properties each entry carries.
+    pub selection: &'a PropertySelection,
+    /// Dead properties read by earlier listings.
+    pub cache: &'a PropertyCache,
 }
 
-/// The dead properties of a member, as `selection` asks. Only files and directories are
-/// opened (never devices or FIFOs); an unreadable member has none.
-fn member_properties(
-    volume: &Volume,
-    dir: &OwnedFd,
-    name: &str,
+/// A member as a listing found it.
+struct Member {
+    stx: Statx,
+    /// Reached through a symlink (beneath the root): `stx` is of the target.
     via_symlink: bool,
-    path: &VolumePath,
-    selection: &PropertySelection,
-) -> Vec<DeadProperty> {
-    if selection.mode() == property_selection::Mode::None {
-        return Vec::new();
-    }
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let fd = if via_symlink {
-        volume.open_beneath(path, flags).ok()
-    } else {
-        rustix::fs::openat(dir, name, flags | OFlags::NOFOLLOW, Mode::empty()).ok()
-    };
-    fd.and_then(|fd| props::read(&fd, path).ok())
-        .map(|p| props::select(p, selection))
-        .unwrap_or_default()
 }
 
-/// Walks `path` to `depth`, sending batches of entries (the resource itself first) to
-/// `out`. Runs on the blocking pool; stops early if the receiver goes away.
-pub fn walk(
-    volume: &Volume,
-    path: VolumePath,
-    depth: Depth,
-    max_entries: u64,
-    selection: &PropertySelection,
-    out: &tokio::sync::mpsc::Sender<Result<ListResponse, Status>>,
-) -> Result<(), Status> {
-    let fd = volume.open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
-    let info = file_info(&path, &stat_fd(&fd, &path)?);
-    let own = if selection.mode() == property_selection::Mode::None {
-        Vec::new()
-    } else {
-        props::select(props::read(&fd, &path)?, selection)
-    };
-    let mut batch = vec![ListEntry {
-        info: Some(info.clone()),
-        properties: own,
-    }];
-    let mut count: u64 = 1;
-    let mut pending_dirs = Vec::new();
-    if info.is_collection && depth != Depth::Zero {
-        pending_dirs.push((fd, path));
-    }
-    while let Some((dir, dir_path)) = pending_dirs.pop() {
-        let mut stated = 0;
-        for name in visible_names(&dir, &dir_path)? {
-            stated += 1;
-            let Ok(member_path) = dir_path.join(&name) else {
-                continue;
-            };
-            let Some((member, via_symlink)) = member_info(volume, &dir, &name, &member_path) else {
-                continue;
-            };
-            let properties = member_properties(volume, &dir, &name, via_symlink, &member_path, selection);
-            count += 1;
-            if max_entries > 0 && count > max_entries {
-                return Err(Status::out_of_range(format!(
-                    "the listing has more than {max_entries} entries"
-                )));
-            }
-            if member.is_collection
-                && depth == Depth::Infinity
-                && let Ok(child) = volume.open_beneath(&member_path, OFlags::RDONLY | OFlags::DIRECTORY)
-            {
-                pending_dirs.push((child, member_path));
-            }
-            batch.push(ListEntry {
-                info: Some(member),
-                properties,
+impl Scan<'_> {
+    /// Metadata of a directory member. A symlink is shown as what it points to, if that
+    /// is beneath the root; otherwise the member is hidden (`None`).
+    fn member(&self, dir: &OwnedFd, name: &str, path: &VolumePath) -> Option<Member> {
+        let stx = stat_at(dir, name, path).ok()?;
+        if !is_symlink(&stx) {
+            return Some(Member {
+                stx,
+                via_symlink: false,
             });
-            if batch.len() == BATCH {
-                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                if out.blocking_send(Ok(ListResponse { entries: full })).is_err() {
-                    return Ok(());
+        }
+        let fd = self.volume.open_beneath(path, OFlags::PATH).ok()?;
+        Some(Member {
+            stx: stat_fd(&fd, path).ok()?,
+            via_symlink: true,
+        })
+    }
+
+    /// The dead properties of a member, as the selection asks: from the cache when its
+    /// copy is current, else read with one `getxattrat` (or, on kernels without it, by
+    /// opening the member: only files and directories, never devices or FIFOs). An
+    /// unreadable member has none.
+    fn member_properties(
+        &self,
+        dir: &OwnedFd,
+        name: &str,
+        member: &Member,
+        path: &VolumePath,
+        began: SystemTime,
+        tally: &mut Tally,
+    ) -> Vec<DeadProperty> {
+        if self.selection.mode() == property_selection::Mode::None {
+            return Vec::new();
+        }
+        if let Some(cached) = self.cache.get(&member.stx, tally) {
+            return props::select(cached, self.selection);
+        }
+        let read = if member.via_symlink {
+            None
+        } else {
+            props::read_raw_at(dir, name, path)
+        };
+        let read = read.unwrap_or_else(|| {
+            let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            let fd = if member.via_symlink {
+                self.volume.open_beneath(path, flags)
+            } else {
+                rustix::fs::openat(dir, name, flags | OFlags::NOFOLLOW, Mode::empty())
+                    .map_err(|e| io_status(e, Op::Other, path))
+            };
+            fd.and_then(|fd| props::read_raw(&fd, path))
+        });
+        let Some(properties) = read.ok().and_then(|raw| props::decode_or_empty(&raw)) else {
+            return Vec::new();
+        };
+        self.cache.insert(&member.stx, began, &properties);
+        props::select(properties, self.selection)
+    }
+
+    /// Walks `path` to `depth`, sending batches of entries (the resource itself first)
+    /// to `out`. Runs on the blocking pool; stops early if the receiver goes away.
+    pub fn walk(
+        &self,
+        path: VolumePath,
+        depth: Depth,
+        max_entries: u64,
+        out: &tokio::sync::mpsc::Sender<Result<ListResponse, Status>>,
+    ) -> Result<(), Status> {
+        let began = SystemTime::now();
+        let mut tally = Tally::default();
+        let volume = self.volume;
+        let fd = volume.open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
+        let info = file_info(&path, &stat_fd(&fd, &path)?);
+        let own = if self.selection.mode() == property_selection::Mode::None {
+            Vec::new()
+        } else {
+            props::select(props::read(&fd, &path)?, self.selection)
+        };
+        let mut batch = vec![ListEntry {
+            info: Some(info.clone()),
+            properties: own,
+        }];
+        let mut count: u64 = 1;
+        let mut pending_dirs = Vec::new();
+        if info.is_collection && depth != Depth::Zero {
+            pending_dirs.push((fd, path));
+        }
+        while let Some((dir, dir_path)) = pending_dirs.pop() {
+            let mut stated = 0;
+            for name in visible_names(&dir, &dir_path)? {
+                stated += 1;
+                let Ok(member_path) = dir_path.join(&name) else {
+                    continue;
+                };
+                let Some(member) = self.member(&dir, &name, &member_path) else {
+                    continue;
+                };
+                let properties =
+                    self.member_properties(&dir, &name, &member, &member_path, began, &mut tally);
+                let member = file_info(&member_path, &member.stx);
+                count += 1;
+                if max_entries > 0 && count > max_entries {
+                    return Err(Status::out_of_range(format!(
+                        "the listing has more than {max_entries} entries"
+                    )));
+                }
+                if member.is_collection
+                    && depth == Depth::Infinity
+                    && let Ok(child) = volume.open_beneath(&member_path, OFlags::RDONLY | OFlags::DIRECTORY)
+                {
+                    pending_dirs.push((child, member_path));
+                }
+                batch.push(ListEntry {
+                    info: Some(member),
+                    properties,
+                });
+                if batch.len() == BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    if out.blocking_send(Ok(ListResponse { entries: full })).is_err() {
+                        return Ok(());
+                    }
                 }
             }
+            crate::metrics::scan_batch(crate::metrics::ScanPath::Fallback, stated);
         }
-        crate::metrics::scan_batch(crate::metrics::ScanPath::Fallback, stated);
+        if !batch.is_empty() {
+            let _ = out.blocking_send(Ok(ListResponse { entries: batch }));
+        }
+        Ok(())
     }
-    if !batch.is_empty() {
-        let _ = out.blocking_send(Ok(ListResponse { entries: batch }));
-    }
-    Ok(())
 }
 
 /// Creates the collection `path`; its parent must exist.

@@ -1,22 +1,62 @@
 //! Dates as WebDAV and HTTP write them.
 
-use std::time::{Duration, UNIX_EPOCH};
-
 fn whole_seconds(unix_ns: i64) -> i64 {
     unix_ns.div_euclid(1_000_000_000)
 }
 
 /// An HTTP date (IMF-fixdate), e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
 pub fn http_date(unix_ns: i64) -> String {
-    let secs = u64::try_from(whole_seconds(unix_ns)).unwrap_or(0);
-    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs))
+    let mut out = String::with_capacity(29);
+    write_http_date(&mut out, unix_ns);
+    out
 }
 
 /// An RFC 3339 UTC timestamp, e.g. `1994-11-06T08:49:37Z` (DAV:creationdate).
 pub fn rfc3339(unix_ns: i64) -> String {
+    let mut out = String::with_capacity(20);
+    write_rfc3339(&mut out, unix_ns);
+    out
+}
+
+/// Appends [`http_date`]'s text to `out` (no allocation of its own). Times before 1970
+/// are written as 1970-01-01, as HTTP dates cannot go earlier in practice.
+pub fn write_http_date(out: &mut String, unix_ns: i64) {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = whole_seconds(unix_ns).max(0);
+    let days = secs / 86_400;
+    let (year, month, day) = civil(days);
+    out.push_str(DAYS[(days % 7) as usize]);
+    out.push_str(", ");
+    push_digits(out, day, 2);
+    out.push(' ');
+    out.push_str(MONTHS[(month - 1) as usize]);
+    out.push(' ');
+    push_digits(out, year, 4);
+    out.push(' ');
+    push_time(out, secs % 86_400);
+    out.push_str(" GMT");
+}
+
+/// Appends [`rfc3339`]'s text to `out` (no allocation of its own).
+pub fn write_rfc3339(out: &mut String, unix_ns: i64) {
     let secs = whole_seconds(unix_ns);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let (year, month, day) = civil(secs.div_euclid(86_400));
+    push_digits(out, year, 4);
+    out.push('-');
+    push_digits(out, month, 2);
+    out.push('-');
+    push_digits(out, day, 2);
+    out.push('T');
+    push_time(out, secs.rem_euclid(86_400));
+    out.push('Z');
+}
+
+/// Year, month (1-12) and day of month of a day count since 1970-01-01 (Howard
+/// Hinnant's civil-from-days algorithm).
+fn civil(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -25,13 +65,31 @@ pub fn rfc3339(unix_ns: i64) -> String {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// `HH:MM:SS` of a second of the day.
+fn push_time(out: &mut String, second_of_day: i64) {
+    push_digits(out, second_of_day / 3600, 2);
+    out.push(':');
+    push_digits(out, second_of_day % 3600 / 60, 2);
+    out.push(':');
+    push_digits(out, second_of_day % 60, 2);
+}
+
+/// `value` in decimal, zero-padded to `width` digits (wider values keep all digits;
+/// negative years are written as 0).
+fn push_digits(out: &mut String, value: i64, width: usize) {
+    let mut digits = [b'0'; 20];
+    let mut n = value.max(0) as u64;
+    let mut start = digits.len();
+    while n > 0 {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    start = start.min(digits.len() - width);
+    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
 }
 
 #[cfg(test)]
@@ -47,5 +105,14 @@ mod tests {
             http_date(784_111_777_999_999_999),
             "Sun, 06 Nov 1994 08:49:37 GMT"
         );
+        // The same text as the httpdate crate (which parses them), every day for 60 years
+        // and across leap years.
+        for day in 0..(60 * 366) {
+            let secs = day * 86_400 + (day * 7919) % 86_400;
+            let expected =
+                httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64));
+            assert_eq!(http_date(secs * 1_000_000_000), expected);
+        }
+        assert_eq!(http_date(-5), "Thu, 01 Jan 1970 00:00:00 GMT");
     }
 }

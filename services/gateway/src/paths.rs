@@ -78,7 +78,15 @@ const SEGMENT: &AsciiSet = &CONTROLS
 
 /// The absolute href of a volume path; collections get a trailing slash.
 pub fn href(path: &VolumePath, collection: bool) -> String {
-    let mut out = String::from("/");
+    let mut out = String::with_capacity(path.as_str().len() + 2);
+    write_href(&mut out, path, collection);
+    out
+}
+
+/// Appends [`href`]'s text to `out`. The percent-encoding leaves no character that XML
+/// must escape except `&` and `'`, which [`crate::xml::escape_into`] handles.
+pub fn write_href(out: &mut String, path: &VolumePath, collection: bool) {
+    out.push('/');
     for (i, segment) in path.segments().enumerate() {
         if i > 0 {
             out.push('/');
@@ -88,7 +96,6 @@ pub fn href(path: &VolumePath, collection: bool) -> String {
     if collection && !path.is_root() {
         out.push('/');
     }
-    out
 }
 
 #[cfg(test)]

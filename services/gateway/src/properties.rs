@@ -1,8 +1,8 @@
 //! WebDAV properties: PROPFIND request forms, live properties, and the XML of a
 //! multistatus `response` element.
 
-use crate::dates::{http_date, rfc3339};
-use crate::xml::escape;
+use crate::dates::{write_http_date, write_rfc3339};
+use crate::xml::escape_into;
 use crate::xmldom::{Element, XmlError};
 use http::StatusCode;
 use kubedav_api::fileio::{FileInfo, UsageResponse};
@@ -166,63 +166,112 @@ pub struct LiveContext<'a> {
     pub supportedlock: &'a str,
 }
 
-/// The content of a live property for a resource, or `None` where it does not apply.
-pub fn live_value(local: &str, info: &FileInfo, name: &str, ctx: &LiveContext<'_>) -> Option<String> {
-    Some(match local {
-        "creationdate" => rfc3339(info.created_unix_ns),
-        "displayname" => escape(name),
-        "getcontentlength" if !info.is_collection => info.size.to_string(),
-        "getcontenttype" if !info.is_collection => escape(
+/// Whether the live property `local` (DAV: namespace) applies to a resource.
+pub fn live_applies(local: &str, info: &FileInfo, ctx: &LiveContext<'_>) -> bool {
+    match local {
+        "creationdate" | "displayname" | "getetag" | "getlastmodified" | "resourcetype" | "supportedlock"
+        | "lockdiscovery" => true,
+        "getcontentlength" | "getcontenttype" => !info.is_collection,
+        "quota-available-bytes" | "quota-used-bytes" => info.is_collection && ctx.usage.is_some(),
+        _ => false,
+    }
+}
+
+/// Appends the XML content of a live property that [`live_applies`] to.
+fn write_live_content(out: &mut String, local: &str, info: &FileInfo, name: &str, ctx: &LiveContext<'_>) {
+    match local {
+        "creationdate" => write_rfc3339(out, info.created_unix_ns),
+        "displayname" => escape_into(out, name),
+        "getcontentlength" => push_decimal(out, info.size),
+        "getcontenttype" => escape_into(
+            out,
             mime_guess::from_path(name)
                 .first_raw()
                 .unwrap_or("application/octet-stream"),
         ),
-        "getetag" => format!("&quot;{}&quot;", escape(&info.etag)),
-        "getlastmodified" => http_date(info.modified_unix_ns),
-        "resourcetype" => {
-            if info.is_collection {
-                "<D:collection/>".into()
-            } else {
-                String::new()
-            }
+        "getetag" => {
+            out.push_str("&quot;");
+            escape_into(out, &info.etag);
+            out.push_str("&quot;");
         }
-        "supportedlock" => ctx.supportedlock.to_owned(),
-        "lockdiscovery" => ctx.lockdiscovery.to_owned(),
-        "quota-available-bytes" if info.is_collection => ctx.usage?.available_bytes.to_string(),
-        "quota-used-bytes" if info.is_collection => ctx.usage?.used_bytes.to_string(),
-        _ => return None,
+        "getlastmodified" => write_http_date(out, info.modified_unix_ns),
+        "resourcetype" if info.is_collection => out.push_str("<D:collection/>"),
+        "supportedlock" => out.push_str(ctx.supportedlock),
+        "lockdiscovery" => out.push_str(ctx.lockdiscovery),
+        "quota-available-bytes" => push_decimal(out, ctx.usage.map_or(0, |u| u.available_bytes)),
+        "quota-used-bytes" => push_decimal(out, ctx.usage.map_or(0, |u| u.used_bytes)),
+        _ => {}
+    }
+}
+
+/// The content of a live property for a resource, or `None` where it does not apply.
+pub fn live_value(local: &str, info: &FileInfo, name: &str, ctx: &LiveContext<'_>) -> Option<String> {
+    live_applies(local, info, ctx).then(|| {
+        let mut out = String::new();
+        write_live_content(&mut out, local, info, name, ctx);
+        out
     })
+}
+
+fn push_decimal(out: &mut String, value: u64) {
+    let _ = write!(out, "{value}");
 }
 
 /// Writes `<name>content</name>` (or an empty element), declaring the namespace.
 pub fn write_property(out: &mut String, namespace: &str, local: &str, content: Option<&str>) {
+    write_element(out, namespace, local, |out| {
+        if let Some(content) = content {
+            out.push_str(content);
+        }
+    });
+}
+
+/// Writes `<name>…</name>` with the content `content` appends, or `<name/>` when it
+/// appends nothing; DAV: names use the `D:` prefix, others declare their namespace.
+fn write_element(out: &mut String, namespace: &str, local: &str, content: impl FnOnce(&mut String)) {
+    let open_at = out.len();
     if namespace == DAV {
-        match content {
-            Some(c) if !c.is_empty() => {
-                let _ = write!(out, "<D:{local}>{c}</D:{local}>");
-            }
-            _ => {
-                let _ = write!(out, "<D:{local}/>");
-            }
-        }
+        out.push_str("<D:");
+        out.push_str(local);
     } else {
-        let ns = escape(namespace);
-        match content {
-            Some(c) if !c.is_empty() => {
-                let _ = write!(out, "<{local} xmlns=\"{ns}\">{c}</{local}>");
-            }
-            _ => {
-                let _ = write!(out, "<{local} xmlns=\"{ns}\"/>");
-            }
-        }
+        out.push('<');
+        out.push_str(local);
+        out.push_str(" xmlns=\"");
+        escape_into(out, namespace);
+        out.push('"');
     }
+    let tag_end = out.len();
+    out.push('>');
+    content(out);
+    if out.len() == tag_end + 1 {
+        out.truncate(tag_end);
+        out.push_str("/>");
+        return;
+    }
+    out.push_str("</");
+    if namespace == DAV {
+        out.push_str("D:");
+    }
+    out.push_str(local);
+    out.push('>');
+    debug_assert!(out.len() > open_at);
 }
 
 /// Writes one `propstat` with the properties already rendered in `props`.
 pub fn write_propstat(out: &mut String, props: &str, status: StatusCode, error: Option<&str>) {
+    open_propstat(out);
+    out.push_str(props);
+    close_propstat(out, status, error);
+}
+
+fn open_propstat(out: &mut String) {
+    out.push_str("<D:propstat><D:prop>");
+}
+
+fn close_propstat(out: &mut String, status: StatusCode, error: Option<&str>) {
     let _ = write!(
         out,
-        "<D:propstat><D:prop>{props}</D:prop><D:status>HTTP/1.1 {} {}</D:status>",
+        "</D:prop><D:status>HTTP/1.1 {} {}</D:status>",
         status.as_u16(),
         status.canonical_reason().unwrap_or("")
     );
@@ -232,7 +281,40 @@ pub fn write_propstat(out: &mut String, props: &str, status: StatusCode, error: 
     out.push_str("</D:propstat>");
 }
 
-/// Writes the `response` element of one resource for a PROPFIND.
+/// One property a `DAV:prop` request names, as this resource has it.
+enum Held<'a> {
+    Live,
+    Dead(&'a DeadProperty),
+    Missing,
+}
+
+fn held<'a>(n: &Name, info: &FileInfo, dead: &'a [DeadProperty], ctx: &LiveContext<'_>) -> Held<'a> {
+    if n.is_live() {
+        return if live_applies(&n.local, info, ctx) {
+            Held::Live
+        } else {
+            Held::Missing
+        };
+    }
+    dead.iter()
+        .find(|p| p.namespace == n.namespace && p.name == n.local)
+        .map_or(Held::Missing, Held::Dead)
+}
+
+fn write_dead(out: &mut String, p: &DeadProperty) {
+    write_element(out, &p.namespace, &p.name, |out| {
+        out.push_str(&String::from_utf8_lossy(&p.value))
+    });
+}
+
+fn write_live(out: &mut String, local: &str, info: &FileInfo, name: &str, ctx: &LiveContext<'_>) {
+    write_element(out, DAV, local, |out| {
+        write_live_content(out, local, info, name, ctx)
+    });
+}
+
+/// Writes the `response` element of one resource for a PROPFIND, straight into `out`
+/// (no allocation of its own beyond `out`'s growth).
 pub fn write_response(
     out: &mut String,
     href: &str,
@@ -242,65 +324,77 @@ pub fn write_response(
     request: &Propfind,
     ctx: &LiveContext<'_>,
 ) {
-    let _ = write!(out, "<D:response><D:href>{}</D:href>", escape(href));
-    let mut found = String::new();
-    let mut missing = String::new();
+    out.push_str("<D:response><D:href>");
+    escape_into(out, href);
+    out.push_str("</D:href>");
     match request {
         Propfind::PropName => {
+            open_propstat(out);
             for local in ALLPROP_LIVE {
-                if live_value(local, info, name, ctx).is_some() {
-                    write_property(&mut found, DAV, local, None);
+                if live_applies(local, info, ctx) {
+                    write_property(out, DAV, local, None);
                 }
             }
             for p in dead {
-                write_property(&mut found, &p.namespace, &p.name, None);
+                write_property(out, &p.namespace, &p.name, None);
             }
+            close_propstat(out, StatusCode::OK, None);
         }
         Propfind::AllProp { include } => {
+            let extra = || {
+                include
+                    .iter()
+                    .filter(|n| n.is_live() && !ALLPROP_LIVE.contains(&n.local.as_str()))
+            };
+            open_propstat(out);
             for local in ALLPROP_LIVE {
-                if let Some(value) = live_value(local, info, name, ctx) {
-                    write_property(&mut found, DAV, local, Some(&value));
+                if live_applies(local, info, ctx) {
+                    write_live(out, local, info, name, ctx);
                 }
             }
             for p in dead {
-                write_property(
-                    &mut found,
-                    &p.namespace,
-                    &p.name,
-                    Some(&String::from_utf8_lossy(&p.value)),
-                );
+                write_dead(out, p);
             }
-            for n in include
-                .iter()
-                .filter(|n| n.is_live() && !ALLPROP_LIVE.contains(&n.local.as_str()))
-            {
-                match live_value(&n.local, info, name, ctx) {
-                    Some(value) => write_property(&mut found, DAV, &n.local, Some(&value)),
-                    None => write_property(&mut missing, DAV, &n.local, None),
+            for n in extra().filter(|n| live_applies(&n.local, info, ctx)) {
+                write_live(out, &n.local, info, name, ctx);
+            }
+            close_propstat(out, StatusCode::OK, None);
+            if extra().any(|n| !live_applies(&n.local, info, ctx)) {
+                open_propstat(out);
+                for n in extra().filter(|n| !live_applies(&n.local, info, ctx)) {
+                    write_property(out, DAV, &n.local, None);
                 }
+                close_propstat(out, StatusCode::NOT_FOUND, None);
             }
         }
         Propfind::Prop(names) => {
-            for n in names {
-                let value = if n.is_live() {
-                    live_value(&n.local, info, name, ctx)
-                } else {
-                    dead.iter()
-                        .find(|p| p.namespace == n.namespace && p.name == n.local)
-                        .map(|p| String::from_utf8_lossy(&p.value).into_owned())
-                };
-                match value {
-                    Some(value) => write_property(&mut found, &n.namespace, &n.local, Some(&value)),
-                    None => write_property(&mut missing, &n.namespace, &n.local, None),
+            let missing = names
+                .iter()
+                .filter(|n| matches!(held(n, info, dead, ctx), Held::Missing))
+                .count();
+            if missing < names.len() || missing == 0 {
+                open_propstat(out);
+                for n in names {
+                    match held(n, info, dead, ctx) {
+                        Held::Live => write_live(out, &n.local, info, name, ctx),
+                        Held::Dead(p) => write_element(out, &n.namespace, &n.local, |out| {
+                            out.push_str(&String::from_utf8_lossy(&p.value))
+                        }),
+                        Held::Missing => {}
+                    }
                 }
+                close_propstat(out, StatusCode::OK, None);
+            }
+            if missing > 0 {
+                open_propstat(out);
+                for n in names {
+                    if matches!(held(n, info, dead, ctx), Held::Missing) {
+                        write_property(out, &n.namespace, &n.local, None);
+                    }
+                }
+                close_propstat(out, StatusCode::NOT_FOUND, None);
             }
         }
-    }
-    if !found.is_empty() || missing.is_empty() {
-        write_propstat(out, &found, StatusCode::OK, None);
-    }
-    if !missing.is_empty() {
-        write_propstat(out, &missing, StatusCode::NOT_FOUND, None);
     }
     out.push_str("</D:response>\n");
 }

@@ -5,17 +5,28 @@ use std::fmt::Write;
 /// Escapes text for XML element content and attribute values.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
+    escape_into(&mut out, text);
     out
+}
+
+/// Appends `text` to `out`, escaped as [`escape`] does, copying runs without special
+/// characters whole (no allocation of its own).
+pub fn escape_into(out: &mut String, text: &str) {
+    let mut plain = 0;
+    for (i, byte) in text.bytes().enumerate() {
+        let entity = match byte {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' => "&quot;",
+            b'\'' => "&#39;",
+            _ => continue,
+        };
+        out.push_str(&text[plain..i]);
+        out.push_str(entity);
+        plain = i + 1;
+    }
+    out.push_str(&text[plain..]);
 }
 
 /// A `DAV:multistatus` body with one `DAV:response` per (href, status) pair.

@@ -175,6 +175,16 @@ pub fn multistatus(body: String) -> axum::response::Response {
         .into_response()
 }
 
+/// A 207 Multi-Status whose XML body streams from `body`.
+pub fn multistatus_stream(body: axum::body::Body) -> axum::response::Response {
+    (
+        StatusCode::MULTI_STATUS,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
 /// A 207 listing the members of a tree operation that failed (RFC 4918 9.6.1, 9.8.5).
 pub fn failures(failures: &[kubedav_api::pb::fileio::v1::Failure]) -> axum::response::Response {
     let responses: Vec<_> = failures

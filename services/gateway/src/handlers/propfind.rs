@@ -5,13 +5,14 @@ use crate::Gateway;
 use crate::errors::{HttpError, HttpResult};
 use crate::headers::{Depth, depth};
 use crate::locking::SUPPORTED_LOCK;
-use crate::paths::href;
+use crate::paths::write_href;
 use crate::properties::{LiveContext, MULTISTATUS_CLOSE, MULTISTATUS_OPEN, Propfind, write_response};
 use axum::extract::Request;
 use axum::response::Response;
+use bytes::Bytes;
 use futures_util::StreamExt;
 use http::StatusCode;
-use kubedav_api::fileio::{ListRequest, UsageRequest};
+use kubedav_api::fileio::{ListEntry, ListRequest, UsageRequest, UsageResponse};
 use kubedav_api::locks::{ActiveLock, DiscoverRequest};
 use kubedav_api::path::VolumePath;
 use prometheus::{IntCounter, register_int_counter};
@@ -72,49 +73,106 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
     } else {
         Vec::new()
     };
-    let mut out = String::with_capacity(4096);
+    let mut render = Render {
+        propfind,
+        usage,
+        locks,
+        link: String::new(),
+    };
+    // The first batch decides the status: an error, or a file addressed as a collection,
+    // answers before anything is sent.
+    let first = match batches.next().await {
+        Some(Ok(batch)) => batch,
+        Some(Err(status)) if status.code() == tonic::Code::OutOfRange => return Ok(finite_depth()),
+        Some(Err(status)) => return Err(status.into()),
+        None => {
+            return Err(HttpError::new(
+                StatusCode::BAD_GATEWAY,
+                "fileio sent an empty listing",
+            ));
+        }
+    };
+    if let Some(info) = first.entries.first().and_then(|e| e.info.as_ref())
+        && target.trailing_slash
+        && !info.is_collection
+    {
+        return Err(HttpError::new(
+            StatusCode::NOT_FOUND,
+            format!("{} is a file, not a collection", target.path),
+        ));
+    }
+    let mut out = String::with_capacity(first.entries.len() * 768 + MULTISTATUS_OPEN.len());
     out.push_str(MULTISTATUS_OPEN);
-    let mut first = true;
-    while let Some(batch) = batches.next().await {
-        let batch = match batch {
-            Ok(batch) => batch,
-            Err(status) if status.code() == tonic::Code::OutOfRange => return Ok(finite_depth()),
-            Err(status) => return Err(status.into()),
-        };
-        for entry in batch.entries {
-            let Some(info) = entry.info else { continue };
-            if first && target.trailing_slash && !info.is_collection {
-                return Err(HttpError::new(
-                    StatusCode::NOT_FOUND,
-                    format!("{} is a file, not a collection", target.path),
-                ));
+    render.batch(&mut out, first.entries);
+    if depth != Depth::One {
+        // Depth 0 is one entry, sent with its length. An infinite listing can still end
+        // in "too many entries" (403): buffered, so that answer is never a truncated 207.
+        while let Some(batch) = batches.next().await {
+            match batch {
+                Ok(batch) => render.batch(&mut out, batch.entries),
+                Err(status) if status.code() == tonic::Code::OutOfRange => return Ok(finite_depth()),
+                Err(status) => return Err(status.into()),
             }
-            first = false;
+        }
+        out.push_str(MULTISTATUS_CLOSE);
+        return Ok(super::multistatus(out));
+    }
+    // Depth 1 streams batch by batch: memory stays at one batch however large the
+    // collection. A failure after the first batch aborts the body (the client sees an
+    // incomplete response, never a well-formed partial one).
+    let rest = batches.map(move |batch| {
+        let batch = batch.map_err(|status| std::io::Error::other(status.message().to_owned()))?;
+        let mut out = String::with_capacity(batch.entries.len() * 768);
+        render.batch(&mut out, batch.entries);
+        Ok::<_, std::io::Error>(Bytes::from(out))
+    });
+    let body = futures_util::stream::iter([Ok(Bytes::from(out))])
+        .chain(rest)
+        .chain(futures_util::stream::iter([Ok(Bytes::from_static(
+            MULTISTATUS_CLOSE.as_bytes(),
+        ))]));
+    Ok(super::multistatus_stream(axum::body::Body::from_stream(body)))
+}
+
+/// What each listed entry's `response` element is written from.
+struct Render {
+    propfind: Propfind,
+    usage: Option<UsageResponse>,
+    locks: Vec<ActiveLock>,
+    /// The current entry's href (reused).
+    link: String,
+}
+
+impl Render {
+    /// Appends the `response` elements of a batch of entries.
+    fn batch(&mut self, out: &mut String, entries: Vec<ListEntry>) {
+        for entry in entries {
+            let Some(info) = entry.info else { continue };
             let path = VolumePath::parse(&info.path).unwrap_or_default();
-            let link = href(&path, info.is_collection);
-            let discovery: String = locks
+            self.link.clear();
+            write_href(&mut self.link, &path, info.is_collection);
+            let discovery: String = self
+                .locks
                 .iter()
                 .filter(|l| crate::locking::applies(l, &path))
                 .map(crate::locking::activelock)
                 .collect();
             let ctx = LiveContext {
-                usage: usage.as_ref(),
+                usage: self.usage.as_ref(),
                 lockdiscovery: &discovery,
                 supportedlock: SUPPORTED_LOCK,
             };
             write_response(
-                &mut out,
-                &link,
+                out,
+                &self.link,
                 &info,
                 path.name(),
                 &entry.properties,
-                &propfind,
+                &self.propfind,
                 &ctx,
             );
         }
     }
-    out.push_str(MULTISTATUS_CLOSE);
-    Ok(super::multistatus(out))
 }
 
 /// The locks that may apply to the listed resources: one locks call for the whole

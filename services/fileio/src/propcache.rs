@@ -1,0 +1,235 @@
+//! A cache of dead properties for listings, checked against each listing's own `statx`.
+//!
+//! A PROPFIND with allprop needs every member's dead properties, and reading the
+//! extended attribute was the largest single cost of a Depth 1 listing (a path lookup
+//! and an attribute lookup per member, on top of the `statx` the listing makes anyway).
+//! The cache keeps what was read, keyed by device and inode, together with the inode's
+//! birth and change times; a listing uses an entry only when the `statx` it has just
+//! made shows the same birth and change times.
+//!
+//! Why that is coherent: every change of an extended attribute sets the inode's change
+//! time (ctime) to the current time. An entry is stored only when the ctime it was read
+//! under is at least [`SETTLED`] older than the moment the read began, so any later
+//! change (by kubedav or by anything else writing the volume) gives a ctime that differs
+//! from the stored one, however coarse the filesystem's timestamps. fileio also drops
+//! the entry itself when it changes a resource's properties, so its own writes do not
+//! even rely on the clock. A new file that reuses an inode number has a new birth time
+//! or a ctime after the entry's, so it misses too.
+
+use kubedav_api::pb::fileio::v1::DeadProperty;
+use prometheus::{IntCounterVec, register_int_counter_vec};
+use rustix::fs::{Statx, StatxFlags};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How much older than the start of a read a ctime must be for the read to be cached:
+/// well above any filesystem's timestamp granularity (a jiffy, at most 10 ms).
+pub const SETTLED: Duration = Duration::from_secs(1);
+
+/// The cache's bound, in bytes of properties plus a fixed overhead per entry.
+const CAPACITY_BYTES: u64 = 16 * 1024 * 1024;
+const ENTRY_OVERHEAD_BYTES: u32 = 96;
+
+static LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "kubedav_fileio_property_cache_lookups_total",
+        "Dead-property lookups of listings, by result: hit (the cached copy was current) or miss.",
+        &["result"]
+    )
+    .expect("metric registers once")
+});
+
+/// One listing's lookups, added to `kubedav_fileio_property_cache_lookups_total` once
+/// when it is dropped (not per entry).
+#[derive(Debug, Default)]
+pub struct Tally {
+    hits: u64,
+    misses: u64,
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        if self.hits > 0 {
+            LOOKUPS.with_label_values(&["hit"]).inc_by(self.hits);
+        }
+        if self.misses > 0 {
+            LOOKUPS.with_label_values(&["miss"]).inc_by(self.misses);
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    dev_major: u32,
+    dev_minor: u32,
+    ino: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    birth: (i64, u32),
+    change: (i64, u32),
+    properties: Vec<DeadProperty>,
+}
+
+/// The cache: shared by every listing of one volume.
+#[derive(Clone)]
+pub struct PropertyCache {
+    entries: moka::sync::Cache<Key, Arc<Entry>>,
+}
+
+impl std::fmt::Debug for PropertyCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PropertyCache")
+            .field("entries", &self.entries.entry_count())
+            .finish()
+    }
+}
+
+impl Default for PropertyCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn key(stx: &Statx) -> Key {
+    Key {
+        dev_major: stx.stx_dev_major,
+        dev_minor: stx.stx_dev_minor,
+        ino: stx.stx_ino,
+    }
+}
+
+fn birth(stx: &Statx) -> (i64, u32) {
+    if stx.stx_mask & StatxFlags::BTIME.bits() != 0 {
+        (stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec)
+    } else {
+        (0, 0)
+    }
+}
+
+fn change(stx: &Statx) -> (i64, u32) {
+    (stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec)
+}
+
+impl PropertyCache {
+    /// An empty cache, bounded at 16 MiB.
+    pub fn new() -> Self {
+        for result in ["hit", "miss"] {
+            LOOKUPS.with_label_values(&[result]);
+        }
+        let entries = moka::sync::Cache::builder()
+            .max_capacity(CAPACITY_BYTES)
+            .weigher(|_, entry: &Arc<Entry>| {
+                let bytes: usize = entry
+                    .properties
+                    .iter()
+                    .map(|p| p.namespace.len() + p.name.len() + p.value.len() + 64)
+                    .sum();
+                ENTRY_OVERHEAD_BYTES.saturating_add(u32::try_from(bytes).unwrap_or(u32::MAX))
+            })
+            .build();
+        Self { entries }
+    }
+
+    /// The properties of the resource `stx` describes, if the cached copy is current;
+    /// counts the lookup in `tally`.
+    pub fn get(&self, stx: &Statx, tally: &mut Tally) -> Option<Vec<DeadProperty>> {
+        let found = self
+            .entries
+            .get(&key(stx))
+            .filter(|entry| entry.birth == birth(stx) && entry.change == change(stx));
+        if found.is_some() {
+            tally.hits += 1;
+        } else {
+            tally.misses += 1;
+        }
+        found.map(|entry| entry.properties.clone())
+    }
+
+    /// Stores `properties`, read after `read_began` from the resource `stx` described
+    /// (the `statx` made before the read), if its ctime had settled by then.
+    pub fn insert(&self, stx: &Statx, read_began: SystemTime, properties: &[DeadProperty]) {
+        let (secs, nanos) = change(stx);
+        let Ok(secs) = u64::try_from(secs) else { return };
+        let changed = UNIX_EPOCH + Duration::new(secs, nanos);
+        if changed + SETTLED > read_began {
+            return;
+        }
+        self.entries.insert(
+            key(stx),
+            Arc::new(Entry {
+                birth: birth(stx),
+                change: change(stx),
+                properties: properties.to_vec(),
+            }),
+        );
+    }
+
+    /// Drops the entry of the resource `stx` describes (fileio changed its properties).
+    pub fn forget(&self, stx: &Statx) {
+        self.entries.invalidate(&key(stx));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn property(value: &str) -> DeadProperty {
+        DeadProperty {
+            namespace: "urn:test".into(),
+            name: "p".into(),
+            value: value.to_owned().into(),
+        }
+    }
+
+    fn stat(path: &std::path::Path) -> Statx {
+        rustix::fs::statx(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::AtFlags::empty(),
+            StatxFlags::BASIC_STATS | StatxFlags::BTIME,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn serves_only_a_copy_whose_times_still_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let stx = stat(&file);
+        let cache = PropertyCache::new();
+        let mut tally = Tally::default();
+        let later = SystemTime::now() + SETTLED * 2;
+        cache.insert(&stx, later, &[property("1")]);
+        assert_eq!(cache.get(&stx, &mut tally), Some(vec![property("1")]));
+
+        // Any change of ctime or birth time (a new inode with a reused number) misses.
+        let mut changed = stx;
+        changed.stx_ctime.tv_nsec = (changed.stx_ctime.tv_nsec + 1) % 1_000_000_000;
+        assert_eq!(cache.get(&changed, &mut tally), None);
+        let mut reborn = stx;
+        reborn.stx_btime.tv_sec += 1;
+        assert_eq!(cache.get(&reborn, &mut tally), None);
+
+        // fileio's own changes drop the entry outright.
+        cache.forget(&stx);
+        assert_eq!(cache.get(&stx, &mut tally), None);
+        assert_eq!((tally.hits, tally.misses), (1, 3));
+    }
+
+    #[test]
+    fn a_read_soon_after_a_change_is_not_kept() {
+        // The file was just written: another change within the filesystem's timestamp
+        // granularity could keep the same ctime, so the read must not be cached.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let stx = stat(&file);
+        let cache = PropertyCache::new();
+        cache.insert(&stx, SystemTime::now(), &[property("1")]);
+        assert_eq!(cache.get(&stx, &mut Tally::default()), None);
+    }
+}
