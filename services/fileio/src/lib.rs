@@ -113,13 +113,19 @@ impl FileIo for LocalFileIo {
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
         let volume = self.volume.clone();
         let cache = self.property_cache.clone();
-        metrics::scan(metrics::ScanPath::Fallback);
+        let io_uring = uring::scans_enabled();
+        metrics::scan(if io_uring {
+            metrics::ScanPath::IoUring
+        } else {
+            metrics::ScanPath::Fallback
+        });
         tokio::task::spawn_blocking(move || {
             let selection = request.properties.unwrap_or_default();
             let scan = tree::Scan {
                 volume: &volume,
                 selection: &selection,
                 cache: &cache,
+                io_uring,
             };
             if let Err(status) = scan.walk(path, depth, request.max_entries, &tx) {
                 let _ = tx.blocking_send(Err(status));

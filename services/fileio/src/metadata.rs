@@ -7,7 +7,8 @@ use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, FileType, Statx, StatxFlags};
 use tonic::Status;
 
-const WANTED: StatxFlags = StatxFlags::BASIC_STATS.union(StatxFlags::BTIME);
+/// What every `statx` of fileio asks for.
+pub const WANTED: StatxFlags = StatxFlags::BASIC_STATS.union(StatxFlags::BTIME);
 
 /// `statx` of an open descriptor.
 pub fn stat_fd(fd: impl AsFd, path: &VolumePath) -> Result<Statx, Status> {

@@ -34,8 +34,8 @@ static SCANS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static SCAN_BATCH: LazyLock<HistogramVec> = LazyLock::new(|| {
     register_histogram_vec!(
         "kubedav_fileio_scan_batch_entries",
-        "Entries whose metadata a listing gathers in one step: one directory's entries on the \
-         fallback path (a statx each), one submission's statx requests on the io_uring path.",
+        "Entries whose metadata a listing gathers in one step: up to 256 of a directory's \
+         entries, in one io_uring submission or with a statx call each (fallback).",
         &["path"],
         prometheus::exponential_buckets(1.0, 4.0, 7).expect("valid buckets")
     )

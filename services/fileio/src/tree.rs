@@ -2,9 +2,11 @@
 
 use crate::Volume;
 use crate::errors::{Op, io_status};
-use crate::metadata::{file_info, is_dir, is_symlink, stat_at, stat_fd};
+use crate::metadata::{WANTED, file_info, is_dir, is_symlink, stat_at, stat_fd};
+use crate::metrics::{self, ScanPath};
 use crate::propcache::{PropertyCache, Tally};
 use crate::props;
+use crate::uring;
 use kubedav_api::fileio::{Depth, FileInfo, ListEntry, ListResponse};
 use kubedav_api::path::{RESERVED_PREFIX, VolumePath};
 use kubedav_api::pb::fileio::v1::{DeadProperty, Failure, PropertySelection, property_selection};
@@ -39,6 +41,8 @@ pub struct Scan<'a> {
     pub selection: &'a PropertySelection,
     /// Dead properties read by earlier listings.
     pub cache: &'a PropertyCache,
+    /// Batch each directory's `statx` calls through io_uring ([`uring::scans_enabled`]).
+    pub io_uring: bool,
 }
 
 /// A member as a listing found it.
@@ -49,10 +53,25 @@ struct Member {
 }
 
 impl Scan<'_> {
-    /// Metadata of a directory member. A symlink is shown as what it points to, if that
-    /// is beneath the root; otherwise the member is hidden (`None`).
-    fn member(&self, dir: &OwnedFd, name: &str, path: &VolumePath) -> Option<Member> {
-        let stx = stat_at(dir, name, path).ok()?;
+    /// `statx` of a chunk of a directory's names: one io_uring submission when
+    /// available, else a call per name.
+    fn stat_chunk(&self, dir: &OwnedFd, names: &[String], dir_path: &VolumePath) -> Vec<Option<Statx>> {
+        if self.io_uring
+            && let Some(results) = uring::statx_batch(dir.as_fd(), names, WANTED)
+        {
+            metrics::scan_batch(ScanPath::IoUring, names.len());
+            return results.into_iter().map(Result::ok).collect();
+        }
+        metrics::scan_batch(ScanPath::Fallback, names.len());
+        names
+            .iter()
+            .map(|name| stat_at(dir, name, dir_path).ok())
+            .collect()
+    }
+
+    /// Metadata of a directory member from its `statx`. A symlink is shown as what it
+    /// points to, if that is beneath the root; otherwise the member is hidden (`None`).
+    fn member(&self, stx: Statx, path: &VolumePath) -> Option<Member> {
         if !is_symlink(&stx) {
             return Some(Member {
                 stx,
@@ -136,42 +155,48 @@ impl Scan<'_> {
             pending_dirs.push((fd, path));
         }
         while let Some((dir, dir_path)) = pending_dirs.pop() {
-            let mut stated = 0;
-            for name in visible_names(&dir, &dir_path)? {
-                stated += 1;
-                let Ok(member_path) = dir_path.join(&name) else {
-                    continue;
-                };
-                let Some(member) = self.member(&dir, &name, &member_path) else {
-                    continue;
-                };
-                let properties =
-                    self.member_properties(&dir, &name, &member, &member_path, began, &mut tally);
-                let member = file_info(&member_path, &member.stx);
-                count += 1;
-                if max_entries > 0 && count > max_entries {
-                    return Err(Status::out_of_range(format!(
-                        "the listing has more than {max_entries} entries"
-                    )));
+            let mut names = visible_names(&dir, &dir_path)?;
+            loop {
+                let chunk: Vec<String> = names.by_ref().take(uring::RING_ENTRIES).collect();
+                if chunk.is_empty() {
+                    break;
                 }
-                if member.is_collection
-                    && depth == Depth::Infinity
-                    && let Ok(child) = volume.open_beneath(&member_path, OFlags::RDONLY | OFlags::DIRECTORY)
-                {
-                    pending_dirs.push((child, member_path));
-                }
-                batch.push(ListEntry {
-                    info: Some(member),
-                    properties,
-                });
-                if batch.len() == BATCH {
-                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                    if out.blocking_send(Ok(ListResponse { entries: full })).is_err() {
-                        return Ok(());
+                let stats = self.stat_chunk(&dir, &chunk, &dir_path);
+                for (name, stx) in chunk.into_iter().zip(stats) {
+                    let Ok(member_path) = dir_path.join(&name) else {
+                        continue;
+                    };
+                    let Some(member) = stx.and_then(|stx| self.member(stx, &member_path)) else {
+                        continue;
+                    };
+                    let properties =
+                        self.member_properties(&dir, &name, &member, &member_path, began, &mut tally);
+                    let member = file_info(&member_path, &member.stx);
+                    count += 1;
+                    if max_entries > 0 && count > max_entries {
+                        return Err(Status::out_of_range(format!(
+                            "the listing has more than {max_entries} entries"
+                        )));
+                    }
+                    if member.is_collection
+                        && depth == Depth::Infinity
+                        && let Ok(child) =
+                            volume.open_beneath(&member_path, OFlags::RDONLY | OFlags::DIRECTORY)
+                    {
+                        pending_dirs.push((child, member_path));
+                    }
+                    batch.push(ListEntry {
+                        info: Some(member),
+                        properties,
+                    });
+                    if batch.len() == BATCH {
+                        let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                        if out.blocking_send(Ok(ListResponse { entries: full })).is_err() {
+                            return Ok(());
+                        }
                     }
                 }
             }
-            crate::metrics::scan_batch(crate::metrics::ScanPath::Fallback, stated);
         }
         if !batch.is_empty() {
             let _ = out.blocking_send(Ok(ListResponse { entries: batch }));
@@ -321,5 +346,98 @@ pub fn failure(path: &VolumePath, status: &Status) -> Failure {
         path: path.as_str().to_owned(),
         code: status.code() as i32,
         message: status.message().to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubedav_api::pb::fileio::v1::PropertySelection;
+
+    /// Every entry of a Depth 1 listing of `dir` as (path, collection, size, etag,
+    /// property names), in listing order.
+    fn list(volume: &Volume, io_uring: bool) -> Vec<(String, bool, u64, String, Vec<String>)> {
+        let cache = PropertyCache::new();
+        let selection = PropertySelection {
+            mode: property_selection::Mode::All as i32,
+            names: vec![],
+        };
+        let scan = Scan {
+            volume,
+            selection: &selection,
+            cache: &cache,
+            io_uring,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        scan.walk(VolumePath::parse("dir").unwrap(), Depth::One, 0, &tx)
+            .unwrap();
+        drop(tx);
+        let mut entries = Vec::new();
+        while let Some(batch) = rx.blocking_recv() {
+            for entry in batch.unwrap().entries {
+                let info = entry.info.unwrap();
+                let names = entry.properties.iter().map(|p| p.name.clone()).collect();
+                entries.push((info.path, info.is_collection, info.size, info.etag, names));
+            }
+        }
+        entries
+    }
+
+    #[test]
+    fn io_uring_listing_matches_one_statx_per_member() {
+        uring::probe().expect("this test needs io_uring (CI has it); the fallback has its own tests");
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let dir = root.path().join("dir");
+        std::fs::create_dir(&dir).unwrap();
+        // More members than one submission carries, a collection, a member with a dead
+        // property, a symlink inside the root (shown as its target) and one leading out
+        // (hidden).
+        for i in 0..600 {
+            std::fs::write(dir.join(format!("f{i}")), vec![b'x'; i]).unwrap();
+        }
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        let with_property = std::fs::File::open(dir.join("f7")).unwrap();
+        let property = DeadProperty {
+            namespace: "urn:t".into(),
+            name: "colour".into(),
+            value: "red".into(),
+        };
+        props::write_raw(
+            &with_property,
+            &props::encode(&[property]),
+            &VolumePath::parse("dir/f7").unwrap(),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("f1", dir.join("inside")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.join("escape")).unwrap();
+        let volume = Volume::open(root.path()).unwrap();
+
+        let submissions = || {
+            prometheus::gather()
+                .iter()
+                .filter(|family| family.name() == "kubedav_fileio_scan_batch_entries")
+                .flat_map(|family| family.get_metric())
+                .filter(|m| m.get_label().iter().any(|l| l.value() == "io_uring"))
+                .map(|m| m.get_histogram().get_sample_count())
+                .sum::<u64>()
+        };
+        let before = submissions();
+        let batched = list(&volume, true);
+        assert!(
+            submissions() >= before + 3,
+            "603 names went in 3 io_uring submissions"
+        );
+        assert_eq!(batched, list(&volume, false));
+        assert_eq!(
+            batched.len(),
+            1 + 600 + 1 + 1,
+            "the directory, files, sub and the inner symlink"
+        );
+        let f7 = batched.iter().find(|e| e.0 == "dir/f7").unwrap();
+        assert_eq!((f7.2, f7.4.clone()), (7, vec!["colour".to_owned()]));
+        let inside = batched.iter().find(|e| e.0 == "dir/inside").unwrap();
+        assert_eq!(inside.2, 1, "a symlink is shown as its target");
+        assert!(batched.iter().all(|e| e.0 != "dir/escape"));
     }
 }

@@ -96,6 +96,13 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_ROOT", default_value = "./data")]
     pub root: PathBuf,
 
+    /// Batch the `statx` calls of collection listings through io_uring (targets all,
+    /// fileio), where the kernel and seccomp allow it. Off by default: with metadata in
+    /// memory one `statx` per member is faster (docs/benchmarks.md); on a cold cache or
+    /// slow storage the batch's requests run in parallel.
+    #[arg(long, env = "KUBEDAV_IO_URING_SCANS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub io_uring_scans: bool,
+
     /// Where the gateway finds fileio.
     #[arg(long, env = "KUBEDAV_FILEIO_URL", default_value = "http://127.0.0.1:9091")]
     pub fileio_url: String,

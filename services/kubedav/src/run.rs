@@ -196,6 +196,10 @@ fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
     let core = LocalFileIo::open(&cli.root)
         .map_err(|e| format!("{e} (set --root or KUBEDAV_ROOT to an existing directory)"))?;
     tracing::info!(target: "kubedav", "serving {}", cli.root.display());
+    kubedav_fileio::uring::set_scans_enabled(cli.io_uring_scans);
+    if cli.io_uring_scans && !kubedav_fileio::uring::scans_enabled() {
+        tracing::warn!(target: "kubedav", "--io-uring-scans is on but io_uring is unavailable: listings use one statx per member");
+    }
     Ok(core)
 }
 
