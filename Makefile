@@ -47,7 +47,8 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-# kubedav (both modes) beside nginx and Apache in the same run, the lock figures (memory
+# kubedav (both modes) beside nginx and Apache in the same run, with the ratios, written
+# into docs/benchmarks.md with the machine and the command; then the lock figures (memory
 # and Redis stores beside Apache), then the auth figures
 # (criterion for the crypt cost, wrk for auth on the request path and under a flood).
 bench: build

@@ -10,6 +10,9 @@
 #   PROPFIND d0  requests/s: Depth 0, allprop, on one file
 #   LOCK+UNLOCK  pairs/s: exclusive LOCK then UNLOCK, one connection per wrk thread
 #
+# At the end the whole output, with the machine's details and the command, replaces the
+# "latest make bench comparison" section of docs/benchmarks.md (scripts/bench-report.sh).
+#
 # Env (defaults): DURATION=10 THREADS=2 CONNS=64 PUT_COUNT=20 PEERS_DIR=../shared/peers
 # Installs wrk, curl, Apache and nginx with the dav-ext module from Debian if missing;
 # the peers are configured and started by their own peerctl.sh. Every load run is bounded.
@@ -27,6 +30,12 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# Everything printed goes to the screen and to the report (scripts/bench-report.sh).
+exec 3>&1 > >(tee "$WORK/output.txt") 2>&1
+TEE_PID=$!
+# CPU time the hypervisor took ("steal"): its share of all CPU time, from /proc/stat.
+steal_counters() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print $9, t}' /proc/stat; }
+STEAL_BEGIN="$(steal_counters)"
 
 need=()
 command -v wrk >/dev/null || need+=(wrk)
@@ -137,3 +146,10 @@ awk '
       printf " %11.2fx\n", (f[a, 4] > 0 ? f[r, 4] / f[a, 4] : 0)
     }
   }' "$WORK/results.txt"
+
+# The report: this output, with the machine and the command, into docs/benchmarks.md.
+STEAL="$(steal_counters | awk -v b="$STEAL_BEGIN" '{split(b, s, " "); printf "%.1f", ($2 > s[2]) ? 100 * ($1 - s[1]) / ($2 - s[2]) : 0}')"
+exec >&3 2>&3
+wait "$TEE_PID" 2>/dev/null || true
+DURATION="$DURATION" THREADS="$THREADS" CONNS="$CONNS" PUT_COUNT="$PUT_COUNT" \
+  bash "$REPO/scripts/bench-report.sh" "$WORK/output.txt" "$STEAL"
