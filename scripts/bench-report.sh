@@ -20,7 +20,7 @@ trap 'rm -f "$section"' EXIT
   echo "## Latest \`make bench\` comparison"
   echo
   echo "Written by \`make bench\` on $(date -u '+%Y-%m-%d %H:%M UTC') from commit"
-  echo "\`$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)\`$(git -C "$REPO" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')."
+  echo "\`$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)\`$(git -C "$REPO" diff --quiet HEAD -- services proto Cargo.toml Cargo.lock 2>/dev/null || echo ' (with uncommitted changes to the code)')."
   echo
   echo "- CPU: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo); hypervisor steal during the run: ${STEAL} %"
   echo "- Memory: $(free -m | awk '/Mem:/ {printf "%.1f GiB", $2 / 1024}'); kernel $(uname -r); $(. /etc/os-release && echo "$PRETTY_NAME")"
