@@ -6,6 +6,7 @@
 //! run on tokio's blocking pool, never on the async workers.
 
 pub mod errors;
+pub mod filecache;
 pub mod metadata;
 pub mod metrics;
 pub mod propcache;
@@ -14,6 +15,7 @@ pub mod read;
 pub mod transfer;
 pub mod tree;
 pub mod uring;
+pub mod validity;
 pub mod volume;
 pub mod write;
 
@@ -46,6 +48,7 @@ pub struct LocalFileIo {
     volume: Arc<Volume>,
     property_locks: Arc<StripedLocks>,
     property_cache: propcache::PropertyCache,
+    file_cache: filecache::FileCache,
 }
 
 /// A fixed set of mutexes a path hashes onto: serialises read-modify-write of one
@@ -78,7 +81,15 @@ impl LocalFileIo {
             volume,
             property_locks: Arc::new(StripedLocks::new()),
             property_cache: propcache::PropertyCache::new(),
+            file_cache: filecache::FileCache::new(filecache::DEFAULT_CAPACITY_BYTES),
         })
+    }
+
+    /// Bounds the cache of small files' contents at `capacity_bytes` (0 turns it off;
+    /// [`filecache::DEFAULT_CAPACITY_BYTES`] unless set).
+    pub fn with_file_cache(mut self, capacity_bytes: u64) -> Self {
+        self.file_cache = filecache::FileCache::new(capacity_bytes);
+        self
     }
 
     /// Whether the root still answers (for `/readyz`).
@@ -91,6 +102,34 @@ impl LocalFileIo {
 
 fn parse(path: &str) -> Result<VolumePath, Status> {
     Ok(VolumePath::parse(path)?)
+}
+
+/// A read answered from the cache of small files: each resolved range is one chunk, a
+/// slice of the kept copy.
+fn cached_reply(
+    path: &VolumePath,
+    hit: filecache::Hit,
+    ranges: &[kubedav_api::pb::fileio::v1::ByteRangeSpec],
+) -> ReadReply {
+    let info = metadata::file_info(path, &hit.stx);
+    let ranges = read::resolve_ranges(ranges, info.size);
+    let chunks: Vec<_> = ranges
+        .iter()
+        .enumerate()
+        .map(|(index, range)| {
+            Ok(kubedav_api::fileio::ReadChunk {
+                range_index: index as u32,
+                data: hit.data.slice(range.first as usize..=range.last as usize),
+            })
+        })
+        .collect();
+    ReadReply {
+        header: ReadHeader {
+            info: Some(info),
+            ranges,
+        },
+        chunks: futures_util::stream::iter(chunks).boxed(),
+    }
 }
 
 #[async_trait::async_trait]
@@ -146,9 +185,13 @@ impl FileIo for LocalFileIo {
     #[tracing::instrument(skip_all, name = "fileio.read", fields(path = %request.path))]
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
         let path = parse(&request.path)?;
+        if let Some(hit) = self.file_cache.get(self.volume.root_fd(), &path) {
+            return Ok(cached_reply(&path, hit, &request.ranges));
+        }
         // Open and stat on this worker (the kernel's caches answer them), and the first
         // chunk too when it is small and already in the page cache (a read that cannot
         // wait for the disk): a cached small file costs no trip to the blocking pool.
+        let read_began = std::time::SystemTime::now();
         let fd = self
             .volume
             .open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
@@ -184,17 +227,22 @@ impl FileIo for LocalFileIo {
             }
             None => None,
         };
+        if self.file_cache.wants(info.size) {
+            self.file_cache.missed();
+            let whole = match (&first, info.size) {
+                (_, 0) => Some(Bytes::new()),
+                (Some(data), _) if request.ranges.is_empty() => Some(data.clone()),
+                _ => None,
+            };
+            if let Some(data) = whole {
+                self.file_cache.insert(&path, &stx, read_began, data);
+            }
+        }
         let header = ReadHeader {
             info: Some(info),
             ranges,
         };
-        let file = Some(file);
-        let chunks = match file {
-            Some(file) => {
-                read::ChunkStream::new(file, header.ranges.clone(), first, metrics::read_bytes).boxed()
-            }
-            None => futures_util::stream::empty().boxed(),
-        };
+        let chunks = read::ChunkStream::new(file, header.ranges.clone(), first, metrics::read_bytes).boxed();
         Ok(ReadReply { header, chunks })
     }
 

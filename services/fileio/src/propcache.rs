@@ -7,24 +7,16 @@
 //! birth and change times; a listing uses an entry only when the `statx` it has just
 //! made shows the same birth and change times.
 //!
-//! Why that is coherent: every change of an extended attribute sets the inode's change
-//! time (ctime) to the current time. An entry is stored only when the ctime it was read
-//! under is at least [`SETTLED`] older than the moment the read began, so any later
-//! change (by kubedav or by anything else writing the volume) gives a ctime that differs
-//! from the stored one, however coarse the filesystem's timestamps. fileio also drops
-//! the entry itself when it changes a resource's properties, so its own writes do not
-//! even rely on the clock. A new file that reuses an inode number has a new birth time
-//! or a ctime after the entry's, so it misses too.
+//! Why that is coherent is argued in [`crate::validity`]. fileio also drops the entry
+//! itself when it changes a resource's properties, so its own writes do not even rely
+//! on the clock.
 
+use crate::validity::{Identity, Version};
 use kubedav_api::pb::fileio::v1::DeadProperty;
 use prometheus::{IntCounterVec, register_int_counter_vec};
-use rustix::fs::{Statx, StatxFlags};
+use rustix::fs::Statx;
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// How much older than the start of a read a ctime must be for the read to be cached:
-/// well above any filesystem's timestamp granularity (a jiffy, at most 10 ms).
-pub const SETTLED: Duration = Duration::from_secs(1);
+use std::time::SystemTime;
 
 /// The cache's bound, in bytes of properties plus a fixed overhead per entry.
 const CAPACITY_BYTES: u64 = 16 * 1024 * 1024;
@@ -58,24 +50,16 @@ impl Drop for Tally {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Key {
-    dev_major: u32,
-    dev_minor: u32,
-    ino: u64,
-}
-
 #[derive(Debug)]
 struct Entry {
-    birth: (i64, u32),
-    change: (i64, u32),
+    version: Version,
     properties: Vec<DeadProperty>,
 }
 
 /// The cache: shared by every listing of one volume.
 #[derive(Clone)]
 pub struct PropertyCache {
-    entries: moka::sync::Cache<Key, Arc<Entry>>,
+    entries: moka::sync::Cache<Identity, Arc<Entry>>,
 }
 
 impl std::fmt::Debug for PropertyCache {
@@ -90,26 +74,6 @@ impl Default for PropertyCache {
     fn default() -> Self {
         Self::new()
     }
-}
-
-fn key(stx: &Statx) -> Key {
-    Key {
-        dev_major: stx.stx_dev_major,
-        dev_minor: stx.stx_dev_minor,
-        ino: stx.stx_ino,
-    }
-}
-
-fn birth(stx: &Statx) -> (i64, u32) {
-    if stx.stx_mask & StatxFlags::BTIME.bits() != 0 {
-        (stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec)
-    } else {
-        (0, 0)
-    }
-}
-
-fn change(stx: &Statx) -> (i64, u32) {
-    (stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec)
 }
 
 impl PropertyCache {
@@ -137,8 +101,8 @@ impl PropertyCache {
     pub fn get(&self, stx: &Statx, tally: &mut Tally) -> Option<Vec<DeadProperty>> {
         let found = self
             .entries
-            .get(&key(stx))
-            .filter(|entry| entry.birth == birth(stx) && entry.change == change(stx));
+            .get(&Identity::of(stx))
+            .filter(|entry| entry.version == Version::of(stx));
         if found.is_some() {
             tally.hits += 1;
         } else {
@@ -150,17 +114,14 @@ impl PropertyCache {
     /// Stores `properties`, read after `read_began` from the resource `stx` described
     /// (the `statx` made before the read), if its ctime had settled by then.
     pub fn insert(&self, stx: &Statx, read_began: SystemTime, properties: &[DeadProperty]) {
-        let (secs, nanos) = change(stx);
-        let Ok(secs) = u64::try_from(secs) else { return };
-        let changed = UNIX_EPOCH + Duration::new(secs, nanos);
-        if changed + SETTLED > read_began {
+        let version = Version::of(stx);
+        if !version.settled_before(read_began) {
             return;
         }
         self.entries.insert(
-            key(stx),
+            Identity::of(stx),
             Arc::new(Entry {
-                birth: birth(stx),
-                change: change(stx),
+                version,
                 properties: properties.to_vec(),
             }),
         );
@@ -168,13 +129,15 @@ impl PropertyCache {
 
     /// Drops the entry of the resource `stx` describes (fileio changed its properties).
     pub fn forget(&self, stx: &Statx) {
-        self.entries.invalidate(&key(stx));
+        self.entries.invalidate(&Identity::of(stx));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validity::SETTLED;
+    use rustix::fs::StatxFlags;
 
     fn property(value: &str) -> DeadProperty {
         DeadProperty {

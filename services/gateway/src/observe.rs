@@ -16,7 +16,7 @@ use prometheus::{
     HistogramVec, IntCounterVec, IntGauge, register_histogram_vec, register_int_counter_vec,
     register_int_gauge,
 };
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 use std::time::Instant;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -80,13 +80,52 @@ const KNOWN_METHODS: [&str; 14] = [
     "LOCK",
     "UNLOCK",
 ];
+const OTHER: usize = KNOWN_METHODS.len();
+const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
-fn method_label(method: &http::Method) -> &'static str {
+/// The index of a method's label: a known method's place, or [`OTHER`].
+fn method_index(method: &http::Method) -> usize {
     KNOWN_METHODS
         .iter()
-        .find(|m| **m == method.as_str())
-        .copied()
-        .unwrap_or("OTHER")
+        .position(|m| *m == method.as_str())
+        .unwrap_or(OTHER)
+}
+
+fn method_label(index: usize) -> &'static str {
+    KNOWN_METHODS.get(index).copied().unwrap_or("OTHER")
+}
+
+/// One method's metric children, looked up by label once and then kept: the label
+/// lookup (hashing, a lock) would otherwise be paid four times per request. A child is
+/// made when its method (and status class) is first seen, so /metrics shows only series
+/// that happened.
+struct MethodMetrics {
+    duration: prometheus::Histogram,
+    bytes_in: prometheus::IntCounter,
+    bytes_out: prometheus::IntCounter,
+    by_class: [OnceLock<prometheus::IntCounter>; 5],
+}
+
+static BY_METHOD: [OnceLock<MethodMetrics>; OTHER + 1] = [const { OnceLock::new() }; OTHER + 1];
+
+fn metrics_of(index: usize) -> &'static MethodMetrics {
+    BY_METHOD[index].get_or_init(|| {
+        let label = method_label(index);
+        MethodMetrics {
+            duration: DURATION.with_label_values(&[label]),
+            bytes_in: BYTES_IN.with_label_values(&[label]),
+            bytes_out: BYTES_OUT.with_label_values(&[label]),
+            by_class: [const { OnceLock::new() }; 5],
+        }
+    })
+}
+
+impl MethodMetrics {
+    fn requests(&self, index: usize, status: http::StatusCode) -> &prometheus::IntCounter {
+        let class = usize::from((status.as_u16() / 100).clamp(1, 5)) - 1;
+        self.by_class[class]
+            .get_or_init(|| REQUESTS.with_label_values(&[method_label(index), STATUS_CLASSES[class]]))
+    }
 }
 
 /// A kept incoming request id: 1 to 128 visible ASCII characters.
@@ -95,18 +134,31 @@ fn acceptable_id(value: &HeaderValue) -> bool {
     !bytes.is_empty() && bytes.len() <= 128 && bytes.iter().all(|b| b.is_ascii_graphic())
 }
 
+/// A new request id: 128 random bits as 32 lowercase hex digits.
+fn generated_id() -> HeaderValue {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut bits = fastrand::u128(..);
+    let mut digits = [0u8; 32];
+    for digit in digits.iter_mut().rev() {
+        *digit = HEX[(bits & 0xf) as usize];
+        bits >>= 4;
+    }
+    HeaderValue::from_bytes(&digits).expect("hex is a valid header")
+}
+
 /// The middleware.
 pub async fn observe(mut request: Request, next: Next) -> Response {
     let id = match request.headers().get(REQUEST_ID) {
         Some(value) if acceptable_id(value) => value.clone(),
         _ => {
-            let generated = HeaderValue::from_str(&format!("{:032x}", fastrand::u128(..)))
-                .expect("hex is a valid header");
+            let generated = generated_id();
             request.headers_mut().insert(REQUEST_ID, generated.clone());
             generated
         }
     };
-    let method = method_label(request.method());
+    let index = method_index(request.method());
+    let method = method_label(index);
+    let metrics = metrics_of(index);
     let access = tracing::enabled!(target: "kubedav::access", tracing::Level::INFO)
         .then(|| (request.method().clone(), request.uri().path().to_owned()));
     let span = tracing::info_span!(
@@ -118,9 +170,13 @@ pub async fn observe(mut request: Request, next: Next) -> Response {
         request_id = %id.to_str().unwrap_or_default(),
         http.response.status_code = tracing::field::Empty,
     );
-    let _ = span.set_parent(kubedav_api::rpc::extract_context(request.headers()));
-    let request = request
-        .map(|body| axum::body::Body::new(CountingBody::new(body, BYTES_IN.with_label_values(&[method]))));
+    // Only the W3C trace context propagator is installed: without its header there is
+    // nothing to extract, and the lookup is skipped.
+    if request.headers().contains_key("traceparent") {
+        let _ = span.set_parent(kubedav_api::rpc::extract_context(request.headers()));
+    }
+    let request =
+        request.map(|body| axum::body::Body::new(CountingBody::new(body, metrics.bytes_in.clone())));
     IN_FLIGHT.inc();
     let started = Instant::now();
     let request_id: std::sync::Arc<str> = id.to_str().unwrap_or_default().into();
@@ -132,17 +188,8 @@ pub async fn observe(mut request: Request, next: Next) -> Response {
     let status = response.status();
     // As an i64: tracing-opentelemetry exports u64 fields as strings.
     span.record("http.response.status_code", i64::from(status.as_u16()));
-    DURATION
-        .with_label_values(&[method])
-        .observe(started.elapsed().as_secs_f64());
-    let class = match status.as_u16() / 100 {
-        1 => "1xx",
-        2 => "2xx",
-        3 => "3xx",
-        4 => "4xx",
-        _ => "5xx",
-    };
-    REQUESTS.with_label_values(&[method, class]).inc();
+    metrics.duration.observe(started.elapsed().as_secs_f64());
+    metrics.requests(index, status).inc();
     if let Some((method, path)) = access {
         span.in_scope(|| {
             tracing::info!(
@@ -156,6 +203,46 @@ pub async fn observe(mut request: Request, next: Next) -> Response {
         });
     }
     response.headers_mut().insert(REQUEST_ID, id);
-    response
-        .map(|body| axum::body::Body::new(CountingBody::new(body, BYTES_OUT.with_label_values(&[method]))))
+    response.map(|body| axum::body::Body::new(CountingBody::new(body, metrics.bytes_out.clone())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_ids_are_32_hex_digits_and_differ() {
+        let (a, b) = (generated_id(), generated_id());
+        assert_eq!(a.len(), 32);
+        assert!(
+            a.as_bytes()
+                .iter()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn unknown_methods_share_one_label() {
+        assert_eq!(method_label(method_index(&http::Method::GET)), "GET");
+        assert_eq!(
+            method_label(method_index(&http::Method::from_bytes(b"UNLOCK").unwrap())),
+            "UNLOCK"
+        );
+        assert_eq!(
+            method_label(method_index(&http::Method::from_bytes(b"BREW").unwrap())),
+            "OTHER"
+        );
+    }
+
+    #[test]
+    fn a_request_is_counted_under_its_method_and_status_class() {
+        let index = method_index(&http::Method::from_bytes(b"MKCOL").unwrap());
+        let counter = REQUESTS.with_label_values(&["MKCOL", "4xx"]);
+        let before = counter.get();
+        metrics_of(index)
+            .requests(index, http::StatusCode::CONFLICT)
+            .inc();
+        assert_eq!(counter.get(), before + 1);
+    }
 }

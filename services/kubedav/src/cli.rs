@@ -103,6 +103,12 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_IO_URING_SCANS", default_value_t = false, action = clap::ArgAction::Set)]
     pub io_uring_scans: bool,
 
+    /// Memory for copies of small files (64 KiB at most each), in MiB (targets all,
+    /// fileio); 0 turns the cache off. A copy is served only after a `statx` shows the
+    /// file unchanged since it was read (docs/architecture.md).
+    #[arg(long, env = "KUBEDAV_FILE_CACHE_MIB", default_value_t = 16)]
+    pub file_cache_mib: u64,
+
     /// Where the gateway finds fileio.
     #[arg(long, env = "KUBEDAV_FILEIO_URL", default_value = "http://127.0.0.1:9091")]
     pub fileio_url: String,

@@ -194,7 +194,8 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
 
 fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
     let core = LocalFileIo::open(&cli.root)
-        .map_err(|e| format!("{e} (set --root or KUBEDAV_ROOT to an existing directory)"))?;
+        .map_err(|e| format!("{e} (set --root or KUBEDAV_ROOT to an existing directory)"))?
+        .with_file_cache(cli.file_cache_mib.saturating_mul(1024 * 1024));
     tracing::info!(target: "kubedav", "serving {}", cli.root.display());
     kubedav_fileio::uring::set_scans_enabled(cli.io_uring_scans);
     if cli.io_uring_scans && !kubedav_fileio::uring::scans_enabled() {

@@ -646,6 +646,75 @@ async fn one_gib_streams_in_bounded_memory(mode: Mode) {
     );
 }
 
+/// Small files are served from fileio's cache, and a change made on disk behind
+/// kubedav's back (rewritten in place, replaced, turned into a symlink out of the root,
+/// removed) is seen by the very next GET.
+async fn small_files_changed_on_disk_are_served_fresh(mode: Mode) {
+    let server = Server::start(mode).await;
+    let fileio_admin = server
+        .admin
+        .iter()
+        .find(|(name, _)| matches!(*name, "all" | "fileio"))
+        .map(|(_, addr)| *addr)
+        .unwrap();
+    let hits = || async move {
+        common::metric_text(fileio_admin)
+            .await
+            .lines()
+            .find_map(|line| line.strip_prefix("kubedav_fileio_file_cache_lookups_total{result=\"hit\"} "))
+            .map_or(0.0, |v| v.parse::<f64>().unwrap())
+    };
+    let path = server.disk("page.html");
+    std::fs::write(&path, b"version one").unwrap();
+    // A copy is kept once the file's last change is a second old: GET until one is served.
+    let before = hits().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while hits().await == before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no GET was served from the cache"
+        );
+        assert_eq!(get_bytes(&server, "/page.html").await.1, b"version one");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let etag = client()
+        .head(server.url("/page.html"))
+        .send()
+        .await
+        .unwrap()
+        .headers()["etag"]
+        .clone();
+
+    // Rewritten in place, same length.
+    std::fs::write(&path, b"version two").unwrap();
+    assert_eq!(
+        get_bytes(&server, "/page.html").await,
+        (StatusCode::OK, b"version two".to_vec())
+    );
+    let head = client().head(server.url("/page.html")).send().await.unwrap();
+    assert_ne!(head.headers()["etag"], etag);
+
+    // Replaced by rename.
+    std::fs::write(server.disk("next.tmp"), b"version 3").unwrap();
+    std::fs::rename(server.disk("next.tmp"), &path).unwrap();
+    assert_eq!(
+        get_bytes(&server, "/page.html").await,
+        (StatusCode::OK, b"version 3".to_vec())
+    );
+
+    // Turned into a symlink out of the root: never served.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), b"version 3").unwrap();
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), &path).unwrap();
+    let (status, body) = get_bytes(&server, "/page.html").await;
+    assert!(status.is_client_error(), "{status}");
+    assert_ne!(body, b"version 3");
+
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(get_bytes(&server, "/page.html").await.0, StatusCode::NOT_FOUND);
+}
+
 /// Microservices only: without fileio the gateway says 503 with Retry-After, never hangs.
 async fn fileio_down_gives_503(mode: Mode) {
     let mut server = Server::start(mode).await;
@@ -674,5 +743,6 @@ in_both_modes!(
     aborted_upload_keeps_old_content,
     concurrent_puts_never_tear,
     one_gib_streams_in_bounded_memory,
+    small_files_changed_on_disk_are_served_fresh,
     fileio_down_gives_503,
 );

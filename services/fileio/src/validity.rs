@@ -1,0 +1,114 @@
+//! When a copy of something read from the volume is still current: the validators the
+//! caches of fileio ([`crate::propcache`], [`crate::filecache`]) keep with each copy and
+//! compare with a fresh `statx`.
+//!
+//! The argument: any change of an inode's data, attributes or extended attributes sets
+//! its change time (ctime) to the current time, and a rename or a new file gives another
+//! inode (or the same number with another birth time). A copy is kept only when the
+//! ctime it was read under was at least [`SETTLED`] older than the moment the read
+//! began, so a change made at any later moment gives a ctime that differs from the kept
+//! one, however coarse the filesystem's timestamps are. A `statx` showing the same
+//! device, inode, birth time and ctime therefore describes what was read.
+
+use rustix::fs::{Statx, StatxFlags};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How much older than the start of a read a ctime must be for the read to be kept:
+/// well above any filesystem's timestamp granularity (a jiffy, at most 10 ms).
+pub const SETTLED: Duration = Duration::from_secs(1);
+
+/// Which inode a `statx` describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Identity {
+    dev_major: u32,
+    dev_minor: u32,
+    ino: u64,
+}
+
+impl Identity {
+    /// The inode of `stx`.
+    pub fn of(stx: &Statx) -> Self {
+        Self {
+            dev_major: stx.stx_dev_major,
+            dev_minor: stx.stx_dev_minor,
+            ino: stx.stx_ino,
+        }
+    }
+}
+
+/// The state of an inode a `statx` describes: its birth time (zero where the filesystem
+/// keeps none) and its change time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    birth: (i64, u32),
+    change: (i64, u32),
+}
+
+impl Version {
+    /// The state `stx` shows.
+    pub fn of(stx: &Statx) -> Self {
+        let birth = if stx.stx_mask & StatxFlags::BTIME.bits() != 0 {
+            (stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec)
+        } else {
+            (0, 0)
+        };
+        Self {
+            birth,
+            change: (stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec),
+        }
+    }
+
+    /// Whether a read that began at `read_began`, of the inode in this state, may be
+    /// kept: its ctime was [`SETTLED`] by then.
+    pub fn settled_before(&self, read_began: SystemTime) -> bool {
+        let (secs, nanos) = self.change;
+        let Ok(secs) = u64::try_from(secs) else {
+            return false;
+        };
+        UNIX_EPOCH + Duration::new(secs, nanos) + SETTLED <= read_began
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(path: &std::path::Path) -> Statx {
+        rustix::fs::statx(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::AtFlags::empty(),
+            StatxFlags::BASIC_STATS | StatxFlags::BTIME,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_change_or_a_new_inode_gives_another_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let stx = stat(&file);
+        let mut changed = stx;
+        changed.stx_ctime.tv_nsec = (changed.stx_ctime.tv_nsec + 1) % 1_000_000_000;
+        assert_ne!(Version::of(&changed), Version::of(&stx));
+        let mut reborn = stx;
+        reborn.stx_btime.tv_sec += 1;
+        assert_ne!(Version::of(&reborn), Version::of(&stx));
+        assert_eq!(Version::of(&stat(&file)), Version::of(&stx));
+
+        let other = dir.path().join("g");
+        std::fs::write(&other, b"x").unwrap();
+        assert_ne!(Identity::of(&stat(&other)), Identity::of(&stx));
+    }
+
+    #[test]
+    fn only_a_change_a_second_before_the_read_has_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let version = Version::of(&stat(&file));
+        assert!(!version.settled_before(SystemTime::now()), "just written");
+        assert!(version.settled_before(SystemTime::now() + SETTLED * 2));
+    }
+}
