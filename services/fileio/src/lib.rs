@@ -149,6 +149,17 @@ impl FileIo for LocalFileIo {
     async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
         let path = parse(&request.path)?;
         let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
+        if depth == Depth::Zero {
+            let selection = request.properties.unwrap_or_default();
+            let scan = tree::Scan {
+                volume: &self.volume,
+                selection: &selection,
+                cache: &self.property_cache,
+                io_uring: false,
+            };
+            let entries = vec![scan.single(&path)?];
+            return Ok(futures_util::stream::iter([Ok(ListResponse { entries })]).boxed());
+        }
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
         let volume = self.volume.clone();
         let cache = self.property_cache.clone();

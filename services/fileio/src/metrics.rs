@@ -26,7 +26,8 @@ static WRITTEN_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
 static SCANS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "kubedav_fileio_scans_total",
-        "Collection listings started, by how they gather metadata (io_uring, fallback).",
+        "Listings of a collection's members (Depth 1 and infinity) started, by how they gather \
+         metadata (io_uring, fallback).",
         &["path"]
     )
     .expect("metric registers once")

@@ -51,16 +51,29 @@ pub fn resolve_ranges(specs: &[ByteRangeSpec], size: u64) -> Vec<ResolvedRange> 
 /// worker. `None` when some would have to come from the disk, or on any error (the
 /// caller then reads on the blocking pool, which reports errors).
 pub fn read_cached_at(file: &File, offset: u64, len: usize) -> Option<Bytes> {
-    use rustix::io::{ReadWriteFlags, preadv2};
-    let mut buf = BytesMut::zeroed(len);
-    let mut filled = 0;
-    while filled < len {
-        let mut slice = [std::io::IoSliceMut::new(&mut buf[filled..])];
-        match preadv2(file, &mut slice, offset + filled as u64, ReadWriteFlags::NOWAIT) {
-            Ok(0) => return None,
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return None,
+    use std::os::fd::AsRawFd;
+    // Read into uninitialised capacity: zeroing a 256 KiB chunk first would cost about
+    // as much as copying it from the page cache.
+    let mut buf = BytesMut::with_capacity(len);
+    while buf.len() < len {
+        let filled = buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..len - filled];
+        let iov = libc::iovec {
+            iov_base: spare.as_mut_ptr().cast(),
+            iov_len: spare.len(),
+        };
+        let at = libc::off_t::try_from(offset + filled as u64).ok()?;
+        // SAFETY: the iovec covers `spare`, writable memory owned by `buf` that outlives
+        // the call; the kernel writes at most `iov_len` bytes into it.
+        let n = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, at, libc::RWF_NOWAIT) };
+        match n {
+            0 => return None,
+            n if n > 0 => {
+                // SAFETY: the kernel initialised the first `n` bytes of the spare capacity.
+                unsafe { buf.set_len(filled + n as usize) };
+            }
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return None,
         }
     }
     Some(buf.freeze())
@@ -83,8 +96,9 @@ pub fn read_exact_at(file: &File, offset: u64, len: usize) -> Result<Bytes, Stat
 }
 
 /// The data of the resolved ranges of an open file, in chunks of at most
-/// [`MAX_CHUNK_BYTES`], each read on the blocking pool when the consumer asks for it:
-/// memory per read stays at one chunk whatever the file size.
+/// [`MAX_CHUNK_BYTES`], each read when the consumer asks for it: memory per read stays at
+/// one chunk whatever the file size. A chunk in the page cache is read on the polling
+/// worker, any other on the blocking pool.
 pub struct ChunkStream {
     file: Arc<File>,
     ranges: Vec<ResolvedRange>,
@@ -124,6 +138,14 @@ impl ChunkStream {
         Some((range.last + 1 - self.offset).min(MAX_CHUNK_BYTES as u64) as usize)
     }
 
+    /// The chunk of `data`, just read at the current offset; moves past it.
+    fn deliver(&mut self, data: Bytes) -> ReadChunk {
+        let range_index = self.index as u32;
+        (self.on_bytes)(data.len() as u64);
+        self.advance(data.len() as u64);
+        ReadChunk { range_index, data }
+    }
+
     fn advance(&mut self, len: u64) {
         self.offset += len;
         if let Some(range) = self.ranges.get(self.index)
@@ -146,6 +168,11 @@ impl futures_util::Stream for ChunkStream {
             let Some(len) = self.next_len() else {
                 return Poll::Ready(None);
             };
+            // A chunk already in the page cache is copied right here: a trip to the
+            // blocking pool (two thread wake-ups) costs more than the copy.
+            if let Some(data) = read_cached_at(&self.file, self.offset, len) {
+                return Poll::Ready(Some(Ok(self.deliver(data))));
+            }
             let (file, offset) = (self.file.clone(), self.offset);
             self.pending = Some(tokio::task::spawn_blocking(move || {
                 read_exact_at(&file, offset, len)
@@ -157,12 +184,7 @@ impl futures_util::Stream for ChunkStream {
             Poll::Ready(joined) => joined.map_err(join_status).and_then(|r| r),
         };
         self.pending = None;
-        Poll::Ready(Some(result.map(|data| {
-            let range_index = self.index as u32;
-            (self.on_bytes)(data.len() as u64);
-            self.advance(data.len() as u64);
-            ReadChunk { range_index, data }
-        })))
+        Poll::Ready(Some(result.map(|data| self.deliver(data))))
     }
 }
 

@@ -126,6 +126,43 @@ impl Scan<'_> {
         props::select(properties, self.selection)
     }
 
+    /// The entry of `path` itself, with the open resource. Its dead properties come from
+    /// the cache when the copy is current.
+    fn resource(
+        &self,
+        path: &VolumePath,
+        began: SystemTime,
+        tally: &mut Tally,
+    ) -> Result<(OwnedFd, ListEntry), Status> {
+        let fd = self
+            .volume
+            .open_beneath(path, OFlags::RDONLY | OFlags::NONBLOCK)?;
+        let stx = stat_fd(&fd, path)?;
+        let properties = if self.selection.mode() == property_selection::Mode::None {
+            Vec::new()
+        } else if let Some(cached) = self.cache.get(&stx, tally) {
+            props::select(cached, self.selection)
+        } else {
+            let properties = props::read(&fd, path)?;
+            self.cache.insert(&stx, began, &properties);
+            props::select(properties, self.selection)
+        };
+        let entry = ListEntry {
+            info: Some(file_info(path, &stx)),
+            properties,
+        };
+        Ok((fd, entry))
+    }
+
+    /// The entry of `path` alone (a Depth 0 listing): one resource's `statx` and
+    /// attribute, which the kernel answers from its caches, so the caller may run it on
+    /// an async worker rather than pay two trips to the blocking pool.
+    pub fn single(&self, path: &VolumePath) -> Result<ListEntry, Status> {
+        let mut tally = Tally::default();
+        self.resource(path, SystemTime::now(), &mut tally)
+            .map(|(_, entry)| entry)
+    }
+
     /// Walks `path` to `depth`, sending batches of entries (the resource itself first)
     /// to `out`. Runs on the blocking pool; stops early if the receiver goes away.
     pub fn walk(
@@ -138,17 +175,9 @@ impl Scan<'_> {
         let began = SystemTime::now();
         let mut tally = Tally::default();
         let volume = self.volume;
-        let fd = volume.open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
-        let info = file_info(&path, &stat_fd(&fd, &path)?);
-        let own = if self.selection.mode() == property_selection::Mode::None {
-            Vec::new()
-        } else {
-            props::select(props::read(&fd, &path)?, self.selection)
-        };
-        let mut batch = vec![ListEntry {
-            info: Some(info.clone()),
-            properties: own,
-        }];
+        let (fd, own) = self.resource(&path, began, &mut tally)?;
+        let info = own.info.clone().expect("an entry has metadata");
+        let mut batch = vec![own];
         let mut count: u64 = 1;
         let mut pending_dirs = Vec::new();
         if info.is_collection && depth != Depth::Zero {
