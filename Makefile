@@ -48,12 +48,16 @@ fmt:
 	$(CARGO) fmt --all
 
 # kubedav (both modes) beside nginx and Apache in the same run, with the ratios, written
-# into docs/benchmarks.md with the machine and the command; then the lock figures (memory
-# and Redis stores beside Apache), then the auth figures
+# into docs/benchmarks.md with the machine and the command, and the growth figures
+# (scripts/bench-growth.sh); then the lock figures (memory and Redis stores beside Apache,
+# and criterion for the lock check with 10 and 10,000 locks), criterion for the gateway's
+# hot functions, then the auth figures
 # (criterion for the crypt cost, wrk for auth on the request path and under a flood).
 bench: build
 	bash scripts/bench.sh
 	bash scripts/bench-locks.sh
+	$(CARGO) bench --locked -p kubedav-locks --bench check
+	$(CARGO) bench --locked -p kubedav-gateway --bench hot
 	$(CARGO) bench --locked -p kubedav-auth --bench verify
 	bash scripts/bench-auth.sh
 	$(CARGO) bench --locked -p kubedav-markdown --bench convert

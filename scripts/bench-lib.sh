@@ -48,3 +48,25 @@ wrk_run() {
 wrk_rps() {
   wrk_stats "$@" | cut -d' ' -f1
 }
+
+# The PIDs given and all their descendants (a peer's workers, for example).
+tree_pids() {
+  local pid
+  for pid in "$@"; do
+    echo "$pid"
+    tree_pids $(pgrep -P "$pid" || true)
+  done
+}
+
+# Memory of a set of processes and their descendants, in MiB: "idle_pss peak_rss".
+# Pss (proportional set size) counts a page shared by N processes as 1/N in each, so the
+# sum is the memory the whole set really holds; the peak is the largest VmHWM (peak
+# resident set) of any one process.
+memory_mib() {
+  local pid pss=0 peak=0 kb
+  for pid in $(tree_pids "$@"); do
+    kb=$(awk '/^Pss:/ {print $2}' "/proc/$pid/smaps_rollup" 2>/dev/null || echo 0); pss=$((pss + ${kb:-0}))
+    kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0); [ "${kb:-0}" -gt "$peak" ] && peak=$kb
+  done
+  awk -v p="$pss" -v h="$peak" 'BEGIN {printf "%.1f %.1f\n", p / 1024, h / 1024}'
+}

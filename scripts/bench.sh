@@ -9,6 +9,11 @@
 #   PROPFIND d1  requests/s and p99 ms: Depth 1, allprop, on a collection of 1,000 files
 #   PROPFIND d0  requests/s: Depth 0, allprop, on one file
 #   LOCK+UNLOCK  pairs/s: exclusive LOCK then UNLOCK, one connection per wrk thread
+#   idle MiB     memory of all the server's processes before the load (summed Pss)
+#   peak MiB     the largest peak resident set (VmHWM) of any one of them after the load
+#
+# Then scripts/bench-growth.sh: PROPFIND cost per entry at 10 to 10,000 entries, and GET
+# memory at 1 KiB to 1 GiB.
 #
 # At the end the whole output, with the machine's details and the command, replaces the
 # "latest make bench comparison" section of docs/benchmarks.md (scripts/bench-report.sh).
@@ -61,9 +66,10 @@ printf 'small file for the PROPFIND Depth 1 test, 100 bytes ....................
 # start_kubedav, announced, stop_all, wrk_stats, wrk_run, wrk_rps.
 source "$REPO/scripts/bench-lib.sh"
 
-# measure NAME BASE_URL DOCROOT [OWNER]
+# measure NAME BASE_URL DOCROOT OWNER PIDS: PIDS (space-separated) are the server's
+# processes, whose memory is read before the load (idle) and after it (peak).
 measure() {
-  local name="$1" base="$2" docroot="$3" owner="${4:-}"
+  local name="$1" base="$2" docroot="$3" owner="${4:-}" pids="$5"
   mkdir -p "$docroot/bench/put" "$docroot/bench/dir1000" "$docroot/bench/lock"
   cp "$WORK/fixtures/1k.bin" "$WORK/fixtures/1m.bin" "$docroot/bench/"
   for i in $(seq -w 1 1000); do cp "$WORK/fixtures/small.txt" "$docroot/bench/dir1000/f$i.txt"; done
@@ -73,6 +79,8 @@ measure() {
     code=$(curl -s -o /dev/null -w '%{http_code}' "$base/bench/$f")
     [ "$code" = 200 ] || { echo "$name: GET $f -> $code" >&2; exit 1; }
   done
+  local idle
+  idle=$(memory_mib $pids | cut -d' ' -f1)
   timeout 30 wrk -t"$THREADS" -c"$CONNS" -d2s "$base/bench/1k.bin" >/dev/null   # warm-up
   local get1k get1m t0 t1 put fails=0
   get1k=$(wrk_rps "$base/bench/1k.bin")
@@ -88,25 +96,26 @@ measure() {
   pfd1=$(DEPTH=1 wrk_run "$base/bench/dir1000/" -s "$PEERS_DIR/propfind.lua")
   pfd0=$(DEPTH=0 wrk_run "$base/bench/1k.bin" -s "$PEERS_DIR/propfind.lua")
   locks=$(LOCKDIR=/bench/lock/ CONNS="$THREADS" wrk_run "$base/bench/lock/" -s "$REPO/scripts/lockunlock.lua")
-  local notes=""
+  local peak notes=""
+  peak=$(memory_mib $pids | cut -d' ' -f2)
   [ "$fails" = 0 ] || notes="$notes ($fails PUTs failed)"
   for f in "pfd1:$pfd1" "pfd0:$pfd0" "lock:$locks"; do
     bad=$(echo "${f#*:}" | cut -d' ' -f3); [ "${bad:-0}" = 0 ] || notes="$notes (${f%%:*}: $bad non-2xx)"
   done
-  printf '%-24s %9.0f %9.0f %8s %9.0f %8.1f %9.0f %9.0f %s\n' "$name" "$get1k" \
+  printf '%-24s %9.0f %9.0f %8s %9.0f %8.1f %9.0f %9.0f %8.1f %8.1f %s\n' "$name" "$get1k" \
     "$(awk -v r="$get1m" 'BEGIN {print r * 1.048576}')" "$put" \
     "$(echo "$pfd1" | cut -d' ' -f1)" "$(echo "$pfd1" | cut -d' ' -f2)" "$(echo "$pfd0" | cut -d' ' -f1)" \
-    "$(awk -v r="$(echo "$locks" | cut -d' ' -f1)" 'BEGIN {print r / 2}')" "$notes" | tee -a "$WORK/results.txt"
+    "$(awk -v r="$(echo "$locks" | cut -d' ' -f1)" 'BEGIN {print r / 2}')" "$idle" "$peak" "$notes" | tee -a "$WORK/results.txt"
 }
 
 echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(free -g | awk '/Mem:/ {print $2}') GiB, Linux $(uname -r)"
 echo "load: wrk -t$THREADS -c$CONNS -d${DURATION}s; PUT: $PUT_COUNT x 10 MiB sequential curl -T"
-printf '%-24s %9s %9s %8s %9s %8s %9s %9s\n' "server" "GET1K r/s" "GET1M MB/s" "PUT MB/s" "PFd1 r/s" "PFd1 p99" "PFd0 r/s" "LOCK+UN/s"
+printf '%-24s %9s %9s %8s %9s %8s %9s %9s %8s %8s\n' "server" "GET1K r/s" "GET1M MB/s" "PUT MB/s" "PFd1 r/s" "PFd1 p99" "PFd0 r/s" "LOCK+UN/s" "idle MiB" "peak MiB"
 
 root="$WORK/all"; mkdir -p "$root"
 start_kubedav "$WORK/all.log" --target=all --root "$root" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 addr=$(announced "gateway HTTP" "$WORK/all.log")
-measure "kubedav all-in-one" "http://$addr" "$root"
+measure "kubedav all-in-one" "http://$addr" "$root" "" "${PIDS[*]}"
 stop_all
 
 root="$WORK/micro"; mkdir -p "$root"
@@ -116,36 +125,43 @@ start_kubedav "$WORK/locks.log" --target=locks --grpc-listen 127.0.0.1:0 --admin
 locks=$(announced "locks gRPC" "$WORK/locks.log")
 start_kubedav "$WORK/gateway.log" --target=gateway --fileio-url "http://$grpc" --locks-url "http://$locks" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 addr=$(announced "gateway HTTP" "$WORK/gateway.log")
-measure "kubedav microservices" "http://$addr" "$root"
+measure "kubedav microservices" "http://$addr" "$root" "" "${PIDS[*]}"
 stop_all
 
 bash "$PEERS_DIR/peerctl.sh" start nginx >/dev/null
 NGINX_STARTED=1
-measure "nginx $(/usr/sbin/nginx -v 2>&1 | sed 's#.*/##')" "$(bash "$PEERS_DIR/peerctl.sh" url nginx | sed 's#/$##')" /tmp/peers/nginx/data www-data:www-data
+measure "nginx $(/usr/sbin/nginx -v 2>&1 | sed 's#.*/##')" "$(bash "$PEERS_DIR/peerctl.sh" url nginx | sed 's#/$##')" /tmp/peers/nginx/data www-data:www-data \
+  "$(bash "$PEERS_DIR/peerctl.sh" pid nginx)"
 bash "$PEERS_DIR/peerctl.sh" stop nginx >/dev/null; NGINX_STARTED=
 
 bash "$PEERS_DIR/peerctl.sh" start apache >/dev/null
 APACHE_STARTED=1
-measure "apache $(/usr/sbin/apache2 -v | head -1 | sed 's#.*Apache/##; s# .*##')" "$(bash "$PEERS_DIR/peerctl.sh" url apache | sed 's#/$##')" /tmp/peers/apache/data www-data:www-data
+measure "apache $(/usr/sbin/apache2 -v | head -1 | sed 's#.*Apache/##; s# .*##')" "$(bash "$PEERS_DIR/peerctl.sh" url apache | sed 's#/$##')" /tmp/peers/apache/data www-data:www-data \
+  "$(bash "$PEERS_DIR/peerctl.sh" pid apache)"
 bash "$PEERS_DIR/peerctl.sh" stop apache >/dev/null; APACHE_STARTED=
 
 # Each figure as a ratio against nginx (PROPFIND Depth 1 also against Apache), from this
 # run's rows: the goals of docs/benchmarks.md are ratios, never absolute figures.
 echo
-echo "ratios (higher is better; the p99 column is left out)"
+echo "ratios (higher is better, except idle memory; the p99 column is left out)"
 awk '
   { name = substr($0, 1, 24); sub(/ +$/, "", name); split(substr($0, 26), v, " ")
-    rows[NR] = name; for (i = 1; i <= 7; i++) f[NR, i] = v[i]
+    rows[NR] = name; for (i = 1; i <= 9; i++) f[NR, i] = v[i]
     if (name ~ /^nginx/) n = NR; if (name ~ /^apache/) a = NR }
   END {
-    printf "%-24s %9s %9s %8s %9s %9s %9s %12s\n", "vs nginx", "GET1K", "GET1M", "PUT", "PFd1", "PFd0", "LOCK+UN", "PFd1/Apache"
+    printf "%-24s %9s %9s %8s %9s %9s %9s %12s %9s %10s\n", "vs nginx", "GET1K", "GET1M", "PUT", "PFd1", "PFd0", "LOCK+UN", "PFd1/Apache", "idle mem", "peak MiB"
     for (r = 1; r <= NR; r++) if (rows[r] ~ /^kubedav/) {
       printf "%-24s", rows[r]
       split("1 2 3 4 6 7", cols, " ")
       for (c = 1; c <= 6; c++) { i = cols[c]; printf " %8.2fx", (f[n, i] > 0 ? f[r, i] / f[n, i] : 0) }
-      printf " %11.2fx\n", (f[a, 4] > 0 ? f[r, 4] / f[a, 4] : 0)
+      printf " %11.2fx", (f[a, 4] > 0 ? f[r, 4] / f[a, 4] : 0)
+      printf " %8.2fx %10s\n", (f[n, 8] > 0 ? f[r, 8] / f[n, 8] : 0), f[r, 9] (f[r, 9] <= 128 ? " (<=128)" : " (>128)")
     }
   }' "$WORK/results.txt"
+
+# How costs grow with the listing's size and the file's size (kubedav all-in-one).
+echo
+DURATION="$DURATION" bash "$REPO/scripts/bench-growth.sh"
 
 # The report: this output, with the machine and the command, into docs/benchmarks.md.
 STEAL="$(steal_counters | awk -v b="$STEAL_BEGIN" '{split(b, s, " "); printf "%.1f", ($2 > s[2]) ? 100 * ($1 - s[1]) / ($2 - s[2]) : 0}')"

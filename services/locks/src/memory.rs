@@ -7,7 +7,7 @@ use kubedav_api::locks::{
     LockResponse, Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, UnlockRequest,
     UnlockResponse, check_write_response::Outcome,
 };
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tonic::Status;
@@ -32,8 +32,11 @@ impl Held {
 
 #[derive(Default)]
 struct State {
-    /// Locks by root path.
-    by_root: BTreeMap<String, Vec<Held>>,
+    /// Locks by root path: a hash map, so looking up a path's ancestors costs the same
+    /// however many locks are held elsewhere.
+    by_root: HashMap<String, Vec<Held>>,
+    /// The same root paths in order, for the range scan of the locks below a collection.
+    sorted_roots: BTreeSet<String>,
     /// Root path by token.
     roots: HashMap<String, String>,
 }
@@ -53,6 +56,7 @@ impl State {
             ACTIVE.sub((before - locks.len()) as i64);
             if locks.is_empty() {
                 self.by_root.remove(root);
+                self.sorted_roots.remove(root);
             }
         }
     }
@@ -60,10 +64,14 @@ impl State {
     /// Root paths strictly below `path` (one range scan of the index).
     fn roots_below(&self, path: &str) -> Vec<String> {
         if path.is_empty() {
-            self.by_root.keys().filter(|k| !k.is_empty()).cloned().collect()
+            self.sorted_roots
+                .iter()
+                .filter(|k| !k.is_empty())
+                .cloned()
+                .collect()
         } else {
             let (from, to) = (format!("{path}/"), format!("{path}0"));
-            self.by_root.range(from..to).map(|(k, _)| k.clone()).collect()
+            self.sorted_roots.range(from..to).cloned().collect()
         }
     }
 
@@ -121,6 +129,7 @@ impl State {
             ACTIVE.dec();
             if locks.is_empty() {
                 self.by_root.remove(&root);
+                self.sorted_roots.remove(&root);
             }
         }
     }
@@ -215,6 +224,7 @@ impl Locks for MemoryLocks {
             collection: request.collection,
         };
         state.roots.insert(lock.token.clone(), request.path.clone());
+        state.sorted_roots.insert(request.path.clone());
         state.by_root.entry(request.path).or_default().push(Held {
             lock: lock.clone(),
             expires: now + timeout,
