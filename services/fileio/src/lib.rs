@@ -136,13 +136,11 @@ fn cached_reply(
 impl FileIo for LocalFileIo {
     #[tracing::instrument(skip_all, name = "fileio.stat", fields(path = %request.path))]
     async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
+        // A path lookup and a statx, answered from the kernel's caches like the open of a
+        // read: on this worker, not worth two thread hand-offs to the blocking pool.
         let path = parse(&request.path)?;
-        let volume = self.volume.clone();
-        blocking(move || {
-            let fd = volume.open_beneath(&path, OFlags::PATH)?;
-            Ok(metadata::file_info(&path, &metadata::stat_fd(&fd, &path)?))
-        })
-        .await
+        let fd = self.volume.open_beneath(&path, OFlags::PATH)?;
+        Ok(metadata::file_info(&path, &metadata::stat_fd(&fd, &path)?))
     }
 
     #[tracing::instrument(skip_all, name = "fileio.list", fields(path = %request.path, depth = request.depth))]
