@@ -19,11 +19,13 @@
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use opentelemetry::propagation::{Extractor, Injector};
-use prometheus::{HistogramVec, IntCounterVec, register_histogram_vec, register_int_counter_vec};
-use std::collections::HashSet;
+use prometheus::{
+    Histogram, HistogramVec, IntCounter, IntCounterVec, register_histogram_vec, register_int_counter_vec,
+};
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
 use tonic::transport::Channel;
@@ -48,7 +50,23 @@ struct EndMetrics {
     started: IntCounterVec,
     handled: IntCounterVec,
     handling: HistogramVec,
+    /// The children of every known method and of `other`, looked up by label once: a
+    /// call then costs no label hashing and no allocation.
+    methods: OnceLock<HashMap<&'static str, MethodMetrics>>,
 }
+
+/// One method's metric children on one end.
+struct MethodMetrics {
+    service: &'static str,
+    method: &'static str,
+    started: IntCounter,
+    handling: Histogram,
+    /// By `tonic::Code` value; made when a code first happens.
+    handled: [OnceLock<IntCounter>; 17],
+}
+
+/// The path under which calls to unknown methods are counted.
+const OTHER_PATH: &str = "/other/other";
 
 impl EndMetrics {
     fn register(end: &str) -> Self {
@@ -75,7 +93,41 @@ impl EndMetrics {
             started,
             handled,
             handling,
+            methods: OnceLock::new(),
         }
+    }
+
+    /// The children of the method at `path` (`other` for an unknown one).
+    fn of(&self, path: &str) -> &MethodMetrics {
+        let methods = self.methods.get_or_init(|| {
+            KNOWN
+                .iter()
+                .map(String::as_str)
+                .chain([OTHER_PATH])
+                .map(|path| {
+                    let (service, method) = labels(path);
+                    let metrics = MethodMetrics {
+                        service,
+                        method,
+                        started: self.started.with_label_values(&[service, method]),
+                        handling: self.handling.with_label_values(&[service, method]),
+                        handled: [const { OnceLock::new() }; 17],
+                    };
+                    (path, metrics)
+                })
+                .collect()
+        });
+        methods.get(path).unwrap_or_else(|| &methods[OTHER_PATH])
+    }
+}
+
+impl MethodMetrics {
+    fn handled(&self, metrics: &EndMetrics, code: tonic::Code) -> &IntCounter {
+        self.handled[(code as usize).min(16)].get_or_init(|| {
+            metrics
+                .handled
+                .with_label_values(&[self.service, self.method, code_name(code)])
+        })
     }
 }
 
@@ -111,22 +163,20 @@ static KNOWN: LazyLock<HashSet<String>> = LazyLock::new(|| {
 });
 
 /// The bounded `(service, method)` labels of a call path.
-fn labels(path: &str) -> (String, String) {
-    if KNOWN.contains(path)
-        && let Some((service, method)) = path.trim_start_matches('/').split_once('/')
+fn labels(path: &str) -> (&'static str, &'static str) {
+    if let Some(known) = KNOWN.get(path)
+        && let Some((service, method)) = known.trim_start_matches('/').split_once('/')
     {
-        return (service.to_owned(), method.to_owned());
+        return (service, method);
     }
-    ("other".to_owned(), "other".to_owned())
+    ("other", "other")
 }
 
 /// Starts the series of every known method at zero on the `end` side, so that rates and
 /// alerts answer before the first call.
-fn register_known(metrics: &EndMetrics) {
+fn register_known(metrics: &'static EndMetrics) {
     for path in KNOWN.iter() {
-        let (service, method) = labels(path);
-        metrics.started.with_label_values(&[&service, &method]);
-        metrics.handled.with_label_values(&[&service, &method, "OK"]);
+        metrics.of(path).handled(metrics, tonic::Code::Ok);
     }
 }
 
@@ -174,8 +224,7 @@ fn status_in(headers: &http::HeaderMap) -> Option<tonic::Code> {
 /// What is left to record when a call ends.
 struct Completion {
     metrics: &'static EndMetrics,
-    service: String,
-    method: String,
+    method: &'static MethodMetrics,
     started: Instant,
     span: tracing::Span,
     /// Whether a non-OK status marks the span as an error (always on the client side;
@@ -185,11 +234,10 @@ struct Completion {
 
 impl Completion {
     fn start(metrics: &'static EndMetrics, path: &str, span: tracing::Span, client: bool) -> Self {
-        let (service, method) = labels(path);
-        metrics.started.with_label_values(&[&service, &method]).inc();
+        let method = metrics.of(path);
+        method.started.inc();
         Self {
             metrics,
-            service,
             method,
             started: Instant::now(),
             span,
@@ -198,14 +246,8 @@ impl Completion {
     }
 
     fn finish(self, code: tonic::Code) {
-        self.metrics
-            .handled
-            .with_label_values(&[&self.service, &self.method, code_name(code)])
-            .inc();
-        self.metrics
-            .handling
-            .with_label_values(&[&self.service, &self.method])
-            .observe(self.started.elapsed().as_secs_f64());
+        self.method.handled(self.metrics, code).inc();
+        self.method.handling.observe(self.started.elapsed().as_secs_f64());
         self.span.record("rpc.grpc.status_code", code as i64);
         let failed = match code {
             tonic::Code::Ok => false,
@@ -502,14 +544,14 @@ mod tests {
     fn known_methods_are_labelled_and_others_pooled() {
         assert_eq!(
             labels("/kubedav.fileio.v1.FileIo/List"),
-            ("kubedav.fileio.v1.FileIo".into(), "List".into())
+            ("kubedav.fileio.v1.FileIo", "List")
         );
         assert_eq!(labels("/grpc.health.v1.Health/Check").1, "Check");
         assert_eq!(
             labels("/kubedav.fileio.v1.FileIo/NoSuchMethod-1"),
-            ("other".into(), "other".into())
+            ("other", "other")
         );
-        assert_eq!(labels("/x/y/z"), ("other".into(), "other".into()));
+        assert_eq!(labels("/x/y/z"), ("other", "other"));
     }
 
     #[test]
