@@ -9,21 +9,7 @@ mod smoke;
 use clap::Parser;
 use std::process::ExitCode;
 
-/// Bodies pass through buffers of 64 KiB to 1 MiB. glibc's malloc gives each such block
-/// its own `mmap` past its threshold (128 KiB to start with), and every free unmaps it, so
-/// the next buffer is faulted in and zeroed page by page again: 10 % of an upload's CPU.
-/// With the threshold at 4 MiB they are reused from the heap (figures in
-/// docs/benchmarks.md).
-fn keep_large_buffers_in_the_heap() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only changes allocator parameters; it runs before any thread starts.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 4 * 1024 * 1024);
-    }
-}
-
 fn main() -> ExitCode {
-    keep_large_buffers_in_the_heap();
     let cli = cli::Cli::parse();
     if let Some(cli::Command::Passwd { file, user }) = &cli.command {
         return match passwd(file, user) {
