@@ -221,7 +221,8 @@ fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true)
         .initial_stream_window_size(Some(4 << 20))
-        .initial_connection_window_size(Some(16 << 20)))
+        .initial_connection_window_size(Some(16 << 20))
+        .max_frame_size(Some(kubedav_kit::grpc::MAX_FRAME_BYTES)))
 }
 
 async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), String> {
