@@ -10,6 +10,7 @@ pub mod conditional;
 pub mod counting;
 pub mod dates;
 pub mod errors;
+pub mod framing;
 pub mod handlers;
 pub mod headers;
 pub mod ifheader;
@@ -134,6 +135,7 @@ impl Gateway {
                 auth::authenticate,
             ))
             .with_state(self.clone())
+            .layer(axum::middleware::from_fn(framing::refuse_ambiguous))
             .layer(axum::middleware::from_fn(observe::observe))
     }
 

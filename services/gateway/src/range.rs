@@ -2,13 +2,23 @@
 
 use kubedav_api::pb::fileio::v1::ByteRangeSpec;
 
-/// Most ranges honoured in one request; a longer list is ignored (the whole file is
-/// sent), which RFC 9110 allows and which defeats range-amplification tricks.
+/// Most ranges honoured in one request. A longer list is refused (416), which RFC 9110
+/// 14.2 allows for "many small ranges" and which defeats range-amplification attacks.
 pub const MAX_RANGES: usize = 64;
 
+/// Whether a `Range` header asks for more than [`MAX_RANGES`] ranges (counted by their
+/// separators, before any parsing).
+pub fn too_many(value: &str) -> bool {
+    let Some((unit, set)) = value.split_once('=') else {
+        return false;
+    };
+    unit.trim().eq_ignore_ascii_case("bytes")
+        && set.split(',').filter(|part| !part.trim().is_empty()).count() > MAX_RANGES
+}
+
 /// Parses a `Range` header value. `None` means "ignore the header and send the whole
-/// file": another unit, a syntax error or too many ranges (RFC 9110 14.2 lets a server
-/// ignore such a header).
+/// file": another unit, a syntax error, or (see [`too_many`], which callers check first)
+/// too many ranges.
 pub fn parse(value: &str) -> Option<Vec<ByteRangeSpec>> {
     let (unit, set) = value.split_once('=')?;
     if !unit.trim().eq_ignore_ascii_case("bytes") {
@@ -103,5 +113,19 @@ mod tests {
                 .join(",")
         );
         assert_eq!(parse(&many), None);
+        assert!(too_many(&many));
+        let most = format!(
+            "bytes={}",
+            (0..MAX_RANGES)
+                .map(|i| format!("{i}-{i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        assert!(!too_many(&most));
+        assert!(
+            !too_many(&many.replace("bytes", "items")),
+            "other units are ignored"
+        );
+        assert_eq!(parse(&most).map(|r| r.len()), Some(MAX_RANGES));
     }
 }

@@ -22,13 +22,20 @@ use std::task::{Context, Poll};
 pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult {
     let target = request_path(&request)?;
     let headers = request.headers();
+    let range_header = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
+    if !head && range_header.is_some_and(crate::range::too_many) {
+        return Err(HttpError::new(
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            format!(
+                "at most {} ranges are served per request; ask for fewer, larger ranges",
+                crate::range::MAX_RANGES
+            ),
+        ));
+    }
     let asked_ranges = if head {
         None
     } else {
-        headers
-            .get(header::RANGE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(crate::range::parse)
+        range_header.and_then(crate::range::parse)
     };
     let ReadReply {
         header: read_header,

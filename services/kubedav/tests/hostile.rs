@@ -1,0 +1,323 @@
+//! Hostile input, table-driven, in both modes: every request of the table must get a
+//! clear 4xx (a status from 400 to 499 and a body saying what was wrong), nothing
+//! outside the root may be read or written, no upload may be left half-written, and
+//! after each one the server must still answer normally.
+//!
+//! Add a case by adding a row to [`cases`]: a name, the raw bytes sent (no client
+//! library normalises them), and the status expected (`ANY_4XX` when several are
+//! acceptable).
+
+#[macro_use]
+mod common;
+
+use common::{Mode, Server, client, names_in};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Any status from 400 to 499.
+const ANY_4XX: u16 = 0;
+
+/// One hostile request.
+struct Case {
+    name: &'static str,
+    request: Vec<u8>,
+    /// The status wanted, or [`ANY_4XX`].
+    status: u16,
+    /// Close the sending side after the request (a body that ends early).
+    half_close: bool,
+    /// Whether the status wanted is the last answer on the connection rather than the
+    /// first (the first request was well framed; what follows it is not).
+    last: bool,
+    /// Whether the answer must say in its body what was wrong. The HTTP layer answers
+    /// broken framing (unparseable heads, oversized headers) with the status alone.
+    explained: bool,
+}
+
+fn case(name: &'static str, request: impl Into<Vec<u8>>, status: u16) -> Case {
+    Case {
+        name,
+        request: request.into(),
+        status,
+        half_close: false,
+        last: false,
+        explained: true,
+    }
+}
+
+/// A case of broken HTTP framing: the status alone is the answer.
+fn framing(name: &'static str, request: impl Into<Vec<u8>>, status: u16) -> Case {
+    Case {
+        explained: false,
+        ..case(name, request, status)
+    }
+}
+
+/// A request with `headers` (each ending in CRLF) and `body`; Content-Length is set
+/// from the body.
+fn request(method: &str, target: &str, headers: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "{method} {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+fn propfind(body: &str) -> Vec<u8> {
+    request(
+        "PROPFIND",
+        "/",
+        "Depth: 0\r\nContent-Type: application/xml\r\n",
+        body.as_bytes(),
+    )
+}
+
+const LOCKINFO: &str = r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockinfo>"#;
+
+fn cases() -> Vec<Case> {
+    let billion_laughs = r#"<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol9 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+]>
+<D:propfind xmlns:D="DAV:"><D:prop><D:displayname>&lol9;</D:displayname></D:prop></D:propfind>"#;
+    let external_entity = r#"<?xml version="1.0"?>
+<!DOCTYPE d [ <!ENTITY secret SYSTEM "file:///etc/passwd"> ]>
+<D:propfind xmlns:D="DAV:"><D:prop><D:displayname>&secret;</D:displayname></D:prop></D:propfind>"#;
+    let undefined_entity =
+        r#"<D:propfind xmlns:D="DAV:"><D:prop><D:displayname>&secret;</D:displayname></D:prop></D:propfind>"#;
+    let deep = format!(
+        r#"<D:propfind xmlns:D="DAV:">{}{}</D:propfind>"#,
+        "<D:prop>".repeat(20_000),
+        "</D:prop>".repeat(20_000)
+    );
+    let wide = format!(
+        r#"<D:propfind xmlns:D="DAV:"><D:prop>{}</D:prop></D:propfind>"#,
+        "<D:displayname/>".repeat(200_000)
+    );
+    let ranges = format!(
+        "Range: bytes={}\r\n",
+        (0..5000)
+            .map(|i| format!("{i}-{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let oversized_header = format!("X-Filler: {}\r\n", "a".repeat(100_000));
+    let many_headers: String = (0..5000).map(|i| format!("X-H{i}: v\r\n")).collect();
+
+    vec![
+        // Path traversal, in every spelling.
+        case("dot-dot", request("GET", "/../etc/passwd", "", b""), ANY_4XX),
+        case("encoded dot-dot", request("GET", "/%2e%2e/%2e%2e/etc/passwd", "", b""), ANY_4XX),
+        case("encoded slash", request("GET", "/a/..%2f..%2fetc%2fpasswd", "", b""), ANY_4XX),
+        case("double-encoded dot-dot", request("GET", "/%252e%252e/%252e%252e/etc/passwd", "", b""), ANY_4XX),
+        case("backslashes", request("GET", "/..\\..\\etc\\passwd", "", b""), ANY_4XX),
+        case("encoded backslashes", request("GET", "/..%5c..%5cetc%5cpasswd", "", b""), ANY_4XX),
+        case("overlong UTF-8 dot-dot", request("GET", "/%c0%ae%c0%ae/%c0%ae%c0%ae/etc/passwd", "", b""), 400),
+        case("NUL in a name", request("GET", "/sentinel.txt%00.png", "", b""), 400),
+        case("absolute URI to another host", request("GET", "http://evil.example/../../etc/passwd", "", b""), ANY_4XX),
+        case("through a symlink out of the root", request("GET", "/escape/secret.txt", "", b""), ANY_4XX),
+        case("a symlink out of the root", request("GET", "/secret-link", "", b""), ANY_4XX),
+        case("PUT through a symlink out of the root", request("PUT", "/escape/new.txt", "", b"owned"), ANY_4XX),
+        case("PUT over a symlink out of the root", request("PUT", "/secret-link", "", b"owned"), ANY_4XX),
+        case("MOVE out of the root", request("MOVE", "/sentinel.txt", "Destination: /../moved.txt\r\n", b""), ANY_4XX),
+        case("COPY into a symlink out of the root", request("COPY", "/sentinel.txt", "Destination: /escape/copied.txt\r\n", b""), ANY_4XX),
+        // Names the file system cannot hold, or that cannot be addressed.
+        case("invalid UTF-8 name", request("PUT", "/%ff%fe.txt", "", b"x"), 400),
+        case("name over 255 bytes", request("PUT", &format!("/{}", "n".repeat(300)), "", b"x"), 400),
+        case("path over 4096 bytes", request("GET", &format!("/{}", vec!["segment"; 700].join("/")), "", b""), 414),
+        // XML bombs and abuse.
+        case("billion laughs", propfind(billion_laughs), 400),
+        case("external entity", propfind(external_entity), 400),
+        case("undefined entity", propfind(undefined_entity), 400),
+        case("XML nested 20,000 deep", propfind(&deep), 400),
+        case("XML with 200,000 elements", propfind(&wide), ANY_4XX),
+        case("XML over 1 MiB", propfind(&format!("<D:propfind xmlns:D=\"DAV:\"><!--{}--></D:propfind>", "x".repeat(2 << 20))), 413),
+        case("not XML", propfind("{\"propfind\": \"allprop\"}"), 400),
+        case("XML that is not UTF-8", request("PROPFIND", "/", "Depth: 0\r\n", b"<D:propfind xmlns:D=\"DAV:\">\xff\xfe</D:propfind>"), 400),
+        case("LOCK with an external entity", request("LOCK", "/sentinel.txt", "", format!("<!DOCTYPE d [<!ENTITY e SYSTEM \"file:///etc/passwd\">]>{LOCKINFO}").as_bytes()), 400),
+        // Bogus WebDAV headers.
+        case("Depth: 2", request("PROPFIND", "/", "Depth: 2\r\n", b""), 400),
+        case("Depth: banana", request("PROPFIND", "/", "Depth: banana\r\n", b""), 400),
+        case("Timeout: Second-abc", request("LOCK", "/sentinel.txt", "Timeout: Second-abc\r\n", LOCKINFO.as_bytes()), 400),
+        case("Timeout: Second-99999999999999999999999", request("LOCK", "/sentinel.txt", "Timeout: Second-99999999999999999999999\r\n", LOCKINFO.as_bytes()), 400),
+        case("If: unterminated list", request("PUT", "/sentinel.txt", "If: (<urn:uuid:broken\r\n", b"changed"), 400),
+        case("If: no list", request("PUT", "/sentinel.txt", "If: <urn:uuid:a>\r\n", b"changed"), 400),
+        case("If: tagged list without a resource", request("PUT", "/sentinel.txt", "If: <> (<urn:uuid:a>)\r\n", b"changed"), ANY_4XX),
+        case("If: a token nobody holds", request("PUT", "/sentinel.txt", "If: (<urn:uuid:00000000-0000-0000-0000-000000000000>)\r\n", b"changed"), 412),
+        case("Destination missing", request("MOVE", "/sentinel.txt", "", b""), 400),
+        case("Destination not a URI", request("MOVE", "/sentinel.txt", "Destination: http://[::1\r\n", b""), 400),
+        case("Destination with NUL", request("COPY", "/sentinel.txt", "Destination: /copy%00.txt\r\n", b""), 400),
+        case("Overwrite: maybe", request("COPY", "/sentinel.txt", "Destination: /copy.txt\r\nOverwrite: maybe\r\n", b""), 400),
+        case("Lock-Token without brackets", request("UNLOCK", "/sentinel.txt", "Lock-Token: urn:uuid:a\r\n", b""), 400),
+        case("Lock-Token missing", request("UNLOCK", "/sentinel.txt", "", b""), 400),
+        case("Lock-Token nobody holds", request("UNLOCK", "/sentinel.txt", "Lock-Token: <urn:uuid:00000000-0000-0000-0000-000000000000>\r\n", b""), 409),
+        // Ranges.
+        case("5,000 ranges in one Range header", request("GET", "/sentinel.txt", &ranges, b""), 416),
+        // Oversized and inconsistent framing.
+        framing("a 100 KB header", request("GET", "/sentinel.txt", &oversized_header, b""), 431),
+        framing("5,000 headers", request("GET", "/sentinel.txt", &many_headers, b""), 431),
+        framing("two different Content-Lengths", b"PUT /sentinel.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello".to_vec(), 400),
+        Case {
+            name: "a body longer than its Content-Length",
+            request: b"PUT /extra.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello, and this is not a request\r\n\r\n".to_vec(),
+            status: 400,
+            half_close: false,
+            explained: false,
+            last: true,
+        },
+        framing("Content-Length not a number", b"PUT /sentinel.txt HTTP/1.1\r\nHost: test\r\nContent-Length: five\r\n\r\nhello".to_vec(), 400),
+        framing("bad chunk size", b"PUT /sentinel.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n".to_vec(), 400),
+        Case {
+            name: "a body shorter than its Content-Length",
+            request: b"PUT /sentinel.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\nonly twenty-two bytes".to_vec(),
+            status: 400,
+            half_close: true,
+            last: false,
+            explained: true,
+        },
+        framing("garbage request line", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not HTTP\r\n\r\n".to_vec(), 400),
+        framing("HTTP/1.1 without Host", b"GET /sentinel.txt HTTP/1.1\r\nConnection: close\r\n\r\n".to_vec(), 400),
+    ]
+}
+
+/// Sends one case on its own connection; returns the first response's status and body.
+async fn send(server: &Server, case: &Case) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    // A server may answer and close before reading everything (431, 413): a failed
+    // write is fine, the answer is what counts.
+    let _ = stream.write_all(&case.request).await;
+    if case.half_close {
+        let _ = stream.shutdown().await;
+    }
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            if !case.last && complete(&buf) {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "{}: no answer within 30 s", case.name);
+    let mut text = String::from_utf8_lossy(&buf).into_owned();
+    if case.last
+        && let Some(at) = text.rfind("HTTP/1.1 ")
+    {
+        text = text.split_off(at);
+    }
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{}: not an HTTP response: {text:?}", case.name));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Whether `buf` holds a whole response with a Content-Length (the server may keep the
+/// connection open after an error).
+fn complete(buf: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(buf);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .is_some_and(|len| body.len() >= len)
+}
+
+async fn hostile_requests_get_a_clear_4xx(mode: Mode) {
+    let server = Server::start(mode).await;
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), b"top secret").unwrap();
+    std::os::unix::fs::symlink(outside.path(), server.disk("escape")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), server.disk("secret-link")).unwrap();
+    std::fs::write(server.disk("sentinel.txt"), b"sentinel content").unwrap();
+    let parent = server.root.parent().unwrap().to_path_buf();
+    let beside_root = names_in(&parent);
+
+    let mut failures = Vec::new();
+    for case in cases() {
+        let (status, body) = send(&server, &case).await;
+        let wanted = if case.status == ANY_4XX {
+            (400..500).contains(&status)
+        } else {
+            status == case.status
+        };
+        if !wanted {
+            failures.push(format!(
+                "{}: {status} (wanted {}) {body:.200}",
+                case.name, case.status
+            ));
+        }
+        if case.explained && body.trim().len() < 10 {
+            failures.push(format!("{}: {status} without an explanation", case.name));
+        }
+        for leak in ["top secret", "root:x:0:0"] {
+            if body.contains(leak) {
+                failures.push(format!("{}: the answer leaks {leak:?}", case.name));
+            }
+        }
+        // Still healthy, and the sentinel untouched.
+        let response = client().get(server.url("/sentinel.txt")).send().await;
+        match response {
+            Ok(r) if r.status() == 200 => {
+                let content = r.bytes().await.unwrap();
+                if content.as_ref() != b"sentinel content" {
+                    failures.push(format!("{}: the sentinel changed to {content:?}", case.name));
+                }
+            }
+            other => failures.push(format!(
+                "{}: the server is no longer healthy: {other:?}",
+                case.name
+            )),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert_eq!(
+        std::fs::read(server.disk("extra.txt")).unwrap(),
+        b"hello",
+        "exactly the declared length"
+    );
+
+    assert_eq!(
+        std::fs::read(outside.path().join("secret.txt")).unwrap(),
+        b"top secret"
+    );
+    assert_eq!(
+        names_in(outside.path()),
+        vec!["secret.txt"],
+        "nothing written outside the root"
+    );
+    assert_eq!(names_in(&parent), beside_root, "nothing written beside the root");
+    assert_eq!(
+        names_in(&server.root),
+        vec!["escape", "extra.txt", "secret-link", "sentinel.txt"],
+        "no upload or temporary file left in the root (extra.txt is the well-framed PUT that \
+         came before the garbage)"
+    );
+}
+
+in_both_modes!(hostile_requests_get_a_clear_4xx);
