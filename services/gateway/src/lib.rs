@@ -135,7 +135,7 @@ impl Gateway {
                 auth::authenticate,
             ))
             .with_state(self.clone())
-            .layer(axum::middleware::from_fn(framing::refuse_ambiguous))
+            .layer(axum::middleware::from_fn(framing::guard))
             .layer(axum::middleware::from_fn(observe::observe))
     }
 

@@ -1,5 +1,6 @@
 //! Hostile input, table-driven, in both modes: every request of the table must get a
-//! clear 4xx (a status from 400 to 499 and a body saying what was wrong), nothing
+//! clear 4xx (a status from 400 to 499 and a body saying what was wrong), no answer may
+//! carry data from outside the root or a file system path of the server, nothing
 //! outside the root may be read or written, no upload may be left half-written, and
 //! after each one the server must still answer normally.
 //!
@@ -270,7 +271,10 @@ async fn hostile_requests_get_a_clear_4xx(mode: Mode) {
         if case.explained && body.trim().len() < 10 {
             failures.push(format!("{}: {status} without an explanation", case.name));
         }
-        for leak in ["top secret", "root:x:0:0"] {
+        // Neither data from outside the root nor where anything is on the server's disk.
+        let root_dir = server.root.to_string_lossy().trim_end_matches('/').to_owned();
+        let outside_dir = outside.path().to_string_lossy().into_owned();
+        for leak in ["top secret", "root:x:0:0", &root_dir, &outside_dir] {
             if body.contains(leak) {
                 failures.push(format!("{}: the answer leaks {leak:?}", case.name));
             }
@@ -320,4 +324,41 @@ async fn hostile_requests_get_a_clear_4xx(mode: Mode) {
     );
 }
 
-in_both_modes!(hostile_requests_get_a_clear_4xx);
+/// A client that dribbles its request head in, a header every 200 ms, is cut off by the
+/// header read timeout (1 s here) long before it finishes, and the server keeps serving
+/// everyone else meanwhile.
+async fn slowloris_is_cut_off(mode: Mode) {
+    let server = Server::start_with(mode, &["--header-read-timeout-seconds", "1"]).await;
+    std::fs::write(server.disk("sentinel.txt"), b"sentinel content").unwrap();
+    let started = tokio::time::Instant::now();
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(b"GET /sentinel.txt HTTP/1.1\r\nHost: test\r\n")
+        .await
+        .unwrap();
+    let mut cut_off = None;
+    for i in 0..100 {
+        // The answer to an intact client while the slow one holds its connection.
+        let response = client().get(server.url("/sentinel.txt")).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if slow
+            .write_all(format!("X-Slow-{i}: x\r\n").as_bytes())
+            .await
+            .is_err()
+        {
+            cut_off = Some(started.elapsed());
+            break;
+        }
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(1), slow.read(&mut byte)).await {
+            // Closed (0) or answered (408): either way the head was never completed.
+            assert!(n == 0 || byte[0] == b'H', "unexpected data from the server");
+            cut_off = Some(started.elapsed());
+            break;
+        }
+    }
+    let after = cut_off.expect("the dribbling client was never cut off (20 s)");
+    assert!(after < Duration::from_secs(5), "cut off only after {after:?}");
+}
+
+in_both_modes!(hostile_requests_get_a_clear_4xx, slowloris_is_cut_off);

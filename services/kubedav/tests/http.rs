@@ -48,6 +48,11 @@ async fn get_and_head(mode: Mode) {
 
     let png = client().get(server.url("/pic.png")).send().await.unwrap();
     assert_eq!(png.headers()["content-type"], "image/png");
+    assert_eq!(
+        png.headers()["x-content-type-options"],
+        "nosniff",
+        "files are never sniffed"
+    );
     let (status, _) = get_bytes(&server, "/missing.txt").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _) = get_bytes(&server, "/hello.txt/").await;
@@ -350,6 +355,15 @@ async fn html_listing(mode: Mode) {
     let response = client().get(server.url("/")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers()["content-type"], "text/html; charset=utf-8");
+    assert_eq!(response.headers()["x-content-type-options"], "nosniff");
+    let policy = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        policy.contains("default-src 'none'") && !policy.contains("script"),
+        "no script may run on a listing: {policy}"
+    );
     let html = response.text().await.unwrap();
     assert!(
         html.contains("&lt;a&amp;&quot;q&quot;&gt;.txt"),
