@@ -41,8 +41,11 @@ pub struct GatewayConfig {
     pub max_header_bytes: usize,
     /// Most header fields in one request; 431 past it.
     pub max_headers: usize,
-    /// Time a client has to send its complete request head.
+    /// Time a client has to send its complete request head (and time an idle
+    /// keep-alive connection is kept).
     pub header_read_timeout: Duration,
+    /// Most client connections held at once; past it a new one gets 503 and is closed.
+    pub max_connections: usize,
     /// Whether PROPFIND with Depth: infinity is served (otherwise 403).
     pub propfind_infinity: bool,
     /// Most entries a Depth: infinity PROPFIND may return (403 past it).
@@ -68,6 +71,7 @@ impl Default for GatewayConfig {
             max_header_bytes: 64 * 1024,
             max_headers: 100,
             header_read_timeout: Duration::from_secs(30),
+            max_connections: 4096,
             propfind_infinity: false,
             propfind_max_entries: 100_000,
             auth_realm: "kubedav".into(),

@@ -1,5 +1,6 @@
-//! The HTTP server loop: HTTP/1.1 and h2c on one port, request-head limits, and graceful
-//! shutdown (in-flight requests finish; no new connections are accepted).
+//! The HTTP server loop: HTTP/1.1 and h2c on one port, request-head limits, a bound on
+//! connections, and graceful shutdown (in-flight requests finish; no new connections are
+//! accepted).
 
 use crate::GatewayConfig;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -7,8 +8,11 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 
 /// How long shutdown waits for in-flight requests.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,7 +36,9 @@ pub async fn serve(
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size(config.max_header_bytes as u32);
+    metrics::register();
     let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(config.max_connections));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -47,6 +53,11 @@ pub async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    metrics::connection_refused();
+                    tokio::spawn(refuse(stream, config.max_connections));
+                    continue;
+                };
                 let app = app.clone();
                 let service = TowerToHyperService::new(tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(crate::auth::ClientAddr(peer));
@@ -54,10 +65,13 @@ pub async fn serve(
                 }));
                 let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
                 let connection = graceful.watch(connection.into_owned());
+                metrics::connection_opened();
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
                         tracing::debug!("connection ended with an error: {e}");
                     }
+                    metrics::connection_closed();
+                    drop(slot);
                 });
             }
             _ = &mut shutdown => break,
@@ -69,4 +83,63 @@ pub async fn serve(
         _ = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::warn!("drain timed out after {DRAIN_TIMEOUT:?}; closing the remaining connections"),
     }
     Ok(())
+}
+
+/// Answers a connection past the limit with 503 and Retry-After, then closes it. What
+/// the client sent is read (for at most a second) before closing, so that the close
+/// does not turn into a reset that destroys the answer.
+async fn refuse(mut stream: TcpStream, limit: usize) {
+    let body = format!(
+        "the server holds its limit of {limit} connections; retry in {} s\n",
+        crate::errors::RETRY_AFTER_SECONDS
+    );
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {}\r\nConnection: close\r\n\
+         Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
+        crate::errors::RETRY_AFTER_SECONDS,
+        body.len()
+    );
+    if stream.write_all(answer.as_bytes()).await.is_err() || stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
+}
+
+mod metrics {
+    use prometheus::{IntCounter, IntGauge, register_int_counter, register_int_gauge};
+    use std::sync::LazyLock;
+
+    static OPEN: LazyLock<IntGauge> = LazyLock::new(|| {
+        register_int_gauge!("kubedav_http_connections", "Client connections held open.")
+            .expect("metric registers once")
+    });
+    static REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
+        register_int_counter!(
+            "kubedav_http_connections_refused_total",
+            "Client connections answered 503 because --max-connections were open."
+        )
+        .expect("metric registers once")
+    });
+
+    /// Starts both series at zero.
+    pub fn register() {
+        LazyLock::force(&OPEN);
+        LazyLock::force(&REFUSED);
+    }
+
+    pub fn connection_opened() {
+        OPEN.inc();
+    }
+
+    pub fn connection_closed() {
+        OPEN.dec();
+    }
+
+    pub fn connection_refused() {
+        REFUSED.inc();
+    }
 }

@@ -242,6 +242,12 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 30)]
     pub header_read_timeout_seconds: u64,
 
+    /// Most client connections the gateway holds at once (targets all, gateway); past
+    /// it a new connection gets 503 with Retry-After and is closed. Idle keep-alive
+    /// connections count, and are closed after the header read timeout.
+    #[arg(long, env = "KUBEDAV_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+
     /// Longest lock timeout granted, in seconds; `Timeout: Infinite` gets this (targets
     /// all, locks).
     #[arg(long, env = "KUBEDAV_LOCK_MAX_TIMEOUT_SECONDS", default_value_t = 3600)]
@@ -367,6 +373,7 @@ impl Cli {
             max_body_bytes: (self.max_body_bytes > 0).then_some(self.max_body_bytes),
             max_header_bytes: self.max_header_bytes,
             header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
+            max_connections: self.max_connections.max(1),
             propfind_infinity: self.propfind_depth_infinity,
             propfind_max_entries: self.propfind_max_entries,
             auth_realm: self.auth_realm.clone(),

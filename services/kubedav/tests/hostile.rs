@@ -361,4 +361,159 @@ async fn slowloris_is_cut_off(mode: Mode) {
     assert!(after < Duration::from_secs(5), "cut off only after {after:?}");
 }
 
-in_both_modes!(hostile_requests_get_a_clear_4xx, slowloris_is_cut_off);
+/// Sends one keep-alive GET on `stream` and reads its whole answer; returns the status.
+async fn keep_alive_get(stream: &mut tokio::net::TcpStream) -> u16 {
+    stream
+        .write_all(b"GET /sentinel.txt HTTP/1.1\r\nHost: test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !complete(&buf) {
+        let n = stream.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed before answering");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8_lossy(&buf)
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Thousands of idle keep-alive connections are bounded: past `--max-connections` a new
+/// one gets 503 with Retry-After at once, idle ones are closed after the header read
+/// timeout, and then the server takes new connections again.
+async fn idle_connections_are_bounded(mode: Mode) {
+    const LIMIT: usize = 1000;
+    let server = Server::start_with(
+        mode,
+        &["--max-connections", "1000", "--header-read-timeout-seconds", "2"],
+    )
+    .await;
+    std::fs::write(server.disk("sentinel.txt"), b"sentinel content").unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..LIMIT {
+        let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        assert_eq!(keep_alive_get(&mut stream).await, 200);
+        idle.push(stream);
+    }
+    for _ in 0..200 {
+        let (status, body) = send(
+            &server,
+            &case("one too many", request("GET", "/sentinel.txt", "", b""), 503),
+        )
+        .await;
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("limit of 1000 connections"), "{body}");
+    }
+    let raw = common::raw(server.addr, b"GET /sentinel.txt HTTP/1.1\r\nHost: t\r\n\r\n").await;
+    assert_eq!(raw.status, 503);
+    assert!(
+        raw.head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{raw:?}"
+    );
+
+    // The idle connections are closed by the server after the timeout.
+    let started = tokio::time::Instant::now();
+    let mut byte = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(20), idle[0].read(&mut byte)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "an idle connection stayed open: {closed:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    drop(idle);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let response = client().get(server.url("/sentinel.txt")).send().await.unwrap();
+        if response.status() == 200 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "connections never freed: {}",
+            response.status()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A client that asks for a large file and then stops reading does not pin memory: the
+/// server sends what the socket buffers take, then waits, holding about one chunk.
+async fn a_stalled_download_does_not_pin_memory(mode: Mode) {
+    const SIZE: u64 = 512 << 20;
+    let server = Server::start(mode).await;
+    let file = std::fs::File::create(server.disk("big.bin")).unwrap();
+    file.set_len(SIZE).unwrap();
+    let before = server.memory_kib("VmRSS");
+    let gateway_admin = server
+        .admin
+        .iter()
+        .find(|(name, _)| matches!(*name, "all" | "gateway"))
+        .map(|(_, addr)| *addr)
+        .unwrap();
+    let sent = || async move {
+        common::metric_text(gateway_admin)
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix("kubedav_http_response_body_bytes_total{method=\"GET\"} "))
+            .map_or(0.0, |v| v.parse::<f64>().unwrap())
+    };
+    let mut stalled = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    stalled
+        .write_all(b"GET /big.bin HTTP/1.1\r\nHost: test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = [0u8; 1024];
+    let n = stalled.read(&mut head).await.unwrap();
+    assert!(
+        head[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&head[..n])
+    );
+    // Wait until the server has stopped sending: the count holds still for half a second.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut last = sent().await;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = sent().await;
+        if now == last {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never stopped sending"
+        );
+        last = now;
+    }
+    let growth_mib = server.memory_kib("VmRSS").saturating_sub(before) / 1024;
+    assert!(
+        last < (64 << 20) as f64,
+        "{last} bytes sent to a client that reads nothing"
+    );
+    assert!(growth_mib < 32, "a stalled download pins {growth_mib} MiB");
+    // Others are served meanwhile, and the stalled client can still resume.
+    let response = client()
+        .get(server.url("/big.bin"))
+        .header("range", "bytes=0-9")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 206);
+    let mut received = n as u64;
+    let mut chunk = vec![0u8; 1 << 20];
+    while received < SIZE {
+        let read = stalled.read(&mut chunk).await.unwrap();
+        assert!(read > 0, "the stalled download was dropped");
+        received += read as u64;
+    }
+}
+
+in_both_modes!(
+    hostile_requests_get_a_clear_4xx,
+    a_stalled_download_does_not_pin_memory,
+    slowloris_is_cut_off,
+    idle_connections_are_bounded
+);
