@@ -13,6 +13,39 @@ use std::sync::Arc;
 pub type ReadinessCheck =
     Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
 
+/// `ready`, except that once shutdown was requested the answer is "draining": load
+/// balancers and Kubernetes stop sending new work while in-flight requests finish.
+pub fn draining(ready: ReadinessCheck, shutdown: crate::shutdown::Shutdown) -> ReadinessCheck {
+    Arc::new(move || {
+        if shutdown.is_requested() {
+            return Box::pin(async { Err("draining: finishing in-flight requests before exit".to_owned()) });
+        }
+        ready()
+    })
+}
+
+/// Runs `main` (a server that returns once it has drained after `shutdown`) beside the
+/// admin server on `listener`, which keeps answering, `/readyz` with "draining", until
+/// `main` has returned.
+pub async fn serve_beside(
+    listener: tokio::net::TcpListener,
+    ready: ReadinessCheck,
+    shutdown: crate::shutdown::Shutdown,
+    main: impl Future<Output = Result<(), String>>,
+) -> Result<(), String> {
+    let (finished, finished_rx) = tokio::sync::oneshot::channel::<()>();
+    let main = async move {
+        let result = main.await;
+        let _ = finished.send(());
+        result
+    };
+    let admin = serve(listener, draining(ready, shutdown), async move {
+        let _ = finished_rx.await;
+    });
+    tokio::try_join!(main, admin)?;
+    Ok(())
+}
+
 /// The admin router.
 pub fn router(ready: ReadinessCheck) -> Router {
     Router::new()

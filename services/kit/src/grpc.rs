@@ -62,7 +62,8 @@ pub const MAX_FRAME_BYTES: u32 = 1 << 20;
 
 /// Runs a service target: binds its gRPC address and its admin address (announcing
 /// `"<name> gRPC listening on ..."` and `"<name> admin listening on ..."`), then serves
-/// `service` (with health and reflection) and the admin endpoints until `shutdown`.
+/// `service` (with health and reflection) and the admin endpoints until `shutdown`; then
+/// the gRPC server drains its calls while `/readyz` says "draining".
 pub async fn serve_target<S>(
     name: &str,
     grpc_addr: &str,
@@ -85,11 +86,8 @@ where
 {
     let (grpc_listener, _) = crate::listen::bind(&format!("{name} gRPC"), grpc_addr).await?;
     let (admin_listener, _) = crate::listen::bind(&format!("{name} admin"), admin_addr).await?;
-    tokio::try_join!(
-        serve(grpc_listener, service, shutdown.clone().requested()),
-        crate::admin::serve(admin_listener, ready, shutdown.requested()),
-    )?;
-    Ok(())
+    let main = serve(grpc_listener, service, shutdown.clone().requested());
+    crate::admin::serve_beside(admin_listener, ready, shutdown, main).await
 }
 
 /// A readiness check for services whose only dependency is themselves.

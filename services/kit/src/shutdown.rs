@@ -30,6 +30,11 @@ impl Shutdown {
         Self { rx }
     }
 
+    /// Whether shutdown was requested (the process is draining).
+    pub fn is_requested(&self) -> bool {
+        *self.rx.borrow()
+    }
+
     /// Resolves once shutdown was requested.
     pub async fn requested(mut self) {
         let _ = self.rx.wait_for(|stop| *stop).await;

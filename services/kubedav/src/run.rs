@@ -252,14 +252,13 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
     let (admin_listener, _) =
         listen::bind(&format!("{} admin", cli.target.name()), cli.admin_listen()).await?;
     tracing::info!(target: "kubedav", "WebDAV at http://{http_addr}/");
-    tokio::try_join!(
-        kubedav_gateway::server::serve(
-            http_listener,
-            gateway.router(),
-            &config,
-            shutdown.clone().requested()
-        ),
-        admin::serve(admin_listener, ready, shutdown.requested()),
-    )?;
-    Ok(())
+    // On SIGTERM the HTTP port closes at once (new connections are refused), in-flight
+    // requests finish, and the admin port answers "draining" on /readyz until they have.
+    let main = kubedav_gateway::server::serve(
+        http_listener,
+        gateway.router(),
+        &config,
+        shutdown.clone().requested(),
+    );
+    admin::serve_beside(admin_listener, ready, shutdown, main).await
 }

@@ -1,0 +1,91 @@
+//! Faults on purpose: what happens to requests, uploads and readiness when processes are
+//! stopped under load, in both modes.
+
+#[macro_use]
+mod common;
+
+use common::{Mode, Server, client};
+use std::time::Duration;
+
+fn terminate(pid: u32) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("a live pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM sent");
+}
+
+/// SIGTERM to the gateway while an upload is in flight: the HTTP port refuses new
+/// connections at once, `/readyz` answers 503 "draining" while the upload finishes, the
+/// upload completes with all its bytes, and then the process exits cleanly.
+async fn sigterm_drains_in_flight_requests(mode: Mode) {
+    let mut server = Server::start(mode).await;
+    std::fs::write(server.disk("doc.txt"), b"old content").unwrap();
+    let edge = match mode {
+        Mode::AllInOne => "all",
+        Mode::Microservices => "gateway",
+    };
+    let admin = server
+        .admin
+        .iter()
+        .find(|(name, _)| *name == edge)
+        .map(|(_, addr)| *addr)
+        .unwrap();
+
+    // An upload whose body the test hands over piece by piece.
+    let (body_tx, body_rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let chunks = 10usize;
+    let chunk = vec![b'n'; 64 * 1024];
+    let upload = tokio::spawn({
+        let url = server.url("/doc.txt");
+        let stream =
+            futures_util::stream::unfold(body_rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+        async move {
+            client()
+                .put(url)
+                .header("content-length", chunks * 64 * 1024)
+                .body(reqwest::Body::wrap_stream(stream))
+                .send()
+                .await
+        }
+    });
+    body_tx.send(Ok(chunk.clone())).await.unwrap();
+    // The upload has reached the gateway once a request is in flight there.
+    let in_flight = || async move { common::metric_sum(admin, "kubedav_http_requests_in_flight").await };
+    assert!(
+        common::eventually_async(Duration::from_secs(10), || async { in_flight().await >= 1.0 }).await,
+        "the upload never started"
+    );
+
+    terminate(server.process(edge).pid());
+
+    // New connections are refused while the upload is still open.
+    let refused = common::eventually_async(Duration::from_secs(10), || async {
+        tokio::net::TcpStream::connect(server.addr).await.is_err()
+    })
+    .await;
+    assert!(refused, "the HTTP port still accepts connections after SIGTERM");
+    let ready = client()
+        .get(format!("http://{admin}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    assert!(ready.text().await.unwrap().contains("draining"));
+
+    for _ in 1..chunks {
+        body_tx.send(Ok(chunk.clone())).await.unwrap();
+    }
+    drop(body_tx);
+    let response = upload.await.unwrap().expect("the in-flight upload is answered");
+    assert!(response.status().is_success(), "{}", response.status());
+    assert_eq!(
+        std::fs::read(server.disk("doc.txt")).unwrap(),
+        vec![b'n'; chunks * 64 * 1024]
+    );
+
+    let exited = tokio::time::timeout(Duration::from_secs(10), server.process(edge).child.wait())
+        .await
+        .expect("the process exits once drained")
+        .unwrap();
+    assert!(exited.success(), "{exited:?}");
+}
+
+in_both_modes!(sigterm_drains_in_flight_requests);
