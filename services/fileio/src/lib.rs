@@ -9,6 +9,7 @@ pub mod errors;
 pub mod filecache;
 pub mod metadata;
 pub mod metrics;
+pub mod orphans;
 pub mod propcache;
 pub mod props;
 pub mod read;
@@ -74,8 +75,22 @@ impl LocalFileIo {
     /// Serves the directory `root`. See [`Volume::open`] for the failures.
     pub fn open(root: &Path) -> Result<Self, String> {
         uring::detect();
+        let started = std::time::SystemTime::now();
         let volume = Arc::new(Volume::open(root)?);
         metrics::register();
+        let swept = volume.clone();
+        std::thread::Builder::new()
+            .name("orphan-sweep".into())
+            .spawn(move || {
+                let removed = orphans::sweep(swept.root_fd(), started);
+                if removed > 0 {
+                    tracing::warn!(
+                        target: "kubedav",
+                        "removed {removed} temporary files left by uploads that were interrupted"
+                    );
+                }
+            })
+            .map_err(|e| format!("cannot start the orphan sweep: {e}"))?;
         metrics::report_capacity(volume.clone());
         Ok(Self {
             volume,

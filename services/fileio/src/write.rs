@@ -62,6 +62,10 @@ impl Upload {
             let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW;
             match rustix::fs::openat(&dir, temp_name.as_str(), flags, Mode::from_raw_mode(0o644)) {
                 Ok(fd) => {
+                    // Held until the upload ends or its process dies: tells a starting
+                    // fileio that this file is not an orphan (`orphans.rs`). A file
+                    // system without flock just loses that protection.
+                    let _ = rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive);
                     return Ok(Self {
                         dir,
                         temp_name,

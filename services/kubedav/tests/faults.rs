@@ -88,4 +88,108 @@ async fn sigterm_drains_in_flight_requests(mode: Mode) {
     assert!(exited.success(), "{exited:?}");
 }
 
-in_both_modes!(sigterm_drains_in_flight_requests);
+/// The temporary upload files in the root.
+fn temporaries(server: &Server) -> Vec<String> {
+    common::names_in(&server.root)
+        .into_iter()
+        .filter(|name| name.starts_with(kubedav_api::path::RESERVED_PREFIX))
+        .collect()
+}
+
+/// kill -9 of the process holding the volume (fileio, or the whole all-in-one server) in
+/// the middle of 8 concurrent uploads: no partial file ever becomes visible, every target
+/// keeps its previous content, the gateway answers 503 with Retry-After while fileio is
+/// down, and once it is started again it removes the temporary files the crash left and
+/// serves again by itself.
+async fn kill_during_uploads_loses_nothing(mode: Mode) {
+    const UPLOADS: usize = 8;
+    let mut server = Server::start(mode).await;
+    let volume = match mode {
+        Mode::AllInOne => "all",
+        Mode::Microservices => "fileio",
+    };
+    for i in 0..UPLOADS {
+        std::fs::write(server.disk(&format!("f{i}.txt")), format!("old content {i}")).unwrap();
+    }
+    let mut senders = Vec::new();
+    let mut uploads = Vec::new();
+    for i in 0..UPLOADS {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+        let url = server.url(&format!("/f{i}.txt"));
+        let stream =
+            futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+        uploads.push(tokio::spawn(async move {
+            client()
+                .put(url)
+                .header("content-length", 4 << 20)
+                .body(reqwest::Body::wrap_stream(stream))
+                .send()
+                .await
+        }));
+        tx.send(Ok(vec![b'n'; 1 << 20])).await.unwrap();
+        senders.push(tx);
+    }
+    // Every upload has its temporary file and part of its body on disk.
+    assert!(
+        common::eventually(Duration::from_secs(10), || temporaries(&server).len() == UPLOADS).await,
+        "the uploads never started: {:?}",
+        common::names_in(&server.root)
+    );
+    server.process(volume).child.kill().await.unwrap();
+    drop(senders);
+    for upload in uploads {
+        if let Ok(response) = upload.await.unwrap() {
+            assert!(
+                !response.status().is_success(),
+                "an interrupted upload succeeded: {}",
+                response.status()
+            );
+        }
+    }
+    for i in 0..UPLOADS {
+        assert_eq!(
+            std::fs::read_to_string(server.disk(&format!("f{i}.txt"))).unwrap(),
+            format!("old content {i}"),
+            "a target lost its previous content"
+        );
+    }
+    if mode == Mode::Microservices {
+        let response = client().get(server.url("/f0.txt")).send().await.unwrap();
+        assert_eq!(response.status(), 503);
+        assert!(response.headers().contains_key("retry-after"));
+    }
+    assert_eq!(
+        temporaries(&server).len(),
+        UPLOADS,
+        "the crash left its temporary files"
+    );
+
+    let restarted = tokio::time::Instant::now();
+    server.process(volume).restart().await;
+    let recovered = common::eventually_async(Duration::from_secs(20), || async {
+        let response = client().get(server.url("/f0.txt")).send().await;
+        matches!(response, Ok(r) if r.status() == 200)
+    })
+    .await;
+    assert!(recovered, "the gateway did not recover by itself");
+    eprintln!(
+        "{mode:?}: first success {:?} after {volume} was started again",
+        restarted.elapsed()
+    );
+    assert!(
+        common::eventually(Duration::from_secs(10), || temporaries(&server).is_empty()).await,
+        "the restarted {volume} left {:?}",
+        temporaries(&server)
+    );
+    for i in 0..UPLOADS {
+        assert_eq!(
+            std::fs::read_to_string(server.disk(&format!("f{i}.txt"))).unwrap(),
+            format!("old content {i}")
+        );
+    }
+}
+
+in_both_modes!(
+    sigterm_drains_in_flight_requests,
+    kill_during_uploads_loses_nothing
+);
