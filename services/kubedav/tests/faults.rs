@@ -189,7 +189,129 @@ async fn kill_during_uploads_loses_nothing(mode: Mode) {
     }
 }
 
+/// Each service stopped in turn affects only what needs it: without auth, requests with
+/// credentials get 503 (never let through); without locks, writes get 503 while reads
+/// (PROPFIND included) work; without markdown, agents get the HTML. Each recovers by
+/// itself once its service is back; the time to the first success is printed.
+async fn each_service_down_affects_only_its_operations(mode: Mode) {
+    if mode == Mode::AllInOne {
+        return; // one process: nothing to stop separately
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let users = common::users_file(dir.path(), &[("ann", "Ann-s3cret-pw")]);
+    let mut server = Server::start_auth(mode, Some(&users), &[], &[], &[]).await;
+    std::fs::write(
+        server.disk("page.html"),
+        b"<html><body><h1>Title</h1><p>text</p></body></html>",
+    )
+    .unwrap();
+    let base = server.url("");
+    let get = |path: &'static str, accept: &'static str| {
+        let url = format!("{base}{path}");
+        async move {
+            client()
+                .get(url)
+                .basic_auth("ann", Some("Ann-s3cret-pw"))
+                .header("accept", accept)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let put = |path: &'static str| {
+        let url = format!("{base}{path}");
+        async move {
+            client()
+                .put(url)
+                .basic_auth("ann", Some("Ann-s3cret-pw"))
+                .body("new")
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let propfind = || {
+        let url = format!("{base}/");
+        async move {
+            client()
+                .request(reqwest::Method::from_bytes(b"PROPFIND").unwrap(), url)
+                .basic_auth("ann", Some("Ann-s3cret-pw"))
+                .header("depth", "1")
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(get("/page.html", "*/*").await.status(), 200);
+
+    // Auth down: 503, never served without a verification.
+    server.process("auth").child.kill().await.unwrap();
+    let response = get("/page.html", "*/*").await;
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    let anonymous = client().get(server.url("/page.html")).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401, "no credentials, no access, auth or not");
+    let restarted = tokio::time::Instant::now();
+    server.process("auth").restart().await;
+    let ok = common::eventually_async(Duration::from_secs(20), || async {
+        get("/page.html", "*/*").await.status() == 200
+    })
+    .await;
+    assert!(ok, "not recovered after auth came back");
+    eprintln!(
+        "auth: first success {:?} after it was started again",
+        restarted.elapsed()
+    );
+
+    // Locks down: writes 503, reads work.
+    server.process("locks").child.kill().await.unwrap();
+    let response = put("/new.txt").await;
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    assert!(!server.disk("new.txt").exists());
+    assert_eq!(get("/page.html", "*/*").await.status(), 200);
+    assert_eq!(propfind().await.status(), 207, "a listing is a read");
+    let restarted = tokio::time::Instant::now();
+    server.process("locks").restart().await;
+    let ok = common::eventually_async(Duration::from_secs(20), || async {
+        put("/new.txt").await.status() == 201
+    })
+    .await;
+    assert!(ok, "not recovered after locks came back");
+    eprintln!(
+        "locks: first success {:?} after it was started again",
+        restarted.elapsed()
+    );
+
+    // Markdown down: the HTML is served.
+    server.process("markdown").child.kill().await.unwrap();
+    let response = get("/page.html", "text/markdown").await;
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let restarted = tokio::time::Instant::now();
+    server.process("markdown").restart().await;
+    let ok = common::eventually_async(Duration::from_secs(20), || async {
+        let response = get("/page.html", "text/markdown").await;
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/markdown")
+    })
+    .await;
+    assert!(ok, "not recovered after markdown came back");
+    eprintln!(
+        "markdown: first success {:?} after it was started again",
+        restarted.elapsed()
+    );
+}
+
 in_both_modes!(
     sigterm_drains_in_flight_requests,
-    kill_during_uploads_loses_nothing
+    kill_during_uploads_loses_nothing,
+    each_service_down_affects_only_its_operations
 );
