@@ -1,12 +1,16 @@
 //! The auth port: [`Auth`], its gRPC client adapter [`RemoteAuth`] and its gRPC server
 //! adapter [`AuthGrpc`].
 
+use crate::deadline;
 use crate::pb::auth::v1 as pb;
 use crate::rpc::ObservedChannel;
 use std::sync::Arc;
 use tonic::Status;
 
 pub use pb::{VerifyRequest, VerifyResponse, verify_response};
+
+/// The service's name in deadline errors.
+const CALLEE: &str = "auth";
 
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "kubedav.auth.v1.Auth";
@@ -40,7 +44,16 @@ impl RemoteAuth {
 #[async_trait::async_trait]
 impl Auth for RemoteAuth {
     async fn verify(&self, request: VerifyRequest) -> Result<VerifyResponse, Status> {
-        Ok(self.client.clone().verify(request).await?.into_inner())
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .verify(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 }
 

@@ -2,6 +2,7 @@
 //! server adapter [`FileIoGrpc`].
 
 use crate::BoxStream;
+use crate::deadline;
 use crate::pb::fileio::v1 as pb;
 use crate::rpc::ObservedChannel;
 use bytes::Bytes;
@@ -56,6 +57,9 @@ pub trait FileIo: Send + Sync + 'static {
 
 type Client = pb::file_io_client::FileIoClient<ObservedChannel>;
 
+/// The service's name in deadline errors.
+const CALLEE: &str = "fileio";
+
 /// [`FileIo`] over gRPC: what a gateway uses in microservices mode.
 #[derive(Clone)]
 pub struct RemoteFileIo {
@@ -75,19 +79,38 @@ impl RemoteFileIo {
 #[async_trait::async_trait]
 impl FileIo for RemoteFileIo {
     async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
-        let reply = self.client.clone().stat(request).await?.into_inner();
+        let t = deadline::call_timeout();
+        let reply = deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .stat(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await?;
         reply
             .info
             .ok_or_else(|| Status::internal("fileio answered Stat without info"))
     }
 
     async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
-        Ok(self.client.clone().list(request).await?.into_inner().boxed())
+        let stream = deadline::within(CALLEE, deadline::call_timeout(), async {
+            Ok(self.client.clone().list(request).await?.into_inner().boxed())
+        })
+        .await?;
+        Ok(deadline::each_within(CALLEE, stream))
     }
 
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
-        let mut stream = self.client.clone().read(request).await?.into_inner();
-        let header = match stream.message().await? {
+        let t = deadline::call_timeout();
+        let (stream, first) = deadline::within(CALLEE, t, async {
+            let mut stream = self.client.clone().read(request).await?.into_inner();
+            let first = stream.message().await?;
+            Ok((stream, first))
+        })
+        .await?;
+        let header = match first {
             Some(pb::ReadResponse {
                 item: Some(pb::read_response::Item::Header(header)),
             }) => header,
@@ -100,7 +123,10 @@ impl FileIo for RemoteFileIo {
             })
             .map(|result| result.and_then(|inner| inner))
             .boxed();
-        Ok(ReadReply { header, chunks })
+        Ok(ReadReply {
+            header,
+            chunks: deadline::each_within(CALLEE, chunks),
+        })
     }
 
     async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
@@ -113,44 +139,103 @@ impl FileIo for RemoteFileIo {
         let first = futures_util::stream::iter([pb::WriteRequest {
             item: Some(pb::write_request::Item::Header(header)),
         }]);
+        let watch = deadline::WriteWatch::new();
         let data = CancelOnError {
             body,
             failure: Some(failure_tx),
             sent: 0,
             ended: false,
+            watch: watch.clone(),
         };
         let mut client = self.client.clone();
         let call = client.write(first.chain(data));
+        let timeout = deadline::call_timeout();
         tokio::select! {
             Ok(status) = failure_rx => Err(status),
             reply = call => Ok(reply?.into_inner()),
+            // Dropping the call resets the stream: fileio discards the upload.
+            _ = watch.stalled(timeout) => Err(deadline::exceeded(CALLEE, timeout)),
         }
     }
     async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
-        Ok(self.client.clone().delete(request).await?.into_inner())
+        let t = deadline::call_timeout() * deadline::TREE_FACTOR;
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .delete(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 
     async fn mkdir(&self, request: MkdirRequest) -> Result<MkdirResponse, Status> {
-        Ok(self.client.clone().mkdir(request).await?.into_inner())
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .mkdir(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 
     async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status> {
-        Ok(self.client.clone().copy(request).await?.into_inner())
+        let t = deadline::call_timeout() * deadline::TREE_FACTOR;
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .copy(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 
     async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
-        Ok(self.client.clone().r#move(request).await?.into_inner())
+        let t = deadline::call_timeout() * deadline::TREE_FACTOR;
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .r#move(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 
     async fn patch_properties(
         &self,
         request: PatchPropertiesRequest,
     ) -> Result<PatchPropertiesResponse, Status> {
-        Ok(self.client.clone().patch_properties(request).await?.into_inner())
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .patch_properties(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 
     async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status> {
-        Ok(self.client.clone().usage(request).await?.into_inner())
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .usage(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 }
 
@@ -297,6 +382,8 @@ struct CancelOnError {
     sent: u64,
     /// Whether the end message went out.
     ended: bool,
+    /// Told who the upload waits for: a stuck fileio stops polling this stream.
+    watch: deadline::WriteWatch,
 }
 
 impl futures_util::Stream for CancelOnError {
@@ -310,6 +397,19 @@ impl futures_util::Stream for CancelOnError {
         if self.failure.is_none() {
             return Poll::Pending;
         }
+        // Polled: fileio took what was handed over before.
+        self.watch.progressed();
+        let polled = self.poll_body(cx);
+        // Handing a message over (or having ended) means waiting for fileio again;
+        // pending means waiting for the client.
+        self.watch.waiting(polled.is_ready());
+        polled
+    }
+}
+
+impl CancelOnError {
+    fn poll_body(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<pb::WriteRequest>> {
+        use std::task::Poll;
         match self.body.poll_next_unpin(cx) {
             Poll::Ready(Some(Ok(data))) => {
                 self.sent += data.len() as u64;

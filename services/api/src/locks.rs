@@ -1,6 +1,7 @@
 //! The locks port: [`Locks`], its gRPC client adapter [`RemoteLocks`] and its gRPC server
 //! adapter [`LocksGrpc`].
 
+use crate::deadline;
 use crate::pb::locks::v1 as pb;
 use crate::rpc::ObservedChannel;
 use std::sync::Arc;
@@ -12,6 +13,9 @@ pub use pb::{
     ReleaseResponse, ResourceLocks, Scope, TaggedLists, UnlockRequest, UnlockResponse, WriteTarget,
     check_write_response, condition,
 };
+
+/// The service's name in deadline errors.
+const CALLEE: &str = "locks";
 
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "kubedav.locks.v1.Locks";
@@ -56,27 +60,81 @@ impl RemoteLocks {
 #[async_trait::async_trait]
 impl Locks for RemoteLocks {
     async fn lock(&self, request: LockRequest) -> Result<LockResponse, Status> {
-        Ok(self.client.clone().lock(request).await?.into_inner())
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .lock(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 
     async fn refresh(&self, request: RefreshRequest) -> Result<RefreshResponse, Status> {
-        Ok(self.client.clone().refresh(request).await?.into_inner())
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .refresh(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 
     async fn unlock(&self, request: UnlockRequest) -> Result<UnlockResponse, Status> {
-        Ok(self.client.clone().unlock(request).await?.into_inner())
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .unlock(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 
     async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
-        Ok(self.client.clone().check_write(request).await?.into_inner())
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .check_write(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 
     async fn discover(&self, request: DiscoverRequest) -> Result<DiscoverResponse, Status> {
-        Ok(self.client.clone().discover(request).await?.into_inner())
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .discover(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 
     async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status> {
-        Ok(self.client.clone().release(request).await?.into_inner())
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            Ok(self
+                .client
+                .clone()
+                .release(deadline::request(request, t))
+                .await?
+                .into_inner())
+        })
+        .await
     }
 }
 

@@ -1,6 +1,7 @@
 //! The markdown port: [`Markdown`], its gRPC client adapter [`RemoteMarkdown`] and its
 //! gRPC server adapter [`MarkdownGrpc`].
 
+use crate::deadline;
 use crate::pb::markdown::v1 as pb;
 use crate::rpc::ObservedChannel;
 use crate::{BoxStream, MAX_CHUNK_BYTES};
@@ -14,6 +15,9 @@ pub use pb::{ConvertHeader, ConvertSummary, LookupRequest, Options as ConvertOpt
 /// The converter's version: part of the cache key and of the Markdown variant's etag.
 /// Bump it whenever the converter's output changes for the same input.
 pub const CONVERTER_VERSION: &str = "1";
+
+/// The service's name in deadline errors.
+const CALLEE: &str = "markdown";
 
 /// The gRPC service name, for health reporting.
 pub const SERVICE_NAME: &str = "kubedav.markdown.v1.Markdown";
@@ -80,7 +84,18 @@ async fn collect(mut stream: tonic::Streaming<pb::ConvertResponse>) -> Result<Op
 #[async_trait::async_trait]
 impl Markdown for RemoteMarkdown {
     async fn lookup(&self, request: LookupRequest) -> Result<Option<Rendered>, Status> {
-        collect(self.client.clone().lookup(request).await?.into_inner()).await
+        let t = deadline::call_timeout();
+        deadline::within(CALLEE, t, async {
+            collect(
+                self.client
+                    .clone()
+                    .lookup(deadline::request(request, t))
+                    .await?
+                    .into_inner(),
+            )
+            .await
+        })
+        .await
     }
 
     async fn convert(&self, header: ConvertHeader, html: BoxStream<Bytes>) -> Result<Rendered, Status> {
@@ -90,10 +105,14 @@ impl Markdown for RemoteMarkdown {
         // A failing source ends the upload early; the service then answers for what it
         // got, and the gateway serves the HTML instead (fail-open), so nothing is lost.
         let body = UntilError { html, done: false };
-        let reply = self.client.clone().convert(first.chain(body)).await?.into_inner();
-        collect(reply)
-            .await?
-            .ok_or_else(|| Status::internal("markdown answered Convert with nothing"))
+        // The whole conversion, sending the HTML included, within one deadline.
+        deadline::within(CALLEE, deadline::call_timeout(), async {
+            let reply = self.client.clone().convert(first.chain(body)).await?.into_inner();
+            collect(reply)
+                .await?
+                .ok_or_else(|| Status::internal("markdown answered Convert with nothing"))
+        })
+        .await
     }
 }
 

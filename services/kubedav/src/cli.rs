@@ -109,6 +109,12 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_FILE_CACHE_MIB", default_value_t = 16)]
     pub file_cache_mib: u64,
 
+    /// Seconds the gateway gives a service to answer a call, or to send the next part of
+    /// a streamed answer (target gateway); DELETE, COPY and MOVE of trees get ten times
+    /// as long. A service that misses it gets the request 504.
+    #[arg(long, env = "KUBEDAV_RPC_TIMEOUT_SECONDS", default_value_t = 30)]
+    pub rpc_timeout_seconds: u64,
+
     /// Where the gateway finds fileio.
     #[arg(long, env = "KUBEDAV_FILEIO_URL", default_value = "http://127.0.0.1:9091")]
     pub fileio_url: String,

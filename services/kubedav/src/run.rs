@@ -49,6 +49,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Target::Gateway => {
             kubedav_api::rpc::register_client_metrics();
+            kubedav_api::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
             let fileio: Arc<dyn FileIo> = Arc::new(RemoteFileIo::new(channel("fileio", &cli.fileio_url)?));
             let locks: Arc<dyn Locks> = Arc::new(RemoteLocks::new(channel("locks", &cli.locks_url)?));
             let auth = if cli.auth_url.is_empty() {

@@ -7,9 +7,13 @@ mod common;
 use common::{Mode, Server, client};
 use std::time::Duration;
 
-fn terminate(pid: u32) {
+fn signal(pid: u32, signal: rustix::process::Signal) {
     let pid = rustix::process::Pid::from_raw(pid as i32).expect("a live pid");
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM sent");
+    rustix::process::kill_process(pid, signal).expect("signal sent");
+}
+
+fn terminate(pid: u32) {
+    signal(pid, rustix::process::Signal::TERM);
 }
 
 /// SIGTERM to the gateway while an upload is in flight: the HTTP port refuses new
@@ -193,10 +197,8 @@ async fn kill_during_uploads_loses_nothing(mode: Mode) {
 /// credentials get 503 (never let through); without locks, writes get 503 while reads
 /// (PROPFIND included) work; without markdown, agents get the HTML. Each recovers by
 /// itself once its service is back; the time to the first success is printed.
-async fn each_service_down_affects_only_its_operations(mode: Mode) {
-    if mode == Mode::AllInOne {
-        return; // one process: nothing to stop separately
-    }
+async fn each_service_down_affects_only_its_operations() {
+    let mode = Mode::Microservices;
     let dir = tempfile::tempdir().unwrap();
     let users = common::users_file(dir.path(), &[("ann", "Ann-s3cret-pw")]);
     let mut server = Server::start_auth(mode, Some(&users), &[], &[], &[]).await;
@@ -310,8 +312,90 @@ async fn each_service_down_affects_only_its_operations(mode: Mode) {
     );
 }
 
+/// A stuck service (stopped with SIGSTOP: alive, connected, silent) gets the requests
+/// that need it a 504 within the deadline (`--rpc-timeout-seconds 1` here), an upload
+/// included, and the service is used again as soon as it answers.
+async fn stuck_services_give_504() {
+    let mode = Mode::Microservices;
+    use rustix::process::Signal;
+    let mut server = Server::start_with(mode, &["--rpc-timeout-seconds", "1"]).await;
+    std::fs::write(server.disk("f.txt"), b"content").unwrap();
+    let timed = |request: reqwest::RequestBuilder| async move {
+        let started = tokio::time::Instant::now();
+        let response = tokio::time::timeout(Duration::from_secs(15), request.send())
+            .await
+            .expect("an answer, not a hung request")
+            .unwrap();
+        let status = response.status().as_u16();
+        if status >= 300 {
+            eprintln!("{status}: {}", response.text().await.unwrap_or_default());
+        }
+        (status, started.elapsed())
+    };
+
+    let fileio = server.process("fileio").pid();
+    signal(fileio, Signal::STOP);
+    for (what, request) in [
+        ("GET", client().get(server.url("/f.txt"))),
+        (
+            "PROPFIND",
+            client()
+                .request(reqwest::Method::from_bytes(b"PROPFIND").unwrap(), server.url("/"))
+                .header("depth", "1"),
+        ),
+        ("PUT", client().put(server.url("/g.txt")).body("new")),
+    ] {
+        let (status, took) = timed(request).await;
+        assert_eq!(status, 504, "{what} with fileio stuck");
+        assert!(took < Duration::from_secs(5), "{what} took {took:?}");
+    }
+    signal(fileio, Signal::CONT);
+    let (status, _) = timed(client().get(server.url("/f.txt"))).await;
+    assert_eq!(status, 200, "fileio answers again");
+
+    // An upload under way when fileio gets stuck.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+    let upload = tokio::spawn(timed(
+        client()
+            .put(server.url("/f.txt"))
+            .header("content-length", 64 << 20)
+            .body(reqwest::Body::wrap_stream(stream)),
+    ));
+    tx.send(Ok(vec![b'n'; 1 << 20])).await.unwrap();
+    signal(fileio, Signal::STOP);
+    // The client keeps sending until the windows are full.
+    let feeder = tokio::spawn(async move { while tx.send(Ok(vec![b'n'; 1 << 20])).await.is_ok() {} });
+    let (status, took) = upload.await.unwrap();
+    feeder.abort();
+    assert_eq!(status, 504, "an upload to a stuck fileio");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    signal(fileio, Signal::CONT);
+    let (status, _) = timed(client().get(server.url("/f.txt"))).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        std::fs::read(server.disk("f.txt")).unwrap(),
+        b"content",
+        "the old content is kept"
+    );
+
+    let locks = server.process("locks").pid();
+    signal(locks, Signal::STOP);
+    let (status, took) = timed(client().put(server.url("/g.txt")).body("new")).await;
+    assert_eq!(status, 504, "PUT with locks stuck");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let (status, _) = timed(client().get(server.url("/f.txt"))).await;
+    assert_eq!(status, 200, "reads do not need locks");
+    signal(locks, Signal::CONT);
+    let (status, _) = timed(client().put(server.url("/g.txt")).body("new")).await;
+    assert!(status == 201 || status == 204, "{status}");
+}
+
 in_both_modes!(
     sigterm_drains_in_flight_requests,
-    kill_during_uploads_loses_nothing,
+    kill_during_uploads_loses_nothing
+);
+microservices_only!(
+    stuck_services_give_504,
     each_service_down_affects_only_its_operations
 );

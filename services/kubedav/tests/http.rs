@@ -729,13 +729,10 @@ async fn small_files_changed_on_disk_are_served_fresh(mode: Mode) {
     assert_eq!(get_bytes(&server, "/page.html").await.0, StatusCode::NOT_FOUND);
 }
 
-/// Microservices only: without fileio the gateway says 503 with Retry-After, never hangs.
-async fn fileio_down_gives_503(mode: Mode) {
-    let mut server = Server::start(mode).await;
+/// Without fileio the gateway says 503 with Retry-After, never hangs.
+async fn fileio_down_gives_503() {
+    let mut server = Server::start(Mode::Microservices).await;
     put(&server, "/x.txt", "x").await;
-    if mode == Mode::AllInOne {
-        return;
-    }
     server.process("fileio").child.kill().await.unwrap();
     let response = tokio::time::timeout(Duration::from_secs(20), client().get(server.url("/x.txt")).send())
         .await
@@ -758,5 +755,5 @@ in_both_modes!(
     concurrent_puts_never_tear,
     one_gib_streams_in_bounded_memory,
     small_files_changed_on_disk_are_served_fresh,
-    fileio_down_gives_503,
 );
+microservices_only!(fileio_down_gives_503);

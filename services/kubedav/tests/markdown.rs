@@ -157,13 +157,10 @@ async fn size_limit_and_ranges_get_the_html(mode: Mode) {
     assert_eq!(ranged.text().await.unwrap(), "<p>");
 }
 
-/// Microservices only: with the markdown service stopped, the HTML is served (fail-open).
-async fn fail_open(mode: Mode) {
-    let mut server = Server::start(mode).await;
+/// With the markdown service stopped, the HTML is served (fail-open).
+async fn fail_open() {
+    let mut server = Server::start(Mode::Microservices).await;
     std::fs::write(server.disk("page.html"), PAGE).unwrap();
-    if mode == Mode::AllInOne {
-        return;
-    }
     server.process("markdown").child.kill().await.unwrap();
     let response = get(&server, "/page.html", Some("text/markdown")).await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -177,7 +174,7 @@ async fn fail_open(mode: Mode) {
     assert_eq!(response.text().await.unwrap(), PAGE);
 
     // Fail-closed, when configured: 502 rather than the HTML.
-    let mut closed = Server::start_with(mode, &["--markdown-fail-closed"]).await;
+    let mut closed = Server::start_with(Mode::Microservices, &["--markdown-fail-closed"]).await;
     std::fs::write(closed.disk("page.html"), PAGE).unwrap();
     closed.process("markdown").child.kill().await.unwrap();
     let refused = get(&closed, "/page.html", Some("text/markdown")).await;
@@ -193,5 +190,5 @@ in_both_modes!(
     negotiation,
     not_modified_without_converting,
     size_limit_and_ranges_get_the_html,
-    fail_open
 );
+microservices_only!(fail_open);

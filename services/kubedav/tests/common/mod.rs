@@ -26,6 +26,22 @@ macro_rules! in_both_modes {
     };
 }
 
+/// Declares tests that only make sense with separate processes (a service to stop or
+/// pause on its own), under `mod microservices_only`.
+#[macro_export]
+macro_rules! microservices_only {
+    ($($case:ident),* $(,)?) => {
+        mod microservices_only {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case().await
+                }
+            )*
+        }
+    };
+}
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
