@@ -3,7 +3,7 @@ CARGO ?= cargo
 ROOT ?= ./data
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run build test lint fmt bench clean markdown-corpus image loadtest
+.PHONY: run build test lint fmt bench clean markdown-corpus image loadtest fuzz
 
 build:
 	$(CARGO) build --release --locked -p kubedav
@@ -39,6 +39,13 @@ SCENARIO ?= webdav-mixed
 MODE ?= all
 loadtest: build
 	DURATION=$(DURATION) RATE=$(RATE) VUS=$(VUS) LATENCY_SCALE=$(LATENCY_SCALE) bash scripts/loadtest.sh $(SCENARIO) $(MODE)
+
+# The cargo-fuzz targets of services/fuzz (If header, XML request bodies, path decoding,
+# Range, Accept, HTML to Markdown), FUZZ_SECONDS each (900) on their committed corpora;
+# installs nightly and cargo-fuzz when missing. FUZZ_TARGETS picks some, FUZZ_MINIMIZE=1
+# shrinks the corpora afterwards. CI runs each for 30 s.
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZ_MINIMIZE=$(FUZZ_MINIMIZE) bash scripts/fuzz.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -123,7 +123,7 @@ fn parse_list(mut rest: &str) -> Result<(ConditionList, &str), String> {
             return Ok((ConditionList { conditions }, after));
         }
         let mut not = false;
-        if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case("not") {
+        if rest.get(..3).is_some_and(|word| word.eq_ignore_ascii_case("not")) {
             not = true;
             rest = rest[3..].trim_start();
         }
@@ -225,6 +225,7 @@ mod tests {
             "(<>)",
             "(<urn:a b>)",
             "<http://h/a>",
+            "(Nø<urn:a>)", // found by fuzzing: a multi-byte character where "Not" may start
         ] {
             assert!(parse(bad, "h").is_err(), "{bad:?}");
         }

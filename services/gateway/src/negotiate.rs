@@ -11,9 +11,7 @@ pub fn quality(accept: &str, media: &str) -> f32 {
         let q = parts
             .filter_map(|p| p.split_once('='))
             .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
-            .and_then(|(_, v)| v.trim().parse::<f32>().ok())
-            .unwrap_or(1.0)
-            .clamp(0.0, 1.0);
+            .map_or(1.0, |(_, v)| qvalue(v.trim()));
         let specificity = if name == media {
             3
         } else if name.strip_suffix("/*") == Some(kind) {
@@ -28,6 +26,18 @@ pub fn quality(accept: &str, media: &str) -> f32 {
         }
     }
     best.map_or(0.0, |(_, q)| q)
+}
+
+/// A `qvalue` (RFC 9110 12.4.2: `0` to `1` with at most three decimals). Anything else
+/// (`nan`, `inf`, `-1`, `0.5e1`) counts as 0, so a malformed weight never makes a
+/// variant preferred.
+fn qvalue(text: &str) -> f32 {
+    let (whole, decimals) = text.split_once('.').unwrap_or((text, ""));
+    let valid = matches!(whole, "0" | "1")
+        && decimals.len() <= 3
+        && decimals.bytes().all(|b| b.is_ascii_digit())
+        && (whole == "0" || decimals.bytes().all(|b| b == b'0'));
+    if valid { text.parse().unwrap_or(0.0) } else { 0.0 }
 }
 
 /// Whether a client prefers Markdown to HTML: text/markdown must rank strictly above
@@ -60,6 +70,10 @@ mod tests {
             (Some("text/*;q=0.8, text/markdown"), true),
             (Some("text/markdown;q=0.5, */*;q=0.1"), true),
             (Some("text/markdown;q=0"), false),
+            // Malformed weights count as 0 (NaN was found by fuzzing).
+            (Some("text/markdown;q=NaN"), false),
+            (Some("text/markdown;q=inf, text/html;q=0.5"), false),
+            (Some("text/markdown;q=1.000, text/html;q=0.999"), true),
             (Some("TEXT/MARKDOWN; Q=1, text/html; q=0.2"), true),
             (Some("text/plain"), false),
         ] {

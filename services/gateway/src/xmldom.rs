@@ -5,7 +5,11 @@
 //! attack vector: any DOCTYPE (so no entity can be declared, let alone expanded),
 //! references to undeclared entities, undeclared namespace prefixes, empty prefix
 //! bindings (`xmlns:p=""`, illegal in XML Namespaces 1.0), more than
-//! [`MAX_DEPTH`] levels and more than [`MAX_ELEMENTS`] elements.
+//! [`MAX_DEPTH`] levels and more than [`MAX_ELEMENTS`] elements. It also refuses what
+//! could not be written back as XML, because LOCK owners and PROPPATCH values are
+//! stored and later sent inside responses: names that are not XML names (`a:b:c`,
+//! `a@b`), characters XML 1.0 does not allow (`&#1;`), and an attribute given twice
+//! under two prefixes of one namespace.
 
 use quick_xml::NsReader;
 use quick_xml::events::Event;
@@ -89,9 +93,81 @@ impl Element {
     }
 }
 
+/// Refuses a local name that is not an XML NCName (Namespaces in XML 1.0).
+fn check_name(name: &str) -> Result<(), XmlError> {
+    let mut chars = name.chars();
+    let valid = chars.next().is_some_and(is_name_start) && chars.all(is_name_char);
+    if valid {
+        Ok(())
+    } else {
+        Err(err(format!("'{name}' is not a valid XML name")))
+    }
+}
+
+/// XML 1.0 NameStartChar, without ':'.
+fn is_name_start(c: char) -> bool {
+    matches!(c,
+        'A'..='Z' | '_' | 'a'..='z' | '\u{C0}'..='\u{D6}' | '\u{D8}'..='\u{F6}'
+        | '\u{F8}'..='\u{2FF}' | '\u{370}'..='\u{37D}' | '\u{37F}'..='\u{1FFF}'
+        | '\u{200C}'..='\u{200D}' | '\u{2070}'..='\u{218F}' | '\u{2C00}'..='\u{2FEF}'
+        | '\u{3001}'..='\u{D7FF}' | '\u{F900}'..='\u{FDCF}' | '\u{FDF0}'..='\u{FFFD}'
+        | '\u{10000}'..='\u{EFFFF}')
+}
+
+/// XML 1.0 NameChar, without ':'.
+fn is_name_char(c: char) -> bool {
+    is_name_start(c)
+        || matches!(c, '-' | '.' | '0'..='9' | '\u{B7}' | '\u{300}'..='\u{36F}' | '\u{203F}'..='\u{2040}')
+}
+
+/// Refuses text holding a character XML 1.0 does not allow (most C0 controls,
+/// surrogates, U+FFFE and U+FFFF), even as a character reference.
+fn check_chars(text: &str) -> Result<(), XmlError> {
+    match text.chars().find(|&c| !is_xml_char(c)) {
+        None => Ok(()),
+        Some(c) => Err(err(format!(
+            "the character U+{:04X} is not allowed in XML 1.0",
+            c as u32
+        ))),
+    }
+}
+
+fn is_xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
+/// Escapes text content for a fragment; a carriage return becomes a reference, which
+/// a reader's line-end normalisation would otherwise turn into a newline.
+fn escape_text(text: &str, out: &mut String) {
+    for part in text.split_inclusive('\r') {
+        match part.strip_suffix('\r') {
+            Some(before) => {
+                crate::xml::escape_into(out, before);
+                out.push_str("&#13;");
+            }
+            None => crate::xml::escape_into(out, part),
+        }
+    }
+}
+
+/// Escapes an attribute value for a fragment; tabs and line ends become references,
+/// which a reader's attribute-value normalisation would otherwise turn into spaces.
+fn escape_attribute(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\t' => out.push_str("&#9;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
+            _ => crate::xml::escape_into(&mut out, c.encode_utf8(&mut [0; 4])),
+        }
+    }
+    out
+}
+
 fn write_node(node: &Node, out: &mut String) {
     match node {
-        Node::Text(text) => out.push_str(&crate::xml::escape(text)),
+        Node::Text(text) => escape_text(text, out),
         Node::Element(e) => {
             out.push('<');
             out.push_str(&e.name);
@@ -100,12 +176,12 @@ fn write_node(node: &Node, out: &mut String) {
             out.push('"');
             for (i, (namespace, name, value)) in e.attributes.iter().enumerate() {
                 if namespace.is_empty() {
-                    out.push_str(&format!(" {name}=\"{}\"", crate::xml::escape(value)));
+                    out.push_str(&format!(" {name}=\"{}\"", escape_attribute(value)));
                 } else {
                     out.push_str(&format!(
                         " xmlns:a{i}=\"{}\" a{i}:{name}=\"{}\"",
                         crate::xml::escape(namespace),
-                        crate::xml::escape(value)
+                        escape_attribute(value)
                     ));
                 }
             }
@@ -184,6 +260,7 @@ pub fn parse(body: &[u8]) -> Result<Element, XmlError> {
                 let (ns, local) = reader.resolver().resolve_element(start.name());
                 let namespace = resolved(ns, "an element")?;
                 let name = local.as_ref().to_owned();
+                check_name(&name)?;
                 let mut attributes = Vec::new();
                 for attribute in start.attributes() {
                     let attribute = attribute.map_err(|e| err(e.to_string()))?;
@@ -206,6 +283,11 @@ pub fn parse(body: &[u8]) -> Result<Element, XmlError> {
                     let (ns, local) = reader.resolver().resolve_attribute(attribute.key);
                     let attr_ns = resolved(ns, "an attribute")?;
                     let local = local.as_ref().to_owned();
+                    check_name(&local)?;
+                    check_chars(&value)?;
+                    if attributes.iter().any(|(n, l, _)| *n == attr_ns && *l == local) {
+                        return Err(err(format!("the attribute '{local}' is given twice")));
+                    }
                     attributes.push((attr_ns, local, value));
                 }
                 let element = Element {
@@ -252,6 +334,7 @@ fn close(element: Element, stack: &mut [Element], root: &mut Option<Element>) {
 }
 
 fn push_text(stack: &mut [Element], text: &str) -> Result<(), XmlError> {
+    check_chars(text)?;
     match stack.last_mut() {
         Some(parent) => {
             match parent.children.last_mut() {
@@ -325,5 +408,34 @@ mod tests {
         assert!(parse(deep.as_bytes()).unwrap_err().0.contains("deeper"));
         let wide = format!("<a>{}</a>", "<b/>".repeat(MAX_ELEMENTS));
         assert!(parse(wide.as_bytes()).unwrap_err().0.contains("elements"));
+    }
+    /// Found by fuzzing: what is stored must be writable back as XML.
+    #[test]
+    fn refuses_what_cannot_be_written_back() {
+        for (body, why) in [
+            (r#"<D:a xmlns:D="DAV:"><D:b@c:y/></D:a>"#, "not a valid XML name"),
+            ("<a><b@c/></a>", "not a valid XML name"),
+            ("<a>&#1;</a>", "U+0001"),
+            ("<a x='&#xFFFE;'/>", "U+FFFE"),
+            (
+                r#"<a xmlns:p="urn:x" xmlns:q="urn:x" p:n="1" q:n="2"/>"#,
+                "given twice",
+            ),
+        ] {
+            let refused = parse(body.as_bytes()).unwrap_err().0;
+            assert!(refused.contains(why), "{body}: {refused}");
+        }
+    }
+
+    #[test]
+    fn line_ends_and_tabs_survive_a_round_trip() {
+        let root = parse(b"<p><v a='x&#9;y&#10;'>one&#13;two</v></p>").unwrap();
+        let again = parse(format!("<w>{}</w>", root.content_xml()).as_bytes()).unwrap();
+        assert_eq!(again.children, root.children);
+        let Node::Element(v) = &root.children[0] else {
+            panic!()
+        };
+        assert_eq!(v.attributes[0].2, "x\ty\n");
+        assert_eq!(v.text(), "one\rtwo");
     }
 }

@@ -13,7 +13,10 @@ fuzz_target!(|data: &[u8]| {
         2 => "text/html; charset=shift_jis",
         _ => "",
     };
-    let options = kubedav_markdown::Options { max_depth: 64, ..Default::default() };
+    let options = kubedav_markdown::Options {
+        max_depth: 64,
+        ..Default::default()
+    };
     if let Ok(out) = kubedav_markdown::convert(html, content_type, &options) {
         assert!(out.markdown.ends_with('\n'));
     }
