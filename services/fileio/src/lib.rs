@@ -274,7 +274,8 @@ impl FileIo for LocalFileIo {
     async fn write(&self, header: WriteHeader, mut body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
         let path = parse(&header.path)?;
         let volume = self.volume.clone();
-        let upload = blocking(move || write::Upload::begin(&volume, path)).await?;
+        let expected_size = header.expected_size;
+        let upload = blocking(move || write::Upload::begin(&volume, path, expected_size)).await?;
         // Double buffering: while one batch is written on the blocking pool, the next is
         // received. Memory per upload is bounded by two batches.
         let mut slot = UploadSlot::Ready(upload);

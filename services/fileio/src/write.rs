@@ -38,8 +38,13 @@ pub struct Committed {
 }
 
 impl Upload {
-    /// Opens the target's parent (which must exist) and creates the temporary file.
-    pub fn begin(volume: &crate::Volume, path: VolumePath) -> Result<Self, Status> {
+    /// Opens the target's parent (which must exist) and creates the temporary file, with
+    /// room reserved for `expected_size` bytes when the size is declared.
+    pub fn begin(
+        volume: &crate::Volume,
+        path: VolumePath,
+        expected_size: Option<u64>,
+    ) -> Result<Self, Status> {
         let (dir, name) = volume.open_parent(&path)?;
         let name = name.to_owned();
         match stat_at(&dir, &name, &path) {
@@ -52,7 +57,30 @@ impl Upload {
             Err(status) if status.code() == tonic::Code::NotFound => {}
             Err(status) => return Err(status),
         }
-        Self::create_in(dir, name, path)
+        let upload = Self::create_in(dir, name, path)?;
+        if let Some(size) = expected_size.filter(|&size| size > 0) {
+            upload.reserve(size)?;
+        }
+        Ok(upload)
+    }
+
+    /// Reserves `size` bytes for the body (`fallocate` keeping the size), so a volume
+    /// without room refuses the upload before a byte of it is sent rather than after
+    /// most of it. A file system that cannot reserve skips this: a full disk then shows
+    /// while writing, with the same answer.
+    fn reserve(&self, size: u64) -> Result<(), Status> {
+        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, size) {
+            Ok(()) => Ok(()),
+            Err(e @ (rustix::io::Errno::NOSPC | rustix::io::Errno::DQUOT | rustix::io::Errno::FBIG)) => {
+                let status = io_status(e, Op::Write, &self.path);
+                Err(Status::resource_exhausted(format!(
+                    "{}: there is no room for the {size} bytes of {}",
+                    status.message(),
+                    self.path
+                )))
+            }
+            Err(_) => Ok(()),
+        }
     }
 
     /// Creates the temporary file for `name` in the open directory `dir`.

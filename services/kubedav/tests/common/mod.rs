@@ -239,10 +239,28 @@ impl Server {
         gateway_args: &[&str],
         envs: &[(&str, &str)],
     ) -> Server {
+        Self::launch(mode, users_file, auth_args, gateway_args, envs, &|_| {}).await
+    }
+
+    /// Starts kubedav in `mode` after `prepare` has readied the (empty, existing) root
+    /// directory, e.g. by mounting a file system on it.
+    pub async fn start_prepared(mode: Mode, gateway_args: &[&str], prepare: &dyn Fn(&Path)) -> Server {
+        Self::launch(mode, None, &[], gateway_args, &[], prepare).await
+    }
+
+    async fn launch(
+        mode: Mode,
+        users_file: Option<&Path>,
+        auth_args: &[&str],
+        gateway_args: &[&str],
+        envs: &[(&str, &str)],
+        prepare: &dyn Fn(&Path),
+    ) -> Server {
         let envs: Vec<(String, String)> = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let root = dir.path().join("root");
         std::fs::create_dir(&root).unwrap();
+        prepare(&root);
         let root_arg = root.to_str().unwrap().to_owned();
         let any = "127.0.0.1:0".to_owned();
         let extra: Vec<String> = gateway_args.iter().map(|s| s.to_string()).collect();

@@ -1,0 +1,267 @@
+//! Storage faults on purpose, on real tmpfs mounts, in both modes: a full volume and a
+//! read-only one. Mounting needs root, which CI has; elsewhere these tests say they were
+//! skipped (and fail under `CI=true`, so CI can never skip them silently).
+
+#[macro_use]
+mod common;
+
+use common::{Mode, Server, client, names_in};
+use reqwest::{Method, StatusCode};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Whether this process may mount file systems; outside CI, a test without root says it
+/// was skipped.
+fn may_mount(test: &str) -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test} needs root to mount a tmpfs, and CI must run it"
+    );
+    eprintln!("{test}: SKIPPED, mounting a tmpfs needs root");
+    false
+}
+
+/// A tmpfs of `size` mounted on the (empty) root before kubedav starts.
+fn tmpfs(size: &'static str) -> impl Fn(&Path) {
+    move |root| {
+        mount(
+            &["-t", "tmpfs", "-o", &format!("size={size},mode=0755"), "tmpfs"],
+            root,
+        )
+    }
+}
+
+fn mount(args: &[&str], target: &Path) {
+    let status = Command::new("mount")
+        .args(args)
+        .arg(target)
+        .status()
+        .expect("mount runs");
+    assert!(status.success(), "mount {args:?} {} failed", target.display());
+}
+
+/// Detaches the mount when the test ends, whatever still holds it open.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+async fn send(
+    server: &Server,
+    method: &str,
+    path: &str,
+    body: impl Into<reqwest::Body>,
+) -> (StatusCode, String) {
+    let response = client()
+        .request(Method::from_bytes(method.as_bytes()).unwrap(), server.url(path))
+        .body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    let status = response.status();
+    (status, response.text().await.unwrap_or_default())
+}
+
+async fn content(server: &Server, path: &str) -> String {
+    let response = client().get(server.url(path)).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "GET {path}");
+    response.text().await.unwrap()
+}
+
+/// A 16 MiB body sent without a declared size (chunked), so the volume fills while it
+/// is written.
+fn chunked(megabytes: usize) -> reqwest::Body {
+    let chunks = (0..megabytes).map(|_| Ok::<_, std::io::Error>(vec![b'n'; 1 << 20]));
+    reqwest::Body::wrap_stream(futures_util::stream::iter(chunks))
+}
+
+/// On a full volume an upload gets 507 Insufficient Storage saying so, whether its size
+/// was declared (refused before its body is read) or not (refused when the disk fills);
+/// the file it would have replaced keeps its old content and no temporary file remains.
+/// Once there is room again, the same upload succeeds.
+async fn a_full_volume_gives_507_and_keeps_the_old_content(mode: Mode) {
+    if !may_mount("a_full_volume_gives_507_and_keeps_the_old_content") {
+        return;
+    }
+    let server = Server::start_prepared(mode, &[], &tmpfs("8m")).await;
+    let _mounted = Mounted(server.root.clone());
+    let old = "old content";
+    assert_eq!(send(&server, "PUT", "/doc.txt", old).await.0, StatusCode::CREATED);
+
+    let intact = |what: &str, expected: &[&str]| {
+        assert_eq!(
+            names_in(&server.root),
+            expected,
+            "{what}: no temporary file is left"
+        );
+    };
+    let (status, body) = send(&server, "PUT", "/doc.txt", vec![b'n'; 16 << 20]).await;
+    assert_eq!(
+        status,
+        StatusCode::INSUFFICIENT_STORAGE,
+        "declared 16 MiB on 8 MiB: {body}"
+    );
+    assert!(body.contains("no room for the 16777216 bytes"), "{body}");
+    assert_eq!(content(&server, "/doc.txt").await, old);
+    intact("declared", &["doc.txt"]);
+
+    let (status, body) = send(&server, "PUT", "/doc.txt", chunked(16)).await;
+    assert_eq!(
+        status,
+        StatusCode::INSUFFICIENT_STORAGE,
+        "chunked 16 MiB on 8 MiB: {body}"
+    );
+    assert!(body.contains("full"), "{body}");
+    assert_eq!(content(&server, "/doc.txt").await, old);
+    intact("chunked", &["doc.txt"]);
+
+    // Filled to the last byte by someone else: even a tiny upload cannot land.
+    let filler = server.root.join("filler");
+    let mut file = std::fs::File::create(&filler).unwrap();
+    let block = vec![0u8; 64 << 10];
+    while std::io::Write::write_all(&mut file, &block).is_ok() {}
+    drop(file);
+    let (status, body) = send(&server, "PUT", "/doc.txt", "new").await;
+    assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "a full disk: {body}");
+    let (status, _) = send(&server, "PUT", "/other.txt", chunked(1)).await;
+    assert_eq!(
+        status,
+        StatusCode::INSUFFICIENT_STORAGE,
+        "a new file on a full disk"
+    );
+    assert_eq!(content(&server, "/doc.txt").await, old);
+    intact("full", &["doc.txt", "filler"]);
+
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(
+        send(&server, "PUT", "/doc.txt", "new content").await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(content(&server, "/doc.txt").await, "new content");
+    intact("room again", &["doc.txt"]);
+}
+
+/// A volume remounted read-only keeps serving reads (GET, PROPFIND with dead
+/// properties) and readiness, refuses every write with 403 saying the volume is
+/// read-only, changes nothing, and a fileio restarted on it starts and serves reads.
+async fn a_read_only_volume_serves_reads_and_refuses_writes(mode: Mode) {
+    if !may_mount("a_read_only_volume_serves_reads_and_refuses_writes") {
+        return;
+    }
+    let mut server = Server::start_prepared(mode, &[], &tmpfs("8m")).await;
+    let _mounted = Mounted(server.root.clone());
+    assert_eq!(
+        send(&server, "PUT", "/a.txt", "kept").await.0,
+        StatusCode::CREATED
+    );
+    assert_eq!(send(&server, "MKCOL", "/dir", "").await.0, StatusCode::CREATED);
+    let patch = r#"<D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:z"><D:set><D:prop><Z:colour>blue</Z:colour></D:prop></D:set></D:propertyupdate>"#;
+    assert_eq!(
+        send(&server, "PROPPATCH", "/a.txt", patch).await.0,
+        StatusCode::MULTI_STATUS
+    );
+
+    mount(&["-o", "remount,ro"], &server.root);
+    let reads = |server: &Server| {
+        let server_url = server.url("/");
+        async move {
+            let response = client()
+                .request(Method::from_bytes(b"PROPFIND").unwrap(), server_url)
+                .header("depth", "1")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::MULTI_STATUS);
+            let listing = response.text().await.unwrap();
+            assert!(
+                listing.contains("/a.txt") && listing.contains("/dir/"),
+                "{listing}"
+            );
+            assert!(listing.contains("blue"), "dead properties are read: {listing}");
+        }
+    };
+    reads(&server).await;
+    assert_eq!(content(&server, "/a.txt").await, "kept");
+
+    let copy_to = |method: &'static str| {
+        client()
+            .request(
+                Method::from_bytes(method.as_bytes()).unwrap(),
+                server.url("/a.txt"),
+            )
+            .header("destination", server.url("/b.txt"))
+    };
+    for (what, request) in [
+        (
+            "PUT over a file",
+            client().put(server.url("/a.txt")).body("changed"),
+        ),
+        (
+            "PUT of a new file",
+            client().put(server.url("/new.txt")).body("new"),
+        ),
+        (
+            "MKCOL",
+            client().request(Method::from_bytes(b"MKCOL").unwrap(), server.url("/d2")),
+        ),
+        ("DELETE", client().delete(server.url("/a.txt"))),
+        (
+            "PROPPATCH",
+            client()
+                .request(Method::from_bytes(b"PROPPATCH").unwrap(), server.url("/a.txt"))
+                .body(patch),
+        ),
+        ("COPY", copy_to("COPY")),
+        ("MOVE", copy_to("MOVE")),
+    ] {
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let body = response.text().await.unwrap();
+        assert_eq!(status, StatusCode::FORBIDDEN, "{what}: {body}");
+        assert!(body.contains("read-only"), "{what} says why: {body}");
+    }
+    assert_eq!(content(&server, "/a.txt").await, "kept");
+    assert_eq!(names_in(&server.root), ["a.txt", "dir"], "nothing changed");
+
+    let (edge, service) = match mode {
+        Mode::AllInOne => ("all", "all"),
+        Mode::Microservices => ("gateway", "fileio"),
+    };
+    let ready = |server: &Server| {
+        let admin = server.admin.iter().find(|(name, _)| *name == edge).unwrap().1;
+        async move {
+            let response = client()
+                .get(format!("http://{admin}/readyz"))
+                .send()
+                .await
+                .unwrap();
+            response.status()
+        }
+    };
+    assert_eq!(
+        ready(&server).await,
+        StatusCode::OK,
+        "a read-only volume still serves"
+    );
+    server.process(service).restart().await;
+    assert!(
+        common::eventually_async(std::time::Duration::from_secs(10), || async {
+            ready(&server).await == StatusCode::OK
+        })
+        .await,
+        "a fileio started on a read-only volume becomes ready"
+    );
+    reads(&server).await;
+    assert_eq!(content(&server, "/a.txt").await, "kept");
+}
+
+in_both_modes!(
+    a_full_volume_gives_507_and_keeps_the_old_content,
+    a_read_only_volume_serves_reads_and_refuses_writes
+);
