@@ -16,6 +16,7 @@
 //!   bounded: methods outside kubedav's, health's and reflection's protos count as
 //!   `other`.
 
+use crate::backends::Backends;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use opentelemetry::propagation::{Extractor, Injector};
@@ -336,18 +337,37 @@ where
     }
 }
 
-/// A gRPC channel whose calls are observed: the client end of [the module](self).
-#[derive(Clone, Debug)]
+/// A gRPC channel whose calls are observed: the client end of [the module](self). Each
+/// call takes the next of the service's [`Backends`].
+#[derive(Debug)]
 pub struct ObservedChannel {
-    inner: Channel,
+    backends: Arc<Backends>,
+    /// The channel `poll_ready` chose for the next call.
+    picked: Option<Channel>,
     address: Arc<str>,
     port: i64,
+}
+
+impl Clone for ObservedChannel {
+    fn clone(&self) -> Self {
+        Self {
+            backends: self.backends.clone(),
+            picked: None,
+            address: self.address.clone(),
+            port: self.port,
+        }
+    }
 }
 
 impl ObservedChannel {
     /// Observes the calls on `channel`, which was made for `url` (`http://host:port`): the
     /// host and port become the spans' `server.address` and `server.port`.
     pub fn new(channel: Channel, url: &str) -> Self {
+        Self::balanced(Backends::single(channel), url)
+    }
+
+    /// Observes the calls spread over `backends`, made for `url`.
+    pub fn balanced(backends: Arc<Backends>, url: &str) -> Self {
         let uri: Option<http::Uri> = url.parse().ok();
         let address = uri
             .as_ref()
@@ -357,7 +377,8 @@ impl ObservedChannel {
             .into();
         let port = uri.and_then(|u| u.port_u16()).map_or(-1, i64::from);
         Self {
-            inner: channel,
+            backends,
+            picked: None,
             address,
             port,
         }
@@ -370,7 +391,8 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for ObservedChanne
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        let backends = &self.backends;
+        self.picked.get_or_insert_with(|| backends.pick()).poll_ready(cx)
     }
 
     fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
@@ -399,7 +421,12 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for ObservedChanne
             request.headers_mut().insert(REQUEST_ID_HEADER, id);
         }
         let completion = Completion::start(&CLIENT, &path, span.clone(), true);
-        let call = self.inner.call(request);
+        let call = match self.picked.take() {
+            Some(mut channel) => channel.call(request),
+            // Called without poll_ready (tower's contract forbids it): the channel's
+            // own buffer then refuses the call.
+            None => self.backends.pick().call(request),
+        };
         Box::pin(
             async move {
                 match call.await {

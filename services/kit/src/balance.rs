@@ -1,83 +1,101 @@
 //! Client-side balancing for gRPC in Kubernetes. A long-lived HTTP/2 connection to a
 //! ClusterIP Service pins every call to the one pod behind it; over a headless Service
 //! the name resolves to every pod, so the client keeps one connection per pod and
-//! spreads calls over them. [`channel`] re-resolves the name every few seconds, adds new
-//! pods and drops gone ones.
+//! spreads calls over them (round-robin: every call is a stream on an HTTP/2 connection,
+//! so the pods' loads even out). [`channel`] re-resolves the name every few seconds, adds
+//! new pods and drops gone ones.
 
-use std::collections::HashSet;
+use kubedav_api::backends::Backends;
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
-use tonic::transport::channel::Change;
 use tonic::transport::{Channel, Endpoint};
 
 /// How often the name is resolved again.
 pub const REFRESH: Duration = Duration::from_secs(5);
 
-/// A channel to `url` (`http://host:port`). An IP address gets one connection. A name
-/// gets one connection per address it resolves to, balanced (power of two choices), and
-/// re-resolved every [`REFRESH`]; while it resolves to nothing, calls go to the name
-/// itself and fail fast (UNAVAILABLE) instead of waiting. `endpoint` makes the endpoint,
-/// with its settings, for a URL.
+/// How long a connection attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The backends of `url` (`http://host:port`). An IP address gets one channel. A name
+/// gets one channel per address it resolves to, calls spread round-robin, re-resolved
+/// every [`REFRESH`]; while it resolves to nothing, calls go to the name itself and fail
+/// fast (UNAVAILABLE) instead of waiting. Every channel reconnects by itself with
+/// backoff ([`crate::backoff`]). `endpoint` makes the endpoint, with its settings, for a
+/// URL.
 pub fn channel(
     url: &str,
     endpoint: impl Fn(&str) -> Result<Endpoint, String> + Send + 'static,
-) -> Result<Channel, String> {
+) -> Result<Arc<Backends>, String> {
     let named = endpoint(url)?;
     let uri = named.uri().clone();
+    let lazy = |endpoint: &Endpoint| -> Channel {
+        endpoint.connect_with_connector_lazy(crate::backoff::Connector::new(CONNECT_TIMEOUT))
+    };
     let (Some(host), Some(port)) = (uri.host().map(str::to_owned), uri.port_u16()) else {
-        return Ok(named.connect_lazy());
+        return Ok(Backends::single(lazy(&named)));
     };
     if host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok() {
-        return Ok(named.connect_lazy());
+        return Ok(Backends::single(lazy(&named)));
     }
     let scheme = uri.scheme_str().unwrap_or("http").to_owned();
-    let (channel, changes) = Channel::balance_channel::<Target>(64);
+    let backends = Backends::single(lazy(&named));
+    let updated = backends.clone();
     tokio::spawn(async move {
-        let mut current: HashSet<Target> = HashSet::new();
+        let mut current: HashMap<Target, Channel> = HashMap::from([(Target::Name, lazy(&named))]);
         loop {
-            let resolved: HashSet<Target> = match tokio::net::lookup_host((host.as_str(), port)).await {
+            let mut wanted: Vec<Target> = match tokio::net::lookup_host((host.as_str(), port)).await {
                 Ok(addresses) => addresses.map(Target::Address).collect(),
                 Err(e) => {
                     tracing::debug!(%host, error = %e, "cannot resolve; calls go to the name until it resolves");
-                    HashSet::new()
+                    Vec::new()
                 }
             };
-            let wanted = if resolved.is_empty() {
-                HashSet::from([Target::Name])
-            } else {
-                resolved
-            };
-            for gone in current.difference(&wanted) {
-                if changes.send(Change::Remove(gone.clone())).await.is_err() {
-                    return;
-                }
+            wanted.sort_unstable();
+            wanted.dedup();
+            if wanted.is_empty() {
+                wanted.push(Target::Name);
             }
-            for new in wanted.difference(&current) {
-                let url = match new {
-                    Target::Address(address) => format!("{scheme}://{address}"),
-                    Target::Name => format!("{scheme}://{host}:{port}"),
-                };
-                match endpoint(&url) {
-                    Ok(made) => {
-                        if changes.send(Change::Insert(new.clone(), made)).await.is_err() {
-                            return;
+            let mut changed = wanted.len() != current.len();
+            let mut next: HashMap<Target, Channel> = HashMap::with_capacity(wanted.len());
+            for target in &wanted {
+                let channel = match current.remove(target) {
+                    Some(kept) => kept,
+                    None => {
+                        changed = true;
+                        let url = match target {
+                            Target::Address(address) => format!("{scheme}://{address}"),
+                            Target::Name => format!("{scheme}://{host}:{port}"),
+                        };
+                        match endpoint(&url) {
+                            Ok(made) => lazy(&made),
+                            Err(e) => {
+                                tracing::warn!("{e}");
+                                continue;
+                            }
                         }
                     }
-                    Err(e) => tracing::warn!("{e}"),
-                }
+                };
+                next.insert(target.clone(), channel);
             }
-            if wanted != current {
-                tracing::info!(target: "kubedav", %host, backends = wanted.len(), "gRPC backends changed");
+            if changed && !next.is_empty() {
+                let channels = wanted.iter().filter_map(|t| next.get(t).cloned()).collect();
+                updated.replace(channels);
+                tracing::info!(target: "kubedav", %host, backends = next.len(), "gRPC backends changed");
             }
-            current = wanted;
+            current = next;
+            if Arc::strong_count(&updated) == 1 {
+                return; // nobody calls this service any more
+            }
             tokio::time::sleep(REFRESH).await;
         }
     });
-    Ok(channel)
+    Ok(backends)
 }
 
 /// One balanced backend: an address the name resolved to, or the name itself.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Target {
     Address(SocketAddr),
     Name,

@@ -5,6 +5,7 @@
 //! connections ([`redis`]) and shutdown signals ([`shutdown`]).
 
 pub mod admin;
+pub mod backoff;
 pub mod balance;
 pub mod grpc;
 pub mod listen;

@@ -206,18 +206,17 @@ fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
 }
 
 /// A channel to a service: balanced over every pod when the URL names a headless
-/// Service (see `kubedav_kit::balance`).
+/// Service, reconnecting with backoff (see `kubedav_kit::balance`).
 fn channel(service: &'static str, url: &str) -> Result<ObservedChannel, String> {
-    let channel = kubedav_kit::balance::channel(url, move |url| endpoint(service, url))?;
-    Ok(ObservedChannel::new(channel, url))
+    let backends = kubedav_kit::balance::channel(url, move |url| endpoint(service, url))?;
+    Ok(ObservedChannel::balanced(backends, url))
 }
 
 /// A gRPC endpoint to a service, tuned for bulk streaming on a local network.
 fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
     Ok(Endpoint::from_shared(url.to_owned())
         .map_err(|e| format!("--{service}-url {url} is not a valid URL: {e}"))?
-        .connect_timeout(Duration::from_secs(2))
-        .tcp_nodelay(true)
+        // The connection itself (timeout, no delay, backoff) is kubedav_kit::backoff's.
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true)

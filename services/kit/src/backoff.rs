@@ -1,0 +1,167 @@
+//! Reconnecting with backoff. A gRPC channel whose service went away reconnects on its
+//! next call; without a pause, every request of a busy gateway would dial a restarting
+//! pod. [`Connector`] remembers its failures: after one, the next attempts within an
+//! exponentially growing pause ([`pause`]: 50 ms doubling to 1 s, with jitter) fail at
+//! once (the call gets UNAVAILABLE, the client 503 with Retry-After) instead of dialling,
+//! and the first success resets it. So a service back from a restart is found again
+//! within about a second, and a dead one costs about one connection attempt a second.
+
+use http::Uri;
+use hyper_util::rt::TokioIo;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// The pause after the first failure.
+pub const FIRST_PAUSE: Duration = Duration::from_millis(50);
+/// The longest pause.
+pub const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// The pause after `failures` failed attempts in a row: [`FIRST_PAUSE`] doubling up to
+/// [`MAX_PAUSE`], then ±20 % jitter so that many gateways do not dial in step.
+pub fn pause(failures: u32) -> Duration {
+    let doubled = FIRST_PAUSE.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    doubled.min(MAX_PAUSE).mul_f64(0.8 + fastrand::f64() * 0.4)
+}
+
+#[derive(Debug, Default)]
+struct State {
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+/// Dials TCP for one backend, pausing after failures (see [the module](self)).
+#[derive(Clone, Debug)]
+pub struct Connector {
+    state: Arc<Mutex<State>>,
+    timeout: Duration,
+}
+
+impl Connector {
+    /// A connector whose attempts give up after `timeout`.
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            state: Arc::default(),
+            timeout,
+        }
+    }
+
+    fn failed(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.failures = state.failures.saturating_add(1);
+        state.retry_at = Some(Instant::now() + pause(state.failures));
+    }
+
+    fn succeeded(&self) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State::default();
+    }
+
+    /// Why an attempt now would be refused, if it would.
+    fn paused(&self) -> Option<(u32, Duration)> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let left = state.retry_at?.checked_duration_since(Instant::now())?;
+        Some((state.failures, left))
+    }
+
+    async fn connect(self, uri: Uri) -> io::Result<TokioIo<TcpStream>> {
+        let host = uri.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
+        let port = uri.port_u16().unwrap_or(80);
+        if let Some((failures, left)) = self.paused() {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!(
+                    "{host}:{port} refused {failures} connection attempt(s) in a row; the next one in {} ms",
+                    left.as_millis()
+                ),
+            ));
+        }
+        let attempt = async {
+            let stream = TcpStream::connect((host.as_str(), port)).await?;
+            stream.set_nodelay(true)?;
+            Ok::<_, io::Error>(stream)
+        };
+        let outcome = match tokio::time::timeout(self.timeout, attempt).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "{host}:{port} did not accept a connection within {:?}",
+                    self.timeout
+                ),
+            )),
+        };
+        match outcome {
+            Ok(stream) => {
+                self.succeeded();
+                Ok(TokioIo::new(stream))
+            }
+            Err(e) => {
+                self.failed();
+                Err(e)
+            }
+        }
+    }
+}
+
+impl tower_service::Service<Uri> for Connector {
+    type Response = TokioIo<TcpStream>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        Box::pin(self.clone().connect(uri))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower_service::Service;
+
+    #[test]
+    fn pauses_double_up_to_a_second() {
+        for (failures, nominal) in [(1, 50), (2, 100), (3, 200), (5, 800), (6, 1000), (40, 1000)] {
+            let pause = pause(failures).as_millis() as f64;
+            let nominal = nominal as f64;
+            assert!(
+                (nominal * 0.8..=nominal * 1.2).contains(&pause),
+                "{failures}: {pause}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn after_a_failure_attempts_wait_then_a_success_resets() {
+        // A port nothing listens on: bind one and close it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let uri: Uri = format!("http://127.0.0.1:{port}").parse().unwrap();
+        let mut connector = Connector::new(Duration::from_secs(2));
+        let refused = connector.call(uri.clone()).await.unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
+        let paused = connector.call(uri.clone()).await.unwrap_err();
+        assert!(paused.to_string().contains("the next one in"), "{paused}");
+
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+        connector.state.lock().unwrap().retry_at = Some(Instant::now()); // the pause is over
+        connector
+            .call(uri.clone())
+            .await
+            .expect("connects once the pause is over");
+        drop(listener);
+        let failures = connector.state.lock().unwrap().failures;
+        assert_eq!(failures, 0, "a success resets the count");
+    }
+}
