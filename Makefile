@@ -3,7 +3,7 @@ CARGO ?= cargo
 ROOT ?= ./data
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run build test lint fmt bench clean markdown-corpus image loadtest fuzz
+.PHONY: run build test lint fmt bench clean markdown-corpus image loadtest fuzz rolling-restart
 
 build:
 	$(CARGO) build --release --locked -p kubedav
@@ -16,7 +16,8 @@ run: build
 # Unit tests, the HTTP suites against both run modes (and the many-replica suite on a
 # real redis-server, installed when missing), then the litmus WebDAV suites against both
 # modes and against the Redis lock store, the k6 smoke and 30-second webdav-mixed load
-# tests against both modes with their thresholds, then the Helm chart checks (scripts/chart-test.sh:
+# tests against both modes with their thresholds, a rolling restart of two gateways
+# behind nginx under k6 with no request lost (scripts/rolling-restart.sh), then the Helm chart checks (scripts/chart-test.sh:
 # lint, schema, offline validation, checkov, wiring, and a live install on a local
 # control plane). Release build: the suites move gigabytes and share the build with
 # `make run` and `make bench`.
@@ -28,6 +29,7 @@ test:
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=microservices
 	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=all DURATION=30s LATENCY_SCALE=4
 	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=microservices DURATION=30s LATENCY_SCALE=4
+	bash scripts/rolling-restart.sh
 	bash scripts/chart-test.sh
 
 # One k6 scenario of loadtests/ against one mode, thresholds enforced (k6 is built with
@@ -46,6 +48,11 @@ loadtest: build
 # shrinks the corpora afterwards. CI runs each for 30 s.
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZ_MINIMIZE=$(FUZZ_MINIMIZE) bash scripts/fuzz.sh
+
+# Two gateways behind nginx restarted one after the other under k6: prints the requests
+# made, refused with 503 + Retry-After, and lost (must be 0).
+rolling-restart: build
+	bash scripts/rolling-restart.sh
 
 lint:
 	$(CARGO) fmt --all -- --check
