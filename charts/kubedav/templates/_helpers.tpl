@@ -228,6 +228,8 @@ readinessProbe:
 {{- end }}
 - name: KUBEDAV_MAX_BODY_BYTES
   value: {{ .Values.gateway.maxBodyBytes | int64 | quote }}
+- name: KUBEDAV_SHUTDOWN_DELAY_SECONDS
+  value: {{ .Values.gateway.shutdownDelaySeconds | int64 | quote }}
 {{- with .Values.gateway.markdown.contentSignal }}
 - name: KUBEDAV_CONTENT_SIGNAL
   value: {{ . | quote }}

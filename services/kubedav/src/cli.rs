@@ -244,6 +244,13 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_MAX_HEADER_BYTES", default_value_t = 64 * 1024)]
     pub max_header_bytes: usize,
 
+    /// Seconds the HTTP port stays open after SIGTERM (targets all, gateway), while
+    /// /readyz already answers 503 "draining": time for load balancers and Kubernetes
+    /// Endpoints to stop sending new connections before the port closes. 0 closes it at
+    /// once.
+    #[arg(long, env = "KUBEDAV_SHUTDOWN_DELAY_SECONDS", default_value_t = 0)]
+    pub shutdown_delay_seconds: u64,
+
     /// Seconds a client has to send a complete request head before it is cut off.
     #[arg(long, env = "KUBEDAV_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 30)]
     pub header_read_timeout_seconds: u64,

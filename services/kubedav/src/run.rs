@@ -252,13 +252,19 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
     let (admin_listener, _) =
         listen::bind(&format!("{} admin", cli.target.name()), cli.admin_listen()).await?;
     tracing::info!(target: "kubedav", "WebDAV at http://{http_addr}/");
-    // On SIGTERM the HTTP port closes at once (new connections are refused), in-flight
-    // requests finish, and the admin port answers "draining" on /readyz until they have.
-    let main = kubedav_gateway::server::serve(
-        http_listener,
-        gateway.router(),
-        &config,
-        shutdown.clone().requested(),
-    );
+    // On SIGTERM /readyz answers "draining" at once; after --shutdown-delay-seconds the
+    // HTTP port closes (new connections are refused) and in-flight requests finish.
+    let delay = Duration::from_secs(cli.shutdown_delay_seconds);
+    let stop_serving = {
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.requested().await;
+            if !delay.is_zero() {
+                tracing::info!(target: "kubedav", "serving {} s more while balancers take this process out", delay.as_secs());
+                tokio::time::sleep(delay).await;
+            }
+        }
+    };
+    let main = kubedav_gateway::server::serve(http_listener, gateway.router(), &config, stop_serving);
     admin::serve_beside(admin_listener, ready, shutdown, main).await
 }

@@ -92,6 +92,57 @@ async fn sigterm_drains_in_flight_requests(mode: Mode) {
     assert!(exited.success(), "{exited:?}");
 }
 
+/// With `--shutdown-delay-seconds`, SIGTERM turns `/readyz` to 503 "draining" at once
+/// while the HTTP port keeps serving new requests for the delay (Kubernetes Endpoints and
+/// balancers take time to stop sending); then the port closes and the process exits.
+async fn shutdown_delay_keeps_serving_while_balancers_catch_up(mode: Mode) {
+    let mut server = Server::start_with(mode, &["--shutdown-delay-seconds", "3"]).await;
+    std::fs::write(server.disk("doc.txt"), b"content").unwrap();
+    let edge = match mode {
+        Mode::AllInOne => "all",
+        Mode::Microservices => "gateway",
+    };
+    let admin = server.admin.iter().find(|(name, _)| *name == edge).unwrap().1;
+    let signalled = tokio::time::Instant::now();
+    terminate(server.process(edge).pid());
+    let draining = common::eventually_async(Duration::from_secs(2), || async {
+        let ready = client()
+            .get(format!("http://{admin}/readyz"))
+            .send()
+            .await
+            .unwrap();
+        ready.status() == 503 && ready.text().await.unwrap().contains("draining")
+    })
+    .await;
+    assert!(draining, "/readyz says draining right after SIGTERM");
+    let response = client()
+        .get(server.url("/doc.txt"))
+        .header("connection", "close")
+        .send()
+        .await
+        .expect("a new connection is still served during the delay");
+    assert_eq!(response.status(), 200);
+    assert!(
+        signalled.elapsed() < Duration::from_secs(3),
+        "checked within the delay"
+    );
+
+    let refused = common::eventually_async(Duration::from_secs(10), || async {
+        tokio::net::TcpStream::connect(server.addr).await.is_err()
+    })
+    .await;
+    assert!(refused, "the port closes after the delay");
+    assert!(
+        signalled.elapsed() >= Duration::from_secs(3),
+        "not before the delay"
+    );
+    let exited = tokio::time::timeout(Duration::from_secs(10), server.process(edge).child.wait())
+        .await
+        .expect("the process exits")
+        .unwrap();
+    assert!(exited.success(), "{exited:?}");
+}
+
 /// The temporary upload files in the root.
 fn temporaries(server: &Server) -> Vec<String> {
     common::names_in(&server.root)
@@ -393,6 +444,7 @@ async fn stuck_services_give_504() {
 
 in_both_modes!(
     sigterm_drains_in_flight_requests,
+    shutdown_delay_keeps_serving_while_balancers_catch_up,
     kill_during_uploads_loses_nothing
 );
 microservices_only!(
