@@ -15,6 +15,11 @@ use quick_xml::NsReader;
 use quick_xml::events::Event;
 use quick_xml::name::ResolveResult;
 
+/// The namespace of the predefined `xml:` prefix (`xml:lang`, `xml:space`).
+const XML_NAMESPACE: &str = "http://www.w3.org/XML/1998/namespace";
+/// The namespace of namespace declarations, which nothing else may use.
+const XMLNS_NAMESPACE: &str = "http://www.w3.org/2000/xmlns/";
+
 /// Deepest element nesting accepted.
 pub const MAX_DEPTH: usize = 64;
 /// Most elements accepted in one body.
@@ -177,6 +182,9 @@ fn write_node(node: &Node, out: &mut String) {
             for (i, (namespace, name, value)) in e.attributes.iter().enumerate() {
                 if namespace.is_empty() {
                     out.push_str(&format!(" {name}=\"{}\"", escape_attribute(value)));
+                } else if namespace == XML_NAMESPACE {
+                    // xml:lang, xml:space: the prefix is predefined and may not be rebound.
+                    out.push_str(&format!(" xml:{name}=\"{}\"", escape_attribute(value)));
                 } else {
                     out.push_str(&format!(
                         " xmlns:a{i}=\"{}\" a{i}:{name}=\"{}\"",
@@ -259,6 +267,11 @@ pub fn parse(body: &[u8]) -> Result<Element, XmlError> {
                 }
                 let (ns, local) = reader.resolver().resolve_element(start.name());
                 let namespace = resolved(ns, "an element")?;
+                if namespace == XML_NAMESPACE || namespace == XMLNS_NAMESPACE {
+                    return Err(err(format!(
+                        "no element may be in the reserved namespace {namespace}"
+                    )));
+                }
                 let name = local.as_ref().to_owned();
                 check_name(&name)?;
                 let mut attributes = Vec::new();
@@ -421,10 +434,22 @@ mod tests {
                 r#"<a xmlns:p="urn:x" xmlns:q="urn:x" p:n="1" q:n="2"/>"#,
                 "given twice",
             ),
+            (r#"<a><xml:b/></a>"#, "reserved namespace"),
         ] {
             let refused = parse(body.as_bytes()).unwrap_err().0;
             assert!(refused.contains(why), "{body}: {refused}");
         }
+    }
+
+    /// Found by fuzzing: `xml:lang` (RFC 4918 4.3 asks that it be kept) was written back
+    /// with its namespace bound to a new prefix, which XML forbids.
+    #[test]
+    fn xml_lang_survives_a_round_trip() {
+        let root = parse(r#"<p><v xml:lang="de">Grüße</v></p>"#.as_bytes()).unwrap();
+        let fragment = root.content_xml();
+        assert!(fragment.contains(r#"xml:lang="de""#), "{fragment}");
+        let again = parse(format!("<w>{fragment}</w>").as_bytes()).unwrap();
+        assert_eq!(again.children, root.children);
     }
 
     #[test]
