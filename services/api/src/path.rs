@@ -1,8 +1,11 @@
 //! Volume paths: the one definition of what a path on the wire may be.
 //!
 //! A [`VolumePath`] is relative to the volume root, `/`-separated, UTF-8, with no empty,
-//! `.` or `..` segment, no NUL and no segment longer than [`MAX_NAME_BYTES`]. The empty
-//! path is the root. Names with the [`RESERVED_PREFIX`] belong to fileio (in-flight
+//! `.` or `..` segment, no NUL or other control character (U+0001 to U+001F, U+007F:
+//! XML 1.0, in which every WebDAV answer is written, cannot carry most of them, so one
+//! such name would break the listing of its collection for every client) and no segment
+//! longer than [`MAX_NAME_BYTES`]. The empty path is the root. Names on the volume that
+//! break these rules (written there by other means) are left out of listings. Names with the [`RESERVED_PREFIX`] belong to fileio (in-flight
 //! uploads) and are refused, so no client can read, overwrite or list them.
 //!
 //! Validation here is a first line of defence and a source of clear 400 messages; the
@@ -33,6 +36,9 @@ pub enum PathError {
     /// A NUL byte.
     #[error("path contains a NUL byte")]
     Nul,
+    /// Another control character.
+    #[error("a name contains the control character U+{0:04X}; WebDAV answers are XML, which cannot carry it")]
+    Control(u32),
     /// A segment that contained an encoded slash (`%2F`).
     #[error("path segment contains an encoded '/'")]
     EncodedSlash,
@@ -168,6 +174,9 @@ fn check_segment(segment: &str) -> Result<(), PathError> {
     if segment.contains('\0') {
         return Err(PathError::Nul);
     }
+    if let Some(c) = segment.chars().find(|c| c.is_ascii_control()) {
+        return Err(PathError::Control(c as u32));
+    }
     if segment.starts_with(RESERVED_PREFIX) {
         return Err(PathError::Reserved);
     }
@@ -216,6 +225,13 @@ mod tests {
         assert_eq!(VolumePath::parse(".."), Err(PathError::DotSegment));
         assert_eq!(VolumePath::parse("./a"), Err(PathError::DotSegment));
         assert_eq!(VolumePath::parse("a\0b"), Err(PathError::Nul));
+        assert_eq!(VolumePath::parse("a\u{1}b"), Err(PathError::Control(1)));
+        assert_eq!(VolumePath::parse("d/a\rb"), Err(PathError::Control(13)));
+        assert_eq!(VolumePath::parse("a\u{7f}"), Err(PathError::Control(0x7f)));
+        assert!(
+            VolumePath::parse("caf\u{e9} \u{85}").is_ok(),
+            "C1 and Latin-1 are fine"
+        );
         assert!(matches!(VolumePath::parse("/a"), Err(PathError::Malformed(_))));
         assert!(matches!(VolumePath::parse("a//b"), Err(PathError::Malformed(_))));
         assert_eq!(VolumePath::parse(&"x".repeat(256)), Err(PathError::NameTooLong));

@@ -120,6 +120,8 @@ fn cases() -> Vec<Case> {
         case("encoded backslashes", request("GET", "/..%5c..%5cetc%5cpasswd", "", b""), ANY_4XX),
         case("overlong UTF-8 dot-dot", request("GET", "/%c0%ae%c0%ae/%c0%ae%c0%ae/etc/passwd", "", b""), 400),
         case("NUL in a name", request("GET", "/sentinel.txt%00.png", "", b""), 400),
+        case("a control character in a new name", request("PUT", "/new%01name.txt", "", b"x"), 400),
+        case("a carriage return in a new name", request("MKCOL", "/new%0Ddir", "", b""), 400),
         case("absolute URI to another host", request("GET", "http://evil.example/../../etc/passwd", "", b""), ANY_4XX),
         case("through a symlink out of the root", request("GET", "/escape/secret.txt", "", b""), ANY_4XX),
         case("a symlink out of the root", request("GET", "/secret-link", "", b""), ANY_4XX),
