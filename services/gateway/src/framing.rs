@@ -1,7 +1,8 @@
 //! Requests that HTTP/1.1 says must be refused, and that the HTTP layer (hyper) lets
 //! through, are refused here before anything else sees them: an HTTP/1.1 request without
 //! `Host` gets 400, as RFC 9112 3.2 requires. Every answer carries
-//! `X-Content-Type-Options: nosniff`.
+//! `X-Content-Type-Options: nosniff`, and once shutdown began every HTTP/1 answer carries
+//! `Connection: close` (HTTP/2 clients get GOAWAY when the port closes).
 //!
 //! What hyper refuses itself, with a bare 400: unparseable request lines and headers,
 //! several different `Content-Length`s, a `Content-Length` that is not a number, broken
@@ -32,7 +33,12 @@ pub const LINGER: Duration = Duration::from_secs(5);
 pub const LINGER_BYTES: u64 = 64 << 20;
 
 /// The middleware.
-pub async fn guard(request: Request, next: Next) -> Response {
+pub async fn guard(
+    axum::extract::State(gateway): axum::extract::State<std::sync::Arc<crate::Gateway>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let http1 = request.version() <= Version::HTTP_11;
     let mut response =
         if request.version() == Version::HTTP_11 && !request.headers().contains_key(header::HOST) {
             refuse("HTTP/1.1 requests must carry a Host header (RFC 9112, section 3.2)")
@@ -48,6 +54,11 @@ pub async fn guard(request: Request, next: Next) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    if http1 && gateway.is_draining() {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     response
 }
 

@@ -108,6 +108,8 @@ pub struct Gateway {
     pub markdown: Option<Arc<dyn Markdown>>,
     /// Limits and settings.
     pub config: GatewayConfig,
+    /// Set once shutdown began: HTTP/1 answers carry `Connection: close`.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Gateway {
@@ -126,7 +128,20 @@ impl Gateway {
             auth,
             markdown,
             config,
+            draining: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Shutdown began: from now on every HTTP/1 answer carries `Connection: close`, so
+    /// keep-alive clients open their next connection elsewhere (a balancer no longer
+    /// sends new ones here) before the port closes.
+    pub fn start_draining(&self) {
+        self.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether [`Gateway::start_draining`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The HTTP application: every method on every path, with request ids, tracing and
@@ -139,7 +154,7 @@ impl Gateway {
                 auth::authenticate,
             ))
             .with_state(self.clone())
-            .layer(axum::middleware::from_fn(framing::guard))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), framing::guard))
             .layer(axum::middleware::from_fn(observe::observe))
     }
 

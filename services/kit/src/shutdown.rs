@@ -10,20 +10,24 @@ pub struct Shutdown {
 }
 
 impl Shutdown {
-    /// Installs the signal handlers. Call once, inside the runtime.
+    /// Installs the signal handlers. Call once, inside the runtime, before announcing
+    /// any port: the handlers are in place when this returns, so a SIGTERM that arrives
+    /// right after start drains like any other instead of killing the process.
     pub fn install() -> Self {
         let (tx, rx) = watch::channel(false);
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        let int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+        let (mut term, mut int) = match (term, int) {
+            (Ok(term), Ok(int)) => (term, int),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!("cannot install the SIGTERM and SIGINT handlers: {e}");
+                return Self { rx };
+            }
+        };
         tokio::spawn(async move {
-            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(e) => {
-                    tracing::error!("cannot install the SIGTERM handler: {e}");
-                    return;
-                }
-            };
             tokio::select! {
                 _ = term.recv() => tracing::info!(target: "kubedav", "SIGTERM received, shutting down"),
-                _ = tokio::signal::ctrl_c() => tracing::info!(target: "kubedav", "SIGINT received, shutting down"),
+                _ = int.recv() => tracing::info!(target: "kubedav", "SIGINT received, shutting down"),
             }
             let _ = tx.send(true);
         });

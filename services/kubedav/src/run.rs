@@ -257,8 +257,10 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
     let delay = Duration::from_secs(cli.shutdown_delay_seconds);
     let stop_serving = {
         let shutdown = shutdown.clone();
+        let gateway = gateway.clone();
         async move {
             shutdown.requested().await;
+            gateway.start_draining();
             if !delay.is_zero() {
                 tracing::info!(target: "kubedav", "serving {} s more while balancers take this process out", delay.as_secs());
                 tokio::time::sleep(delay).await;

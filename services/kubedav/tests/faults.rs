@@ -94,7 +94,8 @@ async fn sigterm_drains_in_flight_requests(mode: Mode) {
 
 /// With `--shutdown-delay-seconds`, SIGTERM turns `/readyz` to 503 "draining" at once
 /// while the HTTP port keeps serving new requests for the delay (Kubernetes Endpoints and
-/// balancers take time to stop sending); then the port closes and the process exits.
+/// balancers take time to stop sending), each answer with `Connection: close` so
+/// keep-alive clients move on; then the port closes and the process exits.
 async fn shutdown_delay_keeps_serving_while_balancers_catch_up(mode: Mode) {
     let mut server = Server::start_with(mode, &["--shutdown-delay-seconds", "3"]).await;
     std::fs::write(server.disk("doc.txt"), b"content").unwrap();
@@ -106,22 +107,31 @@ async fn shutdown_delay_keeps_serving_while_balancers_catch_up(mode: Mode) {
     let signalled = tokio::time::Instant::now();
     terminate(server.process(edge).pid());
     let draining = common::eventually_async(Duration::from_secs(2), || async {
-        let ready = client()
-            .get(format!("http://{admin}/readyz"))
-            .send()
-            .await
-            .unwrap();
-        ready.status() == 503 && ready.text().await.unwrap().contains("draining")
+        match client().get(format!("http://{admin}/readyz")).send().await {
+            Ok(ready) => ready.status() == 503 && ready.text().await.unwrap().contains("draining"),
+            Err(e) => {
+                eprintln!("/readyz: {e:?}");
+                false
+            }
+        }
     })
     .await;
-    assert!(draining, "/readyz says draining right after SIGTERM");
+    assert!(
+        draining,
+        "/readyz says draining right after SIGTERM; log: {:#?}",
+        server.process(edge).log_so_far()
+    );
     let response = client()
         .get(server.url("/doc.txt"))
-        .header("connection", "close")
         .send()
         .await
         .expect("a new connection is still served during the delay");
     assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers().get("connection").map(|v| v.to_str().unwrap()),
+        Some("close"),
+        "keep-alive clients are told to reconnect (elsewhere)"
+    );
     assert!(
         signalled.elapsed() < Duration::from_secs(3),
         "checked within the delay"
