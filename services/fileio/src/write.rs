@@ -26,8 +26,13 @@ pub struct Upload {
     path: VolumePath,
     name: String,
     written: u64,
+    /// How far the body has been handed to the disk (`start_writeback`).
+    handed_to_disk: u64,
     committed: bool,
 }
+
+/// How much of a body is written before its writeback is started.
+const WRITEBACK_WINDOW: u64 = 1 << 20;
 
 /// What a commit did.
 pub struct Committed {
@@ -101,6 +106,7 @@ impl Upload {
                         path,
                         name,
                         written: 0,
+                        handed_to_disk: 0,
                         committed: false,
                     });
                 }
@@ -125,7 +131,31 @@ impl Upload {
             self.file.write_all(chunk).map_err(|e| self.write_error(e))?;
             self.written += chunk.len() as u64;
         }
+        if self.written - self.handed_to_disk >= WRITEBACK_WINDOW {
+            self.start_writeback();
+        }
         Ok(())
+    }
+
+    /// Starts writing what the body has so far to the disk without waiting for it
+    /// (`sync_file_range`), so the disk works while the rest of the body arrives and the
+    /// `fdatasync` at commit waits for the last window only, not the whole body (a 10 MiB
+    /// PUT: 23.8 → 19.5 ms, docs/benchmarks.md). Waiting here for the earlier windows, to
+    /// hold fewer dirty pages, cost 2 ms of those and is left to the kernel's own dirty
+    /// page throttling. Advisory: a file system that does not support it loses only the
+    /// head start.
+    fn start_writeback(&mut self) {
+        let (offset, length) = (self.handed_to_disk, self.written - self.handed_to_disk);
+        // SAFETY: a plain system call on a file descriptor this upload owns.
+        let _ = unsafe {
+            libc::sync_file_range(
+                std::os::fd::AsRawFd::as_raw_fd(&self.file),
+                offset as libc::off64_t,
+                length as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
+        };
+        self.handed_to_disk = self.written;
     }
 
     fn write_error(&self, e: std::io::Error) -> Status {

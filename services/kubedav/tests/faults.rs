@@ -12,6 +12,30 @@ fn signal(pid: u32, signal: rustix::process::Signal) {
     rustix::process::kill_process(pid, signal).expect("signal sent");
 }
 
+/// Stops `pid` with SIGSTOP and waits until every one of its threads has stopped: the
+/// signal is only queued when kill(2) returns, and on a loaded machine a thread may still
+/// answer a request before it takes effect.
+fn stop(pid: u32) {
+    signal(pid, rustix::process::Signal::STOP);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let running = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("the process is alive")
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("stat")).ok())
+            .filter(|stat| {
+                // The state follows the command name, which is in parentheses.
+                let state = stat.rsplit_once(") ").map(|(_, rest)| rest.as_bytes()[0]);
+                !matches!(state, Some(b'T' | b't'))
+            })
+            .count();
+        if running == 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{pid} did not stop");
+        std::thread::yield_now();
+    }
+}
+
 fn terminate(pid: u32) {
     signal(pid, rustix::process::Signal::TERM);
 }
@@ -395,7 +419,7 @@ async fn stuck_services_give_504() {
     };
 
     let fileio = server.process("fileio").pid();
-    signal(fileio, Signal::STOP);
+    stop(fileio);
     for (what, request) in [
         ("GET", client().get(server.url("/f.txt"))),
         (
@@ -424,7 +448,7 @@ async fn stuck_services_give_504() {
             .body(reqwest::Body::wrap_stream(stream)),
     ));
     tx.send(Ok(vec![b'n'; 1 << 20])).await.unwrap();
-    signal(fileio, Signal::STOP);
+    stop(fileio);
     // The client keeps sending until the windows are full.
     let feeder = tokio::spawn(async move { while tx.send(Ok(vec![b'n'; 1 << 20])).await.is_ok() {} });
     let (status, took) = upload.await.unwrap();
@@ -441,7 +465,7 @@ async fn stuck_services_give_504() {
     );
 
     let locks = server.process("locks").pid();
-    signal(locks, Signal::STOP);
+    stop(locks);
     let (status, took) = timed(client().put(server.url("/g.txt")).body("new")).await;
     assert_eq!(status, 504, "PUT with locks stuck");
     assert!(took < Duration::from_secs(5), "took {took:?}");
