@@ -68,6 +68,7 @@ fmt:
 # hot functions, then the auth figures
 # (criterion for the crypt cost, wrk for auth on the request path and under a flood).
 bench: build
+	$(CARGO) build --release --locked -p kubedav-gateway --example floor
 	bash scripts/bench.sh
 	bash scripts/bench-locks.sh
 	$(CARGO) bench --locked -p kubedav-locks --bench check

@@ -159,6 +159,25 @@ awk '
     }
   }' "$WORK/results.txt"
 
+# The floor of the HTTP stack: hyper as the gateway configures it, answering a fixed
+# 1 KiB body with no other work. It shows how much of the GET gap to nginx is kubedav's.
+FLOOR="$(dirname "$BIN")/examples/floor"
+if [ -x "$FLOOR" ]; then
+  "$FLOOR" > "$WORK/floor.log" 2>&1 &
+  FLOOR_PID=$!
+  for _ in $(seq 100); do grep -q '^http' "$WORK/floor.log" && break; sleep 0.05; done
+  floor=$(wrk_rps "$(head -1 "$WORK/floor.log")floor")
+  kill "$FLOOR_PID"; wait "$FLOOR_PID" 2>/dev/null || true
+  echo
+  awk -v floor="$floor" '
+    { name = substr($0, 1, 24); sub(/ +$/, "", name); split(substr($0, 26), v, " ")
+      if (name ~ /^nginx/) n = v[1]; if (name == "kubedav all-in-one") k = v[1] }
+    END {
+      printf "HTTP stack floor (examples/floor.rs: hyper, a fixed 1 KiB answer, no other work): %.0f requests/s\n", floor
+      printf "  = %.2fx nginx GET1K; kubedav all-in-one GET1K is %.2fx the floor\n", floor / n, k / floor
+    }' "$WORK/results.txt"
+fi
+
 # How costs grow with the listing's size and the file's size (kubedav all-in-one).
 echo
 DURATION="$DURATION" bash "$REPO/scripts/bench-growth.sh"

@@ -5,6 +5,7 @@
 //! ([`read`], [`write`]), and writes are atomic ([`write`]). Blocking filesystem calls
 //! run on tokio's blocking pool, never on the async workers.
 
+pub mod chunkpool;
 pub mod errors;
 pub mod filecache;
 pub mod metadata;
@@ -39,9 +40,6 @@ pub use volume::Volume;
 
 /// Bytes an upload gathers before handing them to the blocking pool in one write.
 const WRITE_BATCH_BYTES: usize = 1024 * 1024;
-/// The largest first chunk of a read served from the page cache without the blocking
-/// pool.
-const INLINE_READ_BYTES: usize = 64 * 1024;
 
 /// The fileio core over a local directory.
 #[derive(Clone, Debug)]
@@ -235,10 +233,9 @@ impl FileIo for LocalFileIo {
         let first = match ranges.first() {
             Some(range) => {
                 let len = (range.last + 1 - range.first).min(MAX_CHUNK_BYTES as u64) as usize;
-                let cached = (len <= INLINE_READ_BYTES)
-                    .then(|| read::read_cached_at(&file, range.first, len))
-                    .flatten();
-                let data = match cached {
+                // From the page cache right here, as the later chunks are (`ChunkStream`):
+                // the blocking pool costs two thread wake-ups and a zeroed buffer.
+                let data = match read::read_cached_at(&file, range.first, len) {
                     Some(data) => data,
                     None => {
                         let file = file.clone();

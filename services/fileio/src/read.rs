@@ -1,7 +1,7 @@
 //! Streaming reads with byte ranges.
 
 use crate::errors::join_status;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kubedav_api::MAX_CHUNK_BYTES;
 use kubedav_api::fileio::ReadChunk;
 use kubedav_api::pb::fileio::v1::{ByteRangeSpec, ResolvedRange};
@@ -54,7 +54,7 @@ pub fn read_cached_at(file: &File, offset: u64, len: usize) -> Option<Bytes> {
     use std::os::fd::AsRawFd;
     // Read into uninitialised capacity: zeroing a 256 KiB chunk first would cost about
     // as much as copying it from the page cache.
-    let mut buf = BytesMut::with_capacity(len);
+    let mut buf = crate::chunkpool::CHUNKS.buffer(len);
     while buf.len() < len {
         let filled = buf.len();
         let spare = &mut buf.spare_capacity_mut()[..len - filled];
@@ -76,13 +76,14 @@ pub fn read_cached_at(file: &File, offset: u64, len: usize) -> Option<Bytes> {
             _ => return None,
         }
     }
-    Some(buf.freeze())
+    Some(crate::chunkpool::CHUNKS.freeze(buf))
 }
 
 /// Reads `len` bytes at `offset`, failing if the file ends early (it was truncated in
 /// place by something other than kubedav while being read).
 pub fn read_exact_at(file: &File, offset: u64, len: usize) -> Result<Bytes, Status> {
-    let mut buf = BytesMut::zeroed(len);
+    let mut buf = crate::chunkpool::CHUNKS.buffer(len);
+    buf.resize(len, 0);
     let mut filled = 0;
     while filled < len {
         match file.read_at(&mut buf[filled..], offset + filled as u64) {
@@ -92,7 +93,7 @@ pub fn read_exact_at(file: &File, offset: u64, len: usize) -> Result<Bytes, Stat
             Err(e) => return Err(Status::internal(format!("read failed: {e}"))),
         }
     }
-    Ok(buf.freeze())
+    Ok(crate::chunkpool::CHUNKS.freeze(buf))
 }
 
 /// The data of the resolved ranges of an open file, in chunks of at most

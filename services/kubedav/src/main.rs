@@ -2,6 +2,7 @@
 //! (the gateway calls the cores directly); any other target runs one service, as each
 //! Kubernetes Deployment does.
 
+mod allocator;
 mod cli;
 mod run;
 mod smoke;
