@@ -14,6 +14,7 @@ pub mod orphans;
 pub mod propcache;
 pub mod props;
 pub mod read;
+pub mod scanslots;
 pub mod transfer;
 pub mod tree;
 pub mod uring;
@@ -48,6 +49,7 @@ pub struct LocalFileIo {
     property_locks: Arc<StripedLocks>,
     property_cache: propcache::PropertyCache,
     file_cache: filecache::FileCache,
+    scan_slots: scanslots::ScanSlots,
 }
 
 /// A fixed set of mutexes a path hashes onto: serialises read-modify-write of one
@@ -95,6 +97,7 @@ impl LocalFileIo {
             property_locks: Arc::new(StripedLocks::new()),
             property_cache: propcache::PropertyCache::new(),
             file_cache: filecache::FileCache::new(filecache::DEFAULT_CAPACITY_BYTES),
+            scan_slots: scanslots::ScanSlots::for_this_machine(),
         })
     }
 
@@ -180,6 +183,7 @@ impl FileIo for LocalFileIo {
         } else {
             metrics::ScanPath::Fallback
         });
+        let mut outlet = self.scan_slots.enter(tx).await;
         tokio::task::spawn_blocking(move || {
             let selection = request.properties.unwrap_or_default();
             let scan = tree::Scan {
@@ -188,8 +192,8 @@ impl FileIo for LocalFileIo {
                 cache: &cache,
                 io_uring,
             };
-            if let Err(status) = scan.walk(path, depth, request.max_entries, &tx) {
-                let _ = tx.blocking_send(Err(status));
+            if let Err(status) = scan.walk(path, depth, request.max_entries, &mut outlet) {
+                let _ = outlet.send(Err(status));
             }
         });
         // The first batch (or the error) decides the call's own status: a missing

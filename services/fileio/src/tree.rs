@@ -170,7 +170,7 @@ impl Scan<'_> {
         path: VolumePath,
         depth: Depth,
         max_entries: u64,
-        out: &tokio::sync::mpsc::Sender<Result<ListResponse, Status>>,
+        out: &mut crate::scanslots::Outlet,
     ) -> Result<(), Status> {
         let began = SystemTime::now();
         let mut tally = Tally::default();
@@ -220,7 +220,7 @@ impl Scan<'_> {
                     });
                     if batch.len() == BATCH {
                         let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                        if out.blocking_send(Ok(ListResponse { entries: full })).is_err() {
+                        if !out.send(Ok(ListResponse { entries: full })) {
                             return Ok(());
                         }
                     }
@@ -228,7 +228,7 @@ impl Scan<'_> {
             }
         }
         if !batch.is_empty() {
-            let _ = out.blocking_send(Ok(ListResponse { entries: batch }));
+            let _ = out.send(Ok(ListResponse { entries: batch }));
         }
         Ok(())
     }
@@ -398,9 +398,11 @@ mod tests {
             io_uring,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-        scan.walk(VolumePath::parse("dir").unwrap(), Depth::One, 0, &tx)
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let mut outlet = runtime.block_on(crate::scanslots::ScanSlots::new(1).enter(tx));
+        scan.walk(VolumePath::parse("dir").unwrap(), Depth::One, 0, &mut outlet)
             .unwrap();
-        drop(tx);
+        drop(outlet);
         let mut entries = Vec::new();
         while let Some(batch) = rx.blocking_recv() {
             for entry in batch.unwrap().entries {
