@@ -8,14 +8,12 @@
 
 use crate::Gateway;
 use crate::errors::HttpError;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use http::{HeaderValue, Method, StatusCode, header};
 use kubedav_api::auth::{VerifyRequest, verify_response::Outcome};
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// The authenticated user of a request ("" when auth is off or the request is anonymous).
 #[derive(Clone, Debug, Default)]
@@ -75,16 +73,21 @@ pub fn basic_credentials(headers: &http::HeaderMap) -> Option<Result<(String, St
     })())
 }
 
-/// The middleware.
-pub async fn authenticate(State(gateway): State<Arc<Gateway>>, mut request: Request, next: Next) -> Response {
+/// The authentication step of every request: `next` runs the rest when the request may
+/// proceed (its principal attached), otherwise the answer is a challenge or an error.
+pub async fn authenticate<F: Future<Output = Response>>(
+    gateway: &Gateway,
+    mut request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     let Some(auth) = &gateway.auth else {
-        return next.run(request).await;
+        return next(request).await;
     };
     let read = is_read(request.method());
     let (user, password) = match basic_credentials(request.headers()) {
-        None if gateway.config.anonymous_read && read => return next.run(request).await,
-        None => return challenge(&gateway, "credentials are required"),
-        Some(Err(problem)) => return challenge(&gateway, problem),
+        None if gateway.config.anonymous_read && read => return next(request).await,
+        None => return challenge(gateway, "credentials are required"),
+        Some(Err(problem)) => return challenge(gateway, problem),
         Some(Ok(pair)) => pair,
     };
     let client_address = request
@@ -109,9 +112,9 @@ pub async fn authenticate(State(gateway): State<Arc<Gateway>>, mut request: Requ
                         .into_response();
                 }
                 request.extensions_mut().insert(Principal(user));
-                next.run(request).await
+                next(request).await
             }
-            Outcome::Denied => challenge(&gateway, "the user name or password is wrong"),
+            Outcome::Denied => challenge(gateway, "the user name or password is wrong"),
             Outcome::Throttled => {
                 let mut response = HttpError::new(
                     StatusCode::TOO_MANY_REQUESTS,

@@ -18,7 +18,6 @@
 
 use crate::errors::HttpError;
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, Version, header};
@@ -33,20 +32,19 @@ pub const LINGER: Duration = Duration::from_secs(5);
 pub const LINGER_BYTES: u64 = 64 << 20;
 
 /// The middleware.
-pub async fn guard(
-    axum::extract::State(gateway): axum::extract::State<std::sync::Arc<crate::Gateway>>,
+pub async fn guard<F: std::future::Future<Output = Response>>(
+    gateway: &crate::Gateway,
     request: Request,
-    next: Next,
+    next: impl FnOnce(Request) -> F,
 ) -> Response {
     let http1 = request.version() <= Version::HTTP_11;
     let mut response =
         if request.version() == Version::HTTP_11 && !request.headers().contains_key(header::HOST) {
             refuse("HTTP/1.1 requests must carry a Host header (RFC 9112, section 3.2)")
         } else if has_body(&request) {
-            next.run(request.map(|body| axum::body::Body::new(Lingering(Some(body)))))
-                .await
+            next(request.map(|body| axum::body::Body::new(Lingering(Some(body))))).await
         } else {
-            next.run(request).await
+            next(request).await
         };
     // Every answer, file or error, is taken as the type it declares: a browser never
     // sniffs a text/plain error message or an uploaded file into HTML.

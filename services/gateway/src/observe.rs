@@ -9,7 +9,6 @@
 
 use crate::counting::CountingBody;
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::Response;
 use http::HeaderValue;
 use prometheus::{
@@ -147,7 +146,10 @@ fn generated_id() -> HeaderValue {
 }
 
 /// The middleware.
-pub async fn observe(mut request: Request, next: Next) -> Response {
+pub async fn observe<F: std::future::Future<Output = Response>>(
+    mut request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     let id = match request.headers().get(REQUEST_ID) {
         Some(value) if acceptable_id(value) => value.clone(),
         _ => {
@@ -181,7 +183,7 @@ pub async fn observe(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id: std::sync::Arc<str> = id.to_str().unwrap_or_default().into();
     let mut response = kubedav_api::rpc::REQUEST_ID
-        .scope(request_id, next.run(request))
+        .scope(request_id, next(request))
         .instrument(span.clone())
         .await;
     IN_FLIGHT.dec();
