@@ -4,7 +4,7 @@
 FROM docker.io/library/rust:1.95-slim-bookworm AS build
 WORKDIR /src
 # jemalloc (the allocator, services/kubedav/src/allocator.rs) is built with make.
-RUN apt-get update && apt-get install -y --no-install-recommends make && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends make=4.3-4.1 && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cargo build --release --locked -p kubedav \
     && install -D -m 0755 target/release/kubedav /out/kubedav
