@@ -2,7 +2,8 @@
 //!
 //! glibc's allocator locks an arena when a block allocated on one tokio worker is freed on
 //! another, which a work-stealing runtime does all the time; jemalloc's thread caches
-//! avoid that: GET 1 KiB +7 to 22 %, PROPFIND Depth 0 +3 to 13 % (docs/benchmarks.md).
+//! avoid that: GET 1 KiB +6 to 23 %, PROPFIND Depth 0 within the noise
+//! (docs/benchmarks.md).
 //! With its defaults (4 arenas per core, 32 KiB thread caches) the peak resident set
 //! under PROPFIND Depth 1 load, with 70-odd blocking-pool threads, rose from 58 to 80 MiB;
 //! one arena, 4 KiB thread caches and dirty pages returned after a second keep it at
