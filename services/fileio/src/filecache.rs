@@ -12,8 +12,8 @@
 //!   `RESOLVE_BENEATH`), and the bytes served are the ones that path read.
 //! * Only whole files of at most [`MAX_FILE_BYTES`] are kept, each read whole and after
 //!   its ctime had settled. Ranges of a kept file are served from the copy.
-//! * The cache is bounded in bytes (moka, least recently and least frequently used
-//!   first); zero bytes turns it off.
+//! * The cache is bounded in bytes (quick_cache, whose S3-FIFO policy keeps the files
+//!   read more than once); zero bytes turns it off.
 
 use crate::validity::{Identity, Version};
 use bytes::Bytes;
@@ -70,16 +70,26 @@ pub struct Hit {
     pub data: Bytes,
 }
 
+/// What an entry costs against the cache's bound: its data, its path and a fixed overhead.
+#[derive(Clone, Copy, Debug)]
+struct EntryWeight;
+
+impl quick_cache::Weighter<VolumePath, Arc<Entry>> for EntryWeight {
+    fn weight(&self, path: &VolumePath, entry: &Arc<Entry>) -> u64 {
+        (entry.data.len() + path.as_str().len() + ENTRY_OVERHEAD_BYTES) as u64
+    }
+}
+
 /// The cache of one volume.
 #[derive(Clone)]
 pub struct FileCache {
-    entries: Option<moka::sync::Cache<VolumePath, Arc<Entry>>>,
+    entries: Option<Arc<quick_cache::sync::Cache<VolumePath, Arc<Entry>, EntryWeight>>>,
 }
 
 impl std::fmt::Debug for FileCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FileCache")
-            .field("entries", &self.entries.as_ref().map(|e| e.entry_count()))
+            .field("entries", &self.entries.as_ref().map(|e| e.len()))
             .finish()
     }
 }
@@ -90,13 +100,12 @@ impl FileCache {
         LazyLock::force(&HITS);
         LazyLock::force(&MISSES);
         let entries = (capacity_bytes > 0).then(|| {
-            moka::sync::Cache::builder()
-                .max_capacity(capacity_bytes)
-                .weigher(|path: &VolumePath, entry: &Arc<Entry>| {
-                    let bytes = entry.data.len() + path.as_str().len() + ENTRY_OVERHEAD_BYTES;
-                    u32::try_from(bytes).unwrap_or(u32::MAX)
-                })
-                .build()
+            let estimated_entries = (capacity_bytes / 4096).clamp(16, 65_536) as usize;
+            Arc::new(quick_cache::sync::Cache::with_weighter(
+                estimated_entries,
+                capacity_bytes,
+                EntryWeight,
+            ))
         });
         Self { entries }
     }

@@ -56,16 +56,35 @@ struct Entry {
     properties: Vec<DeadProperty>,
 }
 
-/// The cache: shared by every listing of one volume.
+/// What an entry costs against the cache's bound: its properties' bytes plus a fixed
+/// overhead.
+#[derive(Clone, Copy, Debug)]
+struct EntryWeight;
+
+impl quick_cache::Weighter<Identity, Arc<Entry>> for EntryWeight {
+    fn weight(&self, _: &Identity, entry: &Arc<Entry>) -> u64 {
+        let bytes: usize = entry
+            .properties
+            .iter()
+            .map(|p| p.namespace.len() + p.name.len() + p.value.len() + 64)
+            .sum();
+        u64::from(ENTRY_OVERHEAD_BYTES) + bytes as u64
+    }
+}
+
+/// The cache: shared by every listing of one volume. quick_cache rather than moka: a
+/// lookup is a shard's read lock and a hash, where moka's also queued a record for its
+/// eviction policy; the lookups were 6 % of a PROPFIND Depth 1's CPU with moka (see
+/// docs/benchmarks.md).
 #[derive(Clone)]
 pub struct PropertyCache {
-    entries: moka::sync::Cache<Identity, Arc<Entry>>,
+    entries: Arc<quick_cache::sync::Cache<Identity, Arc<Entry>, EntryWeight>>,
 }
 
 impl std::fmt::Debug for PropertyCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PropertyCache")
-            .field("entries", &self.entries.entry_count())
+            .field("entries", &self.entries.len())
             .finish()
     }
 }
@@ -82,18 +101,11 @@ impl PropertyCache {
         for result in ["hit", "miss"] {
             LOOKUPS.with_label_values(&[result]);
         }
-        let entries = moka::sync::Cache::builder()
-            .max_capacity(CAPACITY_BYTES)
-            .weigher(|_, entry: &Arc<Entry>| {
-                let bytes: usize = entry
-                    .properties
-                    .iter()
-                    .map(|p| p.namespace.len() + p.name.len() + p.value.len() + 64)
-                    .sum();
-                ENTRY_OVERHEAD_BYTES.saturating_add(u32::try_from(bytes).unwrap_or(u32::MAX))
-            })
-            .build();
-        Self { entries }
+        let estimated_entries = (CAPACITY_BYTES / u64::from(ENTRY_OVERHEAD_BYTES) / 8) as usize;
+        let entries = quick_cache::sync::Cache::with_weighter(estimated_entries, CAPACITY_BYTES, EntryWeight);
+        Self {
+            entries: Arc::new(entries),
+        }
     }
 
     /// The properties of the resource `stx` describes, if the cached copy is current;
@@ -129,7 +141,7 @@ impl PropertyCache {
 
     /// Drops the entry of the resource `stx` describes (fileio changed its properties).
     pub fn forget(&self, stx: &Statx) {
-        self.entries.invalidate(&Identity::of(stx));
+        self.entries.remove(&Identity::of(stx));
     }
 }
 
