@@ -8,8 +8,10 @@
 pub mod chunkpool;
 pub mod errors;
 pub mod filecache;
+pub mod inodecache;
 pub mod metadata;
 pub mod metrics;
+pub mod namecache;
 pub mod orphans;
 pub mod propcache;
 pub mod props;
@@ -48,6 +50,7 @@ pub struct LocalFileIo {
     volume: Arc<Volume>,
     property_locks: Arc<StripedLocks>,
     property_cache: propcache::PropertyCache,
+    name_cache: namecache::NameCache,
     file_cache: filecache::FileCache,
     scan_slots: scanslots::ScanSlots,
 }
@@ -96,6 +99,7 @@ impl LocalFileIo {
             volume,
             property_locks: Arc::new(StripedLocks::new()),
             property_cache: propcache::PropertyCache::new(),
+            name_cache: namecache::NameCache::new(),
             file_cache: filecache::FileCache::new(filecache::DEFAULT_CAPACITY_BYTES),
             scan_slots: scanslots::ScanSlots::for_this_machine(),
         })
@@ -169,6 +173,7 @@ impl FileIo for LocalFileIo {
                 volume: &self.volume,
                 selection: &selection,
                 cache: &self.property_cache,
+                names: &self.name_cache,
                 io_uring: false,
             };
             let entries = vec![scan.single(&path)?];
@@ -177,6 +182,7 @@ impl FileIo for LocalFileIo {
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
         let volume = self.volume.clone();
         let cache = self.property_cache.clone();
+        let names = self.name_cache.clone();
         let io_uring = uring::scans_enabled();
         metrics::scan(if io_uring {
             metrics::ScanPath::IoUring
@@ -190,6 +196,7 @@ impl FileIo for LocalFileIo {
                 volume: &volume,
                 selection: &selection,
                 cache: &cache,
+                names: &names,
                 io_uring,
             };
             if let Err(status) = scan.walk(path, depth, request.max_entries, &mut outlet) {

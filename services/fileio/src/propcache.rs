@@ -11,7 +11,7 @@
 //! itself when it changes a resource's properties, so its own writes do not even rely
 //! on the clock.
 
-use crate::validity::{Identity, Version};
+use crate::inodecache::InodeCache;
 use kubedav_api::pb::fileio::v1::DeadProperty;
 use prometheus::{IntCounterVec, register_int_counter_vec};
 use rustix::fs::Statx;
@@ -50,43 +50,10 @@ impl Drop for Tally {
     }
 }
 
-#[derive(Debug)]
-struct Entry {
-    version: Version,
-    properties: Vec<DeadProperty>,
-}
-
-/// What an entry costs against the cache's bound: its properties' bytes plus a fixed
-/// overhead.
-#[derive(Clone, Copy, Debug)]
-struct EntryWeight;
-
-impl quick_cache::Weighter<Identity, Arc<Entry>> for EntryWeight {
-    fn weight(&self, _: &Identity, entry: &Arc<Entry>) -> u64 {
-        let bytes: usize = entry
-            .properties
-            .iter()
-            .map(|p| p.namespace.len() + p.name.len() + p.value.len() + 64)
-            .sum();
-        u64::from(ENTRY_OVERHEAD_BYTES) + bytes as u64
-    }
-}
-
-/// The cache: shared by every listing of one volume. quick_cache rather than moka: a
-/// lookup is a shard's read lock and a hash, where moka's also queued a record for its
-/// eviction policy; the lookups were 6 % of a PROPFIND Depth 1's CPU with moka (see
-/// docs/benchmarks.md).
-#[derive(Clone)]
+/// The cache: shared by every listing of one volume.
+#[derive(Clone, Debug)]
 pub struct PropertyCache {
-    entries: Arc<quick_cache::sync::Cache<Identity, Arc<Entry>, EntryWeight>>,
-}
-
-impl std::fmt::Debug for PropertyCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PropertyCache")
-            .field("entries", &self.entries.len())
-            .finish()
-    }
+    entries: InodeCache<Vec<DeadProperty>>,
 }
 
 impl Default for PropertyCache {
@@ -101,47 +68,38 @@ impl PropertyCache {
         for result in ["hit", "miss"] {
             LOOKUPS.with_label_values(&[result]);
         }
-        let estimated_entries = (CAPACITY_BYTES / u64::from(ENTRY_OVERHEAD_BYTES) / 8) as usize;
-        let entries = quick_cache::sync::Cache::with_weighter(estimated_entries, CAPACITY_BYTES, EntryWeight);
         Self {
-            entries: Arc::new(entries),
+            entries: InodeCache::new(CAPACITY_BYTES, u64::from(ENTRY_OVERHEAD_BYTES) * 8),
         }
     }
 
     /// The properties of the resource `stx` describes, if the cached copy is current;
     /// counts the lookup in `tally`.
     pub fn get(&self, stx: &Statx, tally: &mut Tally) -> Option<Vec<DeadProperty>> {
-        let found = self
-            .entries
-            .get(&Identity::of(stx))
-            .filter(|entry| entry.version == Version::of(stx));
+        let found = self.entries.get(stx);
         if found.is_some() {
             tally.hits += 1;
         } else {
             tally.misses += 1;
         }
-        found.map(|entry| entry.properties.clone())
+        found.map(|properties| properties.as_ref().clone())
     }
 
     /// Stores `properties`, read after `read_began` from the resource `stx` described
     /// (the `statx` made before the read), if its ctime had settled by then.
     pub fn insert(&self, stx: &Statx, read_began: SystemTime, properties: &[DeadProperty]) {
-        let version = Version::of(stx);
-        if !version.settled_before(read_began) {
-            return;
-        }
-        self.entries.insert(
-            Identity::of(stx),
-            Arc::new(Entry {
-                version,
-                properties: properties.to_vec(),
-            }),
-        );
+        let bytes: usize = properties
+            .iter()
+            .map(|p| p.namespace.len() + p.name.len() + p.value.len() + 64)
+            .sum();
+        let weight = u64::from(ENTRY_OVERHEAD_BYTES) + bytes as u64;
+        self.entries
+            .insert(stx, read_began, Arc::new(properties.to_vec()), weight);
     }
 
     /// Drops the entry of the resource `stx` describes (fileio changed its properties).
     pub fn forget(&self, stx: &Statx) {
-        self.entries.remove(&Identity::of(stx));
+        self.entries.forget(stx);
     }
 }
 

@@ -4,6 +4,7 @@ use crate::Volume;
 use crate::errors::{Op, io_status};
 use crate::metadata::{WANTED, file_info, is_dir, is_symlink, stat_at, stat_fd};
 use crate::metrics::{self, ScanPath};
+use crate::namecache::NameCache;
 use crate::propcache::{PropertyCache, Tally};
 use crate::props;
 use crate::uring;
@@ -41,6 +42,8 @@ pub struct Scan<'a> {
     pub selection: &'a PropertySelection,
     /// Dead properties read by earlier listings.
     pub cache: &'a PropertyCache,
+    /// Directories' names read by earlier listings.
+    pub names: &'a NameCache,
     /// Batch each directory's `statx` calls through io_uring ([`uring::scans_enabled`]).
     pub io_uring: bool,
 }
@@ -126,14 +129,14 @@ impl Scan<'_> {
         props::select(properties, self.selection)
     }
 
-    /// The entry of `path` itself, with the open resource. Its dead properties come from
-    /// the cache when the copy is current.
+    /// The entry of `path` itself, with the open resource and its `statx`. Its dead
+    /// properties come from the cache when the copy is current.
     fn resource(
         &self,
         path: &VolumePath,
         began: SystemTime,
         tally: &mut Tally,
-    ) -> Result<(OwnedFd, ListEntry), Status> {
+    ) -> Result<(OwnedFd, Statx, ListEntry), Status> {
         let fd = self
             .volume
             .open_beneath(path, OFlags::RDONLY | OFlags::NONBLOCK)?;
@@ -151,7 +154,7 @@ impl Scan<'_> {
             info: Some(file_info(path, &stx)),
             properties,
         };
-        Ok((fd, entry))
+        Ok((fd, stx, entry))
     }
 
     /// The entry of `path` alone (a Depth 0 listing): one resource's `statx` and
@@ -160,7 +163,7 @@ impl Scan<'_> {
     pub fn single(&self, path: &VolumePath) -> Result<ListEntry, Status> {
         let mut tally = Tally::default();
         self.resource(path, SystemTime::now(), &mut tally)
-            .map(|(_, entry)| entry)
+            .map(|(_, _, entry)| entry)
     }
 
     /// Walks `path` to `depth`, sending batches of entries (the resource itself first)
@@ -174,64 +177,123 @@ impl Scan<'_> {
     ) -> Result<(), Status> {
         let began = SystemTime::now();
         let mut tally = Tally::default();
-        let volume = self.volume;
-        let (fd, own) = self.resource(&path, began, &mut tally)?;
-        let info = own.info.clone().expect("an entry has metadata");
-        let mut batch = vec![own];
-        let mut count: u64 = 1;
-        let mut pending_dirs = Vec::new();
-        if info.is_collection && depth != Depth::Zero {
-            pending_dirs.push((fd, path));
+        let (fd, stx, own) = self.resource(&path, began, &mut tally)?;
+        let is_collection = own.info.as_ref().is_some_and(|info| info.is_collection);
+        let mut walk = Walk {
+            began,
+            depth,
+            max_entries,
+            count: 1,
+            batch: vec![own],
+            pending_dirs: Vec::new(),
+            tally,
+            out,
+        };
+        if is_collection && depth != Depth::Zero {
+            walk.pending_dirs.push((fd, stx, path));
         }
-        while let Some((dir, dir_path)) = pending_dirs.pop() {
+        while let Some((dir, stx, dir_path)) = walk.pending_dirs.pop() {
+            if let Some(names) = self.names.get(&stx) {
+                for chunk in names.chunks(uring::RING_ENTRIES) {
+                    if !self.members(&mut walk, &dir, &dir_path, chunk)? {
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
             let mut names = visible_names(&dir, &dir_path)?;
+            let mut kept = Some(Vec::new());
             loop {
                 let chunk: Vec<String> = names.by_ref().take(uring::RING_ENTRIES).collect();
                 if chunk.is_empty() {
                     break;
                 }
-                let stats = self.stat_chunk(&dir, &chunk, &dir_path);
-                for (name, stx) in chunk.into_iter().zip(stats) {
-                    let Ok(member_path) = dir_path.join(&name) else {
-                        continue;
-                    };
-                    let Some(member) = stx.and_then(|stx| self.member(stx, &member_path)) else {
-                        continue;
-                    };
-                    let properties =
-                        self.member_properties(&dir, &name, &member, &member_path, began, &mut tally);
-                    let member = file_info(&member_path, &member.stx);
-                    count += 1;
-                    if max_entries > 0 && count > max_entries {
-                        return Err(Status::out_of_range(format!(
-                            "the listing has more than {max_entries} entries"
-                        )));
-                    }
-                    if member.is_collection
-                        && depth == Depth::Infinity
-                        && let Ok(child) =
-                            volume.open_beneath(&member_path, OFlags::RDONLY | OFlags::DIRECTORY)
-                    {
-                        pending_dirs.push((child, member_path));
-                    }
-                    batch.push(ListEntry {
-                        info: Some(member),
-                        properties,
-                    });
-                    if batch.len() == BATCH {
-                        let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                        if !out.send(Ok(ListResponse { entries: full })) {
-                            return Ok(());
-                        }
-                    }
+                if !self.members(&mut walk, &dir, &dir_path, &chunk)? {
+                    return Ok(());
+                }
+                kept = kept.filter(|kept| kept.len() + chunk.len() <= crate::namecache::MAX_NAMES);
+                if let Some(kept) = &mut kept {
+                    kept.extend(chunk);
                 }
             }
+            if let Some(kept) = kept {
+                self.names.insert(&stx, began, kept);
+            }
         }
-        if !batch.is_empty() {
-            let _ = out.send(Ok(ListResponse { entries: batch }));
+        if !walk.batch.is_empty() {
+            let _ = walk.out.send(Ok(ListResponse { entries: walk.batch }));
         }
         Ok(())
     }
+
+    /// Adds the members `names` of the directory `dir` to the walk: a `statx` of each
+    /// (batched through io_uring when enabled), their dead properties, and for Depth
+    /// infinity their subdirectories to walk next. `Ok(false)` when the receiver has
+    /// gone away.
+    fn members(
+        &self,
+        walk: &mut Walk<'_>,
+        dir: &OwnedFd,
+        dir_path: &VolumePath,
+        names: &[String],
+    ) -> Result<bool, Status> {
+        let stats = self.stat_chunk(dir, names, dir_path);
+        for (name, stx) in names.iter().zip(stats) {
+            let Ok(member_path) = dir_path.join(name) else {
+                continue;
+            };
+            let Some(member) = stx.and_then(|stx| self.member(stx, &member_path)) else {
+                continue;
+            };
+            let properties =
+                self.member_properties(dir, name, &member, &member_path, walk.began, &mut walk.tally);
+            let info = file_info(&member_path, &member.stx);
+            walk.count += 1;
+            if walk.max_entries > 0 && walk.count > walk.max_entries {
+                return Err(Status::out_of_range(format!(
+                    "the listing has more than {} entries",
+                    walk.max_entries
+                )));
+            }
+            if info.is_collection
+                && walk.depth == Depth::Infinity
+                && let Ok(child) = self
+                    .volume
+                    .open_beneath(&member_path, OFlags::RDONLY | OFlags::DIRECTORY)
+                && let Ok(child_stx) = stat_fd(&child, &member_path)
+            {
+                // The names are cached under the `statx` of the directory as opened,
+                // never of the name before the open: what was read is that inode's.
+                walk.pending_dirs.push((child, child_stx, member_path));
+            }
+            walk.batch.push(ListEntry {
+                info: Some(info),
+                properties,
+            });
+            if walk.batch.len() == BATCH {
+                let full = std::mem::replace(&mut walk.batch, Vec::with_capacity(BATCH));
+                if !walk.out.send(Ok(ListResponse { entries: full })) {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// The state of one [`Scan::walk`].
+struct Walk<'o> {
+    began: SystemTime,
+    depth: Depth,
+    max_entries: u64,
+    /// Entries so far, against `max_entries`.
+    count: u64,
+    /// The entries not sent yet.
+    batch: Vec<ListEntry>,
+    /// Directories still to read (Depth infinity), with their `statx`.
+    pending_dirs: Vec<(OwnedFd, Statx, VolumePath)>,
+    tally: Tally,
+    out: &'o mut crate::scanslots::Outlet,
 }
 
 /// Creates the collection `path`; its parent must exist.
@@ -386,6 +448,14 @@ mod tests {
     /// Every entry of a Depth 1 listing of `dir` as (path, collection, size, etag,
     /// property names), in listing order.
     fn list(volume: &Volume, io_uring: bool) -> Vec<(String, bool, u64, String, Vec<String>)> {
+        list_with(volume, io_uring, &NameCache::new())
+    }
+
+    fn list_with(
+        volume: &Volume,
+        io_uring: bool,
+        names: &NameCache,
+    ) -> Vec<(String, bool, u64, String, Vec<String>)> {
         let cache = PropertyCache::new();
         let selection = PropertySelection {
             mode: property_selection::Mode::All as i32,
@@ -395,6 +465,7 @@ mod tests {
             volume,
             selection: &selection,
             cache: &cache,
+            names,
             io_uring,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
@@ -470,5 +541,43 @@ mod tests {
         let inside = batched.iter().find(|e| e.0 == "dir/inside").unwrap();
         assert_eq!(inside.2, 1, "a symlink is shown as its target");
         assert!(batched.iter().all(|e| e.0 != "dir/escape"));
+    }
+
+    #[test]
+    fn kept_names_are_used_until_the_directory_changes() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("dir");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("a"), b"1").unwrap();
+        std::fs::write(dir.join("b"), b"22").unwrap();
+        let volume = Volume::open(root.path()).unwrap();
+        let names = NameCache::new();
+        let paths = |names: &NameCache| {
+            let mut paths: Vec<String> = list_with(&volume, false, names)
+                .into_iter()
+                .map(|e| e.0)
+                .collect();
+            paths.sort();
+            paths
+        };
+        assert_eq!(paths(&names), ["dir", "dir/a", "dir/b"]);
+
+        // Keep a list that differs from the directory (as if read earlier, under the
+        // directory's current state): the listing must come from it, so the cache is used.
+        let stat = || rustix::fs::statx(rustix::fs::CWD, &dir, AtFlags::empty(), WANTED).unwrap();
+        let kept = stat();
+        let settled = SystemTime::now() + crate::validity::SETTLED * 2;
+        names.insert(&kept, settled, vec!["a".into(), "gone".into()]);
+        assert_eq!(
+            paths(&names),
+            ["dir", "dir/a"],
+            "the kept names, each still stat-ed: a member that is gone is left out"
+        );
+
+        // Once the clock has passed the kept ctime (as it has for any change made a
+        // SETTLED after it), a new member shows at once.
+        crate::validity::wait_past_ctime(&kept);
+        std::fs::write(dir.join("c"), b"333").unwrap();
+        assert_eq!(paths(&names), ["dir", "dir/a", "dir/b", "dir/c"]);
     }
 }

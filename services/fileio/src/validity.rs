@@ -69,6 +69,19 @@ impl Version {
     }
 }
 
+/// Waits until the filesystem's clock (coarse, at most a tick behind the wall clock) has
+/// moved past the ctime `stx` shows, as it has for any change a cache must see: those
+/// come at least [`SETTLED`] later. For tests that change an inode right after keeping
+/// a copy of it.
+#[cfg(test)]
+pub fn wait_past_ctime(stx: &Statx) {
+    let (secs, nanos) = (stx.stx_ctime.tv_sec as u64, stx.stx_ctime.tv_nsec);
+    let ctime = UNIX_EPOCH + Duration::new(secs, nanos);
+    while SystemTime::now() < ctime + Duration::from_millis(25) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
