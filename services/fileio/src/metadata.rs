@@ -50,18 +50,13 @@ pub fn etag(stx: &Statx) -> String {
 }
 
 /// `value` in lower-case hex, without leading zeros (as `{:x}` writes it).
-fn push_hex(out: &mut String, mut value: u64) {
-    let mut digits = [b'0'; 16];
-    let mut start = digits.len() - 1;
-    loop {
-        digits[start] = b"0123456789abcdef"[(value & 15) as usize];
-        value >>= 4;
-        if value == 0 {
-            break;
-        }
-        start -= 1;
+fn push_hex(out: &mut String, value: u64) {
+    let digits = (64 - value.leading_zeros()).div_ceil(4).max(1);
+    for place in (0..digits).rev() {
+        out.push(char::from(
+            b"0123456789abcdef"[(value >> (place * 4) & 15) as usize],
+        ));
     }
-    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
 }
 
 /// The contract's metadata for a statx result.

@@ -78,18 +78,21 @@ fn push_time(out: &mut String, second_of_day: i64) {
 }
 
 /// `value` in decimal, zero-padded to `width` digits (wider values keep all digits;
-/// negative years are written as 0).
+/// negative years are written as 0). Pushes characters one by one: a date has at most
+/// four digits per field, and this runs for two dates per PROPFIND entry.
 fn push_digits(out: &mut String, value: i64, width: usize) {
-    let mut digits = [b'0'; 20];
-    let mut n = value.max(0) as u64;
-    let mut start = digits.len();
-    while n > 0 {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
+    let value = value.max(0) as u64;
+    let mut digits = 1;
+    while digits < 20 && 10u64.pow(digits as u32) <= value {
+        digits += 1;
     }
-    start = start.min(digits.len() - width);
-    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+    for _ in digits..width {
+        out.push('0');
+    }
+    for place in (0..digits).rev() {
+        let digit = (value / 10u64.pow(place as u32) % 10) as u8;
+        out.push(char::from(b'0' + digit));
+    }
 }
 
 #[cfg(test)]
@@ -114,5 +117,19 @@ mod tests {
             assert_eq!(http_date(secs * 1_000_000_000), expected);
         }
         assert_eq!(http_date(-5), "Thu, 01 Jan 1970 00:00:00 GMT");
+    }
+
+    #[test]
+    fn digits_are_padded_never_cut() {
+        let digits = |value, width| {
+            let mut out = String::new();
+            push_digits(&mut out, value, width);
+            out
+        };
+        assert_eq!(digits(7, 2), "07");
+        assert_eq!(digits(0, 4), "0000");
+        assert_eq!(digits(12_345, 4), "12345");
+        assert_eq!(digits(-3, 2), "00");
+        assert_eq!(digits(i64::MAX, 1), i64::MAX.to_string());
     }
 }

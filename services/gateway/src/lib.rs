@@ -16,6 +16,7 @@ pub mod headers;
 pub mod ifheader;
 pub mod listing;
 pub mod locking;
+pub mod mediatype;
 pub mod negotiate;
 pub mod observe;
 pub mod paths;

@@ -12,22 +12,130 @@ use std::fmt::Write;
 /// The DAV: namespace.
 pub const DAV: &str = "DAV:";
 
-/// The live properties `allprop` returns: those of RFC 4918.
-pub const ALLPROP_LIVE: [&str; 9] = [
-    "creationdate",
-    "displayname",
-    "getcontentlength",
-    "getcontenttype",
-    "getetag",
-    "getlastmodified",
-    "resourcetype",
-    "supportedlock",
-    "lockdiscovery",
-];
+/// A live property: one kubedav computes from the resource, in the DAV: namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Live {
+    /// `DAV:creationdate`, RFC 3339.
+    CreationDate,
+    /// `DAV:displayname`: the last segment of the path.
+    DisplayName,
+    /// `DAV:getcontentlength` (files only).
+    GetContentLength,
+    /// `DAV:getcontenttype`, guessed from the extension (files only).
+    GetContentType,
+    /// `DAV:getetag`, strong.
+    GetEtag,
+    /// `DAV:getlastmodified`, an HTTP date.
+    GetLastModified,
+    /// `DAV:resourcetype`.
+    ResourceType,
+    /// `DAV:supportedlock`.
+    SupportedLock,
+    /// `DAV:lockdiscovery`.
+    LockDiscovery,
+    /// `DAV:quota-available-bytes` (RFC 4331; collections only).
+    QuotaAvailableBytes,
+    /// `DAV:quota-used-bytes` (RFC 4331; collections only).
+    QuotaUsedBytes,
+}
 
-/// The RFC 4331 quota properties: live, but kept out of allprop (RFC 4331 section 3:
-/// they can be costly), so asked for by name or with `include`.
-pub const QUOTA: [&str; 2] = ["quota-available-bytes", "quota-used-bytes"];
+impl Live {
+    /// The live properties `allprop` returns: those of RFC 4918. The RFC 4331 quota
+    /// properties are live but kept out of allprop (RFC 4331 section 3: they can be
+    /// costly), so they are asked for by name or with `include`.
+    pub const ALLPROP: [Live; 9] = [
+        Live::CreationDate,
+        Live::DisplayName,
+        Live::GetContentLength,
+        Live::GetContentType,
+        Live::GetEtag,
+        Live::GetLastModified,
+        Live::ResourceType,
+        Live::SupportedLock,
+        Live::LockDiscovery,
+    ];
+
+    /// The local name (in DAV:).
+    pub fn local_name(self) -> &'static str {
+        match self {
+            Live::CreationDate => "creationdate",
+            Live::DisplayName => "displayname",
+            Live::GetContentLength => "getcontentlength",
+            Live::GetContentType => "getcontenttype",
+            Live::GetEtag => "getetag",
+            Live::GetLastModified => "getlastmodified",
+            Live::ResourceType => "resourcetype",
+            Live::SupportedLock => "supportedlock",
+            Live::LockDiscovery => "lockdiscovery",
+            Live::QuotaAvailableBytes => "quota-available-bytes",
+            Live::QuotaUsedBytes => "quota-used-bytes",
+        }
+    }
+
+    /// The live property `name` is, if it is one.
+    pub fn of(name: &Name) -> Option<Live> {
+        if name.namespace != DAV {
+            return None;
+        }
+        Some(match name.local.as_str() {
+            "creationdate" => Live::CreationDate,
+            "displayname" => Live::DisplayName,
+            "getcontentlength" => Live::GetContentLength,
+            "getcontenttype" => Live::GetContentType,
+            "getetag" => Live::GetEtag,
+            "getlastmodified" => Live::GetLastModified,
+            "resourcetype" => Live::ResourceType,
+            "supportedlock" => Live::SupportedLock,
+            "lockdiscovery" => Live::LockDiscovery,
+            "quota-available-bytes" => Live::QuotaAvailableBytes,
+            "quota-used-bytes" => Live::QuotaUsedBytes,
+            _ => return None,
+        })
+    }
+
+    /// Whether `allprop` returns it.
+    pub fn in_allprop(self) -> bool {
+        !matches!(self, Live::QuotaAvailableBytes | Live::QuotaUsedBytes)
+    }
+
+    /// Whether it applies to a resource.
+    pub fn applies(self, info: &FileInfo, ctx: &LiveContext<'_>) -> bool {
+        match self {
+            Live::GetContentLength | Live::GetContentType => !info.is_collection,
+            Live::QuotaAvailableBytes | Live::QuotaUsedBytes => info.is_collection && ctx.usage.is_some(),
+            _ => true,
+        }
+    }
+
+    /// Appends its XML content for a resource it [`applies`](Live::applies) to.
+    fn write_content(self, out: &mut String, info: &FileInfo, name: &str, ctx: &LiveContext<'_>) {
+        match self {
+            Live::CreationDate => write_rfc3339(out, info.created_unix_ns),
+            Live::DisplayName => escape_into(out, name),
+            Live::GetContentLength => push_decimal(out, info.size),
+            Live::GetContentType => escape_into(out, crate::mediatype::of_name(name)),
+            Live::GetEtag => {
+                out.push_str("&quot;");
+                escape_into(out, &info.etag);
+                out.push_str("&quot;");
+            }
+            Live::GetLastModified => write_http_date(out, info.modified_unix_ns),
+            Live::ResourceType if info.is_collection => out.push_str("<D:collection/>"),
+            Live::ResourceType => {}
+            Live::SupportedLock => out.push_str(ctx.supportedlock),
+            Live::LockDiscovery => out.push_str(ctx.lockdiscovery),
+            Live::QuotaAvailableBytes => push_decimal(out, ctx.usage.map_or(0, |u| u.available_bytes)),
+            Live::QuotaUsedBytes => push_decimal(out, ctx.usage.map_or(0, |u| u.used_bytes)),
+        }
+    }
+
+    /// Writes the element with its content for a resource, or an empty element.
+    fn write(self, out: &mut String, info: &FileInfo, name: &str, ctx: &LiveContext<'_>) {
+        write_element(out, DAV, self.local_name(), |out| {
+            self.write_content(out, info, name, ctx)
+        });
+    }
+}
 
 /// A property name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -41,8 +149,7 @@ pub struct Name {
 impl Name {
     /// Whether this is one of kubedav's live properties.
     pub fn is_live(&self) -> bool {
-        self.namespace == DAV
-            && (ALLPROP_LIVE.contains(&self.local.as_str()) || QUOTA.contains(&self.local.as_str()))
+        Live::of(self).is_some()
     }
 
     fn of(element: &Element) -> Self {
@@ -166,55 +273,20 @@ pub struct LiveContext<'a> {
     pub supportedlock: &'a str,
 }
 
-/// Whether the live property `local` (DAV: namespace) applies to a resource.
-pub fn live_applies(local: &str, info: &FileInfo, ctx: &LiveContext<'_>) -> bool {
-    match local {
-        "creationdate" | "displayname" | "getetag" | "getlastmodified" | "resourcetype" | "supportedlock"
-        | "lockdiscovery" => true,
-        "getcontentlength" | "getcontenttype" => !info.is_collection,
-        "quota-available-bytes" | "quota-used-bytes" => info.is_collection && ctx.usage.is_some(),
-        _ => false,
-    }
-}
-
-/// Appends the XML content of a live property that [`live_applies`] to.
-fn write_live_content(out: &mut String, local: &str, info: &FileInfo, name: &str, ctx: &LiveContext<'_>) {
-    match local {
-        "creationdate" => write_rfc3339(out, info.created_unix_ns),
-        "displayname" => escape_into(out, name),
-        "getcontentlength" => push_decimal(out, info.size),
-        "getcontenttype" => escape_into(
-            out,
-            mime_guess::from_path(name)
-                .first_raw()
-                .unwrap_or("application/octet-stream"),
-        ),
-        "getetag" => {
-            out.push_str("&quot;");
-            escape_into(out, &info.etag);
-            out.push_str("&quot;");
-        }
-        "getlastmodified" => write_http_date(out, info.modified_unix_ns),
-        "resourcetype" if info.is_collection => out.push_str("<D:collection/>"),
-        "supportedlock" => out.push_str(ctx.supportedlock),
-        "lockdiscovery" => out.push_str(ctx.lockdiscovery),
-        "quota-available-bytes" => push_decimal(out, ctx.usage.map_or(0, |u| u.available_bytes)),
-        "quota-used-bytes" => push_decimal(out, ctx.usage.map_or(0, |u| u.used_bytes)),
-        _ => {}
-    }
-}
-
-/// The content of a live property for a resource, or `None` where it does not apply.
-pub fn live_value(local: &str, info: &FileInfo, name: &str, ctx: &LiveContext<'_>) -> Option<String> {
-    live_applies(local, info, ctx).then(|| {
-        let mut out = String::new();
-        write_live_content(&mut out, local, info, name, ctx);
-        out
-    })
-}
-
+/// `value` in decimal, without the formatting machinery (a size per PROPFIND entry).
 fn push_decimal(out: &mut String, value: u64) {
-    let _ = write!(out, "{value}");
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = value;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(digits[start..].iter().map(|&digit| char::from(digit)));
 }
 
 /// Writes `<name>content</name>` (or an empty element), declaring the namespace.
@@ -269,12 +341,16 @@ fn open_propstat(out: &mut String) {
 }
 
 fn close_propstat(out: &mut String, status: StatusCode, error: Option<&str>) {
-    let _ = write!(
-        out,
-        "</D:prop><D:status>HTTP/1.1 {} {}</D:status>",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or("")
-    );
+    if status == StatusCode::OK {
+        out.push_str("</D:prop><D:status>HTTP/1.1 200 OK</D:status>");
+    } else {
+        let _ = write!(
+            out,
+            "</D:prop><D:status>HTTP/1.1 {} {}</D:status>",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("")
+        );
+    }
     if let Some(error) = error {
         let _ = write!(out, "<D:error><D:{error}/></D:error>");
     }
@@ -283,15 +359,15 @@ fn close_propstat(out: &mut String, status: StatusCode, error: Option<&str>) {
 
 /// One property a `DAV:prop` request names, as this resource has it.
 enum Held<'a> {
-    Live,
+    Live(Live),
     Dead(&'a DeadProperty),
     Missing,
 }
 
 fn held<'a>(n: &Name, info: &FileInfo, dead: &'a [DeadProperty], ctx: &LiveContext<'_>) -> Held<'a> {
-    if n.is_live() {
-        return if live_applies(&n.local, info, ctx) {
-            Held::Live
+    if let Some(live) = Live::of(n) {
+        return if live.applies(info, ctx) {
+            Held::Live(live)
         } else {
             Held::Missing
         };
@@ -304,12 +380,6 @@ fn held<'a>(n: &Name, info: &FileInfo, dead: &'a [DeadProperty], ctx: &LiveConte
 fn write_dead(out: &mut String, p: &DeadProperty) {
     write_element(out, &p.namespace, &p.name, |out| {
         out.push_str(&String::from_utf8_lossy(&p.value))
-    });
-}
-
-fn write_live(out: &mut String, local: &str, info: &FileInfo, name: &str, ctx: &LiveContext<'_>) {
-    write_element(out, DAV, local, |out| {
-        write_live_content(out, local, info, name, ctx)
     });
 }
 
@@ -330,9 +400,9 @@ pub fn write_response(
     match request {
         Propfind::PropName => {
             open_propstat(out);
-            for local in ALLPROP_LIVE {
-                if live_applies(local, info, ctx) {
-                    write_property(out, DAV, local, None);
+            for live in Live::ALLPROP {
+                if live.applies(info, ctx) {
+                    write_property(out, DAV, live.local_name(), None);
                 }
             }
             for p in dead {
@@ -344,25 +414,26 @@ pub fn write_response(
             let extra = || {
                 include
                     .iter()
-                    .filter(|n| n.is_live() && !ALLPROP_LIVE.contains(&n.local.as_str()))
+                    .filter_map(Live::of)
+                    .filter(|live| !live.in_allprop())
             };
             open_propstat(out);
-            for local in ALLPROP_LIVE {
-                if live_applies(local, info, ctx) {
-                    write_live(out, local, info, name, ctx);
+            for live in Live::ALLPROP {
+                if live.applies(info, ctx) {
+                    live.write(out, info, name, ctx);
                 }
             }
             for p in dead {
                 write_dead(out, p);
             }
-            for n in extra().filter(|n| live_applies(&n.local, info, ctx)) {
-                write_live(out, &n.local, info, name, ctx);
+            for live in extra().filter(|live| live.applies(info, ctx)) {
+                live.write(out, info, name, ctx);
             }
             close_propstat(out, StatusCode::OK, None);
-            if extra().any(|n| !live_applies(&n.local, info, ctx)) {
+            if extra().any(|live| !live.applies(info, ctx)) {
                 open_propstat(out);
-                for n in extra().filter(|n| !live_applies(&n.local, info, ctx)) {
-                    write_property(out, DAV, &n.local, None);
+                for live in extra().filter(|live| !live.applies(info, ctx)) {
+                    write_property(out, DAV, live.local_name(), None);
                 }
                 close_propstat(out, StatusCode::NOT_FOUND, None);
             }
@@ -376,7 +447,7 @@ pub fn write_response(
                 open_propstat(out);
                 for n in names {
                     match held(n, info, dead, ctx) {
-                        Held::Live => write_live(out, &n.local, info, name, ctx),
+                        Held::Live(live) => live.write(out, info, name, ctx),
                         Held::Dead(p) => write_element(out, &n.namespace, &n.local, |out| {
                             out.push_str(&String::from_utf8_lossy(&p.value))
                         }),
@@ -409,6 +480,32 @@ pub const MULTISTATUS_CLOSE: &str = "</D:multistatus>\n";
 mod tests {
     use super::*;
     use crate::xmldom::parse;
+
+    #[test]
+    fn decimals_as_display_writes_them() {
+        for value in [0u64, 7, 10, 1_234_567, u64::MAX] {
+            let mut out = String::from("x");
+            push_decimal(&mut out, value);
+            assert_eq!(out, format!("x{value}"));
+        }
+    }
+
+    #[test]
+    fn live_names_round_trip() {
+        for live in Live::ALLPROP
+            .into_iter()
+            .chain([Live::QuotaAvailableBytes, Live::QuotaUsedBytes])
+        {
+            let name = Name::dav(live.local_name());
+            assert_eq!(Live::of(&name), Some(live));
+            assert_eq!(live.in_allprop(), !live.local_name().starts_with("quota-"));
+        }
+        let foreign = Name {
+            namespace: "urn:x".into(),
+            local: "getetag".into(),
+        };
+        assert_eq!(Live::of(&foreign), None, "only in the DAV: namespace");
+    }
 
     #[test]
     fn request_forms() {

@@ -74,9 +74,7 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
             format!("{} is a file, not a collection", target.path),
         ));
     }
-    let content_type = mime_guess::from_path(target.path.name())
-        .first_raw()
-        .unwrap_or("application/octet-stream");
+    let content_type = crate::mediatype::of_name(target.path.name());
     // HTML has a Markdown variant for agents; both variants say they vary on Accept.
     let negotiable = !info.is_collection && crate::negotiate::is_html(content_type);
     let mut chunks = chunks;
