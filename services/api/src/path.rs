@@ -127,7 +127,7 @@ impl VolumePath {
 
     /// The last name ("" for the root).
     pub fn name(&self) -> &str {
-        self.split_last().map_or("", |(_, name)| name)
+        self.0.rsplit('/').next().unwrap_or_default()
     }
 
     /// This path with one more name appended. The name must be a valid segment.

@@ -78,20 +78,29 @@ fn push_time(out: &mut String, second_of_day: i64) {
 }
 
 /// `value` in decimal, zero-padded to `width` digits (wider values keep all digits;
-/// negative years are written as 0). Pushes characters one by one: a date has at most
-/// four digits per field, and this runs for two dates per PROPFIND entry.
+/// negative years are written as 0). Two dates per PROPFIND entry come through here, so
+/// the common fields (two digits, a four-digit year) take no loop.
 fn push_digits(out: &mut String, value: i64, width: usize) {
     let value = value.max(0) as u64;
-    let mut digits = 1;
-    while digits < 20 && 10u64.pow(digits as u32) <= value {
-        digits += 1;
-    }
-    for _ in digits..width {
-        out.push('0');
-    }
-    for place in (0..digits).rev() {
-        let digit = (value / 10u64.pow(place as u32) % 10) as u8;
-        out.push(char::from(b'0' + digit));
+    let digit = |place: u64| char::from(b'0' + (value / place % 10) as u8);
+    match (width, value) {
+        (2, 0..=99) => {
+            out.push(digit(10));
+            out.push(digit(1));
+        }
+        (4, 0..=9999) => {
+            out.push(digit(1000));
+            out.push(digit(100));
+            out.push(digit(10));
+            out.push(digit(1));
+        }
+        _ => {
+            let text = value.to_string();
+            for _ in text.len()..width {
+                out.push('0');
+            }
+            out.push_str(&text);
+        }
     }
 }
 

@@ -57,18 +57,32 @@ impl Live {
 
     /// The local name (in DAV:).
     pub fn local_name(self) -> &'static str {
+        self.spelling().0
+    }
+
+    /// The local name and the element's opening and closing tags, all static.
+    fn spelling(self) -> (&'static str, &'static str, &'static str) {
+        macro_rules! spelled {
+            ($local:literal) => {
+                (
+                    $local,
+                    concat!("<D:", $local, ">"),
+                    concat!("</D:", $local, ">"),
+                )
+            };
+        }
         match self {
-            Live::CreationDate => "creationdate",
-            Live::DisplayName => "displayname",
-            Live::GetContentLength => "getcontentlength",
-            Live::GetContentType => "getcontenttype",
-            Live::GetEtag => "getetag",
-            Live::GetLastModified => "getlastmodified",
-            Live::ResourceType => "resourcetype",
-            Live::SupportedLock => "supportedlock",
-            Live::LockDiscovery => "lockdiscovery",
-            Live::QuotaAvailableBytes => "quota-available-bytes",
-            Live::QuotaUsedBytes => "quota-used-bytes",
+            Live::CreationDate => spelled!("creationdate"),
+            Live::DisplayName => spelled!("displayname"),
+            Live::GetContentLength => spelled!("getcontentlength"),
+            Live::GetContentType => spelled!("getcontenttype"),
+            Live::GetEtag => spelled!("getetag"),
+            Live::GetLastModified => spelled!("getlastmodified"),
+            Live::ResourceType => spelled!("resourcetype"),
+            Live::SupportedLock => spelled!("supportedlock"),
+            Live::LockDiscovery => spelled!("lockdiscovery"),
+            Live::QuotaAvailableBytes => spelled!("quota-available-bytes"),
+            Live::QuotaUsedBytes => spelled!("quota-used-bytes"),
         }
     }
 
@@ -131,9 +145,16 @@ impl Live {
 
     /// Writes the element with its content for a resource, or an empty element.
     fn write(self, out: &mut String, info: &FileInfo, name: &str, ctx: &LiveContext<'_>) {
-        write_element(out, DAV, self.local_name(), |out| {
-            self.write_content(out, info, name, ctx)
-        });
+        let (_, open, close) = self.spelling();
+        out.push_str(open);
+        let content_at = out.len();
+        self.write_content(out, info, name, ctx);
+        if out.len() == content_at {
+            out.truncate(content_at - 1);
+            out.push_str("/>");
+        } else {
+            out.push_str(close);
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use crate::Gateway;
 use crate::errors::{HttpError, HttpResult};
 use crate::headers::{Depth, depth};
 use crate::locking::SUPPORTED_LOCK;
-use crate::paths::write_href;
+use crate::paths::write_wire_href;
 use crate::properties::{LiveContext, MULTISTATUS_CLOSE, MULTISTATUS_OPEN, Propfind, write_response};
 use axum::extract::Request;
 use axum::response::Response;
@@ -148,15 +148,19 @@ impl Render {
     fn batch(&mut self, out: &mut String, entries: Vec<ListEntry>) {
         for entry in entries {
             let Some(info) = entry.info else { continue };
-            let path = VolumePath::parse(&info.path).unwrap_or_default();
             self.link.clear();
-            write_href(&mut self.link, &path, info.is_collection);
-            let discovery: String = self
-                .locks
-                .iter()
-                .filter(|l| crate::locking::applies(l, &path))
-                .map(crate::locking::activelock)
-                .collect();
+            write_wire_href(&mut self.link, &info.path, info.is_collection);
+            let name = info.path.rsplit('/').next().unwrap_or_default();
+            let discovery: String = if self.locks.is_empty() {
+                String::new()
+            } else {
+                let path = VolumePath::parse(&info.path).unwrap_or_default();
+                self.locks
+                    .iter()
+                    .filter(|l| crate::locking::applies(l, &path))
+                    .map(crate::locking::activelock)
+                    .collect()
+            };
             let ctx = LiveContext {
                 usage: self.usage.as_ref(),
                 lockdiscovery: &discovery,
@@ -166,7 +170,7 @@ impl Render {
                 out,
                 &self.link,
                 &info,
-                path.name(),
+                name,
                 &entry.properties,
                 &self.propfind,
                 &ctx,
