@@ -146,9 +146,7 @@ impl Scan<'_> {
         } else if let Some(cached) = self.cache.get(&stx, tally) {
             props::select(cached, self.selection)
         } else {
-            let properties = props::read(&fd, path)?;
-            self.cache.insert(&stx, began, &properties);
-            props::select(properties, self.selection)
+            self.read_properties(&fd, &stx, path, began)?
         };
         let entry = ListEntry {
             info: Some(file_info(path, &stx)),
@@ -157,13 +155,47 @@ impl Scan<'_> {
         Ok((fd, stx, entry))
     }
 
+    /// The dead properties of the open resource `fd` (whose `statx` is `stx`), read from
+    /// the file and kept in the cache, as the selection asks.
+    fn read_properties(
+        &self,
+        fd: &OwnedFd,
+        stx: &Statx,
+        path: &VolumePath,
+        began: SystemTime,
+    ) -> Result<Vec<DeadProperty>, Status> {
+        let properties = props::read(fd, path)?;
+        self.cache.insert(stx, began, &properties);
+        Ok(props::select(properties, self.selection))
+    }
+
     /// The entry of `path` alone (a Depth 0 listing): one resource's `statx` and
     /// attribute, which the kernel answers from its caches, so the caller may run it on
     /// an async worker rather than pay two trips to the blocking pool.
+    ///
+    /// The lookup is an `O_PATH` open, which skips most of what opening a file costs;
+    /// only when the dead properties must be read (not asked for, or not cached) is the
+    /// resource opened for reading, from the start, so the `statx` and the properties
+    /// always come from the same file.
     pub fn single(&self, path: &VolumePath) -> Result<ListEntry, Status> {
+        let began = SystemTime::now();
         let mut tally = Tally::default();
-        self.resource(path, SystemTime::now(), &mut tally)
-            .map(|(_, _, entry)| entry)
+        let mut stx = stat_fd(&self.volume.open_beneath(path, OFlags::PATH)?, path)?;
+        let properties = if self.selection.mode() == property_selection::Mode::None {
+            Vec::new()
+        } else if let Some(cached) = self.cache.get(&stx, &mut tally) {
+            props::select(cached, self.selection)
+        } else {
+            let fd = self
+                .volume
+                .open_beneath(path, OFlags::RDONLY | OFlags::NONBLOCK)?;
+            stx = stat_fd(&fd, path)?;
+            self.read_properties(&fd, &stx, path, began)?
+        };
+        Ok(ListEntry {
+            info: Some(file_info(path, &stx)),
+            properties,
+        })
     }
 
     /// Walks `path` to `depth`, sending batches of entries (the resource itself first)
@@ -579,5 +611,63 @@ mod tests {
         crate::validity::wait_past_ctime(&kept);
         std::fs::write(dir.join("c"), b"333").unwrap();
         assert_eq!(paths(&names), ["dir", "dir/a", "dir/b", "dir/c"]);
+    }
+
+    #[test]
+    fn a_single_resource_shows_its_current_properties_whether_cached_or_not() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let path = VolumePath::parse("f").unwrap();
+        let set_colour = |colour: &'static str| {
+            let property = DeadProperty {
+                namespace: "urn:t".into(),
+                name: "colour".into(),
+                value: colour.into(),
+            };
+            let handle = std::fs::File::open(&file).unwrap();
+            props::write_raw(&handle, &props::encode(&[property]), &path).unwrap();
+            rustix::fs::statx(rustix::fs::CWD, &file, AtFlags::empty(), WANTED).unwrap()
+        };
+        let volume = Volume::open(root.path()).unwrap();
+        let cache = PropertyCache::new();
+        let selection = PropertySelection {
+            mode: property_selection::Mode::All as i32,
+            names: vec![],
+        };
+        let scan = Scan {
+            volume: &volume,
+            selection: &selection,
+            cache: &cache,
+            names: &NameCache::new(),
+            io_uring: false,
+        };
+        let colour = || {
+            let entry = scan.single(&path).unwrap();
+            assert_eq!(entry.info.unwrap().size, 1);
+            entry
+                .properties
+                .iter()
+                .map(|p| p.value.clone())
+                .collect::<Vec<_>>()
+        };
+
+        let red = set_colour("red");
+        assert_eq!(colour(), ["red"], "not cached: read from the file");
+
+        // Keep a copy that differs from the file, as if read earlier in the same state:
+        // the answer must come from it, so the cache is used.
+        let settled = SystemTime::now() + crate::validity::SETTLED * 2;
+        let green = DeadProperty {
+            namespace: "urn:t".into(),
+            name: "colour".into(),
+            value: "green".into(),
+        };
+        cache.insert(&red, settled, &[green]);
+        assert_eq!(colour(), ["green"], "cached");
+
+        crate::validity::wait_past_ctime(&red);
+        set_colour("blue");
+        assert_eq!(colour(), ["blue"], "a change is seen at once");
     }
 }

@@ -416,15 +416,20 @@ async fn log_line(
     process: &str,
     wanted: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
+    let line = text_line(server, process, |line| {
+        serde_json::from_str(line).is_ok_and(|parsed| wanted(&parsed))
+    })
+    .await;
+    serde_json::from_str(&line).unwrap()
+}
+
+/// The first log line of `process` that `wanted` accepts, waiting up to 10 s.
+async fn text_line(server: &mut Server, process: &str, wanted: impl Fn(&str) -> bool) -> String {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let lines = server.process(process).log_so_far();
-        let parsed: Vec<serde_json::Value> = lines
-            .iter()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        if let Some(line) = parsed.into_iter().find(|l| wanted(l)) {
-            return line;
+        if let Some(line) = lines.iter().find(|l| wanted(l)) {
+            return line.clone();
         }
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -432,6 +437,52 @@ async fn log_line(
             lines.join("\n")
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_logs_name_the_spans_and_the_request_in_every_process() {
+    for mode in [Mode::AllInOne, Mode::Microservices] {
+        let mut server = Server::start_full(
+            mode,
+            &["--access-log"],
+            &[
+                ("KUBEDAV_LOG_FORMAT", "text"),
+                ("RUST_LOG", "info,kubedav_fileio=debug"),
+            ],
+        )
+        .await;
+        let response = client()
+            .put(server.url("/logged.txt"))
+            .header("x-request-id", "req-43")
+            .body("logged")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let (gateway, fileio) = match mode {
+            Mode::AllInOne => ("all", "all"),
+            Mode::Microservices => ("gateway", "fileio"),
+        };
+        let access = text_line(&mut server, gateway, |l| l.contains("kubedav::access")).await;
+        assert!(
+            access.contains(
+                " INFO http.request: kubedav::access: request method=\"PUT\" path=/logged.txt status=201"
+            ),
+            "{mode:?}: {access}"
+        );
+        assert!(access.ends_with(" request_id=req-43"), "{mode:?}: {access}");
+        let committed = text_line(&mut server, fileio, |l| l.contains("upload committed")).await;
+        let outer = match mode {
+            Mode::AllInOne => "http.request",
+            Mode::Microservices => "grpc.server",
+        };
+        assert!(
+            committed.contains(&format!(
+                " DEBUG {outer}:fileio.write: kubedav_fileio: upload committed bytes=6 created=true request_id=req-43"
+            )),
+            "{mode:?}: the spans are named, their fields not repeated: {committed}"
+        );
     }
 }
 

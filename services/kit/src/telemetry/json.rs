@@ -2,58 +2,19 @@
 //!
 //! Each line is one object: `timestamp`, `level`, `target`, `message` and the event's
 //! own fields, then `span` (the innermost span's name), `request_id` (from the nearest
-//! span that has one: the gateway's request span, or a service's gRPC span, which gets
-//! it from the caller) and `trace_id` / `span_id` (W3C, hex) of the innermost span.
+//! span that has one, see [`super::scope`]) and `trace_id` / `span_id` (W3C, hex) of the
+//! innermost span.
 
+use super::scope::{DispatchCell, with_event_scope};
 use opentelemetry::trace::TraceContextExt;
 use serde_json::{Map, Value};
 use std::fmt;
-use std::sync::{Arc, OnceLock};
 use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::FormatTime;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
-use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
-
-/// The dispatcher the formatter asks for trace ids; set once logging is installed.
-pub type DispatchCell = Arc<OnceLock<tracing::dispatcher::WeakDispatch>>;
-
-/// The request id a span carries.
-struct RequestId(String);
-
-/// A layer that remembers each span's `request_id` field for the log lines inside it.
-pub struct RequestIds;
-
-impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for RequestIds {
-    fn on_new_span(&self, attributes: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let mut found = FindRequestId(None);
-        attributes.record(&mut found);
-        if let (Some(value), Some(span)) = (found.0, ctx.span(id))
-            && !value.is_empty()
-        {
-            span.extensions_mut().insert(RequestId(value));
-        }
-    }
-}
-
-struct FindRequestId(Option<String>);
-
-impl Visit for FindRequestId {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "request_id" {
-            self.0 = Some(value.to_owned());
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if field.name() == "request_id" {
-            self.0 = Some(format!("{value:?}"));
-        }
-    }
-}
 
 /// The event formatter.
 pub struct JsonLines {
@@ -103,7 +64,7 @@ where
 {
     fn format_event(
         &self,
-        ctx: &FmtContext<'_, S, N>,
+        _ctx: &FmtContext<'_, S, N>,
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
@@ -115,11 +76,11 @@ where
         line.insert("level".into(), metadata.level().as_str().into());
         line.insert("target".into(), metadata.target().into());
         event.record(&mut Fields(&mut line));
-        if let Some(leaf) = ctx.event_scope().and_then(|mut scope| scope.next()) {
+        with_event_scope(&self.dispatch, event, |scope| {
+            let Some(scope) = scope else { return };
+            let Some(leaf) = scope.spans.first() else { return };
             line.insert("span".into(), leaf.name().into());
-            if let Some(dispatch) = self.dispatch.get().and_then(|weak| weak.upgrade())
-                && let Some(context) = tracing_opentelemetry::get_otel_context(&leaf.id(), &dispatch)
-            {
+            if let Some(context) = tracing_opentelemetry::get_otel_context(&leaf.id(), scope.dispatch) {
                 let span = context.span();
                 let ids = span.span_context();
                 if ids.is_valid() {
@@ -127,13 +88,10 @@ where
                     line.insert("span_id".into(), ids.span_id().to_string().into());
                 }
             }
-            let request_id = leaf
-                .scope()
-                .find_map(|span| span.extensions().get::<RequestId>().map(|id| id.0.clone()));
-            if let Some(id) = request_id {
-                line.insert("request_id".into(), id.into());
+            if let Some(id) = &scope.request_id {
+                line.insert("request_id".into(), id.as_ref().into());
             }
-        }
+        });
         writeln!(writer, "{}", Value::Object(line))
     }
 }

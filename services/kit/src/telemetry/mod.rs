@@ -10,6 +10,8 @@
 
 pub mod export;
 pub mod json;
+pub mod scope;
+pub mod text;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -67,7 +69,7 @@ pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<Teleme
     opentelemetry::global::set_text_map_propagator(
         opentelemetry_sdk::propagation::TraceContextPropagator::new(),
     );
-    let dispatch = json::DispatchCell::default();
+    let dispatch = scope::DispatchCell::default();
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info"))
         .add_directive(
@@ -75,10 +77,21 @@ pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<Teleme
                 .parse()
                 .expect("a valid directive"),
         );
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // The formatters see events only: spans are looked up when a line is written
+    // (`scope`), never formatted as they begin.
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(format == LogFormat::Text && std::io::stderr().is_terminal());
+    let events_only = tracing_subscriber::filter::filter_fn(|metadata| metadata.is_event());
     let fmt = match format {
-        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).boxed(),
-        LogFormat::Json => fmt.event_format(json::JsonLines::new(dispatch.clone())).boxed(),
+        LogFormat::Text => fmt
+            .event_format(text::TextLines::new(dispatch.clone()))
+            .with_filter(events_only)
+            .boxed(),
+        LogFormat::Json => fmt
+            .event_format(json::JsonLines::new(dispatch.clone()))
+            .with_filter(events_only)
+            .boxed(),
     };
     let provider = if otlp_configured() {
         Some(exporting_provider(service)?)
@@ -94,7 +107,7 @@ pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<Teleme
     tracing_subscriber::registry()
         .with(filter)
         .with(otel)
-        .with((format == LogFormat::Json).then_some(json::RequestIds))
+        .with(scope::RequestIds)
         .with(fmt)
         .try_init()
         .map_err(|e| format!("cannot install logging: {e}"))?;
