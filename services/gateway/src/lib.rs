@@ -6,6 +6,7 @@
 //! (`--target=gateway`).
 
 pub mod auth;
+pub mod bodymemo;
 pub mod conditional;
 pub mod counting;
 pub mod dates;

@@ -131,6 +131,20 @@ pub const MAX_XML_BODY: usize = 1 << 20;
 /// The request's XML body, parsed; `None` when there is none. 413 past
 /// [`MAX_XML_BODY`], 400 with the reason when it is not acceptable XML.
 pub async fn xml_body(request: Request) -> Result<Option<crate::xmldom::Element>, HttpError> {
+    match xml_bytes(request).await? {
+        Some(bytes) => parse_xml(&bytes).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// An XML request body parsed; 400 with the reason when it is not acceptable XML.
+pub fn parse_xml(bytes: &[u8]) -> Result<crate::xmldom::Element, HttpError> {
+    crate::xmldom::parse(bytes).map_err(|e| HttpError::bad_request(e.to_string()))
+}
+
+/// The request's body as read for [`xml_body`], unparsed; `None` when it is empty or
+/// blank. 413 past [`MAX_XML_BODY`].
+pub async fn xml_bytes(request: Request) -> Result<Option<bytes::Bytes>, HttpError> {
     let too_large = || {
         HttpError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -160,9 +174,7 @@ pub async fn xml_body(request: Request) -> Result<Option<crate::xmldom::Element>
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    crate::xmldom::parse(&bytes)
-        .map(Some)
-        .map_err(|e| HttpError::bad_request(e.to_string()))
+    Ok(Some(bytes))
 }
 
 /// A 207 Multi-Status response with this XML body.

@@ -1,6 +1,6 @@
 //! PROPFIND (RFC 4918 9.1): one fileio List call answers any depth and size.
 
-use super::{request_path, xml_body};
+use super::{parse_xml, request_path, xml_bytes};
 use crate::Gateway;
 use crate::errors::{HttpError, HttpResult};
 use crate::headers::{Depth, depth};
@@ -36,8 +36,13 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
     if depth == Depth::Infinity && !gateway.config.propfind_infinity {
         return Ok(finite_depth());
     }
-    let body = xml_body(request).await?;
-    let propfind = Propfind::parse(body.as_ref()).map_err(|e| HttpError::bad_request(e.to_string()))?;
+    let propfind = match xml_bytes(request).await? {
+        // Clients repeat the same few bodies: a body met before is not parsed again.
+        Some(bytes) => crate::bodymemo::propfind(&bytes, |bytes| {
+            Propfind::parse(Some(&parse_xml(bytes)?)).map_err(|e| HttpError::bad_request(e.to_string()))
+        })?,
+        None => Propfind::parse(None).map_err(|e| HttpError::bad_request(e.to_string()))?,
+    };
     let list = ListRequest {
         path: target.path.as_str().to_owned(),
         depth: match depth {
