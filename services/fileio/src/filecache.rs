@@ -162,11 +162,7 @@ impl FileCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validity::SETTLED;
-
-    fn stat(path: &std::path::Path) -> Statx {
-        rustix::fs::statx(rustix::fs::CWD, path, AtFlags::empty(), crate::metadata::WANTED).unwrap()
-    }
+    use crate::validity::{SETTLED, stat_path};
 
     fn root(dir: &std::path::Path) -> std::fs::File {
         std::fs::File::open(dir).unwrap()
@@ -186,7 +182,7 @@ mod tests {
         assert!(cache.get(root(dir.path()), &path).is_none(), "nothing kept yet");
         cache.insert(
             &path,
-            &stat(&dir.path().join("f")),
+            &stat_path(&dir.path().join("f")),
             later(),
             Bytes::from_static(b"one"),
         );
@@ -204,19 +200,19 @@ mod tests {
         let cache = FileCache::new(1 << 20);
 
         // Replaced by rename, as kubedav's own PUT does: another inode.
-        cache.insert(&path, &stat(&file), later(), Bytes::from_static(b"one"));
+        cache.insert(&path, &stat_path(&file), later(), Bytes::from_static(b"one"));
         std::fs::write(dir.path().join("new"), b"two").unwrap();
         std::fs::rename(dir.path().join("new"), &file).unwrap();
         assert!(cache.get(root(dir.path()), &path).is_none());
 
         // Rewritten in place with the same length, by something else: a new ctime.
-        cache.insert(&path, &stat(&file), later(), Bytes::from_static(b"two"));
+        cache.insert(&path, &stat_path(&file), later(), Bytes::from_static(b"two"));
         std::fs::write(&file, b"333").unwrap();
         assert!(cache.get(root(dir.path()), &path).is_none());
 
         // Replaced by a symlink to the same content elsewhere: the path leads to
         // another inode.
-        cache.insert(&path, &stat(&file), later(), Bytes::from_static(b"333"));
+        cache.insert(&path, &stat_path(&file), later(), Bytes::from_static(b"333"));
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("secret"), b"333").unwrap();
         std::fs::remove_file(&file).unwrap();
@@ -231,22 +227,27 @@ mod tests {
         std::fs::write(&file, b"abc").unwrap();
         let path = VolumePath::parse("f").unwrap();
         let cache = FileCache::new(1 << 20);
-        cache.insert(&path, &stat(&file), SystemTime::now(), Bytes::from_static(b"abc"));
+        cache.insert(
+            &path,
+            &stat_path(&file),
+            SystemTime::now(),
+            Bytes::from_static(b"abc"),
+        );
         assert!(
             cache.get(root(dir.path()), &path).is_none(),
             "just written: not settled"
         );
-        cache.insert(&path, &stat(&file), later(), Bytes::from_static(b"ab"));
+        cache.insert(&path, &stat_path(&file), later(), Bytes::from_static(b"ab"));
         assert!(cache.get(root(dir.path()), &path).is_none(), "a part of the file");
 
         let big = vec![7u8; MAX_FILE_BYTES as usize + 1];
         std::fs::write(&file, &big).unwrap();
-        cache.insert(&path, &stat(&file), later(), Bytes::from(big));
+        cache.insert(&path, &stat_path(&file), later(), Bytes::from(big));
         assert!(cache.get(root(dir.path()), &path).is_none(), "too big");
 
         let off = FileCache::new(0);
         std::fs::write(&file, b"abc").unwrap();
-        off.insert(&path, &stat(&file), later(), Bytes::from_static(b"abc"));
+        off.insert(&path, &stat_path(&file), later(), Bytes::from_static(b"abc"));
         assert!(off.get(root(dir.path()), &path).is_none(), "turned off");
     }
 }

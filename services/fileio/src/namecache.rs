@@ -80,17 +80,7 @@ impl NameCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validity::SETTLED;
-
-    fn stat(path: &std::path::Path) -> Statx {
-        rustix::fs::statx(
-            rustix::fs::CWD,
-            path,
-            rustix::fs::AtFlags::empty(),
-            crate::metadata::WANTED,
-        )
-        .unwrap()
-    }
+    use crate::validity::{SETTLED, stat_path};
 
     #[test]
     fn a_member_created_renamed_or_removed_misses() {
@@ -105,15 +95,15 @@ mod tests {
             ("removed", &|| std::fs::remove_file(dir.path().join("c")).unwrap()),
         ];
         for (what, change) in changes {
-            let kept = stat(dir.path());
+            let kept = stat_path(dir.path());
             cache.insert(&kept, later, vec!["kept".into()]);
             assert_eq!(
-                cache.get(&stat(dir.path())).as_deref(),
+                cache.get(&stat_path(dir.path())).as_deref(),
                 Some(&vec!["kept".to_owned()])
             );
             crate::validity::wait_past_ctime(&kept);
             change();
-            assert!(cache.get(&stat(dir.path())).is_none(), "a member {what}");
+            assert!(cache.get(&stat_path(dir.path())).is_none(), "a member {what}");
         }
     }
 
@@ -121,11 +111,11 @@ mod tests {
     fn a_directory_read_soon_after_a_change_or_too_large_is_not_kept() {
         let dir = tempfile::tempdir().unwrap();
         let cache = NameCache::new();
-        cache.insert(&stat(dir.path()), SystemTime::now(), vec![]);
-        assert!(cache.get(&stat(dir.path())).is_none(), "just created");
+        cache.insert(&stat_path(dir.path()), SystemTime::now(), vec![]);
+        assert!(cache.get(&stat_path(dir.path())).is_none(), "just created");
         let later = SystemTime::now() + SETTLED * 2;
         let many = (0..=MAX_NAMES).map(|i| i.to_string()).collect();
-        cache.insert(&stat(dir.path()), later, many);
-        assert!(cache.get(&stat(dir.path())).is_none(), "too many names");
+        cache.insert(&stat_path(dir.path()), later, many);
+        assert!(cache.get(&stat_path(dir.path())).is_none(), "too many names");
     }
 }

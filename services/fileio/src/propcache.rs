@@ -107,7 +107,7 @@ impl PropertyCache {
 mod tests {
     use super::*;
     use crate::validity::SETTLED;
-    use rustix::fs::StatxFlags;
+    use crate::validity::stat_path;
 
     fn property(value: &str) -> DeadProperty {
         DeadProperty {
@@ -117,22 +117,12 @@ mod tests {
         }
     }
 
-    fn stat(path: &std::path::Path) -> Statx {
-        rustix::fs::statx(
-            rustix::fs::CWD,
-            path,
-            rustix::fs::AtFlags::empty(),
-            StatxFlags::BASIC_STATS | StatxFlags::BTIME,
-        )
-        .unwrap()
-    }
-
     #[test]
     fn serves_only_a_copy_whose_times_still_match() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
         std::fs::write(&file, b"x").unwrap();
-        let stx = stat(&file);
+        let stx = stat_path(&file);
         let cache = PropertyCache::new();
         let mut tally = Tally::default();
         let later = SystemTime::now() + SETTLED * 2;
@@ -160,7 +150,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
         std::fs::write(&file, b"x").unwrap();
-        let stx = stat(&file);
+        let stx = stat_path(&file);
         let cache = PropertyCache::new();
         cache.insert(&stx, SystemTime::now(), &[property("1")]);
         assert_eq!(cache.get(&stx, &mut Tally::default()), None);

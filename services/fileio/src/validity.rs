@@ -69,6 +69,18 @@ impl Version {
     }
 }
 
+/// The `statx` of `path` with the fields the caches compare. For tests.
+#[cfg(test)]
+pub fn stat_path(path: &std::path::Path) -> Statx {
+    rustix::fs::statx(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::AtFlags::empty(),
+        crate::metadata::WANTED,
+    )
+    .unwrap()
+}
+
 /// Waits until the filesystem's clock (coarse, at most a tick behind the wall clock) has
 /// moved past the ctime `stx` shows, as it has for any change a cache must see: those
 /// come at least [`SETTLED`] later. For tests that change an inode right after keeping
@@ -86,33 +98,23 @@ pub fn wait_past_ctime(stx: &Statx) {
 mod tests {
     use super::*;
 
-    fn stat(path: &std::path::Path) -> Statx {
-        rustix::fs::statx(
-            rustix::fs::CWD,
-            path,
-            rustix::fs::AtFlags::empty(),
-            StatxFlags::BASIC_STATS | StatxFlags::BTIME,
-        )
-        .unwrap()
-    }
-
     #[test]
     fn a_change_or_a_new_inode_gives_another_version() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
         std::fs::write(&file, b"x").unwrap();
-        let stx = stat(&file);
+        let stx = stat_path(&file);
         let mut changed = stx;
         changed.stx_ctime.tv_nsec = (changed.stx_ctime.tv_nsec + 1) % 1_000_000_000;
         assert_ne!(Version::of(&changed), Version::of(&stx));
         let mut reborn = stx;
         reborn.stx_btime.tv_sec += 1;
         assert_ne!(Version::of(&reborn), Version::of(&stx));
-        assert_eq!(Version::of(&stat(&file)), Version::of(&stx));
+        assert_eq!(Version::of(&stat_path(&file)), Version::of(&stx));
 
         let other = dir.path().join("g");
         std::fs::write(&other, b"x").unwrap();
-        assert_ne!(Identity::of(&stat(&other)), Identity::of(&stx));
+        assert_ne!(Identity::of(&stat_path(&other)), Identity::of(&stx));
     }
 
     #[test]
@@ -120,7 +122,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
         std::fs::write(&file, b"x").unwrap();
-        let version = Version::of(&stat(&file));
+        let version = Version::of(&stat_path(&file));
         assert!(!version.settled_before(SystemTime::now()), "just written");
         assert!(version.settled_before(SystemTime::now() + SETTLED * 2));
     }

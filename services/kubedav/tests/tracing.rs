@@ -440,30 +440,45 @@ async fn text_line(server: &mut Server, process: &str, wanted: impl Fn(&str) -> 
     }
 }
 
+/// A server in `mode` logging in `format` with the access log and fileio's debug lines
+/// on, after one PUT of 6 bytes to /logged.txt with request id `request_id` (and the
+/// caller's `trace`, if given); with the names of the processes that log the gateway's
+/// and fileio's lines.
+async fn logged_put(
+    mode: Mode,
+    format: &str,
+    request_id: &str,
+    trace: Option<&str>,
+) -> (Server, &'static str, &'static str) {
+    let server = Server::start_full(
+        mode,
+        &["--access-log"],
+        &[
+            ("KUBEDAV_LOG_FORMAT", format),
+            ("RUST_LOG", "info,kubedav_fileio=debug"),
+        ],
+    )
+    .await;
+    let mut put = client()
+        .put(server.url("/logged.txt"))
+        .header("x-request-id", request_id)
+        .body("logged");
+    if let Some(trace) = trace {
+        put = put.header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"));
+    }
+    let response = put.send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let (gateway, fileio) = match mode {
+        Mode::AllInOne => ("all", "all"),
+        Mode::Microservices => ("gateway", "fileio"),
+    };
+    (server, gateway, fileio)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_logs_name_the_spans_and_the_request_in_every_process() {
     for mode in [Mode::AllInOne, Mode::Microservices] {
-        let mut server = Server::start_full(
-            mode,
-            &["--access-log"],
-            &[
-                ("KUBEDAV_LOG_FORMAT", "text"),
-                ("RUST_LOG", "info,kubedav_fileio=debug"),
-            ],
-        )
-        .await;
-        let response = client()
-            .put(server.url("/logged.txt"))
-            .header("x-request-id", "req-43")
-            .body("logged")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::CREATED);
-        let (gateway, fileio) = match mode {
-            Mode::AllInOne => ("all", "all"),
-            Mode::Microservices => ("gateway", "fileio"),
-        };
+        let (mut server, gateway, fileio) = logged_put(mode, "text", "req-43", None).await;
         let access = text_line(&mut server, gateway, |l| l.contains("kubedav::access")).await;
         assert!(
             access.contains(
@@ -489,29 +504,8 @@ async fn text_logs_name_the_spans_and_the_request_in_every_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_the_trace_and_request_ids_in_every_process() {
     for mode in [Mode::AllInOne, Mode::Microservices] {
-        let mut server = Server::start_full(
-            mode,
-            &["--access-log"],
-            &[
-                ("KUBEDAV_LOG_FORMAT", "json"),
-                ("RUST_LOG", "info,kubedav_fileio=debug"),
-            ],
-        )
-        .await;
         let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
-        let response = client()
-            .put(server.url("/logged.txt"))
-            .header("x-request-id", "req-42")
-            .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
-            .body("logged")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::CREATED);
-        let (gateway, fileio) = match mode {
-            Mode::AllInOne => ("all", "all"),
-            Mode::Microservices => ("gateway", "fileio"),
-        };
+        let (mut server, gateway, fileio) = logged_put(mode, "json", "req-42", Some(trace)).await;
         let access = log_line(&mut server, gateway, |l| l["target"] == "kubedav::access").await;
         assert_eq!(access["method"], "PUT", "{access}");
         assert_eq!(access["path"], "/logged.txt");
