@@ -116,6 +116,7 @@ impl FileIo for RemoteFileIo {
             }) => header,
             _ => return Err(Status::internal("fileio answered Read without a header")),
         };
+        let announced: u64 = header.ranges.iter().map(|r| r.last - r.first + 1).sum();
         let chunks = stream
             .map_ok(|message| match message.item {
                 Some(pb::read_response::Item::Chunk(chunk)) => Ok(chunk),
@@ -123,6 +124,7 @@ impl FileIo for RemoteFileIo {
             })
             .map(|result| result.and_then(|inner| inner))
             .boxed();
+        let chunks = ending_with_the_call(chunks, announced);
         Ok(ReadReply {
             header,
             chunks: deadline::each_within(CALLEE, chunks),
@@ -489,4 +491,48 @@ impl futures_util::Stream for RequireEnd {
             return Poll::Ready(Some(Err(Status::invalid_argument(problem))));
         }
     }
+}
+
+/// The chunks of a read, holding back the last of the `announced` bytes until the call
+/// has ended: the HTTP layer stops reading a body once it has all its bytes, and a call
+/// dropped before its status arrives resets its HTTP/2 stream (see `run.rs` in the
+/// binary for what too many resets cost). Reading the end also surfaces a status that
+/// fails the call after its data. An empty read is ended before it is handed on.
+fn ending_with_the_call(chunks: BoxStream<ReadChunk>, announced: u64) -> BoxStream<ReadChunk> {
+    async fn end(chunks: &mut BoxStream<ReadChunk>) -> Result<(), Status> {
+        match chunks.next().await {
+            None => Ok(()),
+            Some(Err(status)) => Err(status),
+            Some(Ok(_)) => Err(Status::internal(
+                "fileio sent more data than the ranges it announced",
+            )),
+        }
+    }
+    futures_util::stream::unfold(
+        (chunks, announced, false),
+        |(mut chunks, mut remaining, ended)| async move {
+            if ended {
+                return None;
+            }
+            if remaining == 0 {
+                return end(&mut chunks)
+                    .await
+                    .err()
+                    .map(|status| (Err(status), (chunks, 0, true)));
+            }
+            match chunks.next().await {
+                Some(Ok(chunk)) => {
+                    remaining = remaining.saturating_sub(chunk.data.len() as u64);
+                    if remaining > 0 {
+                        return Some((Ok(chunk), (chunks, remaining, false)));
+                    }
+                    let last = end(&mut chunks).await.map(|()| chunk);
+                    Some((last, (chunks, 0, true)))
+                }
+                Some(Err(status)) => Some((Err(status), (chunks, 0, true))),
+                None => None,
+            }
+        },
+    )
+    .boxed()
 }

@@ -387,12 +387,17 @@ impl ObservedChannel {
 
 impl tower_service::Service<http::Request<tonic::body::Body>> for ObservedChannel {
     type Response = http::Response<ObservedBody<tonic::body::Body>>;
-    type Error = tonic::transport::Error;
+    /// A [`tonic::Status`] (UNAVAILABLE) in a box, which the generated clients pass on
+    /// as the call's status.
+    type Error = Box<dyn std::error::Error + Send + Sync>;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         let backends = &self.backends;
-        self.picked.get_or_insert_with(|| backends.pick()).poll_ready(cx)
+        self.picked
+            .get_or_insert_with(|| backends.pick())
+            .poll_ready(cx)
+            .map_err(connection_failed)
     }
 
     fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
@@ -437,13 +442,34 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for ObservedChanne
                     }
                     Err(e) => {
                         completion.finish(tonic::Code::Unavailable);
-                        Err(e)
+                        Err(connection_failed(e))
                     }
                 }
             }
             .instrument(span),
         )
     }
+}
+
+/// The status of a call the channel failed, as tonic reads it (a refused connection
+/// is UNAVAILABLE, a request timeout CANCELLED), except that a connection broken while
+/// the call was on it (the service stopped or restarted), which tonic calls UNKNOWN (a
+/// 500 at the gateway), is UNAVAILABLE too: a 503 with Retry-After.
+fn connection_failed(error: tonic::transport::Error) -> Box<dyn std::error::Error + Send + Sync> {
+    let status = tonic::Status::from_error(Box::new(error));
+    if status.code() != tonic::Code::Unknown {
+        return Box::new(status);
+    }
+    use std::error::Error as _;
+    let cause = status
+        .source()
+        .and_then(|error| error.source())
+        .map(|cause| format!(": {cause}"))
+        .unwrap_or_default();
+    Box::new(tonic::Status::unavailable(format!(
+        "the connection to the service broke ({}{cause}); retry shortly",
+        status.message()
+    )))
 }
 
 /// The server end of [the module](self), as a tower layer for `tonic`'s `Server::layer`.

@@ -222,8 +222,19 @@ fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
         .keep_alive_while_idle(true)
         .initial_stream_window_size(Some(4 << 20))
         .initial_connection_window_size(Some(16 << 20))
-        .max_frame_size(Some(kubedav_kit::grpc::MAX_FRAME_BYTES)))
+        .max_frame_size(Some(kubedav_kit::grpc::MAX_FRAME_BYTES))
+        // A call the gateway ends early (a 304, a client gone) resets its stream, and
+        // frames fileio had already sent for it arrive after the reset. HTTP/2 ignores
+        // them while it remembers the stream; hyper remembers 10, and a frame for a
+        // forgotten stream counts toward a limit of 1,024 after which the connection is
+        // closed with every call on it (507 "h2 protocol error" under load).
+        .http2_max_concurrent_reset_streams(REMEMBERED_RESETS))
 }
+
+/// How many reset streams a gRPC connection remembers (a few hundred bytes each, for
+/// at most hyper's 30 s): thousands of resets a second stay remembered until their
+/// late frames have come.
+const REMEMBERED_RESETS: usize = 4096;
 
 async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), String> {
     if ports.auth.is_none() {

@@ -476,6 +476,42 @@ async fn stuck_services_give_504() {
     assert!(status == 201 || status == 204, "{status}");
 }
 
+/// fileio killed while a read is on its connection: the answer is 503 with
+/// Retry-After, as when it is down from the start, not a 500 (the broken connection's
+/// own error).
+async fn a_service_dying_mid_call_gives_503() {
+    let mut server = Server::start(Mode::Microservices).await;
+    std::fs::write(server.disk("f.txt"), b"content").unwrap();
+    let gateway = server
+        .admin
+        .iter()
+        .find(|(name, _)| *name == "gateway")
+        .map(|(_, addr)| *addr)
+        .unwrap();
+    let fileio = server.process("fileio").pid();
+    stop(fileio);
+    let get = tokio::spawn(client().get(server.url("/f.txt")).send());
+    // The request has reached the gateway, whose call now waits on fileio.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while common::metric_sum(gateway, "kubedav_http_requests_in_flight").await < 1.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the GET never reached the gateway"
+        );
+        tokio::task::yield_now().await;
+    }
+    signal(fileio, rustix::process::Signal::KILL);
+    let response = tokio::time::timeout(Duration::from_secs(20), get)
+        .await
+        .expect("an answer, not a hang")
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    let body = response.text().await.unwrap();
+    assert!(body.contains("retry"), "{body}");
+}
+
 in_both_modes!(
     sigterm_drains_in_flight_requests,
     shutdown_delay_keeps_serving_while_balancers_catch_up,
@@ -483,5 +519,6 @@ in_both_modes!(
 );
 microservices_only!(
     stuck_services_give_504,
+    a_service_dying_mid_call_gives_503,
     each_service_down_affects_only_its_operations
 );
