@@ -101,11 +101,8 @@ impl Scan<'_> {
         began: SystemTime,
         tally: &mut Tally,
     ) -> Vec<DeadProperty> {
-        if self.selection.mode() == property_selection::Mode::None {
-            return Vec::new();
-        }
-        if let Some(cached) = self.cache.get(&member.stx, tally) {
-            return props::select(cached, self.selection);
+        if let Some(known) = self.known_properties(&member.stx, tally) {
+            return known;
         }
         let read = if member.via_symlink {
             None
@@ -141,18 +138,27 @@ impl Scan<'_> {
             .volume
             .open_beneath(path, OFlags::RDONLY | OFlags::NONBLOCK)?;
         let stx = stat_fd(&fd, path)?;
-        let properties = if self.selection.mode() == property_selection::Mode::None {
-            Vec::new()
-        } else if let Some(cached) = self.cache.get(&stx, tally) {
-            props::select(cached, self.selection)
-        } else {
-            self.read_properties(&fd, &stx, path, began)?
+        let properties = match self.known_properties(&stx, tally) {
+            Some(known) => known,
+            None => self.read_properties(&fd, &stx, path, began)?,
         };
         let entry = ListEntry {
             info: Some(file_info(path, &stx)),
             properties,
         };
         Ok((fd, stx, entry))
+    }
+
+    /// The dead properties of the resource `stx` describes, as the selection asks, when
+    /// they need no read: none asked for, or a current copy in the cache. `None` when
+    /// they must be read.
+    fn known_properties(&self, stx: &Statx, tally: &mut Tally) -> Option<Vec<DeadProperty>> {
+        if self.selection.mode() == property_selection::Mode::None {
+            return Some(Vec::new());
+        }
+        self.cache
+            .get(stx, tally)
+            .map(|cached| props::select(cached, self.selection))
     }
 
     /// The dead properties of the open resource `fd` (whose `statx` is `stx`), read from
@@ -181,16 +187,15 @@ impl Scan<'_> {
         let began = SystemTime::now();
         let mut tally = Tally::default();
         let mut stx = stat_fd(&self.volume.open_beneath(path, OFlags::PATH)?, path)?;
-        let properties = if self.selection.mode() == property_selection::Mode::None {
-            Vec::new()
-        } else if let Some(cached) = self.cache.get(&stx, &mut tally) {
-            props::select(cached, self.selection)
-        } else {
-            let fd = self
-                .volume
-                .open_beneath(path, OFlags::RDONLY | OFlags::NONBLOCK)?;
-            stx = stat_fd(&fd, path)?;
-            self.read_properties(&fd, &stx, path, began)?
+        let properties = match self.known_properties(&stx, &mut tally) {
+            Some(known) => known,
+            None => {
+                let fd = self
+                    .volume
+                    .open_beneath(path, OFlags::RDONLY | OFlags::NONBLOCK)?;
+                stx = stat_fd(&fd, path)?;
+                self.read_properties(&fd, &stx, path, began)?
+            }
         };
         Ok(ListEntry {
             info: Some(file_info(path, &stx)),
@@ -619,14 +624,14 @@ mod tests {
         let file = root.path().join("f");
         std::fs::write(&file, b"x").unwrap();
         let path = VolumePath::parse("f").unwrap();
+        let colour_property = |colour: &'static str| DeadProperty {
+            namespace: "urn:t".into(),
+            name: "colour".into(),
+            value: colour.into(),
+        };
         let set_colour = |colour: &'static str| {
-            let property = DeadProperty {
-                namespace: "urn:t".into(),
-                name: "colour".into(),
-                value: colour.into(),
-            };
             let handle = std::fs::File::open(&file).unwrap();
-            props::write_raw(&handle, &props::encode(&[property]), &path).unwrap();
+            props::write_raw(&handle, &props::encode(&[colour_property(colour)]), &path).unwrap();
             crate::validity::stat_path(&file)
         };
         let volume = Volume::open(root.path()).unwrap();
@@ -658,12 +663,7 @@ mod tests {
         // Keep a copy that differs from the file, as if read earlier in the same state:
         // the answer must come from it, so the cache is used.
         let settled = SystemTime::now() + crate::validity::SETTLED * 2;
-        let green = DeadProperty {
-            namespace: "urn:t".into(),
-            name: "colour".into(),
-            value: "green".into(),
-        };
-        cache.insert(&red, settled, &[green]);
+        cache.insert(&red, settled, &[colour_property("green")]);
         assert_eq!(colour(), ["green"], "cached");
 
         crate::validity::wait_past_ctime(&red);
