@@ -127,7 +127,7 @@ impl VolumePath {
 
     /// The last name ("" for the root).
     pub fn name(&self) -> &str {
-        self.0.rsplit('/').next().unwrap_or_default()
+        last_name(&self.0)
     }
 
     /// This path with one more name appended. The name must be a valid segment.
@@ -199,6 +199,12 @@ impl From<PathError> for tonic::Status {
     fn from(e: PathError) -> Self {
         tonic::Status::invalid_argument(e.to_string())
     }
+}
+
+/// The last name of a path in its wire form (segments joined by `/`, "" for the root),
+/// as [`VolumePath::name`] gives it, without parsing the path first.
+pub fn last_name(wire: &str) -> &str {
+    wire.rsplit('/').next().unwrap_or_default()
 }
 
 #[cfg(test)]

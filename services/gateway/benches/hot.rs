@@ -48,7 +48,7 @@ fn propfind_body(c: &mut Criterion) {
                 for info in entries {
                     href.clear();
                     paths::write_wire_href(&mut href, &info.path, info.is_collection);
-                    let name = info.path.rsplit('/').next().unwrap_or_default();
+                    let name = kubedav_api::path::last_name(&info.path);
                     write_response(&mut out, &href, info, name, &[], &request, &ctx);
                     if out.len() > 60 * 1024 {
                         black_box(&out);

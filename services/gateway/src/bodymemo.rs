@@ -53,13 +53,13 @@ pub fn propfind<E>(body: &Bytes, parse: impl FnOnce(&Bytes) -> Result<Propfind, 
 mod tests {
     use super::*;
     use crate::properties::Name;
+    use crate::xmldom::XmlError;
     use std::cell::Cell;
 
-    fn parse_counting<'a>(calls: &'a Cell<u32>) -> impl Fn(&Bytes) -> Result<Propfind, String> + 'a {
+    fn parse_counting<'a>(calls: &'a Cell<u32>) -> impl Fn(&Bytes) -> Result<Propfind, XmlError> + 'a {
         move |body| {
             calls.set(calls.get() + 1);
-            let element = crate::xmldom::parse(body).map_err(|e| e.to_string())?;
-            Propfind::parse(Some(&element)).map_err(|e| e.to_string())
+            Propfind::parse(Some(&crate::xmldom::parse(body)?))
         }
     }
 

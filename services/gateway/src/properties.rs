@@ -40,6 +40,21 @@ pub enum Live {
 }
 
 impl Live {
+    /// Every live property.
+    pub const ALL: [Live; 11] = [
+        Live::CreationDate,
+        Live::DisplayName,
+        Live::GetContentLength,
+        Live::GetContentType,
+        Live::GetEtag,
+        Live::GetLastModified,
+        Live::ResourceType,
+        Live::SupportedLock,
+        Live::LockDiscovery,
+        Live::QuotaAvailableBytes,
+        Live::QuotaUsedBytes,
+    ];
+
     /// The live properties `allprop` returns: those of RFC 4918. The RFC 4331 quota
     /// properties are live but kept out of allprop (RFC 4331 section 3: they can be
     /// costly), so they are asked for by name or with `include`.
@@ -91,20 +106,7 @@ impl Live {
         if name.namespace != DAV {
             return None;
         }
-        Some(match name.local.as_str() {
-            "creationdate" => Live::CreationDate,
-            "displayname" => Live::DisplayName,
-            "getcontentlength" => Live::GetContentLength,
-            "getcontenttype" => Live::GetContentType,
-            "getetag" => Live::GetEtag,
-            "getlastmodified" => Live::GetLastModified,
-            "resourcetype" => Live::ResourceType,
-            "supportedlock" => Live::SupportedLock,
-            "lockdiscovery" => Live::LockDiscovery,
-            "quota-available-bytes" => Live::QuotaAvailableBytes,
-            "quota-used-bytes" => Live::QuotaUsedBytes,
-            _ => return None,
-        })
+        Live::ALL.into_iter().find(|live| live.local_name() == name.local)
     }
 
     /// Whether `allprop` returns it.
@@ -296,18 +298,7 @@ pub struct LiveContext<'a> {
 
 /// `value` in decimal, without the formatting machinery (a size per PROPFIND entry).
 fn push_decimal(out: &mut String, value: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    let mut rest = value;
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    out.extend(digits[start..].iter().map(|&digit| char::from(digit)));
+    out.push_str(itoa::Buffer::new().format(value));
 }
 
 /// Writes `<name>content</name>` (or an empty element), declaring the namespace.
@@ -513,10 +504,7 @@ mod tests {
 
     #[test]
     fn live_names_round_trip() {
-        for live in Live::ALLPROP
-            .into_iter()
-            .chain([Live::QuotaAvailableBytes, Live::QuotaUsedBytes])
-        {
+        for live in Live::ALL {
             let name = Name::dav(live.local_name());
             assert_eq!(Live::of(&name), Some(live));
             assert_eq!(live.in_allprop(), !live.local_name().starts_with("quota-"));

@@ -132,14 +132,11 @@ pub const MAX_XML_BODY: usize = 1 << 20;
 /// [`MAX_XML_BODY`], 400 with the reason when it is not acceptable XML.
 pub async fn xml_body(request: Request) -> Result<Option<crate::xmldom::Element>, HttpError> {
     match xml_bytes(request).await? {
-        Some(bytes) => parse_xml(&bytes).map(Some),
+        Some(bytes) => crate::xmldom::parse(&bytes)
+            .map(Some)
+            .map_err(|e| HttpError::bad_request(e.to_string())),
         None => Ok(None),
     }
-}
-
-/// An XML request body parsed; 400 with the reason when it is not acceptable XML.
-pub fn parse_xml(bytes: &[u8]) -> Result<crate::xmldom::Element, HttpError> {
-    crate::xmldom::parse(bytes).map_err(|e| HttpError::bad_request(e.to_string()))
 }
 
 /// The request's body as read for [`xml_body`], unparsed; `None` when it is empty or

@@ -1,6 +1,6 @@
 //! PROPFIND (RFC 4918 9.1): one fileio List call answers any depth and size.
 
-use super::{parse_xml, request_path, xml_bytes};
+use super::{request_path, xml_bytes};
 use crate::Gateway;
 use crate::errors::{HttpError, HttpResult};
 use crate::headers::{Depth, depth};
@@ -39,10 +39,11 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
     let propfind = match xml_bytes(request).await? {
         // Clients repeat the same few bodies: a body met before is not parsed again.
         Some(bytes) => crate::bodymemo::propfind(&bytes, |bytes| {
-            Propfind::parse(Some(&parse_xml(bytes)?)).map_err(|e| HttpError::bad_request(e.to_string()))
-        })?,
-        None => Propfind::parse(None).map_err(|e| HttpError::bad_request(e.to_string()))?,
-    };
+            Propfind::parse(Some(&crate::xmldom::parse(bytes)?))
+        }),
+        None => Propfind::parse(None),
+    }
+    .map_err(|e| HttpError::bad_request(e.to_string()))?;
     let list = ListRequest {
         path: target.path.as_str().to_owned(),
         depth: match depth {
@@ -155,7 +156,7 @@ impl Render {
             let Some(info) = entry.info else { continue };
             self.link.clear();
             write_wire_href(&mut self.link, &info.path, info.is_collection);
-            let name = info.path.rsplit('/').next().unwrap_or_default();
+            let name = kubedav_api::path::last_name(&info.path);
             let discovery: String = if self.locks.is_empty() {
                 String::new()
             } else {

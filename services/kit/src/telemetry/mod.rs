@@ -82,17 +82,13 @@ pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<Teleme
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(format == LogFormat::Text && std::io::stderr().is_terminal());
-    let events_only = tracing_subscriber::filter::filter_fn(|metadata| metadata.is_event());
     let fmt = match format {
-        LogFormat::Text => fmt
-            .event_format(text::TextLines::new(dispatch.clone()))
-            .with_filter(events_only)
-            .boxed(),
-        LogFormat::Json => fmt
-            .event_format(json::JsonLines::new(dispatch.clone()))
-            .with_filter(events_only)
-            .boxed(),
-    };
+        LogFormat::Text => fmt.event_format(text::TextLines::new(dispatch.clone())).boxed(),
+        LogFormat::Json => fmt.event_format(json::JsonLines::new(dispatch.clone())).boxed(),
+    }
+    .with_filter(tracing_subscriber::filter::filter_fn(|metadata| {
+        metadata.is_event()
+    }));
     let provider = if otlp_configured() {
         Some(exporting_provider(service)?)
     } else if format == LogFormat::Json {
