@@ -40,7 +40,7 @@ pub enum Live {
 }
 
 impl Live {
-    /// Every live property.
+    /// Every live property: those `allprop` returns first, then the quota ones.
     pub const ALL: [Live; 11] = [
         Live::CreationDate,
         Live::DisplayName,
@@ -58,17 +58,7 @@ impl Live {
     /// The live properties `allprop` returns: those of RFC 4918. The RFC 4331 quota
     /// properties are live but kept out of allprop (RFC 4331 section 3: they can be
     /// costly), so they are asked for by name or with `include`.
-    pub const ALLPROP: [Live; 9] = [
-        Live::CreationDate,
-        Live::DisplayName,
-        Live::GetContentLength,
-        Live::GetContentType,
-        Live::GetEtag,
-        Live::GetLastModified,
-        Live::ResourceType,
-        Live::SupportedLock,
-        Live::LockDiscovery,
-    ];
+    pub const ALLPROP: &'static [Live] = Live::ALL.split_at(9).0;
 
     /// The local name (in DAV:).
     pub fn local_name(self) -> &'static str {
@@ -412,7 +402,7 @@ pub fn write_response(
     match request {
         Propfind::PropName => {
             open_propstat(out);
-            for live in Live::ALLPROP {
+            for &live in Live::ALLPROP {
                 if live.applies(info, ctx) {
                     write_property(out, DAV, live.local_name(), None);
                 }
@@ -430,7 +420,7 @@ pub fn write_response(
                     .filter(|live| !live.in_allprop())
             };
             open_propstat(out);
-            for live in Live::ALLPROP {
+            for &live in Live::ALLPROP {
                 if live.applies(info, ctx) {
                     live.write(out, info, name, ctx);
                 }
@@ -508,6 +498,7 @@ mod tests {
             let name = Name::dav(live.local_name());
             assert_eq!(Live::of(&name), Some(live));
             assert_eq!(live.in_allprop(), !live.local_name().starts_with("quota-"));
+            assert_eq!(Live::ALLPROP.contains(&live), live.in_allprop());
         }
         let foreign = Name {
             namespace: "urn:x".into(),
