@@ -11,6 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "kubedav/locks/v1/locks.proto",
         "kubedav/auth/v1/auth.proto",
         "kubedav/markdown/v1/markdown.proto",
+        "kubedav/lease/v1/lease.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

@@ -3,6 +3,7 @@
 
 use crate::BoxStream;
 use crate::deadline;
+use crate::lease::{Invalidation, Leases, WatchEvent, WatchRequest};
 use crate::pb::fileio::v1 as pb;
 use crate::rpc::ObservedChannel;
 use bytes::Bytes;
@@ -73,6 +74,18 @@ impl RemoteFileIo {
         let client =
             pb::file_io_client::FileIoClient::new(channel).max_decoding_message_size(4 * 1024 * 1024);
         Self { client }
+    }
+}
+
+impl RemoteFileIo {
+    /// Opens a lease stream (`Watch`): see [`crate::lease::hold`]. It lives as long as the
+    /// lease, so it has no deadline; the lease itself notices a silent service.
+    pub fn watch(
+        &self,
+        requests: crate::lease::Requests,
+    ) -> impl std::future::Future<Output = Result<BoxStream<WatchEvent>, Status>> + Send + use<> {
+        let mut client = self.client.clone();
+        async move { Ok(client.watch(requests).await?.into_inner().boxed()) }
     }
 }
 
@@ -241,15 +254,33 @@ impl FileIo for RemoteFileIo {
     }
 }
 
-/// Exposes any [`FileIo`] implementation as the `kubedav.fileio.v1.FileIo` gRPC service.
+/// Exposes any [`FileIo`] implementation as the `kubedav.fileio.v1.FileIo` gRPC service,
+/// with leases on what its callers keep ([`Leases`]): every change is announced to
+/// the lease holders before it is answered.
 pub struct FileIoGrpc {
     inner: Arc<dyn FileIo>,
+    leases: Arc<Leases>,
 }
 
 impl FileIoGrpc {
     /// Wraps a fileio core.
     pub fn new(inner: Arc<dyn FileIo>) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            leases: Leases::new("fileio"),
+        }
+    }
+
+    /// The leases it hands out, to close them when the service stops.
+    pub fn leases(&self) -> Arc<Leases> {
+        self.leases.clone()
+    }
+
+    /// Announces a change once the core has made it (or failed partway, which may
+    /// have changed something too), then hands the core's answer on.
+    async fn changed<T>(&self, answer: Result<T, Status>, invalidation: Invalidation) -> Result<T, Status> {
+        self.leases.invalidate(invalidation).await;
+        answer
     }
 
     /// The tonic service, ready to be added to a server.
@@ -265,6 +296,7 @@ pub const SERVICE_NAME: &str = "kubedav.fileio.v1.FileIo";
 impl pb::file_io_server::FileIo for FileIoGrpc {
     type ListStream = BoxStream<ListResponse>;
     type ReadStream = BoxStream<pb::ReadResponse>;
+    type WatchStream = BoxStream<WatchEvent>;
 
     async fn stat(
         &self,
@@ -318,50 +350,59 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
             ended: false,
         }
         .boxed();
-        Ok(tonic::Response::new(self.inner.write(header, body).await?))
+        let changed = member(&header.path);
+        let answer = self.inner.write(header, body).await;
+        Ok(tonic::Response::new(self.changed(answer, changed).await?))
     }
 
     async fn delete(
         &self,
         request: tonic::Request<DeleteRequest>,
     ) -> Result<tonic::Response<DeleteResponse>, Status> {
-        Ok(tonic::Response::new(
-            self.inner.delete(request.into_inner()).await?,
-        ))
+        let request = request.into_inner();
+        let changed = tree(&request.path);
+        let answer = self.inner.delete(request).await;
+        Ok(tonic::Response::new(self.changed(answer, changed).await?))
     }
 
     async fn mkdir(
         &self,
         request: tonic::Request<MkdirRequest>,
     ) -> Result<tonic::Response<MkdirResponse>, Status> {
-        Ok(tonic::Response::new(
-            self.inner.mkdir(request.into_inner()).await?,
-        ))
+        let request = request.into_inner();
+        let changed = member(&request.path);
+        let answer = self.inner.mkdir(request).await;
+        Ok(tonic::Response::new(self.changed(answer, changed).await?))
     }
 
     async fn copy(
         &self,
         request: tonic::Request<CopyRequest>,
     ) -> Result<tonic::Response<TransferResponse>, Status> {
-        Ok(tonic::Response::new(self.inner.copy(request.into_inner()).await?))
+        let request = request.into_inner();
+        let changed = tree(&request.destination);
+        let answer = self.inner.copy(request).await;
+        Ok(tonic::Response::new(self.changed(answer, changed).await?))
     }
 
     async fn r#move(
         &self,
         request: tonic::Request<MoveRequest>,
     ) -> Result<tonic::Response<TransferResponse>, Status> {
-        Ok(tonic::Response::new(
-            self.inner.r#move(request.into_inner()).await?,
-        ))
+        let request = request.into_inner();
+        let changed = moved(&request.source, &request.destination);
+        let answer = self.inner.r#move(request).await;
+        Ok(tonic::Response::new(self.changed(answer, changed).await?))
     }
 
     async fn patch_properties(
         &self,
         request: tonic::Request<PatchPropertiesRequest>,
     ) -> Result<tonic::Response<PatchPropertiesResponse>, Status> {
-        Ok(tonic::Response::new(
-            self.inner.patch_properties(request.into_inner()).await?,
-        ))
+        let request = request.into_inner();
+        let changed = Invalidation::paths([request.path.clone()]);
+        let answer = self.inner.patch_properties(request).await;
+        Ok(tonic::Response::new(self.changed(answer, changed).await?))
     }
 
     async fn usage(
@@ -372,6 +413,45 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
             self.inner.usage(request.into_inner()).await?,
         ))
     }
+
+    async fn watch(
+        &self,
+        request: tonic::Request<tonic::Streaming<WatchRequest>>,
+    ) -> Result<tonic::Response<Self::WatchStream>, Status> {
+        Ok(tonic::Response::new(
+            self.leases.watch(request.into_inner().boxed()),
+        ))
+    }
+}
+
+/// What a change of one resource invalidates: it, and its parent collection (whose
+/// modification time and members change with it).
+fn member(path: &str) -> Invalidation {
+    Invalidation::paths([path.to_owned(), parent(path).to_owned()])
+}
+
+/// What a change of a tree (DELETE, the destination of a COPY) invalidates: the tree
+/// and the parent collection.
+fn tree(path: &str) -> Invalidation {
+    Invalidation {
+        trees: vec![path.to_owned()],
+        paths: vec![parent(path).to_owned()],
+        ..Invalidation::default()
+    }
+}
+
+/// What a MOVE invalidates: both trees and both parents.
+fn moved(source: &str, destination: &str) -> Invalidation {
+    Invalidation {
+        trees: vec![source.to_owned(), destination.to_owned()],
+        paths: vec![parent(source).to_owned(), parent(destination).to_owned()],
+        ..Invalidation::default()
+    }
+}
+
+/// The wire path of the collection holding `path` (`""`, the root, for a top-level name).
+fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(parent, _)| parent)
 }
 
 /// The body of a Write call: data chunks until the source ends; on a source error it

@@ -14,11 +14,15 @@
 
 pub mod auth;
 pub mod backends;
+pub mod cache;
 pub mod deadline;
 pub mod fileio;
+pub mod lease;
 pub mod locks;
 pub mod markdown;
 pub mod path;
+pub mod properties;
+pub mod ranges;
 pub mod rpc;
 
 /// Generated protobuf types and tonic clients/servers.
@@ -42,6 +46,13 @@ pub mod pb {
         #[allow(missing_docs, clippy::all)]
         pub mod v1 {
             tonic::include_proto!("kubedav.auth.v1");
+        }
+    }
+    /// `kubedav.lease.v1`: leases on what a client keeps of a service's answers.
+    pub mod lease {
+        #[allow(missing_docs, clippy::all)]
+        pub mod v1 {
+            tonic::include_proto!("kubedav.lease.v1");
         }
     }
     /// `kubedav.markdown.v1`: HTML to Markdown conversion.

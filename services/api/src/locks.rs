@@ -1,9 +1,12 @@
 //! The locks port: [`Locks`], its gRPC client adapter [`RemoteLocks`] and its gRPC server
 //! adapter [`LocksGrpc`].
 
+use crate::BoxStream;
 use crate::deadline;
+use crate::lease::{Invalidation, Leases, WatchEvent, WatchRequest};
 use crate::pb::locks::v1 as pb;
 use crate::rpc::ObservedChannel;
+use futures_util::StreamExt;
 use std::sync::Arc;
 use tonic::Status;
 
@@ -54,6 +57,17 @@ impl RemoteLocks {
         Self {
             client: pb::locks_client::LocksClient::new(channel),
         }
+    }
+}
+
+impl RemoteLocks {
+    /// Opens a lease stream (`Watch`): see [`crate::lease::hold`].
+    pub fn watch(
+        &self,
+        requests: crate::lease::Requests,
+    ) -> impl std::future::Future<Output = Result<BoxStream<WatchEvent>, Status>> + Send + use<> {
+        let mut client = self.client.clone();
+        async move { Ok(client.watch(requests).await?.into_inner().boxed()) }
     }
 }
 
@@ -141,12 +155,36 @@ impl Locks for RemoteLocks {
 /// Exposes any [`Locks`] implementation as the `kubedav.locks.v1.Locks` gRPC service.
 pub struct LocksGrpc {
     inner: Arc<dyn Locks>,
+    /// Leases on callers' copies of Discover answers: only for a sole keeper of locks.
+    leases: Option<Arc<Leases>>,
 }
 
 impl LocksGrpc {
-    /// Wraps a locks core.
+    /// Wraps a locks core. It offers no leases: see [`LocksGrpc::with_leases`].
     pub fn new(inner: Arc<dyn Locks>) -> Self {
-        Self { inner }
+        Self { inner, leases: None }
+    }
+
+    /// Offers leases on Discover answers, announcing every lock change before answering
+    /// it. Only for a core that is the sole keeper of its locks (the memory store): a
+    /// store shared with other replicas changes behind this service's back.
+    pub fn with_leases(mut self) -> Self {
+        self.leases = Some(Leases::new("locks"));
+        self
+    }
+
+    /// The leases it hands out, if any, to close them when the service stops.
+    pub fn leases(&self) -> Option<Arc<Leases>> {
+        self.leases.clone()
+    }
+
+    /// Announces a lock change (every kept discovery may show it) once it is made, then
+    /// hands the answer on.
+    async fn changed<T>(&self, answer: Result<T, Status>) -> Result<T, Status> {
+        if let (Ok(_), Some(leases)) = (&answer, &self.leases) {
+            leases.invalidate(Invalidation::everything()).await;
+        }
+        answer
     }
 
     /// The tonic service, ready to be added to a server.
@@ -157,29 +195,42 @@ impl LocksGrpc {
 
 #[async_trait::async_trait]
 impl pb::locks_server::Locks for LocksGrpc {
+    type WatchStream = BoxStream<WatchEvent>;
+
+    async fn watch(
+        &self,
+        request: tonic::Request<tonic::Streaming<WatchRequest>>,
+    ) -> Result<tonic::Response<Self::WatchStream>, Status> {
+        match &self.leases {
+            Some(leases) => Ok(tonic::Response::new(leases.watch(request.into_inner().boxed()))),
+            None => Err(Status::failed_precondition(
+                "this lock store is shared with other replicas: no leases are offered",
+            )),
+        }
+    }
+
     async fn lock(
         &self,
         request: tonic::Request<LockRequest>,
     ) -> Result<tonic::Response<LockResponse>, Status> {
-        Ok(tonic::Response::new(self.inner.lock(request.into_inner()).await?))
+        let answer = self.inner.lock(request.into_inner()).await;
+        Ok(tonic::Response::new(self.changed(answer).await?))
     }
 
     async fn refresh(
         &self,
         request: tonic::Request<RefreshRequest>,
     ) -> Result<tonic::Response<RefreshResponse>, Status> {
-        Ok(tonic::Response::new(
-            self.inner.refresh(request.into_inner()).await?,
-        ))
+        let answer = self.inner.refresh(request.into_inner()).await;
+        Ok(tonic::Response::new(self.changed(answer).await?))
     }
 
     async fn unlock(
         &self,
         request: tonic::Request<UnlockRequest>,
     ) -> Result<tonic::Response<UnlockResponse>, Status> {
-        Ok(tonic::Response::new(
-            self.inner.unlock(request.into_inner()).await?,
-        ))
+        let answer = self.inner.unlock(request.into_inner()).await;
+        Ok(tonic::Response::new(self.changed(answer).await?))
     }
 
     async fn check_write(
@@ -204,8 +255,7 @@ impl pb::locks_server::Locks for LocksGrpc {
         &self,
         request: tonic::Request<ReleaseRequest>,
     ) -> Result<tonic::Response<ReleaseResponse>, Status> {
-        Ok(tonic::Response::new(
-            self.inner.release(request.into_inner()).await?,
-        ))
+        let answer = self.inner.release(request.into_inner()).await;
+        Ok(tonic::Response::new(self.changed(answer).await?))
     }
 }

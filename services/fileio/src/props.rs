@@ -13,7 +13,7 @@
 use crate::errors::{Op, io_status};
 use kubedav_api::fileio::PatchPropertiesRequest;
 use kubedav_api::path::VolumePath;
-use kubedav_api::pb::fileio::v1::{DeadProperty, PropertySelection, property_operation, property_selection};
+use kubedav_api::pb::fileio::v1::{DeadProperty, property_operation};
 use rustix::fd::AsFd;
 use rustix::fs::XattrFlags;
 use rustix::io::Errno;
@@ -245,29 +245,7 @@ pub fn apply(props: &mut Vec<DeadProperty>, request: &PatchPropertiesRequest) {
     }
 }
 
-/// The properties a listing returns for this selection.
-pub fn select(props: Vec<DeadProperty>, selection: &PropertySelection) -> Vec<DeadProperty> {
-    match selection.mode() {
-        property_selection::Mode::None => Vec::new(),
-        property_selection::Mode::All => props,
-        property_selection::Mode::Names => props
-            .into_iter()
-            .map(|p| DeadProperty {
-                value: bytes::Bytes::new(),
-                ..p
-            })
-            .collect(),
-        property_selection::Mode::Selected => props
-            .into_iter()
-            .filter(|p| {
-                selection
-                    .names
-                    .iter()
-                    .any(|n| n.namespace == p.namespace && n.name == p.name)
-            })
-            .collect(),
-    }
-}
+pub use kubedav_api::properties::select;
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@ use crate::errors::join_status;
 use bytes::Bytes;
 use kubedav_api::MAX_CHUNK_BYTES;
 use kubedav_api::fileio::ReadChunk;
-use kubedav_api::pb::fileio::v1::{ByteRangeSpec, ResolvedRange};
+use kubedav_api::pb::fileio::v1::ResolvedRange;
 use std::fs::File;
 use std::future::Future;
 use std::os::unix::fs::FileExt;
@@ -14,37 +14,7 @@ use std::task::{Context, Poll};
 use tokio::task::JoinHandle;
 use tonic::Status;
 
-/// Resolves the requested ranges against a file of `size` bytes (RFC 9110 14.1.2).
-/// No ranges means the whole file. Unsatisfiable ranges are left out, so an empty result
-/// for a non-empty request means 416.
-pub fn resolve_ranges(specs: &[ByteRangeSpec], size: u64) -> Vec<ResolvedRange> {
-    if specs.is_empty() {
-        return if size == 0 {
-            Vec::new()
-        } else {
-            vec![ResolvedRange {
-                first: 0,
-                last: size - 1,
-            }]
-        };
-    }
-    specs
-        .iter()
-        .filter_map(|spec| match (spec.first, spec.last) {
-            (Some(first), _) if first >= size => None,
-            (Some(first), Some(last)) if last < first => None,
-            (Some(first), last) => Some(ResolvedRange {
-                first,
-                last: last.map_or(size - 1, |l| l.min(size - 1)),
-            }),
-            (None, Some(suffix)) if suffix > 0 && size > 0 => Some(ResolvedRange {
-                first: size.saturating_sub(suffix),
-                last: size - 1,
-            }),
-            (None, _) => None,
-        })
-        .collect()
-}
+pub use kubedav_api::ranges::resolve_ranges;
 
 /// Reads `len` bytes at `offset` only if every one of them is in the page cache
 /// (`preadv2` with `RWF_NOWAIT`): it never waits for the disk, so it may run on an async
@@ -193,13 +163,6 @@ impl futures_util::Stream for ChunkStream {
 mod tests {
     use super::*;
 
-    fn spec(first: Option<u64>, last: Option<u64>) -> ByteRangeSpec {
-        ByteRangeSpec { first, last }
-    }
-    fn pairs(ranges: Vec<ResolvedRange>) -> Vec<(u64, u64)> {
-        ranges.into_iter().map(|r| (r.first, r.last)).collect()
-    }
-
     #[test]
     fn a_cached_read_returns_exactly_the_bytes_asked_and_nothing_past_the_end() {
         let dir = tempfile::tempdir().unwrap();
@@ -211,29 +174,5 @@ mod tests {
         let read = read_cached_at(&file, 1000, 4096).expect("a just-written file is cached");
         assert_eq!(&read[..], &content[1000..5096]);
         assert_eq!(read_cached_at(&file, 9_000, 2_000), None, "past the end");
-    }
-
-    #[test]
-    fn whole_file_when_no_range_is_asked() {
-        assert_eq!(pairs(resolve_ranges(&[], 10)), vec![(0, 9)]);
-        assert!(resolve_ranges(&[], 0).is_empty());
-    }
-
-    #[test]
-    fn ranges_are_clamped_and_unsatisfiable_ones_dropped() {
-        let specs = [
-            spec(Some(0), Some(4)),
-            spec(Some(8), Some(100)),
-            spec(Some(5), None),
-            spec(None, Some(3)),
-            spec(None, Some(50)),
-            spec(Some(10), Some(12)),
-            spec(None, Some(0)),
-        ];
-        assert_eq!(
-            pairs(resolve_ranges(&specs, 10)),
-            vec![(0, 4), (8, 9), (5, 9), (7, 9), (0, 9)]
-        );
-        assert!(resolve_ranges(&[spec(Some(0), None)], 0).is_empty());
     }
 }

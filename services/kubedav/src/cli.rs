@@ -115,6 +115,20 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_RPC_TIMEOUT_SECONDS", default_value_t = 30)]
     pub rpc_timeout_seconds: u64,
 
+    /// Memory for what a gateway keeps of fileio's answers, in MiB (target gateway):
+    /// small files (64 KiB at most) and single resources with their dead properties,
+    /// plus lock discovery when the locks service offers leases. Kept under the
+    /// services' leases, so a change made through any gateway is seen at once by every
+    /// other; 0 turns it off (docs/architecture.md, "What a gateway keeps").
+    #[arg(long, env = "KUBEDAV_GATEWAY_CACHE_MIB", default_value_t = 16)]
+    pub gateway_cache_mib: u64,
+
+    /// The longest a gateway serves a kept copy without asking fileio again, in
+    /// milliseconds (target gateway): how long a change made to the volume behind
+    /// kubedav's back (not through a gateway) may go unseen.
+    #[arg(long, env = "KUBEDAV_GATEWAY_CACHE_FRESHNESS_MS", default_value_t = 1000)]
+    pub gateway_cache_freshness_ms: u64,
+
     /// Where the gateway finds fileio.
     #[arg(long, env = "KUBEDAV_FILEIO_URL", default_value = "http://127.0.0.1:9091")]
     pub fileio_url: String,

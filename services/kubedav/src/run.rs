@@ -2,7 +2,9 @@
 
 use crate::cli::{Cli, LogFormat, Target};
 use kubedav_api::auth::{Auth, AuthGrpc, RemoteAuth};
+use kubedav_api::cache::{CacheConfig, CachedFileIo, CachedLocks};
 use kubedav_api::fileio::{FileIo, FileIoGrpc, RemoteFileIo};
+use kubedav_api::lease::Leases;
 use kubedav_api::locks::{Locks, LocksGrpc, RemoteLocks};
 use kubedav_api::markdown::{Markdown, MarkdownGrpc, RemoteMarkdown};
 use kubedav_api::rpc::ObservedChannel;
@@ -50,8 +52,23 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Target::Gateway => {
             kubedav_api::rpc::register_client_metrics();
             kubedav_api::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
-            let fileio: Arc<dyn FileIo> = Arc::new(RemoteFileIo::new(channel("fileio", &cli.fileio_url)?));
-            let locks: Arc<dyn Locks> = Arc::new(RemoteLocks::new(channel("locks", &cli.locks_url)?));
+            let fileio = RemoteFileIo::new(channel("fileio", &cli.fileio_url)?);
+            let locks = RemoteLocks::new(channel("locks", &cli.locks_url)?);
+            // What the gateway keeps of fileio's and the locks service's answers, under
+            // their leases: off with --gateway-cache-mib 0.
+            let (fileio, locks): (Arc<dyn FileIo>, Arc<dyn Locks>) = if cli.gateway_cache_mib == 0 {
+                (Arc::new(fileio), Arc::new(locks))
+            } else {
+                kubedav_api::cache::register_metrics();
+                let config = CacheConfig {
+                    capacity_bytes: cli.gateway_cache_mib << 20,
+                    freshness: Duration::from_millis(cli.gateway_cache_freshness_ms),
+                };
+                (
+                    Arc::new(CachedFileIo::new(fileio, config)),
+                    Arc::new(CachedLocks::new(locks)),
+                )
+            };
             let auth = if cli.auth_url.is_empty() {
                 None
             } else {
@@ -79,11 +96,20 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Target::Locks => {
             let (locks, ready) = lock_store(&cli)?;
+            let mut service = LocksGrpc::new(locks);
+            // Leases on the gateways' copies of lock discovery, only while this service
+            // is the sole keeper of its locks: a Redis store changes behind its back.
+            if cli.lock_store == "memory" {
+                service = service.with_leases();
+            }
+            if let Some(leases) = service.leases() {
+                close_on_shutdown(leases, &shutdown);
+            }
             grpc::serve_target(
                 cli.target.name(),
                 cli.grpc_listen(),
                 cli.admin_listen(),
-                LocksGrpc::new(locks).into_service(),
+                service.into_service(),
                 ready,
                 shutdown,
             )
@@ -96,11 +122,13 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 let core = checked.clone();
                 Box::pin(async move { core.check() })
             });
+            let service = FileIoGrpc::new(Arc::new(core));
+            close_on_shutdown(service.leases(), &shutdown);
             grpc::serve_target(
                 cli.target.name(),
                 cli.grpc_listen(),
                 cli.admin_listen(),
-                FileIoGrpc::new(Arc::new(core)).into_service(),
+                service.into_service(),
                 ready,
                 shutdown,
             )
@@ -165,6 +193,16 @@ fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, Stri
 }
 
 /// The lock store `--lock-store` names, and the readiness check of the locks target.
+/// Ends the lease streams when the service begins to stop: they never end by themselves,
+/// and the gRPC server waits for every open call before it exits.
+fn close_on_shutdown(leases: Arc<Leases>, shutdown: &Shutdown) {
+    let requested = shutdown.clone().requested();
+    tokio::spawn(async move {
+        requested.await;
+        leases.close();
+    });
+}
+
 fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
     let max_timeout = Duration::from_secs(cli.lock_max_timeout_seconds);
     if cli.lock_store == "memory" {

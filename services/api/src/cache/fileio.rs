@@ -1,0 +1,309 @@
+//! [`CachedFileIo`]: small files and single resources kept under fileio's lease.
+
+use super::{CacheConfig, Lookups};
+use crate::BoxStream;
+use crate::fileio::{
+    CopyRequest, DeleteRequest, DeleteResponse, FileInfo, FileIo, ListEntry, ListRequest, ListResponse,
+    MkdirRequest, MkdirResponse, MoveRequest, PatchPropertiesRequest, PatchPropertiesResponse, ReadChunk,
+    ReadHeader, ReadReply, ReadRequest, RemoteFileIo, StatRequest, TransferResponse, UsageRequest,
+    UsageResponse, WriteHeader, WriteResponse,
+};
+use crate::lease::{self, Invalidation, Lease};
+use crate::pb::fileio::v1::{Depth, PropertySelection, property_selection};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use quick_cache::sync::Cache;
+use std::sync::Arc;
+use std::time::Instant;
+use tonic::Status;
+
+/// The largest file kept whole: as fileio's own small-file cache.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024;
+/// What an entry costs beyond its data and path, for the bound.
+const ENTRY_OVERHEAD_BYTES: u64 = 160;
+
+/// A whole small file as fileio read it.
+struct KeptFile {
+    info: FileInfo,
+    data: Bytes,
+    kept_at: Instant,
+}
+
+/// A resource with all its dead properties, as a Depth 0 listing returned it.
+struct KeptResource {
+    entry: ListEntry,
+    kept_at: Instant,
+}
+
+#[derive(Clone, Copy)]
+struct Weight;
+
+impl quick_cache::Weighter<String, Arc<KeptFile>> for Weight {
+    fn weight(&self, path: &String, kept: &Arc<KeptFile>) -> u64 {
+        (kept.data.len() + path.len()) as u64 + ENTRY_OVERHEAD_BYTES
+    }
+}
+
+impl quick_cache::Weighter<String, Arc<KeptResource>> for Weight {
+    fn weight(&self, path: &String, kept: &Arc<KeptResource>) -> u64 {
+        let properties: usize = kept
+            .entry
+            .properties
+            .iter()
+            .map(|p| p.namespace.len() + p.name.len() + p.value.len() + 32)
+            .sum();
+        (properties + path.len()) as u64 + ENTRY_OVERHEAD_BYTES
+    }
+}
+
+/// What the gateway keeps of fileio under its lease.
+struct Kept {
+    files: Cache<String, Arc<KeptFile>, Weight>,
+    resources: Cache<String, Arc<KeptResource>, Weight>,
+}
+
+impl Kept {
+    fn drop_invalidated(&self, invalidation: &Invalidation) {
+        if invalidation.everything || invalidation.trees.iter().any(String::is_empty) {
+            self.files.clear();
+            self.resources.clear();
+            return;
+        }
+        for path in &invalidation.paths {
+            self.files.remove(path);
+            self.resources.remove(path);
+        }
+        if !invalidation.trees.is_empty() {
+            // A tree's members are spread over the cache: one pass over what is kept.
+            self.files.retain(|path, _| !invalidation.covers(path));
+            self.resources.retain(|path, _| !invalidation.covers(path));
+        }
+    }
+}
+
+/// [`FileIo`] over gRPC that answers reads of small files, and Depth 0 listings and
+/// stats, from what it kept while its lease from fileio holds; every other call, and
+/// every miss, goes to fileio.
+pub struct CachedFileIo {
+    remote: RemoteFileIo,
+    lease: Arc<Lease>,
+    kept: Arc<Kept>,
+    freshness: std::time::Duration,
+    files: Lookups,
+    resources: Lookups,
+}
+
+impl CachedFileIo {
+    /// Wraps `remote` and starts holding a lease from the fileio it reaches (a task on
+    /// the current runtime, for as long as this lives).
+    pub fn new(remote: RemoteFileIo, config: CacheConfig) -> Self {
+        let half = (config.capacity_bytes / 2).max(1);
+        let items = (half / 1024).max(16) as usize;
+        let kept = Arc::new(Kept {
+            files: Cache::with_weighter(items, half, Weight),
+            resources: Cache::with_weighter(items, half, Weight),
+        });
+        let watcher = remote.clone();
+        let dropper = kept.clone();
+        let lease = lease::hold(
+            "fileio",
+            move |requests| watcher.watch(requests),
+            move |invalidation| dropper.drop_invalidated(invalidation),
+        );
+        Self {
+            remote,
+            lease,
+            kept,
+            freshness: config.freshness,
+            files: Lookups::of("file"),
+            resources: Lookups::of("resource"),
+        }
+    }
+
+    fn fresh(&self, kept_at: Instant) -> bool {
+        kept_at.elapsed() < self.freshness
+    }
+
+    fn kept_file(&self, path: &str) -> Option<Arc<KeptFile>> {
+        if !self.lease.valid() {
+            return None;
+        }
+        self.kept.files.get(path).filter(|kept| self.fresh(kept.kept_at))
+    }
+
+    fn kept_resource(&self, path: &str) -> Option<Arc<KeptResource>> {
+        if !self.lease.valid() {
+            return None;
+        }
+        self.kept
+            .resources
+            .get(path)
+            .filter(|kept| self.fresh(kept.kept_at))
+    }
+
+    /// Reads a small file whole from fileio, keeps it if nothing changed meanwhile, and
+    /// answers from the copy. `None` when the reply is not one to keep (then it is
+    /// handed on as it came).
+    async fn read_and_keep(&self, request: ReadRequest) -> Result<ReadReply, Status> {
+        let epoch = self.lease.epoch();
+        let asked = Instant::now();
+        let path = request.path.clone();
+        let reply = self.remote.read(request).await?;
+        let Some(info) = reply.header.info.clone() else {
+            return Ok(reply);
+        };
+        if info.is_collection || info.size > MAX_FILE_BYTES {
+            return Ok(reply);
+        }
+        let mut data = BytesMut::with_capacity(info.size as usize);
+        let mut chunks = reply.chunks;
+        while let Some(chunk) = chunks.next().await {
+            data.extend_from_slice(&chunk?.data);
+        }
+        if data.len() as u64 != info.size {
+            return Err(Status::internal("fileio sent another size than it announced"));
+        }
+        let kept = Arc::new(KeptFile {
+            info,
+            data: data.freeze(),
+            kept_at: asked,
+        });
+        self.lease.keep(
+            epoch,
+            || self.kept.files.insert(path.clone(), kept.clone()),
+            || {
+                self.kept.files.remove(&path);
+            },
+        );
+        Ok(whole_or_ranges(&kept, &[]))
+    }
+}
+
+/// A read answered from a kept file: each resolved range is one chunk, a slice of it.
+fn whole_or_ranges(kept: &KeptFile, ranges: &[crate::pb::fileio::v1::ByteRangeSpec]) -> ReadReply {
+    let ranges = crate::ranges::resolve_ranges(ranges, kept.info.size);
+    let chunks: Vec<_> = ranges
+        .iter()
+        .enumerate()
+        .map(|(index, range)| {
+            Ok(ReadChunk {
+                range_index: index as u32,
+                data: kept.data.slice(range.first as usize..=range.last as usize),
+            })
+        })
+        .collect();
+    ReadReply {
+        header: ReadHeader {
+            info: Some(kept.info.clone()),
+            ranges,
+        },
+        chunks: futures_util::stream::iter(chunks).boxed(),
+    }
+}
+
+/// A Depth 0 listing answered from a kept resource.
+fn listing(kept: &KeptResource, selection: &PropertySelection) -> BoxStream<ListResponse> {
+    let entry = ListEntry {
+        info: kept.entry.info.clone(),
+        properties: crate::properties::select(kept.entry.properties.clone(), selection),
+    };
+    futures_util::stream::iter([Ok(ListResponse { entries: vec![entry] })]).boxed()
+}
+
+#[async_trait::async_trait]
+impl FileIo for CachedFileIo {
+    async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
+        if let Some(kept) = self.kept_file(&request.path) {
+            return Ok(kept.info.clone());
+        }
+        if let Some(kept) = self.kept_resource(&request.path) {
+            return Ok(kept.entry.info.clone().unwrap_or_default());
+        }
+        self.remote.stat(request).await
+    }
+
+    async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
+        if request.depth != Depth::Zero as i32 {
+            return self.remote.list(request).await;
+        }
+        let selection = request.properties.clone().unwrap_or_default();
+        if let Some(kept) = self.resources.count(self.kept_resource(&request.path)) {
+            return Ok(listing(&kept, &selection));
+        }
+        // Ask for every dead property, so that one copy answers any selection.
+        let epoch = self.lease.epoch();
+        let asked = Instant::now();
+        let path = request.path.clone();
+        let mut batches = self
+            .remote
+            .list(ListRequest {
+                properties: Some(PropertySelection {
+                    mode: property_selection::Mode::All as i32,
+                    names: Vec::new(),
+                }),
+                ..request
+            })
+            .await?;
+        let mut entries = Vec::new();
+        while let Some(batch) = batches.next().await {
+            entries.extend(batch?.entries);
+        }
+        let Some(entry) = entries.into_iter().next() else {
+            return Err(Status::internal("fileio sent an empty listing"));
+        };
+        let kept = Arc::new(KeptResource {
+            entry,
+            kept_at: asked,
+        });
+        self.lease.keep(
+            epoch,
+            || self.kept.resources.insert(path.clone(), kept.clone()),
+            || {
+                self.kept.resources.remove(&path);
+            },
+        );
+        Ok(listing(&kept, &selection))
+    }
+
+    async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
+        if let Some(kept) = self.files.count(self.kept_file(&request.path)) {
+            return Ok(whole_or_ranges(&kept, &request.ranges));
+        }
+        if request.ranges.is_empty() {
+            self.read_and_keep(request).await
+        } else {
+            self.remote.read(request).await
+        }
+    }
+
+    async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
+        self.remote.write(header, body).await
+    }
+
+    async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
+        self.remote.delete(request).await
+    }
+
+    async fn mkdir(&self, request: MkdirRequest) -> Result<MkdirResponse, Status> {
+        self.remote.mkdir(request).await
+    }
+
+    async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status> {
+        self.remote.copy(request).await
+    }
+
+    async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
+        self.remote.r#move(request).await
+    }
+
+    async fn patch_properties(
+        &self,
+        request: PatchPropertiesRequest,
+    ) -> Result<PatchPropertiesResponse, Status> {
+        self.remote.patch_properties(request).await
+    }
+
+    async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status> {
+        self.remote.usage(request).await
+    }
+}

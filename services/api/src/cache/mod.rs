@@ -1,0 +1,72 @@
+//! What a gateway keeps of the services' answers in microservices mode, under the
+//! services' leases ([`crate::lease`]): [`CachedFileIo`] (small files, and single
+//! resources with their dead properties) and [`CachedLocks`] (lock discovery). Each
+//! implements its port around the remote adapter, so the gateway does not know they are
+//! there.
+//!
+//! Coherence: a change made through kubedav (by any gateway) is answered only after
+//! every gateway has dropped what it kept of it, so a client that saw its PUT, PROPPATCH
+//! or LOCK answered sees the result on its next request through any gateway. A change
+//! made to the volume behind fileio's back (another program writing the files) is seen
+//! once the copy is older than the freshness bound ([`CacheConfig::freshness`]).
+
+mod fileio;
+mod locks;
+
+pub use fileio::CachedFileIo;
+pub use locks::CachedLocks;
+
+use prometheus::{IntCounter, IntCounterVec, register_int_counter_vec};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+/// How much a gateway keeps, and for how long at most.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheConfig {
+    /// Bytes of small files and resource entries kept (locks take a fixed small share
+    /// on top).
+    pub capacity_bytes: u64,
+    /// The longest a copy is served without asking fileio again: the bound on how
+    /// stale a change made behind fileio's back can be seen.
+    pub freshness: Duration,
+}
+
+static LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "kubedav_gateway_cache_lookups_total",
+        "Lookups in what the gateway keeps of the services' answers under their leases, by \
+         cache (file, resource, locks) and result (hit: answered without a call; miss).",
+        &["cache", "result"]
+    )
+    .expect("metric registers once")
+});
+
+/// Hit and miss counters of one cache.
+struct Lookups {
+    hits: IntCounter,
+    misses: IntCounter,
+}
+
+impl Lookups {
+    fn of(cache: &str) -> Self {
+        Self {
+            hits: LOOKUPS.with_label_values(&[cache, "hit"]),
+            misses: LOOKUPS.with_label_values(&[cache, "miss"]),
+        }
+    }
+
+    fn count<T>(&self, found: Option<T>) -> Option<T> {
+        match found {
+            Some(_) => self.hits.inc(),
+            None => self.misses.inc(),
+        }
+        found
+    }
+}
+
+/// Registers the cache metrics, so they are exported (at 0) before the first lookup.
+pub fn register_metrics() {
+    for cache in ["file", "resource", "locks"] {
+        let _ = Lookups::of(cache);
+    }
+}
