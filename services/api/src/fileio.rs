@@ -276,11 +276,15 @@ impl FileIoGrpc {
         self.leases.clone()
     }
 
-    /// Announces a change once the core has made it (or failed partway, which may
-    /// have changed something too), then hands the core's answer on.
-    async fn changed<T>(&self, answer: Result<T, Status>, invalidation: Invalidation) -> Result<T, Status> {
-        self.leases.invalidate(invalidation).await;
-        answer
+    /// Makes a change through the core under the leases ([`Leases::change`]), announcing
+    /// `invalidation` whatever the outcome: a change that failed partway (a tree half
+    /// deleted) may have changed something too.
+    async fn change<T>(
+        &self,
+        change: impl std::future::Future<Output = Result<T, Status>>,
+        invalidation: Invalidation,
+    ) -> Result<T, Status> {
+        self.leases.change(change, |_| Some(invalidation)).await
     }
 
     /// The tonic service, ready to be added to a server.
@@ -351,8 +355,8 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
         }
         .boxed();
         let changed = member(&header.path);
-        let answer = self.inner.write(header, body).await;
-        Ok(tonic::Response::new(self.changed(answer, changed).await?))
+        let answer = self.change(self.inner.write(header, body), changed).await?;
+        Ok(tonic::Response::new(answer))
     }
 
     async fn delete(
@@ -361,8 +365,8 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
     ) -> Result<tonic::Response<DeleteResponse>, Status> {
         let request = request.into_inner();
         let changed = tree(&request.path);
-        let answer = self.inner.delete(request).await;
-        Ok(tonic::Response::new(self.changed(answer, changed).await?))
+        let answer = self.change(self.inner.delete(request), changed).await?;
+        Ok(tonic::Response::new(answer))
     }
 
     async fn mkdir(
@@ -371,8 +375,8 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
     ) -> Result<tonic::Response<MkdirResponse>, Status> {
         let request = request.into_inner();
         let changed = member(&request.path);
-        let answer = self.inner.mkdir(request).await;
-        Ok(tonic::Response::new(self.changed(answer, changed).await?))
+        let answer = self.change(self.inner.mkdir(request), changed).await?;
+        Ok(tonic::Response::new(answer))
     }
 
     async fn copy(
@@ -381,8 +385,8 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
     ) -> Result<tonic::Response<TransferResponse>, Status> {
         let request = request.into_inner();
         let changed = tree(&request.destination);
-        let answer = self.inner.copy(request).await;
-        Ok(tonic::Response::new(self.changed(answer, changed).await?))
+        let answer = self.change(self.inner.copy(request), changed).await?;
+        Ok(tonic::Response::new(answer))
     }
 
     async fn r#move(
@@ -391,8 +395,8 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
     ) -> Result<tonic::Response<TransferResponse>, Status> {
         let request = request.into_inner();
         let changed = moved(&request.source, &request.destination);
-        let answer = self.inner.r#move(request).await;
-        Ok(tonic::Response::new(self.changed(answer, changed).await?))
+        let answer = self.change(self.inner.r#move(request), changed).await?;
+        Ok(tonic::Response::new(answer))
     }
 
     async fn patch_properties(
@@ -401,8 +405,8 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
     ) -> Result<tonic::Response<PatchPropertiesResponse>, Status> {
         let request = request.into_inner();
         let changed = Invalidation::paths([request.path.clone()]);
-        let answer = self.inner.patch_properties(request).await;
-        Ok(tonic::Response::new(self.changed(answer, changed).await?))
+        let answer = self.change(self.inner.patch_properties(request), changed).await?;
+        Ok(tonic::Response::new(answer))
     }
 
     async fn usage(

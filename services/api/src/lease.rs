@@ -16,7 +16,7 @@
 use crate::BoxStream;
 use crate::pb::lease::v1 as pb;
 use futures_util::StreamExt;
-use prometheus::{Histogram, HistogramVec, IntGaugeVec, register_histogram_vec, register_int_gauge_vec};
+use prometheus::{Histogram, IntGauge, register_histogram, register_int_gauge};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,20 +55,20 @@ const RETRY_NOT_OFFERED: Duration = Duration::from_secs(30);
 /// How many pings a holder keeps track of while their pongs are outstanding.
 const MAX_OUTSTANDING_PINGS: usize = 16;
 
-static HOLDERS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    register_int_gauge_vec!(
+// One `Leases` per process (fileio's or the locks service's), so no label names the
+// service: the scrape's job does.
+static HOLDERS: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!(
         "kubedav_lease_holders",
-        "Clients (gateways) holding a lease on what they keep of this service's answers.",
-        &["service"]
+        "Clients (gateways) holding a lease stream on what they keep of this service's answers."
     )
     .expect("metric registers once")
 });
-static WAITS: LazyLock<HistogramVec> = LazyLock::new(|| {
-    register_histogram_vec!(
+static WAITS: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram!(
         "kubedav_lease_invalidation_wait_seconds",
         "How long a change waited for every lease holder to drop what it kept (or for its \
-         lease to run out) before it was answered.",
-        &["service"],
+         lease to run out, or for the grace period after start) before it was answered.",
         vec![
             0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1.0, 2.5
         ]
@@ -80,10 +80,12 @@ static WAITS: LazyLock<HistogramVec> = LazyLock::new(|| {
 pub struct Leases {
     service: &'static str,
     lease: Duration,
+    /// Until then no change is answered: leases granted by this service's previous
+    /// process may still be in use by holders that have not noticed it is gone.
+    grace_until: Instant,
     state: Mutex<State>,
     /// Woken whenever a holder acknowledges, renews or goes away.
     changed: Notify,
-    wait_seconds: Histogram,
 }
 
 #[derive(Default)]
@@ -111,20 +113,16 @@ impl Holder {
 }
 
 impl Leases {
-    /// Leases of [`LEASE`] on the answers of `service` (its name in metrics).
+    /// Leases of [`LEASE`] on the answers of `service` (its name in logs).
     pub fn new(service: &'static str) -> Arc<Self> {
-        Self::with_lease(service, LEASE)
-    }
-
-    /// Leases of a given length (tests use short ones).
-    pub fn with_lease(service: &'static str, lease: Duration) -> Arc<Self> {
-        HOLDERS.with_label_values(&[service]).set(0);
+        let lease = LEASE;
+        HOLDERS.set(0);
         Arc::new(Self {
             service,
             lease,
+            grace_until: Instant::now() + lease + CLOCK_MARGIN,
             state: Mutex::new(State::default()),
             changed: Notify::new(),
-            wait_seconds: WAITS.with_label_values(&[service]),
         })
     }
 
@@ -154,7 +152,8 @@ impl Leases {
                     unacknowledged: VecDeque::new(),
                 },
             );
-            HOLDERS.with_label_values(&[self.service]).set(connected(&state));
+            HOLDERS.set(connected(&state));
+            tracing::debug!(service = self.service, holder = id, "lease holder connected");
             id
         };
         let leases = self.clone();
@@ -166,10 +165,9 @@ impl Leases {
             if let Some(holder) = state.holders.get_mut(&id) {
                 holder.events = None;
             }
-            HOLDERS
-                .with_label_values(&[leases.service])
-                .set(connected(&state));
+            HOLDERS.set(connected(&state));
             drop(state);
+            tracing::debug!(service = leases.service, holder = id, "lease holder gone");
             leases.changed.notify_waiters();
         });
         futures_util::stream::poll_fn(move |cx| outlet.poll_recv(cx).map(|event| event.map(Ok))).boxed()
@@ -214,10 +212,33 @@ impl Leases {
         self.changed.notify_waiters();
     }
 
+    /// Makes a change under the leases: waits out the grace period (the first lease after
+    /// the service started, during which holders of a lease from its previous process may
+    /// not yet have noticed that it is gone, and this process cannot tell them), makes the
+    /// change, announces what `changed` names of its outcome (nothing for `None`), and
+    /// only then hands the outcome on. Waiting before the change, not after, keeps a lock
+    /// granted in the grace period from losing time off its timeout.
+    pub async fn change<T>(
+        &self,
+        change: impl Future<Output = Result<T, Status>>,
+        changed: impl FnOnce(&Result<T, Status>) -> Option<Invalidation>,
+    ) -> Result<T, Status> {
+        if Instant::now() < self.grace_until {
+            let started = Instant::now();
+            tokio::time::sleep_until(self.grace_until).await;
+            WAITS.observe(started.elapsed().as_secs_f64());
+        }
+        let outcome = change.await;
+        if let Some(invalidation) = changed(&outcome) {
+            self.invalidate(invalidation).await;
+        }
+        outcome
+    }
+
     /// Announces a change to every holder, then waits until each has acknowledged it or
-    /// its lease has run out. Call it after the change is made (so nothing fetched after
-    /// the announcement can predate it) and before answering the change.
-    pub async fn invalidate(&self, mut invalidation: Invalidation) {
+    /// its lease has run out. Called after the change is made (so nothing fetched after
+    /// the announcement can predate it) and before it is answered.
+    async fn invalidate(&self, mut invalidation: Invalidation) {
         let (sequence, mut waiting) = {
             let now = Instant::now();
             let mut state = self.state();
@@ -279,7 +300,7 @@ impl Leases {
                 _ = tokio::time::sleep_until(expiry) => {}
             }
         }
-        self.wait_seconds.observe(started.elapsed().as_secs_f64());
+        WAITS.observe(started.elapsed().as_secs_f64());
     }
 
     /// Ends every `Watch` stream and refuses new ones (the service is stopping). Changes
@@ -291,7 +312,7 @@ impl Leases {
         for holder in state.holders.values_mut() {
             holder.events = None;
         }
-        HOLDERS.with_label_values(&[self.service]).set(0);
+        HOLDERS.set(0);
     }
 }
 
@@ -537,6 +558,13 @@ mod tests {
         )
     }
 
+    /// New leases, past their grace period (tests run on paused time: it passes at once).
+    async fn leases() -> Arc<Leases> {
+        let leases = Leases::new("test");
+        tokio::time::sleep(LEASE + CLOCK_MARGIN).await;
+        leases
+    }
+
     async fn until_valid(lease: &Lease) {
         for _ in 0..200 {
             if lease.valid() {
@@ -547,9 +575,9 @@ mod tests {
         panic!("the lease never became valid");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_change_is_answered_only_after_every_holder_dropped_it() {
-        let leases = Leases::new("test");
+        let leases = leases().await;
         let dropped = Arc::new(AtomicUsize::new(0));
         let a = holder(&leases, dropped.clone());
         let b = holder(&leases, dropped.clone());
@@ -564,9 +592,23 @@ mod tests {
         assert!(a.valid() && b.valid(), "acknowledging keeps the lease");
     }
 
-    #[tokio::test]
-    async fn without_holders_a_change_does_not_wait() {
+    #[tokio::test(start_paused = true)]
+    async fn a_new_service_answers_changes_only_after_a_lease_has_passed() {
         let leases = Leases::new("test");
+        let started = Instant::now();
+        let changed_at = leases
+            .change(async { Ok(Instant::now()) }, |_| Some(Invalidation::everything()))
+            .await
+            .unwrap();
+        assert!(
+            changed_at.duration_since(started) >= LEASE,
+            "changed while a lease of the previous process may still be in use"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_holders_a_change_does_not_wait() {
+        let leases = leases().await;
         let started = Instant::now();
         leases.invalidate(Invalidation::everything()).await;
         assert!(started.elapsed() < Duration::from_millis(100));
@@ -574,7 +616,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_silent_holder_delays_a_change_until_its_lease_runs_out_and_no_longer() {
-        let leases = Leases::new("test");
+        let leases = leases().await;
         // A holder that pings once, gets its lease, then never reads or answers again.
         let (requests, outlet) = mpsc::unbounded_channel();
         let mut outlet = outlet;
@@ -608,7 +650,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_holder_that_pings_but_never_acknowledges_loses_its_lease() {
-        let leases = Leases::new("test");
+        let leases = leases().await;
         let (requests, outlet) = mpsc::unbounded_channel();
         let mut outlet = outlet;
         let mut events = leases.watch(
@@ -647,9 +689,9 @@ mod tests {
         pinger.abort();
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_answer_fetched_across_an_invalidation_is_not_kept() {
-        let leases = Leases::new("test");
+        let leases = leases().await;
         let dropped = Arc::new(AtomicUsize::new(0));
         let lease = holder(&leases, dropped);
         until_valid(&lease).await;
@@ -663,9 +705,9 @@ mod tests {
         assert!(kept.get(), "an answer from after it was not kept");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_closed_service_ends_the_streams_and_the_holders_drop_their_lease() {
-        let leases = Leases::new("test");
+        let leases = leases().await;
         let lease = holder(&leases, Arc::new(AtomicUsize::new(0)));
         until_valid(&lease).await;
         leases.close();

@@ -178,13 +178,20 @@ impl LocksGrpc {
         self.leases.clone()
     }
 
-    /// Announces a lock change (every kept discovery may show it) once it is made, then
-    /// hands the answer on.
-    async fn changed<T>(&self, answer: Result<T, Status>) -> Result<T, Status> {
-        if let (Ok(_), Some(leases)) = (&answer, &self.leases) {
-            leases.invalidate(Invalidation::everything()).await;
+    /// Makes a lock change under the leases, if any ([`Leases::change`]): a change that
+    /// succeeded may show in every kept discovery, so all are dropped.
+    async fn change<T>(
+        &self,
+        change: impl std::future::Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        match &self.leases {
+            Some(leases) => {
+                leases
+                    .change(change, |outcome| outcome.is_ok().then(Invalidation::everything))
+                    .await
+            }
+            None => change.await,
         }
-        answer
     }
 
     /// The tonic service, ready to be added to a server.
@@ -213,24 +220,24 @@ impl pb::locks_server::Locks for LocksGrpc {
         &self,
         request: tonic::Request<LockRequest>,
     ) -> Result<tonic::Response<LockResponse>, Status> {
-        let answer = self.inner.lock(request.into_inner()).await;
-        Ok(tonic::Response::new(self.changed(answer).await?))
+        let answer = self.change(self.inner.lock(request.into_inner())).await?;
+        Ok(tonic::Response::new(answer))
     }
 
     async fn refresh(
         &self,
         request: tonic::Request<RefreshRequest>,
     ) -> Result<tonic::Response<RefreshResponse>, Status> {
-        let answer = self.inner.refresh(request.into_inner()).await;
-        Ok(tonic::Response::new(self.changed(answer).await?))
+        let answer = self.change(self.inner.refresh(request.into_inner())).await?;
+        Ok(tonic::Response::new(answer))
     }
 
     async fn unlock(
         &self,
         request: tonic::Request<UnlockRequest>,
     ) -> Result<tonic::Response<UnlockResponse>, Status> {
-        let answer = self.inner.unlock(request.into_inner()).await;
-        Ok(tonic::Response::new(self.changed(answer).await?))
+        let answer = self.change(self.inner.unlock(request.into_inner())).await?;
+        Ok(tonic::Response::new(answer))
     }
 
     async fn check_write(
@@ -255,7 +262,7 @@ impl pb::locks_server::Locks for LocksGrpc {
         &self,
         request: tonic::Request<ReleaseRequest>,
     ) -> Result<tonic::Response<ReleaseResponse>, Status> {
-        let answer = self.inner.release(request.into_inner()).await;
-        Ok(tonic::Response::new(self.changed(answer).await?))
+        let answer = self.change(self.inner.release(request.into_inner())).await?;
+        Ok(tonic::Response::new(answer))
     }
 }

@@ -573,3 +573,33 @@ pub async fn metric_sum(admin: SocketAddr, name: &str) -> f64 {
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// Sends `signal` to `pid`.
+pub fn signal(pid: u32, signal: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("a live pid");
+    rustix::process::kill_process(pid, signal).expect("signal sent");
+}
+
+/// Stops `pid` with SIGSTOP and waits until every one of its threads has stopped: the
+/// signal is only queued when kill(2) returns, and on a loaded machine a thread may still
+/// answer a request before it takes effect.
+pub fn stop(pid: u32) {
+    signal(pid, rustix::process::Signal::STOP);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let running = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("the process is alive")
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("stat")).ok())
+            .filter(|stat| {
+                // The state follows the command name, which is in parentheses.
+                let state = stat.rsplit_once(") ").map(|(_, rest)| rest.as_bytes()[0]);
+                !matches!(state, Some(b'T' | b't'))
+            })
+            .count();
+        if running == 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{pid} did not stop");
+        std::thread::yield_now();
+    }
+}

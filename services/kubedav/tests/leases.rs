@@ -1,0 +1,312 @@
+//! What gateways keep of fileio's and the locks service's answers (small files, single
+//! resources with their dead properties, lock discovery) never outlives a change made
+//! through kubedav: two gateways, each process separate, and a change made through one
+//! is seen by the very next request through the other, whatever either had kept. Also
+//! when a gateway is paused (the change waits for its lease, no longer), when fileio is
+//! restarted, and when the volume is changed behind kubedav's back (seen within the
+//! freshness bound).
+
+mod common;
+
+use common::{Process, client, signal, start_gateway, start_service, stop};
+use reqwest::{Method, StatusCode};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+const LOCKINFO: &str = r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>test</D:owner></D:lockinfo>"#;
+
+/// fileio, locks (memory store) and two gateways with their caches on.
+struct Fleet {
+    dir: tempfile::TempDir,
+    fileio: Process,
+    gateways: Vec<(Process, SocketAddr, SocketAddr)>,
+    _locks: Process,
+}
+
+impl Fleet {
+    async fn start() -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let root_arg = vec!["--root".to_owned(), root.display().to_string()];
+        let (fileio, fileio_grpc, _) = start_service("fileio", "fileio", &root_arg, &[]).await;
+        let (locks, locks_grpc, _) = start_service("locks", "locks", &[], &[]).await;
+        let mut gateways = Vec::new();
+        for name in ["gateway-a", "gateway-b"] {
+            let args = vec![
+                "--fileio-url".to_owned(),
+                format!("http://{fileio_grpc}"),
+                "--locks-url".to_owned(),
+                format!("http://{locks_grpc}"),
+                "--markdown-url".to_owned(),
+                String::new(),
+            ];
+            gateways.push(start_gateway(name, &args, &[]).await);
+        }
+        Fleet {
+            dir,
+            fileio,
+            gateways,
+            _locks: locks,
+        }
+    }
+
+    fn url(&self, g: usize, path: &str) -> String {
+        format!("http://{}{path}", self.gateways[g].1)
+    }
+
+    async fn put(&self, g: usize, path: &str, body: &str) {
+        let status = client()
+            .put(self.url(g, path))
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert!(status.is_success(), "PUT {path} through gateway {g}: {status}");
+    }
+
+    async fn get(&self, g: usize, path: &str) -> (StatusCode, String) {
+        let response = client().get(self.url(g, path)).send().await.unwrap();
+        (response.status(), response.text().await.unwrap())
+    }
+
+    async fn request(
+        &self,
+        g: usize,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (StatusCode, String) {
+        let mut request = client().request(Method::from_bytes(method.as_bytes()).unwrap(), self.url(g, path));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.body(body.to_owned()).send().await.unwrap();
+        (response.status(), response.text().await.unwrap())
+    }
+
+    async fn propfind0(&self, g: usize, path: &str) -> String {
+        let (status, body) = self.request(g, "PROPFIND", path, &[("depth", "0")], "").await;
+        assert_eq!(status, StatusCode::MULTI_STATUS, "{body}");
+        body
+    }
+
+    /// Answers gateway `g` gave from what it kept.
+    async fn hits(&self, g: usize, cache: &str) -> f64 {
+        let text = common::metric_text(self.gateways[g].2).await;
+        let needle = format!("kubedav_gateway_cache_lookups_total{{cache=\"{cache}\",result=\"hit\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&needle))
+            .map_or(0.0, |v| v.parse().unwrap())
+    }
+
+    /// GETs through gateway `g` until one is answered from what it kept (a gateway keeps
+    /// nothing until its lease from fileio began), checking the content every time.
+    async fn until_kept(&self, g: usize, path: &str, expected: &str) {
+        let before = self.hits(g, "file").await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            assert_eq!(self.get(g, path).await, (StatusCode::OK, expected.to_owned()));
+            if self.hits(g, "file").await > before {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gateway {g} never answered {path} from its copy"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// A PUT, PROPPATCH, DELETE or MOVE answered through one gateway is seen by the next
+/// request through the other, though the other had the old state kept (each round
+/// first makes sure of that).
+#[tokio::test]
+async fn changes_through_one_gateway_are_seen_at_once_through_the_other() {
+    let fleet = Fleet::start().await;
+    fleet.put(0, "/doc.txt", "version 0").await;
+    fleet.until_kept(1, "/doc.txt", "version 0").await;
+    for round in 1..=20 {
+        let (writer, reader) = if round % 2 == 0 { (0, 1) } else { (1, 0) };
+        let before = format!("version {}", round - 1);
+        fleet.until_kept(reader, "/doc.txt", &before).await;
+        let now = format!("version {round}");
+        fleet.put(writer, "/doc.txt", &now).await;
+        assert_eq!(
+            fleet.get(reader, "/doc.txt").await,
+            (StatusCode::OK, now.clone()),
+            "round {round}"
+        );
+        let head = client().head(fleet.url(reader, "/doc.txt")).send().await.unwrap();
+        assert_eq!(head.headers()["content-length"], now.len().to_string().as_str());
+    }
+
+    // Dead properties: a PROPPATCH through A shows in a Depth 0 PROPFIND through B.
+    for round in 0..5 {
+        let before = fleet.hits(1, "resource").await;
+        fleet.propfind0(1, "/doc.txt").await;
+        fleet.propfind0(1, "/doc.txt").await;
+        let value = format!("colour {round}");
+        let patch = format!(
+            r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:test"><D:set><D:prop><Z:colour>{value}</Z:colour></D:prop></D:set></D:propertyupdate>"#
+        );
+        let (status, body) = fleet.request(0, "PROPPATCH", "/doc.txt", &[], &patch).await;
+        assert_eq!(status, StatusCode::MULTI_STATUS, "{body}");
+        let listed = fleet.propfind0(1, "/doc.txt").await;
+        assert!(listed.contains(&value), "round {round}: {listed}");
+        assert!(
+            fleet.hits(1, "resource").await > before,
+            "B answered no PROPFIND from its copy"
+        );
+    }
+
+    // A new member changes its collection: B lists the root afresh.
+    fleet.propfind0(1, "/").await;
+    fleet.put(0, "/second.txt", "two").await;
+    assert_eq!(
+        fleet.get(1, "/second.txt").await,
+        (StatusCode::OK, "two".to_owned())
+    );
+
+    // DELETE through A: gone through B.
+    fleet.until_kept(1, "/second.txt", "two").await;
+    let (status, _) = fleet.request(0, "DELETE", "/second.txt", &[], "").await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(fleet.get(1, "/second.txt").await.0, StatusCode::NOT_FOUND);
+
+    // A collection moved through B: its members are gone from their old place through
+    // A, which had one of them kept.
+    let (status, _) = fleet.request(1, "MKCOL", "/dir", &[], "").await;
+    assert_eq!(status, StatusCode::CREATED);
+    fleet.put(1, "/dir/member.txt", "member").await;
+    fleet.until_kept(0, "/dir/member.txt", "member").await;
+    let destination = fleet.url(1, "/moved");
+    let (status, _) = fleet
+        .request(1, "MOVE", "/dir", &[("destination", &destination)], "")
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(fleet.get(0, "/dir/member.txt").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        fleet.get(0, "/moved/member.txt").await,
+        (StatusCode::OK, "member".to_owned())
+    );
+}
+
+/// A LOCK or UNLOCK through one gateway shows in the other's lockdiscovery at once,
+/// though the other had answered the same PROPFIND from what it kept.
+#[tokio::test]
+async fn locks_taken_through_one_gateway_show_at_once_through_the_other() {
+    let fleet = Fleet::start().await;
+    fleet.put(0, "/locked.txt", "content").await;
+    for round in 0..5 {
+        let before = fleet.hits(1, "locks").await;
+        fleet.propfind0(1, "/locked.txt").await;
+        let listed = fleet.propfind0(1, "/locked.txt").await;
+        assert!(
+            !listed.contains("opaquelocktoken") && !listed.contains("urn:uuid"),
+            "{listed}"
+        );
+        let response = client()
+            .request(Method::from_bytes(b"LOCK").unwrap(), fleet.url(0, "/locked.txt"))
+            .header("timeout", "Second-600")
+            .body(LOCKINFO)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let token = response.headers()["lock-token"].to_str().unwrap().to_owned();
+        let bare = token.trim_matches(|c| c == '<' || c == '>').to_owned();
+        let listed = fleet.propfind0(1, "/locked.txt").await;
+        assert!(
+            listed.contains(&bare),
+            "round {round}: B does not show the new lock: {listed}"
+        );
+        let listed = fleet.propfind0(1, "/locked.txt").await;
+        assert!(listed.contains(&bare), "round {round}: {listed}");
+
+        let (status, _) = fleet
+            .request(0, "UNLOCK", "/locked.txt", &[("lock-token", &token)], "")
+            .await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        let listed = fleet.propfind0(1, "/locked.txt").await;
+        assert!(
+            !listed.contains(&bare),
+            "round {round}: B still shows a released lock: {listed}"
+        );
+        assert!(
+            fleet.hits(1, "locks").await > before,
+            "B answered no lockdiscovery from its copy"
+        );
+    }
+}
+
+/// A paused gateway (alive, connected, silent) holds a change up for its lease at most,
+/// and once resumed it serves the new content, never its old copy.
+#[tokio::test]
+async fn a_paused_gateway_delays_changes_by_its_lease_and_then_serves_them() {
+    let fleet = Fleet::start().await;
+    fleet.put(0, "/doc.txt", "old").await;
+    fleet.until_kept(1, "/doc.txt", "old").await;
+    let paused = fleet.gateways[1].0.pid();
+    stop(paused);
+    let put = tokio::time::timeout(Duration::from_secs(20), fleet.put(0, "/doc.txt", "new")).await;
+    signal(paused, rustix::process::Signal::CONT);
+    put.expect("the PUT was answered once the paused gateway's lease ran out");
+    assert_eq!(fleet.get(1, "/doc.txt").await, (StatusCode::OK, "new".to_owned()));
+    assert_eq!(fleet.get(0, "/doc.txt").await, (StatusCode::OK, "new".to_owned()));
+}
+
+/// fileio killed and started again: the new process knows nothing of the leases the old
+/// one granted, so it answers no change before they have run out, and the gateway that
+/// had a copy never serves it after the change.
+#[tokio::test]
+async fn a_restarted_fileio_leaves_no_stale_copy_behind() {
+    let mut fleet = Fleet::start().await;
+    fleet.put(0, "/doc.txt", "before the restart").await;
+    fleet.until_kept(1, "/doc.txt", "before the restart").await;
+    fleet.fileio.restart().await;
+    // Through A, as soon as the new fileio is reachable (503 until then).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = client()
+            .put(fleet.url(0, "/doc.txt"))
+            .body("after the restart")
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if status.is_success() {
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(Instant::now() < deadline, "fileio never came back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        fleet.get(1, "/doc.txt").await,
+        (StatusCode::OK, "after the restart".to_owned())
+    );
+}
+
+/// A file changed on the volume behind kubedav's back is served fresh within the
+/// freshness bound (1 s by default), though the gateway had a copy.
+#[tokio::test]
+async fn a_change_behind_kubedavs_back_is_seen_within_the_freshness_bound() {
+    let fleet = Fleet::start().await;
+    fleet.put(0, "/doc.txt", "through kubedav").await;
+    fleet.until_kept(1, "/doc.txt", "through kubedav").await;
+    std::fs::write(fleet.dir.path().join("root/doc.txt"), "behind its back").unwrap();
+    let changed = Instant::now();
+    let mut seen = false;
+    while changed.elapsed() < Duration::from_secs(5) {
+        if fleet.get(1, "/doc.txt").await.1 == "behind its back" {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(seen, "the gateway kept serving its copy for 5 s");
+}
