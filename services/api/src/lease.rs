@@ -43,8 +43,11 @@ impl futures_util::Stream for Requests {
 }
 
 /// How long a lease lasts after the ping that renewed it. A holder that stops answering
-/// delays a change by at most this.
-pub const LEASE: Duration = Duration::from_secs(2);
+/// delays a change by at most this, and so does a service's grace period after it
+/// starts. It only has to outlast a ping's round trip (holders ping every quarter of
+/// it), so it is short: a restart or a paused gateway holds changes up for half a
+/// second at most.
+pub const LEASE: Duration = Duration::from_millis(500);
 /// The service's allowance for two clocks running at slightly different rates.
 const CLOCK_MARGIN: Duration = Duration::from_millis(20);
 /// A holder's first wait before it opens a stream again, doubling up to [`RETRY_MOST`].
