@@ -101,6 +101,8 @@ def overview():
          "{{grpc_service}} {{grpc_code}}")], "reqps")
     d.panel("gRPC p99 latency, gateway side, by method", [
         (quantile(0.99, "kubedav_grpc_client_handling_seconds", "grpc_method"), "p99 {{grpc_method}}")], "s")
+    d.panel("Gateway cache: answers kept under the services' leases", [
+        (rate("kubedav_gateway_cache_lookups_total", by="cache, result"), "{{cache}} {{result}}")], "reqps")
     d.panel("Bytes: HTTP in and out, volume read and written", [
         (rate("kubedav_fileio_read_bytes_total"), "read"),
         (rate("kubedav_fileio_written_bytes_total"), "written"),
@@ -182,6 +184,10 @@ def fileio():
     d.panel("io_uring available", [(f"min(kubedav_fileio_io_uring_available{{{NS}}})", "available")])
     d.panel("Volume space", [(f"min(kubedav_fileio_volume_available_bytes{{{NS}}})", "available"),
                              (f"max(kubedav_fileio_volume_size_bytes{{{NS}}})", "size")], "bytes")
+    d.panel("Gateways holding a lease", [(f"sum(kubedav_lease_holders{{{NS}}})", "holders")])
+    d.panel("Changes waiting for the gateways' leases p50 / p99", [
+        (quantile(0.99, "kubedav_lease_invalidation_wait_seconds"), "p99"),
+        (quantile(0.5, "kubedav_lease_invalidation_wait_seconds"), "p50")], "s")
     grpc_served(d, "fileio")
     memory_and_cpu(d, "fileio")
     d.write()

@@ -120,6 +120,7 @@ impl Leases {
     pub fn new(service: &'static str) -> Arc<Self> {
         let lease = LEASE;
         HOLDERS.set(0);
+        LazyLock::force(&WAITS);
         Arc::new(Self {
             service,
             lease,

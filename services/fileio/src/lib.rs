@@ -16,6 +16,7 @@ pub mod orphans;
 pub mod propcache;
 pub mod props;
 pub mod read;
+pub mod resolved;
 pub mod scanslots;
 pub mod transfer;
 pub mod tree;
@@ -51,6 +52,7 @@ pub struct LocalFileIo {
     property_locks: Arc<StripedLocks>,
     property_cache: propcache::PropertyCache,
     name_cache: namecache::NameCache,
+    resolved: resolved::ResolvedPaths,
     file_cache: filecache::FileCache,
     scan_slots: scanslots::ScanSlots,
 }
@@ -100,6 +102,7 @@ impl LocalFileIo {
             property_locks: Arc::new(StripedLocks::new()),
             property_cache: propcache::PropertyCache::new(),
             name_cache: namecache::NameCache::new(),
+            resolved: resolved::ResolvedPaths::new(),
             file_cache: filecache::FileCache::new(filecache::DEFAULT_CAPACITY_BYTES),
             scan_slots: scanslots::ScanSlots::for_this_machine(),
         })
@@ -176,7 +179,7 @@ impl FileIo for LocalFileIo {
                 names: &self.name_cache,
                 io_uring: false,
             };
-            let entries = vec![scan.single(&path)?];
+            let entries = vec![scan.single(&path, &self.resolved)?];
             return Ok(futures_util::stream::iter([Ok(ListResponse { entries })]).boxed());
         }
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);

@@ -7,6 +7,7 @@ use crate::metrics::{self, ScanPath};
 use crate::namecache::NameCache;
 use crate::propcache::{PropertyCache, Tally};
 use crate::props;
+use crate::resolved::ResolvedPaths;
 use crate::uring;
 use kubedav_api::fileio::{Depth, FileInfo, ListEntry, ListResponse};
 use kubedav_api::path::{RESERVED_PREFIX, VolumePath};
@@ -183,10 +184,21 @@ impl Scan<'_> {
     /// only when the dead properties must be read (not asked for, or not cached) is the
     /// resource opened for reading, from the start, so the `statx` and the properties
     /// always come from the same file.
-    pub fn single(&self, path: &VolumePath) -> Result<ListEntry, Status> {
+    pub fn single(&self, path: &VolumePath, resolved: &ResolvedPaths) -> Result<ListEntry, Status> {
         let began = SystemTime::now();
         let mut tally = Tally::default();
+        // A path that still leads where a confined resolution led, with its dead
+        // properties known: one statx answers.
+        if let Some(stx) = resolved.current(self.volume.root_fd(), path)
+            && let Some(properties) = self.known_properties(&stx, &mut tally)
+        {
+            return Ok(ListEntry {
+                info: Some(file_info(path, &stx)),
+                properties,
+            });
+        }
         let mut stx = stat_fd(&self.volume.open_beneath(path, OFlags::PATH)?, path)?;
+        resolved.insert(path, &stx, began);
         let properties = match self.known_properties(&stx, &mut tally) {
             Some(known) => known,
             None => {
@@ -648,7 +660,7 @@ mod tests {
             io_uring: false,
         };
         let colour = || {
-            let entry = scan.single(&path).unwrap();
+            let entry = scan.single(&path, &ResolvedPaths::new()).unwrap();
             assert_eq!(entry.info.unwrap().size, 1);
             entry
                 .properties

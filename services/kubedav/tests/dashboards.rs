@@ -298,6 +298,8 @@ const MOVED_BY_THE_WORKLOAD: &[&str] = &[
     "kubedav_markdown_tokens_total",
     "kubedav_markdown_cache_hits_total",
     "kubedav_fileio_volume_size_bytes",
+    "kubedav_gateway_cache_lookups_total{result=\"hit\"}",
+    "kubedav_lease_invalidation_wait_seconds_count",
 ];
 
 /// The `kubedav_*` metric names of the catalogue table in docs/observability.md.

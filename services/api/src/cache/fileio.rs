@@ -212,11 +212,15 @@ fn listing(kept: &KeptResource, selection: &PropertySelection) -> BoxStream<List
 
 #[async_trait::async_trait]
 impl FileIo for CachedFileIo {
+    /// A hit counts for the cache that answered it; a miss is not counted, as nothing is
+    /// kept of a Stat.
     async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
         if let Some(kept) = self.kept_file(&request.path) {
+            self.files.hits.inc();
             return Ok(kept.info.clone());
         }
         if let Some(kept) = self.kept_resource(&request.path) {
+            self.resources.hits.inc();
             return Ok(kept.entry.info.clone().unwrap_or_default());
         }
         self.remote.stat(request).await
