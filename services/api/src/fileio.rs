@@ -404,7 +404,7 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
         request: tonic::Request<PatchPropertiesRequest>,
     ) -> Result<tonic::Response<PatchPropertiesResponse>, Status> {
         let request = request.into_inner();
-        let changed = Invalidation::paths([request.path.clone()]);
+        let changed = member(&request.path);
         let answer = self.change(self.inner.patch_properties(request), changed).await?;
         Ok(tonic::Response::new(answer))
     }
@@ -429,7 +429,8 @@ impl pb::file_io_server::FileIo for FileIoGrpc {
 }
 
 /// What a change of one resource invalidates: it, and its parent collection (whose
-/// modification time and members change with it).
+/// modification time and members change with it, and whose Depth 1 listing shows the
+/// resource's properties).
 fn member(path: &str) -> Invalidation {
     Invalidation::paths([path.to_owned(), parent(path).to_owned()])
 }

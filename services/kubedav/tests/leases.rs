@@ -195,6 +195,62 @@ async fn changes_through_one_gateway_are_seen_at_once_through_the_other() {
     );
 }
 
+/// A member added, changed (its dead properties) or deleted through one gateway shows at
+/// once in the other's Depth 1 PROPFIND of the collection, though the other had the
+/// listing kept.
+#[tokio::test]
+async fn listings_show_changes_of_members_at_once_through_the_other_gateway() {
+    let fleet = Fleet::start().await;
+    let (status, _) = fleet.request(0, "MKCOL", "/col", &[], "").await;
+    assert_eq!(status, StatusCode::CREATED);
+    fleet.put(0, "/col/a.txt", "a").await;
+    let fleet = &fleet;
+    let listing = move |g: usize| async move {
+        let (status, body) = fleet.request(g, "PROPFIND", "/col/", &[("depth", "1")], "").await;
+        assert_eq!(status, StatusCode::MULTI_STATUS, "{body}");
+        body
+    };
+    // Until B answers the listing from its copy (its lease may need a moment).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let before = fleet.hits(1, "listing").await;
+    while fleet.hits(1, "listing").await == before {
+        assert!(listing(1).await.contains("/col/a.txt"));
+        assert!(
+            Instant::now() < deadline,
+            "B never answered the listing from its copy"
+        );
+    }
+    let kept = move |what: &'static str| async move {
+        let before = fleet.hits(1, "listing").await;
+        listing(1).await;
+        assert!(
+            fleet.hits(1, "listing").await > before,
+            "B had no copy of the listing before {what}"
+        );
+    };
+
+    kept("the PUT").await;
+    fleet.put(0, "/col/b.txt", "b").await;
+    assert!(listing(1).await.contains("/col/b.txt"), "a new member is listed");
+
+    kept("the PROPPATCH").await;
+    let patch = r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:test"><D:set><D:prop><Z:colour>teal</Z:colour></D:prop></D:set></D:propertyupdate>"#;
+    let (status, body) = fleet.request(0, "PROPPATCH", "/col/a.txt", &[], patch).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS, "{body}");
+    assert!(
+        listing(1).await.contains("teal"),
+        "a member's new property is listed"
+    );
+
+    kept("the DELETE").await;
+    let (status, _) = fleet.request(0, "DELETE", "/col/b.txt", &[], "").await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert!(
+        !listing(1).await.contains("/col/b.txt"),
+        "a deleted member is not listed"
+    );
+}
+
 /// A LOCK or UNLOCK through one gateway shows in the other's lockdiscovery at once,
 /// though the other had answered the same PROPFIND from what it kept.
 #[tokio::test]

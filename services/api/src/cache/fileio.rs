@@ -11,7 +11,7 @@ use crate::fileio::{
 use crate::lease::{self, Invalidation, Lease};
 use crate::pb::fileio::v1::{Depth, PropertySelection, property_selection};
 use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use quick_cache::sync::Cache;
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,8 +35,33 @@ struct KeptResource {
     kept_at: Instant,
 }
 
+/// A collection and its members, each with all its dead properties, as a Depth 1
+/// listing returned them.
+struct KeptListing {
+    entries: Vec<ListEntry>,
+    kept_at: Instant,
+}
+
+/// The largest listing kept (entries, the collection included): a larger one streams
+/// from fileio as it is read.
+pub const MAX_LISTING_ENTRIES: usize = 4096;
+
 #[derive(Clone, Copy)]
 struct Weight;
+
+/// What an entry of a listing or a kept resource costs against the bound.
+fn entry_weight(entry: &ListEntry) -> u64 {
+    let properties: usize = entry
+        .properties
+        .iter()
+        .map(|p| p.namespace.len() + p.name.len() + p.value.len() + 32)
+        .sum();
+    let path = entry
+        .info
+        .as_ref()
+        .map_or(0, |info| info.path.len() + info.etag.len());
+    (properties + path) as u64 + ENTRY_OVERHEAD_BYTES
+}
 
 impl quick_cache::Weighter<String, Arc<KeptFile>> for Weight {
     fn weight(&self, path: &String, kept: &Arc<KeptFile>) -> u64 {
@@ -46,13 +71,13 @@ impl quick_cache::Weighter<String, Arc<KeptFile>> for Weight {
 
 impl quick_cache::Weighter<String, Arc<KeptResource>> for Weight {
     fn weight(&self, path: &String, kept: &Arc<KeptResource>) -> u64 {
-        let properties: usize = kept
-            .entry
-            .properties
-            .iter()
-            .map(|p| p.namespace.len() + p.name.len() + p.value.len() + 32)
-            .sum();
-        (properties + path.len()) as u64 + ENTRY_OVERHEAD_BYTES
+        entry_weight(&kept.entry) + path.len() as u64
+    }
+}
+
+impl quick_cache::Weighter<String, Arc<KeptListing>> for Weight {
+    fn weight(&self, path: &String, kept: &Arc<KeptListing>) -> u64 {
+        kept.entries.iter().map(entry_weight).sum::<u64>() + path.len() as u64
     }
 }
 
@@ -60,6 +85,9 @@ impl quick_cache::Weighter<String, Arc<KeptResource>> for Weight {
 struct Kept {
     files: Cache<String, Arc<KeptFile>, Weight>,
     resources: Cache<String, Arc<KeptResource>, Weight>,
+    /// Depth 1 listings, by the collection's path. A change of a member names the
+    /// collection too (fileio announces a changed resource's parent), so it drops them.
+    listings: Cache<String, Arc<KeptListing>, Weight>,
 }
 
 impl Kept {
@@ -67,16 +95,19 @@ impl Kept {
         if invalidation.everything || invalidation.trees.iter().any(String::is_empty) {
             self.files.clear();
             self.resources.clear();
+            self.listings.clear();
             return;
         }
         for path in &invalidation.paths {
             self.files.remove(path);
             self.resources.remove(path);
+            self.listings.remove(path);
         }
         if !invalidation.trees.is_empty() {
             // A tree's members are spread over the cache: one pass over what is kept.
             self.files.retain(|path, _| !invalidation.covers(path));
             self.resources.retain(|path, _| !invalidation.covers(path));
+            self.listings.retain(|path, _| !invalidation.covers(path));
         }
     }
 }
@@ -91,17 +122,19 @@ pub struct CachedFileIo {
     freshness: std::time::Duration,
     files: Lookups,
     resources: Lookups,
+    listings: Lookups,
 }
 
 impl CachedFileIo {
     /// Wraps `remote` and starts holding a lease from the fileio it reaches (a task on
     /// the current runtime, for as long as this lives).
     pub fn new(remote: RemoteFileIo, config: CacheConfig) -> Self {
-        let half = (config.capacity_bytes / 2).max(1);
-        let items = (half / 1024).max(16) as usize;
+        let third = (config.capacity_bytes / 3).max(1);
+        let items = (third / 1024).max(16) as usize;
         let kept = Arc::new(Kept {
-            files: Cache::with_weighter(items, half, Weight),
-            resources: Cache::with_weighter(items, half, Weight),
+            files: Cache::with_weighter(items, third, Weight),
+            resources: Cache::with_weighter(items, third, Weight),
+            listings: Cache::with_weighter((items / 64).max(16), third, Weight),
         });
         let watcher = remote.clone();
         let dropper = kept.clone();
@@ -117,6 +150,7 @@ impl CachedFileIo {
             freshness: config.freshness,
             files: Lookups::of("file"),
             resources: Lookups::of("resource"),
+            listings: Lookups::of("listing"),
         }
     }
 
@@ -129,6 +163,49 @@ impl CachedFileIo {
             return None;
         }
         self.kept.files.get(path).filter(|kept| self.fresh(kept.kept_at))
+    }
+
+    fn kept_listing(&self, path: &str) -> Option<Arc<KeptListing>> {
+        if !self.lease.valid() {
+            return None;
+        }
+        self.kept
+            .listings
+            .get(path)
+            .filter(|kept| self.fresh(kept.kept_at))
+    }
+
+    /// Lists a collection's members from fileio with all their dead properties, keeps the
+    /// listing if it is small enough and nothing changed meanwhile, and answers the
+    /// selection asked for. A listing larger than [`MAX_LISTING_ENTRIES`] is handed on as
+    /// it streams.
+    async fn list_and_keep(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
+        let selection = request.properties.clone().unwrap_or_default();
+        let epoch = self.lease.epoch();
+        let asked = Instant::now();
+        let path = request.path.clone();
+        let mut batches = self.remote.list(all_properties(request)).await?;
+        let mut entries = Vec::new();
+        while let Some(batch) = batches.next().await {
+            entries.extend(batch?.entries);
+            if entries.len() > MAX_LISTING_ENTRIES {
+                let first = select(std::mem::take(&mut entries), &selection);
+                let rest = batches.map_ok(move |batch| select(batch.entries, &selection));
+                return Ok(futures_util::stream::iter([Ok(first)]).chain(rest).boxed());
+            }
+        }
+        let kept = Arc::new(KeptListing {
+            entries,
+            kept_at: asked,
+        });
+        self.lease.keep(
+            epoch,
+            || self.kept.listings.insert(path.clone(), kept.clone()),
+            || {
+                self.kept.listings.remove(&path);
+            },
+        );
+        Ok(batched(kept.entries.clone(), &selection))
     }
 
     fn kept_resource(&self, path: &str) -> Option<Arc<KeptResource>> {
@@ -201,6 +278,46 @@ fn whole_or_ranges(kept: &KeptFile, ranges: &[crate::pb::fileio::v1::ByteRangeSp
     }
 }
 
+/// The same listing request, asking for every dead property: one kept copy then answers
+/// any selection.
+fn all_properties(request: ListRequest) -> ListRequest {
+    ListRequest {
+        properties: Some(PropertySelection {
+            mode: property_selection::Mode::All as i32,
+            names: Vec::new(),
+        }),
+        ..request
+    }
+}
+
+/// Entries with only the dead properties `selection` asks for.
+fn select(entries: Vec<ListEntry>, selection: &PropertySelection) -> ListResponse {
+    ListResponse {
+        entries: entries
+            .into_iter()
+            .map(|entry| ListEntry {
+                info: entry.info,
+                properties: crate::properties::select(entry.properties, selection),
+            })
+            .collect(),
+    }
+}
+
+/// A kept listing answered in batches of fileio's size (256 entries), so the gateway
+/// renders it as it would a streamed one.
+fn batched(entries: Vec<ListEntry>, selection: &PropertySelection) -> BoxStream<ListResponse> {
+    let mut batches = Vec::with_capacity(entries.len() / LISTING_BATCH + 1);
+    let mut entries = entries.into_iter().peekable();
+    while entries.peek().is_some() {
+        let batch: Vec<ListEntry> = entries.by_ref().take(LISTING_BATCH).collect();
+        batches.push(Ok(select(batch, selection)));
+    }
+    futures_util::stream::iter(batches).boxed()
+}
+
+/// Entries per batch of a listing answered from a kept copy, as fileio sends them.
+const LISTING_BATCH: usize = 256;
+
 /// A Depth 0 listing answered from a kept resource.
 fn listing(kept: &KeptResource, selection: &PropertySelection) -> BoxStream<ListResponse> {
     let entry = ListEntry {
@@ -227,7 +344,15 @@ impl FileIo for CachedFileIo {
     }
 
     async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
-        if request.depth != Depth::Zero as i32 {
+        // A bounded listing (max_entries) must stop where fileio would: not kept.
+        if request.depth == Depth::One as i32 && request.max_entries == 0 {
+            if let Some(kept) = self.listings.count(self.kept_listing(&request.path)) {
+                let selection = request.properties.unwrap_or_default();
+                return Ok(batched(kept.entries.clone(), &selection));
+            }
+            return self.list_and_keep(request).await;
+        }
+        if request.depth != Depth::Zero as i32 || request.max_entries != 0 {
             return self.remote.list(request).await;
         }
         let selection = request.properties.clone().unwrap_or_default();
@@ -238,16 +363,7 @@ impl FileIo for CachedFileIo {
         let epoch = self.lease.epoch();
         let asked = Instant::now();
         let path = request.path.clone();
-        let mut batches = self
-            .remote
-            .list(ListRequest {
-                properties: Some(PropertySelection {
-                    mode: property_selection::Mode::All as i32,
-                    names: Vec::new(),
-                }),
-                ..request
-            })
-            .await?;
+        let mut batches = self.remote.list(all_properties(request)).await?;
         let mut entries = Vec::new();
         while let Some(batch) = batches.next().await {
             entries.extend(batch?.entries);

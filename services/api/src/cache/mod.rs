@@ -1,6 +1,7 @@
 //! What a gateway keeps of the services' answers in microservices mode, under the
-//! services' leases ([`crate::lease`]): [`CachedFileIo`] (small files, and single
-//! resources with their dead properties) and [`CachedLocks`] (lock discovery). Each
+//! services' leases ([`crate::lease`]): [`CachedFileIo`] (small files, single resources
+//! and collections' Depth 1 listings, with their dead properties) and [`CachedLocks`]
+//! (lock discovery). Each
 //! implements its port around the remote adapter, so the gateway does not know they are
 //! there.
 //!
@@ -35,7 +36,7 @@ static LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "kubedav_gateway_cache_lookups_total",
         "Lookups in what the gateway keeps of the services' answers under their leases, by \
-         cache (file, resource, locks) and result (hit: answered without a call; miss).",
+         cache (file, resource, listing, locks) and result (hit: answered without a call; miss).",
         &["cache", "result"]
     )
     .expect("metric registers once")
@@ -66,7 +67,7 @@ impl Lookups {
 
 /// Registers the cache metrics, so they are exported (at 0) before the first lookup.
 pub fn register_metrics() {
-    for cache in ["file", "resource", "locks"] {
+    for cache in ["file", "resource", "listing", "locks"] {
         let _ = Lookups::of(cache);
     }
 }
