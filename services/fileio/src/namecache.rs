@@ -10,7 +10,7 @@
 //! metadata.
 
 use crate::inodecache::InodeCache;
-use prometheus::{IntCounterVec, register_int_counter_vec};
+use prometheus::{IntCounter, IntCounterVec, register_int_counter_vec};
 use rustix::fs::Statx;
 use std::sync::{Arc, LazyLock};
 use std::time::SystemTime;
@@ -30,6 +30,9 @@ static LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+/// The two series, looked up once (a label lookup hashes and takes a lock).
+static HITS: LazyLock<IntCounter> = LazyLock::new(|| LOOKUPS.with_label_values(&["hit"]));
+static MISSES: LazyLock<IntCounter> = LazyLock::new(|| LOOKUPS.with_label_values(&["miss"]));
 
 /// The visible names of directories, shared by every listing of one volume.
 #[derive(Clone, Debug)]
@@ -46,9 +49,8 @@ impl Default for NameCache {
 impl NameCache {
     /// An empty cache, bounded at 8 MiB.
     pub fn new() -> Self {
-        for result in ["hit", "miss"] {
-            LOOKUPS.with_label_values(&[result]);
-        }
+        LazyLock::force(&HITS);
+        LazyLock::force(&MISSES);
         Self {
             entries: InodeCache::new(CAPACITY_BYTES, 16 * 1024),
         }
@@ -57,8 +59,11 @@ impl NameCache {
     /// The names of the directory `stx` describes, if the kept copy is current.
     pub fn get(&self, stx: &Statx) -> Option<Arc<Vec<String>>> {
         let found = self.entries.get(stx);
-        let result = if found.is_some() { "hit" } else { "miss" };
-        LOOKUPS.with_label_values(&[result]).inc();
+        if found.is_some() {
+            HITS.inc()
+        } else {
+            MISSES.inc()
+        }
         found
     }
 

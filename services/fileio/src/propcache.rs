@@ -13,7 +13,7 @@
 
 use crate::inodecache::InodeCache;
 use kubedav_api::pb::fileio::v1::DeadProperty;
-use prometheus::{IntCounterVec, register_int_counter_vec};
+use prometheus::{IntCounter, IntCounterVec, register_int_counter_vec};
 use rustix::fs::Statx;
 use std::sync::{Arc, LazyLock};
 use std::time::SystemTime;
@@ -30,6 +30,9 @@ static LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+/// The two series, looked up once (a label lookup hashes and takes a lock).
+static HITS: LazyLock<IntCounter> = LazyLock::new(|| LOOKUPS.with_label_values(&["hit"]));
+static MISSES: LazyLock<IntCounter> = LazyLock::new(|| LOOKUPS.with_label_values(&["miss"]));
 
 /// One listing's lookups, added to `kubedav_fileio_property_cache_lookups_total` once
 /// when it is dropped (not per entry).
@@ -42,10 +45,10 @@ pub struct Tally {
 impl Drop for Tally {
     fn drop(&mut self) {
         if self.hits > 0 {
-            LOOKUPS.with_label_values(&["hit"]).inc_by(self.hits);
+            HITS.inc_by(self.hits);
         }
         if self.misses > 0 {
-            LOOKUPS.with_label_values(&["miss"]).inc_by(self.misses);
+            MISSES.inc_by(self.misses);
         }
     }
 }
@@ -65,9 +68,8 @@ impl Default for PropertyCache {
 impl PropertyCache {
     /// An empty cache, bounded at 16 MiB.
     pub fn new() -> Self {
-        for result in ["hit", "miss"] {
-            LOOKUPS.with_label_values(&[result]);
-        }
+        LazyLock::force(&HITS);
+        LazyLock::force(&MISSES);
         Self {
             entries: InodeCache::new(CAPACITY_BYTES, u64::from(ENTRY_OVERHEAD_BYTES) * 8),
         }
