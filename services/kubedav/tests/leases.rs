@@ -1,5 +1,5 @@
 //! What gateways keep of fileio's and the locks service's answers (small files, single
-//! resources with their dead properties, lock discovery) never outlives a change made
+//! resources and Depth 1 listings with their dead properties, lock discovery) never outlives a change made
 //! through kubedav: two gateways, each process separate, and a change made through one
 //! is seen by the very next request through the other, whatever either had kept. Also
 //! when a gateway is paused (the change waits for its lease, no longer), when fileio is
@@ -249,6 +249,29 @@ async fn listings_show_changes_of_members_at_once_through_the_other_gateway() {
         !listing(1).await.contains("/col/b.txt"),
         "a deleted member is not listed"
     );
+}
+
+/// A collection with more members than a gateway keeps a listing of (4,096 entries) is
+/// listed whole every time, straight from fileio, and never answered from a copy.
+#[tokio::test]
+async fn a_listing_too_large_to_keep_is_listed_whole_from_fileio() {
+    let fleet = Fleet::start().await;
+    let big = fleet.dir.path().join("root/big");
+    std::fs::create_dir(&big).unwrap();
+    for i in 0..4200 {
+        std::fs::write(big.join(format!("f{i}.txt")), "x").unwrap();
+    }
+    // Once the gateway keeps things at all (its lease from fileio began).
+    fleet.put(0, "/small.txt", "s").await;
+    fleet.until_kept(0, "/small.txt", "s").await;
+    let before = fleet.hits(0, "listing").await;
+    for _ in 0..3 {
+        let (status, body) = fleet.request(0, "PROPFIND", "/big/", &[("depth", "1")], "").await;
+        assert_eq!(status, StatusCode::MULTI_STATUS);
+        assert_eq!(body.matches("<D:response>").count(), 4201, "the collection and all its members");
+        assert!(body.contains("/big/f4199.txt"));
+    }
+    assert_eq!(fleet.hits(0, "listing").await, before, "no copy of the listing was kept");
 }
 
 /// A LOCK or UNLOCK through one gateway shows in the other's lockdiscovery at once,
