@@ -2,8 +2,10 @@
 # How kubedav's costs grow (make bench runs it after the comparison), all-in-one:
 #
 #   PROPFIND cost per entry  Depth 1 allprop on collections of 10, 100, 1,000 and 10,000
-#                            files: wrk -t1 -c4 for DURATION/2 s each; the figure is
-#                            1 / (requests/s x entries), in microseconds
+#                            files: wrk -t1 -c4 for DURATION/2 s each; the figures are
+#                            1 / (requests/s x entries), in microseconds, and the
+#                            server's CPU time (user + system) per entry, which wrk's
+#                            share of the two cores does not blur
 #   GET memory               a fresh server per size (1 KiB, 1 MiB, 100 MiB, 1 GiB; the
 #                            1 GiB file is sparse), 4 concurrent downloads of the file:
 #                            peak resident set (VmHWM) after minus resident set before
@@ -27,7 +29,7 @@ source "$REPO/scripts/bench-lib.sh"
 [ -x "$BIN" ] || { echo "build first: make build" >&2; exit 1; }
 
 echo "PROPFIND Depth 1 (allprop), cost per entry, wrk -t$THREADS -c$CONNS -d$((DURATION / 2))s"
-printf '%8s %10s %12s %14s\n' entries "requests/s" "p99 ms" "us per entry"
+printf '%8s %10s %12s %14s %18s\n' entries "requests/s" "p99 ms" "us per entry" "CPU us per entry"
 root="$WORK/listings"; mkdir -p "$root"
 printf 'x%.0s' $(seq 1 100) > "$WORK/small.txt"
 for n in 10 100 1000 10000; do
@@ -38,8 +40,11 @@ start_kubedav "$WORK/listings.log" --target=all --root "$root" --listen 127.0.0.
 addr=$(announced "gateway HTTP" "$WORK/listings.log")
 for n in 10 100 1000 10000; do
   DEPTH=1 DURATION=1 wrk_run "http://$addr/d$n/" -s "$REPO/../shared/peers/propfind.lua" >/dev/null   # warm-up
+  ticks=$(cpu_ticks "${PIDS[@]}")
   read -r rps p99 bad < <(DEPTH=1 DURATION=$((DURATION / 2)) wrk_run "http://$addr/d$n/" -s "$REPO/../shared/peers/propfind.lua")
-  printf '%8d %10.1f %12.2f %14.3f%s\n' "$n" "$rps" "$p99" "$(awk -v r="$rps" -v n="$n" 'BEGIN {print 1e6 / (r * (n + 1))}')" \
+  ticks=$(( $(cpu_ticks "${PIDS[@]}") - ticks ))
+  printf '%8d %10.1f %12.2f %14.3f %18.3f%s\n' "$n" "$rps" "$p99" "$(awk -v r="$rps" -v n="$n" 'BEGIN {print 1e6 / (r * (n + 1))}')" \
+    "$(awk -v t="$ticks" -v r="$rps" -v d=$((DURATION / 2)) -v n="$n" 'BEGIN {print t * 1e4 / (r * d * (n + 1))}')" \
     "$([ "${bad:-0}" = 0 ] || echo " ($bad non-2xx)")"
 done
 stop_all

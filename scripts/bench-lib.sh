@@ -58,6 +58,18 @@ tree_pids() {
   done
 }
 
+# CPU time (user + system) the given processes and their descendants have used, in
+# clock ticks (USER_HZ, 100 per second).
+cpu_ticks() {
+  local pid f t=0
+  for pid in $(tree_pids "$@"); do
+    for f in /proc/"$pid"/task/*/stat; do
+      t=$((t + $(awk '{print $14 + $15}' "$f" 2>/dev/null || echo 0)))
+    done
+  done
+  echo "$t"
+}
+
 # Memory of a set of processes and their descendants, in MiB: "idle_pss peak_rss".
 # Pss (proportional set size) counts a page shared by N processes as 1/N in each, so the
 # sum is the memory the whole set really holds; the peak is the largest VmHWM (peak
