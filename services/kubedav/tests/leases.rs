@@ -268,10 +268,18 @@ async fn a_listing_too_large_to_keep_is_listed_whole_from_fileio() {
     for _ in 0..3 {
         let (status, body) = fleet.request(0, "PROPFIND", "/big/", &[("depth", "1")], "").await;
         assert_eq!(status, StatusCode::MULTI_STATUS);
-        assert_eq!(body.matches("<D:response>").count(), 4201, "the collection and all its members");
+        assert_eq!(
+            body.matches("<D:response>").count(),
+            4201,
+            "the collection and all its members"
+        );
         assert!(body.contains("/big/f4199.txt"));
     }
-    assert_eq!(fleet.hits(0, "listing").await, before, "no copy of the listing was kept");
+    assert_eq!(
+        fleet.hits(0, "listing").await,
+        before,
+        "no copy of the listing was kept"
+    );
 }
 
 /// A LOCK or UNLOCK through one gateway shows in the other's lockdiscovery at once,
