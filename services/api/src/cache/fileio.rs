@@ -42,6 +42,29 @@ struct KeptListing {
     kept_at: Instant,
 }
 
+/// When a kept answer was asked for (the freshness bound counts from then).
+trait Dated {
+    fn kept_at(&self) -> Instant;
+}
+
+impl Dated for KeptFile {
+    fn kept_at(&self) -> Instant {
+        self.kept_at
+    }
+}
+
+impl Dated for KeptResource {
+    fn kept_at(&self) -> Instant {
+        self.kept_at
+    }
+}
+
+impl Dated for KeptListing {
+    fn kept_at(&self) -> Instant {
+        self.kept_at
+    }
+}
+
 /// The largest listing kept (entries, the collection included): a larger one streams
 /// from fileio as it is read.
 pub const MAX_LISTING_ENTRIES: usize = 4096;
@@ -158,29 +181,24 @@ impl CachedFileIo {
         kept_at.elapsed() < self.freshness
     }
 
-    fn kept_file(&self, path: &str) -> Option<Arc<KeptFile>> {
+    /// What `cache` keeps at `path`, if the lease holds and it is fresh.
+    fn kept_in<V: Dated>(&self, cache: &Cache<String, Arc<V>, Weight>, path: &str) -> Option<Arc<V>>
+    where
+        Weight: quick_cache::Weighter<String, Arc<V>>,
+    {
         if !self.lease.valid() {
             return None;
         }
-        self.kept.files.get(path).filter(|kept| self.fresh(kept.kept_at))
+        cache.get(path).filter(|kept| self.fresh(kept.kept_at()))
     }
 
-    fn kept_listing(&self, path: &str) -> Option<Arc<KeptListing>> {
-        if !self.lease.valid() {
-            return None;
-        }
-        self.kept
-            .listings
-            .get(path)
-            .filter(|kept| self.fresh(kept.kept_at))
-    }
-
-    /// Lists a collection's members from fileio with all their dead properties, keeps the
-    /// listing if it is small enough and nothing changed meanwhile, and answers the
-    /// selection asked for. A listing larger than [`MAX_LISTING_ENTRIES`] is handed on as
-    /// it streams.
+    /// Lists a resource (Depth 0) or a collection and its members (Depth 1) from fileio
+    /// with all their dead properties, keeps what it got if nothing changed meanwhile,
+    /// and answers the selection asked for. A listing larger than
+    /// [`MAX_LISTING_ENTRIES`] is handed on as it streams, not kept.
     async fn list_and_keep(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
         let selection = request.properties.clone().unwrap_or_default();
+        let single = request.depth == Depth::Zero as i32;
         let epoch = self.lease.epoch();
         let asked = Instant::now();
         let path = request.path.clone();
@@ -194,28 +212,38 @@ impl CachedFileIo {
                 return Ok(futures_util::stream::iter([Ok(first)]).chain(rest).boxed());
             }
         }
+        if single {
+            let Some(entry) = entries.into_iter().next() else {
+                return Err(Status::internal("fileio sent an empty listing"));
+            };
+            let kept = Arc::new(KeptResource {
+                entry,
+                kept_at: asked,
+            });
+            self.keep_in(&self.kept.resources, epoch, path, &kept);
+            return Ok(listing(&kept, &selection));
+        }
         let kept = Arc::new(KeptListing {
             entries,
             kept_at: asked,
         });
-        self.lease.keep(
-            epoch,
-            || self.kept.listings.insert(path.clone(), kept.clone()),
-            || {
-                self.kept.listings.remove(&path);
-            },
-        );
+        self.keep_in(&self.kept.listings, epoch, path, &kept);
         Ok(batched(kept.entries.clone(), &selection))
     }
 
-    fn kept_resource(&self, path: &str) -> Option<Arc<KeptResource>> {
-        if !self.lease.valid() {
-            return None;
-        }
-        self.kept
-            .resources
-            .get(path)
-            .filter(|kept| self.fresh(kept.kept_at))
+    /// Keeps `value` at `path` in `cache`, if no announcement arrived since `epoch` (read
+    /// before the call that fetched it) and the lease holds.
+    fn keep_in<V>(&self, cache: &Cache<String, Arc<V>, Weight>, epoch: u64, path: String, value: &Arc<V>)
+    where
+        Weight: quick_cache::Weighter<String, Arc<V>>,
+    {
+        self.lease.keep(
+            epoch,
+            || cache.insert(path.clone(), value.clone()),
+            || {
+                cache.remove(&path);
+            },
+        );
     }
 
     /// Reads a small file whole from fileio, keeps it if nothing changed meanwhile, and
@@ -245,13 +273,7 @@ impl CachedFileIo {
             data: data.freeze(),
             kept_at: asked,
         });
-        self.lease.keep(
-            epoch,
-            || self.kept.files.insert(path.clone(), kept.clone()),
-            || {
-                self.kept.files.remove(&path);
-            },
-        );
+        self.keep_in(&self.kept.files, epoch, path, &kept);
         Ok(whole_or_ranges(&kept, &[]))
     }
 }
@@ -332,11 +354,11 @@ impl FileIo for CachedFileIo {
     /// A hit counts for the cache that answered it; a miss is not counted, as nothing is
     /// kept of a Stat.
     async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
-        if let Some(kept) = self.kept_file(&request.path) {
+        if let Some(kept) = self.kept_in(&self.kept.files, &request.path) {
             self.files.hits.inc();
             return Ok(kept.info.clone());
         }
-        if let Some(kept) = self.kept_resource(&request.path) {
+        if let Some(kept) = self.kept_in(&self.kept.resources, &request.path) {
             self.resources.hits.inc();
             return Ok(kept.entry.info.clone().unwrap_or_default());
         }
@@ -346,7 +368,10 @@ impl FileIo for CachedFileIo {
     async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
         // A bounded listing (max_entries) must stop where fileio would: not kept.
         if request.depth == Depth::One as i32 && request.max_entries == 0 {
-            if let Some(kept) = self.listings.count(self.kept_listing(&request.path)) {
+            if let Some(kept) = self
+                .listings
+                .count(self.kept_in(&self.kept.listings, &request.path))
+            {
                 let selection = request.properties.unwrap_or_default();
                 return Ok(batched(kept.entries.clone(), &selection));
             }
@@ -355,38 +380,18 @@ impl FileIo for CachedFileIo {
         if request.depth != Depth::Zero as i32 || request.max_entries != 0 {
             return self.remote.list(request).await;
         }
-        let selection = request.properties.clone().unwrap_or_default();
-        if let Some(kept) = self.resources.count(self.kept_resource(&request.path)) {
+        if let Some(kept) = self
+            .resources
+            .count(self.kept_in(&self.kept.resources, &request.path))
+        {
+            let selection = request.properties.unwrap_or_default();
             return Ok(listing(&kept, &selection));
         }
-        // Ask for every dead property, so that one copy answers any selection.
-        let epoch = self.lease.epoch();
-        let asked = Instant::now();
-        let path = request.path.clone();
-        let mut batches = self.remote.list(all_properties(request)).await?;
-        let mut entries = Vec::new();
-        while let Some(batch) = batches.next().await {
-            entries.extend(batch?.entries);
-        }
-        let Some(entry) = entries.into_iter().next() else {
-            return Err(Status::internal("fileio sent an empty listing"));
-        };
-        let kept = Arc::new(KeptResource {
-            entry,
-            kept_at: asked,
-        });
-        self.lease.keep(
-            epoch,
-            || self.kept.resources.insert(path.clone(), kept.clone()),
-            || {
-                self.kept.resources.remove(&path);
-            },
-        );
-        Ok(listing(&kept, &selection))
+        self.list_and_keep(request).await
     }
 
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
-        if let Some(kept) = self.files.count(self.kept_file(&request.path)) {
+        if let Some(kept) = self.files.count(self.kept_in(&self.kept.files, &request.path)) {
             return Ok(whole_or_ranges(&kept, &request.ranges));
         }
         if request.ranges.is_empty() {
