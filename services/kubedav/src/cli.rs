@@ -116,10 +116,11 @@ pub struct Cli {
     pub rpc_timeout_seconds: u64,
 
     /// Memory for what a gateway keeps of fileio's answers, in MiB (target gateway):
-    /// small files (64 KiB at most), single resources and Depth 1 listings of
-    /// collections (4,096 entries at most) with their dead properties, plus lock discovery when the locks service offers leases. Kept under the
-    /// services' leases, so a change made through any gateway is seen at once by every
-    /// other; 0 turns it off (docs/architecture.md, "What a gateway keeps").
+    /// files (1 MiB at most), single resources and Depth 1 listings of collections
+    /// (4,096 entries at most) with their dead properties, plus lock discovery when the
+    /// locks service offers leases. Kept under the services' leases, so a change made
+    /// through any gateway is seen at once by every other; 0 turns it off
+    /// (docs/architecture.md, "What a gateway keeps").
     #[arg(long, env = "KUBEDAV_GATEWAY_CACHE_MIB", default_value_t = 16)]
     pub gateway_cache_mib: u64,
 

@@ -1,7 +1,8 @@
-//! What gateways keep of fileio's and the locks service's answers (small files, single
-//! resources and Depth 1 listings with their dead properties, lock discovery) never outlives a change made
-//! through kubedav: two gateways, each process separate, and a change made through one
-//! is seen by the very next request through the other, whatever either had kept. Also
+//! What gateways keep of fileio's and the locks service's answers (files of up to 1
+//! MiB, single resources and Depth 1 listings with their dead properties, lock
+//! discovery) never outlives a change made through kubedav: two gateways, each process
+//! separate, and a change made through one is seen by the very next request through
+//! the other, whatever either had kept. Also
 //! when a gateway is paused (the change waits for its lease, no longer), when fileio is
 //! restarted, and when the volume is changed behind kubedav's back (seen within the
 //! freshness bound).
@@ -192,6 +193,54 @@ async fn changes_through_one_gateway_are_seen_at_once_through_the_other() {
     assert_eq!(
         fleet.get(0, "/moved/member.txt").await,
         (StatusCode::OK, "member".to_owned())
+    );
+}
+
+/// Files of up to 1 MiB are kept whole (ranges answered from the copy), and a PUT
+/// through the other gateway replaces the copy at once; a larger file streams from
+/// fileio every time.
+#[tokio::test]
+async fn files_up_to_a_mebibyte_are_kept_and_replaced_at_once() {
+    let fleet = Fleet::start().await;
+    let letters =
+        |first: u8| -> String { (0..1 << 20).map(|i| char::from(first + (i % 26) as u8)).collect() };
+    let (lower, upper) = (letters(b'a'), letters(b'A'));
+    fleet.put(0, "/big.bin", &lower).await;
+    fleet.until_kept(1, "/big.bin", &lower).await;
+
+    let before = fleet.hits(1, "file").await;
+    let range = client()
+        .get(fleet.url(1, "/big.bin"))
+        .header("range", "bytes=1000000-1000009")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(range.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(range.text().await.unwrap(), lower[1_000_000..1_000_010]);
+    let together = futures_util::future::join_all((0..8).map(|_| fleet.get(1, "/big.bin"))).await;
+    assert!(
+        together
+            .iter()
+            .all(|answer| *answer == (StatusCode::OK, lower.clone()))
+    );
+    assert!(fleet.hits(1, "file").await > before, "B answered from its copy");
+
+    fleet.put(0, "/big.bin", &upper).await;
+    assert_eq!(fleet.get(1, "/big.bin").await, (StatusCode::OK, upper.clone()));
+
+    let larger = format!("{lower}!");
+    fleet.put(0, "/larger.bin", &larger).await;
+    let before = fleet.hits(1, "file").await;
+    for _ in 0..3 {
+        assert_eq!(
+            fleet.get(1, "/larger.bin").await,
+            (StatusCode::OK, larger.clone())
+        );
+    }
+    assert_eq!(
+        fleet.hits(1, "file").await,
+        before,
+        "a file over 1 MiB is not kept"
     );
 }
 

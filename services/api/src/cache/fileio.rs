@@ -1,4 +1,5 @@
-//! [`CachedFileIo`]: small files and single resources kept under fileio's lease.
+//! [`CachedFileIo`]: files of up to 1 MiB, single resources and Depth 1 listings kept
+//! under fileio's lease.
 
 use super::{CacheConfig, Lookups};
 use crate::BoxStream;
@@ -13,12 +14,19 @@ use crate::pb::fileio::v1::{Depth, PropertySelection, property_selection};
 use bytes::{Bytes, BytesMut};
 use futures_util::{StreamExt, TryStreamExt};
 use quick_cache::sync::Cache;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tonic::Status;
 
-/// The largest file kept whole: as fileio's own small-file cache.
-pub const MAX_FILE_BYTES: u64 = 64 * 1024;
+/// The largest file kept whole (less when the bound is small: see
+/// [`CachedFileIo::new`]). A miss is read whole before it is answered, by one request
+/// per file at a time ([`Filling`]); the others stream as they would without the cache.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Shards of the files' cache: each holds an equal part of the bound, and a file
+/// heavier than its shard's part is never kept, so few and large ones.
+const FILE_SHARDS: usize = 2;
 /// What an entry costs beyond its data and path, for the bound.
 const ENTRY_OVERHEAD_BYTES: u64 = 160;
 
@@ -135,11 +143,14 @@ impl Kept {
     }
 }
 
-/// [`FileIo`] over gRPC that answers reads of small files, and Depth 0 listings and
-/// stats, from what it kept while its lease from fileio holds; every other call, and
+/// [`FileIo`] over gRPC that answers reads of files of up to 1 MiB, Depth 0 and Depth 1
+/// listings and stats, from what it kept while its lease from fileio holds; every other call, and
 /// every miss, goes to fileio.
 pub struct CachedFileIo {
     remote: RemoteFileIo,
+    /// The largest file kept: [`MAX_FILE_BYTES`], or less if a shard holds less.
+    max_file_bytes: u64,
+    filling: Filling,
     lease: Arc<Lease>,
     kept: Arc<Kept>,
     freshness: std::time::Duration,
@@ -154,8 +165,17 @@ impl CachedFileIo {
     pub fn new(remote: RemoteFileIo, config: CacheConfig) -> Self {
         let third = (config.capacity_bytes / 3).max(1);
         let items = (third / 1024).max(16) as usize;
+        let files = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(items)
+            .weight_capacity(third)
+            .shards(FILE_SHARDS)
+            .build()
+            .expect("every option is set");
+        let files = Cache::with_options(files, Weight, Default::default(), Default::default());
+        // quick_cache refuses an item heavier than 97 % of its shard's part.
+        let max_file_bytes = MAX_FILE_BYTES.min(files.shard_capacity() * 9 / 10);
         let kept = Arc::new(Kept {
-            files: Cache::with_weighter(items, third, Weight),
+            files,
             resources: Cache::with_weighter(items, third, Weight),
             listings: Cache::with_weighter((items / 64).max(16), third, Weight),
         });
@@ -168,6 +188,8 @@ impl CachedFileIo {
         );
         Self {
             remote,
+            max_file_bytes,
+            filling: Filling::default(),
             lease,
             kept,
             freshness: config.freshness,
@@ -257,7 +279,7 @@ impl CachedFileIo {
         let Some(info) = reply.header.info.clone() else {
             return Ok(reply);
         };
-        if info.is_collection || info.size > MAX_FILE_BYTES {
+        if info.is_collection || info.size > self.max_file_bytes {
             return Ok(reply);
         }
         let mut data = BytesMut::with_capacity(info.size as usize);
@@ -275,6 +297,39 @@ impl CachedFileIo {
         });
         self.keep_in(&self.kept.files, epoch, path, &kept);
         Ok(whole_or_ranges(&kept, &[]))
+    }
+}
+
+/// The files being read whole to be kept: one request per file at a time does it, so a
+/// burst of misses (each kept copy is fetched again after the freshness bound) holds one
+/// file's bytes, not one per request.
+#[derive(Default)]
+struct Filling(Arc<Mutex<HashSet<String>>>);
+
+impl Filling {
+    /// Claims `path`, unless another request is reading it whole; released when the
+    /// claim is dropped.
+    fn claim(&self, path: &str) -> Option<FillClaim> {
+        let mut paths = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        paths.insert(path.to_owned()).then(|| FillClaim {
+            paths: self.0.clone(),
+            path: path.to_owned(),
+        })
+    }
+}
+
+/// A claim of [`Filling`] on one path.
+struct FillClaim {
+    paths: Arc<Mutex<HashSet<String>>>,
+    path: String,
+}
+
+impl Drop for FillClaim {
+    fn drop(&mut self) {
+        self.paths
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.path);
     }
 }
 
@@ -394,11 +449,15 @@ impl FileIo for CachedFileIo {
         if let Some(kept) = self.files.count(self.kept_in(&self.kept.files, &request.path)) {
             return Ok(whole_or_ranges(&kept, &request.ranges));
         }
-        if request.ranges.is_empty() {
-            self.read_and_keep(request).await
-        } else {
-            self.remote.read(request).await
-        }
+        let Some(_filler) = request
+            .ranges
+            .is_empty()
+            .then(|| self.filling.claim(&request.path))
+            .flatten()
+        else {
+            return self.remote.read(request).await;
+        };
+        self.read_and_keep(request).await
     }
 
     async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {

@@ -1,9 +1,8 @@
 //! What a gateway keeps of the services' answers in microservices mode, under the
-//! services' leases ([`crate::lease`]): [`CachedFileIo`] (small files, single resources
-//! and collections' Depth 1 listings, with their dead properties) and [`CachedLocks`]
-//! (lock discovery). Each
-//! implements its port around the remote adapter, so the gateway does not know they are
-//! there.
+//! services' leases ([`crate::lease`]): [`CachedFileIo`] (files of up to 1 MiB, single
+//! resources and collections' Depth 1 listings, with their dead properties) and
+//! [`CachedLocks`] (lock discovery). Each implements its port around the remote adapter,
+//! so the gateway does not know they are there.
 //!
 //! Coherence: a change made through kubedav (by any gateway) is answered only after
 //! every gateway has dropped what it kept of it, so a client that saw its PUT, PROPPATCH
@@ -24,7 +23,7 @@ use std::time::Duration;
 /// How much a gateway keeps, and for how long at most.
 #[derive(Clone, Copy, Debug)]
 pub struct CacheConfig {
-    /// Bytes of small files and resource entries kept (locks take a fixed small share
+    /// Bytes of files, resources and listings kept (locks take a fixed small share
     /// on top).
     pub capacity_bytes: u64,
     /// The longest a copy is served without asking fileio again: the bound on how
