@@ -144,8 +144,8 @@ impl Kept {
 }
 
 /// [`FileIo`] over gRPC that answers reads of files of up to 1 MiB, Depth 0 and Depth 1
-/// listings and stats, from what it kept while its lease from fileio holds; every other call, and
-/// every miss, goes to fileio.
+/// listings and stats from what it kept while its lease from fileio holds; every other
+/// call, and every miss, goes to fileio.
 pub struct CachedFileIo {
     remote: RemoteFileIo,
     /// The largest file kept: [`MAX_FILE_BYTES`], or less if a shard holds less.
