@@ -243,14 +243,14 @@ impl CachedFileIo {
                 kept_at: asked,
             });
             self.keep_in(&self.kept.resources, epoch, path, &kept);
-            return Ok(listing(&kept, &selection));
+            return Ok(batched(std::slice::from_ref(&kept.entry), &selection));
         }
         let kept = Arc::new(KeptListing {
             entries,
             kept_at: asked,
         });
         self.keep_in(&self.kept.listings, epoch, path, &kept);
-        Ok(batched(kept.entries.clone(), &selection))
+        Ok(batched(&kept.entries, &selection))
     }
 
     /// Keeps `value` at `path` in `cache`, if no announcement arrived since `epoch` (read
@@ -304,29 +304,30 @@ impl CachedFileIo {
 /// burst of misses (each kept copy is fetched again after the freshness bound) holds one
 /// file's bytes, not one per request.
 #[derive(Default)]
-struct Filling(Arc<Mutex<HashSet<String>>>);
+struct Filling(Mutex<HashSet<String>>);
 
 impl Filling {
     /// Claims `path`, unless another request is reading it whole; released when the
     /// claim is dropped.
-    fn claim(&self, path: &str) -> Option<FillClaim> {
+    fn claim(&self, path: &str) -> Option<FillClaim<'_>> {
         let mut paths = self.0.lock().unwrap_or_else(|e| e.into_inner());
         paths.insert(path.to_owned()).then(|| FillClaim {
-            paths: self.0.clone(),
+            filling: self,
             path: path.to_owned(),
         })
     }
 }
 
 /// A claim of [`Filling`] on one path.
-struct FillClaim {
-    paths: Arc<Mutex<HashSet<String>>>,
+struct FillClaim<'a> {
+    filling: &'a Filling,
     path: String,
 }
 
-impl Drop for FillClaim {
+impl Drop for FillClaim<'_> {
     fn drop(&mut self) {
-        self.paths
+        self.filling
+            .0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.path);
@@ -380,29 +381,28 @@ fn select(entries: Vec<ListEntry>, selection: &PropertySelection) -> ListRespons
     }
 }
 
-/// A kept listing answered in batches of fileio's size (256 entries), so the gateway
-/// renders it as it would a streamed one.
-fn batched(entries: Vec<ListEntry>, selection: &PropertySelection) -> BoxStream<ListResponse> {
-    let mut batches = Vec::with_capacity(entries.len() / LISTING_BATCH + 1);
-    let mut entries = entries.into_iter().peekable();
-    while entries.peek().is_some() {
-        let batch: Vec<ListEntry> = entries.by_ref().take(LISTING_BATCH).collect();
-        batches.push(Ok(select(batch, selection)));
-    }
+/// Kept entries answered in batches of fileio's size (256 entries), so the gateway
+/// renders them as it would a streamed listing; each entry copied with only the dead
+/// properties `selection` asks for.
+fn batched(entries: &[ListEntry], selection: &PropertySelection) -> BoxStream<ListResponse> {
+    let batches: Vec<_> = entries
+        .chunks(LISTING_BATCH)
+        .map(|chunk| {
+            let entries = chunk
+                .iter()
+                .map(|entry| ListEntry {
+                    info: entry.info.clone(),
+                    properties: crate::properties::select(entry.properties.clone(), selection),
+                })
+                .collect();
+            Ok(ListResponse { entries })
+        })
+        .collect();
     futures_util::stream::iter(batches).boxed()
 }
 
 /// Entries per batch of a listing answered from a kept copy, as fileio sends them.
 const LISTING_BATCH: usize = 256;
-
-/// A Depth 0 listing answered from a kept resource.
-fn listing(kept: &KeptResource, selection: &PropertySelection) -> BoxStream<ListResponse> {
-    let entry = ListEntry {
-        info: kept.entry.info.clone(),
-        properties: crate::properties::select(kept.entry.properties.clone(), selection),
-    };
-    futures_util::stream::iter([Ok(ListResponse { entries: vec![entry] })]).boxed()
-}
 
 #[async_trait::async_trait]
 impl FileIo for CachedFileIo {
@@ -428,7 +428,7 @@ impl FileIo for CachedFileIo {
                 .count(self.kept_in(&self.kept.listings, &request.path))
             {
                 let selection = request.properties.unwrap_or_default();
-                return Ok(batched(kept.entries.clone(), &selection));
+                return Ok(batched(&kept.entries, &selection));
             }
             return self.list_and_keep(request).await;
         }
@@ -440,7 +440,7 @@ impl FileIo for CachedFileIo {
             .count(self.kept_in(&self.kept.resources, &request.path))
         {
             let selection = request.properties.unwrap_or_default();
-            return Ok(listing(&kept, &selection));
+            return Ok(batched(std::slice::from_ref(&kept.entry), &selection));
         }
         self.list_and_keep(request).await
     }
@@ -449,12 +449,14 @@ impl FileIo for CachedFileIo {
         if let Some(kept) = self.files.count(self.kept_in(&self.kept.files, &request.path)) {
             return Ok(whole_or_ranges(&kept, &request.ranges));
         }
-        let Some(_filler) = request
-            .ranges
-            .is_empty()
-            .then(|| self.filling.claim(&request.path))
-            .flatten()
-        else {
+        // Ranges of a file not kept are never kept; nor is a file another request is
+        // reading whole meanwhile.
+        let claim = if request.ranges.is_empty() {
+            self.filling.claim(&request.path)
+        } else {
+            None
+        };
+        let Some(_claim) = claim else {
             return self.remote.read(request).await;
         };
         self.read_and_keep(request).await
