@@ -2,7 +2,7 @@
 
 use crate::pool::{Busy, CryptPool};
 use crate::shared::SharedCache;
-use crate::throttle::Throttle;
+use crate::throttle::{FailedPairs, Throttle, address_key};
 use crate::users::{StoredHash, parse};
 use hmac::{Hmac, KeyInit, Mac};
 use kubedav_api::auth::{Auth, VerifyRequest, VerifyResponse, verify_response::Outcome};
@@ -73,7 +73,8 @@ pub struct AuthConfig {
     pub workers: usize,
     /// Crypt jobs that may wait for a worker; more get 503 at once.
     pub queue: usize,
-    /// Consecutive failures before a user is locked out (0: never).
+    /// Failures (from any address) after which an account is guarded: it refuses the
+    /// addresses that failed on it, and only them (0: never).
     pub max_failures_per_user: u32,
     /// Consecutive failures before a client address is locked out (0: never).
     pub max_failures_per_address: u32,
@@ -92,6 +93,7 @@ struct Inner {
     pool: CryptPool,
     throttle_users: Throttle,
     throttle_addresses: Throttle,
+    failed_pairs: FailedPairs,
     dummy: StoredHash,
     shared: Option<SharedCache>,
 }
@@ -134,6 +136,7 @@ impl AuthCore {
                 pool: CryptPool::new(config.workers, config.queue),
                 throttle_users: Throttle::new(config.max_failures_per_user, config.lockout),
                 throttle_addresses: Throttle::new(config.max_failures_per_address, config.lockout),
+                failed_pairs: FailedPairs::default(),
                 users: RwLock::new(Arc::new(HashMap::new())),
                 last_file: RwLock::new(Vec::new()),
                 cache,
@@ -229,14 +232,26 @@ impl AuthCore {
         }
     }
 
-    fn throttled(&self, request: &VerifyRequest) -> Option<Duration> {
-        let by_user = self.inner.throttle_users.locked(&request.user);
-        let by_address = if request.client_address.is_empty() {
+    /// How long this attempt must wait, if it must: its address is locked out, or its
+    /// account is guarded and this address failed on it (docs in `throttle.rs`).
+    fn throttled(&self, request: &VerifyRequest, address: &str) -> Option<Duration> {
+        let by_address = if address.is_empty() {
             None
         } else {
-            self.inner.throttle_addresses.locked(&request.client_address)
+            self.inner.throttle_addresses.locked(address)
         };
+        let by_user = self
+            .inner
+            .throttle_users
+            .locked(&request.user)
+            .filter(|_| self.inner.failed_pairs.has_failed(&request.user, address));
         by_user.max(by_address)
+    }
+
+    /// A verified login: its address's failures on the account are forgotten. Not the
+    /// address's own count: a guesser holding one valid account could reset it.
+    fn logged_in(&self, request: &VerifyRequest, address: &str) {
+        self.inner.failed_pairs.succeeded(&request.user, address);
     }
 }
 
@@ -264,7 +279,8 @@ fn answer(outcome: Outcome, retry_after: Duration, cached: bool) -> VerifyRespon
 #[async_trait::async_trait]
 impl Auth for AuthCore {
     async fn verify(&self, request: VerifyRequest) -> Result<VerifyResponse, Status> {
-        if let Some(wait) = self.throttled(&request) {
+        let address = address_key(&request.client_address);
+        if let Some(wait) = self.throttled(&request, &address) {
             return Ok(answer(Outcome::Throttled, wait, false));
         }
         let key = self.cache_key(&request.user, &request.password);
@@ -283,7 +299,7 @@ impl Auth for AuthCore {
             Some(shared) if known => {
                 let shared_key = shared.key(&request.user, &request.password, stored.text());
                 if self.shared_hit(shared, &shared_key).await {
-                    self.inner.throttle_users.success(&request.user);
+                    self.logged_in(&request, &address);
                     if let Some(cache) = &self.inner.cache {
                         cache.insert(key, request.user.clone());
                     }
@@ -307,7 +323,7 @@ impl Auth for AuthCore {
             })?;
         CRYPTS.inc();
         if matched && known {
-            self.inner.throttle_users.success(&request.user);
+            self.logged_in(&request, &address);
             if let Some(cache) = &self.inner.cache {
                 cache.insert(key, request.user.clone());
             }
@@ -321,8 +337,9 @@ impl Auth for AuthCore {
         }
         tracing::info!(user = %request.user, client = %request.client_address, "login refused");
         let mut locked = self.inner.throttle_users.failure(&request.user);
-        if !request.client_address.is_empty() {
-            locked |= self.inner.throttle_addresses.failure(&request.client_address);
+        self.inner.failed_pairs.failed(&request.user, &address);
+        if !address.is_empty() {
+            locked |= self.inner.throttle_addresses.failure(&address);
         }
         if locked {
             LOCKOUTS.inc();

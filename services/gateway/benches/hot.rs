@@ -38,6 +38,7 @@ fn propfind_body(c: &mut Criterion) {
         supportedlock: locking::SUPPORTED_LOCK,
     };
     let request = Propfind::AllProp { include: Vec::new() };
+    let prefixes = request.prefixes();
     for n in [10usize, 100, 1_000, 10_000] {
         let entries: Vec<_> = (0..n).map(entry).collect();
         group.throughput(Throughput::Elements(n as u64));
@@ -49,7 +50,7 @@ fn propfind_body(c: &mut Criterion) {
                     href.clear();
                     paths::write_wire_href(&mut href, &info.path, info.is_collection);
                     let name = kubedav_api::path::last_name(&info.path);
-                    write_response(&mut out, &href, info, name, &[], &request, &ctx);
+                    write_response(&mut out, &href, info, name, &[], &request, &prefixes, &ctx);
                     if out.len() > 60 * 1024 {
                         black_box(&out);
                         out.clear();

@@ -19,7 +19,8 @@ use std::net::SocketAddr;
 #[derive(Clone, Debug, Default)]
 pub struct Principal(pub String);
 
-/// The client's address, set by the server loop for every request.
+/// The TCP peer's address, set by the server loop for every request (behind a proxy,
+/// the proxy's; the client's is [`ClientIp`](crate::client::ClientIp)).
 #[derive(Clone, Copy, Debug)]
 pub struct ClientAddr(pub SocketAddr);
 
@@ -92,8 +93,8 @@ pub async fn authenticate<F: Future<Output = Response>>(
     };
     let client_address = request
         .extensions()
-        .get::<ClientAddr>()
-        .map(|a| a.0.ip().to_string())
+        .get::<crate::client::ClientIp>()
+        .map(|a| a.0.to_string())
         .unwrap_or_default();
     let verdict = {
         let span = tracing::info_span!("auth.verify", user = %user);

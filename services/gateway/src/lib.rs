@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod bodymemo;
+pub mod client;
 pub mod conditional;
 pub mod counting;
 pub mod dates;
@@ -48,6 +49,13 @@ pub struct GatewayConfig {
     pub header_read_timeout: Duration,
     /// Most client connections held at once; past it a new one gets 503 and is closed.
     pub max_connections: usize,
+    /// Most connections one client address (IPv6: one /64) may hold; past it a new one
+    /// gets 429 and is closed. Trusted proxies are exempt.
+    pub max_connections_per_address: usize,
+    /// Peers whose `X-Forwarded-For` / `Forwarded` headers name the client.
+    pub trusted_proxies: client::TrustedProxies,
+    /// Largest DAV:owner kept with a lock, in bytes (400 past it).
+    pub max_lock_owner_bytes: usize,
     /// Whether PROPFIND with Depth: infinity is served (otherwise 403).
     pub propfind_infinity: bool,
     /// Most entries a Depth: infinity PROPFIND may return (403 past it).
@@ -74,6 +82,9 @@ impl Default for GatewayConfig {
             max_headers: 100,
             header_read_timeout: Duration::from_secs(30),
             max_connections: 4096,
+            max_connections_per_address: 64,
+            trusted_proxies: Default::default(),
+            max_lock_owner_bytes: 4096,
             propfind_infinity: false,
             propfind_max_entries: 100_000,
             auth_realm: "kubedav".into(),

@@ -161,6 +161,7 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
     let index = method_index(request.method());
     let method = method_label(index);
     let metrics = metrics_of(index);
+    let client = request.extensions().get::<crate::client::ClientIp>().map(|c| c.0);
     let access = tracing::enabled!(target: "kubedav::access", tracing::Level::INFO)
         .then(|| (request.method().clone(), request.uri().path().to_owned()));
     let span = tracing::info_span!(
@@ -170,8 +171,12 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
         http.request.method = method,
         url.path = %request.uri().path(),
         request_id = %id.to_str().unwrap_or_default(),
+        client.address = tracing::field::Empty,
         http.response.status_code = tracing::field::Empty,
     );
+    if let Some(client) = client {
+        span.record("client.address", tracing::field::display(client));
+    }
     // Only the W3C trace context propagator is installed: without its header there is
     // nothing to extract, and the lookup is skipped.
     if request.headers().contains_key("traceparent") {
@@ -198,6 +203,7 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
                 target: "kubedav::access",
                 method = method.as_str(),
                 path = %path,
+                client = client.map(tracing::field::display),
                 status = i64::from(status.as_u16()),
                 duration_ms = started.elapsed().as_secs_f64() * 1000.0,
                 "request"

@@ -3,11 +3,12 @@
 
 use crate::dates::{write_http_date, write_rfc3339};
 use crate::xml::escape_into;
-use crate::xmldom::{Element, XmlError};
+use crate::xmldom::{Element, Namespace, XmlError};
 use http::StatusCode;
 use kubedav_api::fileio::{FileInfo, UsageResponse};
 use kubedav_api::pb::fileio::v1::{DeadProperty, PropertyName, PropertySelection, property_selection};
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// The DAV: namespace.
 pub const DAV: &str = "DAV:";
@@ -93,7 +94,7 @@ impl Live {
 
     /// The live property `name` is, if it is one.
     pub fn of(name: &Name) -> Option<Live> {
-        if name.namespace != DAV {
+        if &*name.namespace != DAV {
             return None;
         }
         Live::ALL.into_iter().find(|live| live.local_name() == name.local)
@@ -153,8 +154,8 @@ impl Live {
 /// A property name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Name {
-    /// Namespace URI ("" for none).
-    pub namespace: String,
+    /// Namespace URI ("" for none), shared with the other names of its request.
+    pub namespace: Namespace,
     /// Local name.
     pub local: String,
 }
@@ -165,7 +166,8 @@ impl Name {
         Live::of(self).is_some()
     }
 
-    fn of(element: &Element) -> Self {
+    /// The name of an element of a request body.
+    pub fn of(element: &Element) -> Self {
         Name {
             namespace: element.namespace.clone(),
             local: element.name.clone(),
@@ -179,6 +181,74 @@ impl Name {
             local: local.into(),
         }
     }
+}
+
+/// Most properties one PROPFIND may name.
+pub const MAX_PROPFIND_NAMES: usize = 512;
+/// Most bytes the local names one PROPFIND names may total. Each is written back twice
+/// per resource (in the answer, or in its 404 propstat), so this bounds what a request
+/// can add to each `response` element, however large its body: at most
+/// 2 × 8 KiB of names, plus a short prefix and tags per name.
+pub const MAX_PROPFIND_NAME_BYTES: usize = 8 * 1024;
+
+/// The namespace prefixes of the names a multistatus echoes, declared once on its root
+/// element (`N0`, `N1`, ...), so a name costs its local name and a short prefix in
+/// every `response`, not its namespace URI again. DAV: is always `D`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prefixes(Vec<Namespace>);
+
+impl Prefixes {
+    /// The prefixes for `names`: one per distinct namespace other than DAV: and none.
+    pub fn of<'a>(names: impl IntoIterator<Item = &'a Name>) -> Self {
+        let mut known: Vec<Namespace> = Vec::new();
+        for name in names {
+            if name.namespace.is_empty() || &*name.namespace == DAV {
+                continue;
+            }
+            if !known.iter().any(|k| same(k, &name.namespace)) {
+                known.push(name.namespace.clone());
+            }
+        }
+        Prefixes(known)
+    }
+
+    fn index(&self, namespace: &Namespace) -> Option<usize> {
+        self.0.iter().position(|k| same(k, namespace))
+    }
+
+    /// Writes the opening of a multistatus body declaring these prefixes.
+    pub fn open_multistatus(&self, out: &mut String) {
+        out.push_str("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:multistatus xmlns:D=\"DAV:\"");
+        for (i, namespace) in self.0.iter().enumerate() {
+            out.push_str(" xmlns:N");
+            push_decimal(out, i as u64);
+            out.push_str("=\"");
+            escape_into(out, namespace);
+            out.push('"');
+        }
+        out.push_str(">\n");
+    }
+
+    /// Writes `<name>content</name>` (or an empty element) for a name of the request,
+    /// with its declared prefix.
+    pub fn write_property(&self, out: &mut String, name: &Name, content: impl FnOnce(&mut String)) {
+        match self.index(&name.namespace) {
+            Some(i) => {
+                let mut tag = String::with_capacity(name.local.len() + 4);
+                tag.push('N');
+                tag.push_str(itoa::Buffer::new().format(i));
+                tag.push(':');
+                tag.push_str(&name.local);
+                write_tagged(out, &tag, "", content);
+            }
+            None => write_element(out, &name.namespace, &name.local, content),
+        }
+    }
+}
+
+/// Whether two interned namespaces are the same URI (the same allocation, mostly).
+fn same(a: &Namespace, b: &Namespace) -> bool {
+    Arc::ptr_eq(a, b) || a == b
 }
 
 /// What a PROPFIND asks for (RFC 4918 14.20).
@@ -201,20 +271,31 @@ impl Propfind {
         if !root.is(DAV, "propfind") {
             return Err(XmlError("the root element must be DAV:propfind".into()));
         }
-        let names = |e: &Element| e.elements().map(Name::of).collect::<Vec<_>>();
         if root.child(DAV, "allprop").is_some() {
-            let include = root.child(DAV, "include").map(names).unwrap_or_default();
+            let include = match root.child(DAV, "include") {
+                Some(include) => asked(include)?,
+                None => Vec::new(),
+            };
             return Ok(Propfind::AllProp { include });
         }
         if root.child(DAV, "propname").is_some() {
             return Ok(Propfind::PropName);
         }
         if let Some(prop) = root.child(DAV, "prop") {
-            return Ok(Propfind::Prop(names(prop)));
+            return Ok(Propfind::Prop(asked(prop)?));
         }
         Err(XmlError(
             "DAV:propfind must hold DAV:allprop, DAV:propname or DAV:prop".into(),
         ))
+    }
+
+    /// The prefixes of the names this request echoes.
+    pub fn prefixes(&self) -> Prefixes {
+        match self {
+            Propfind::AllProp { include } => Prefixes::of(include),
+            Propfind::PropName => Prefixes::default(),
+            Propfind::Prop(names) => Prefixes::of(names),
+        }
     }
 
     /// The dead properties fileio must return for this request.
@@ -233,7 +314,7 @@ impl Propfind {
                     .iter()
                     .filter(|n| !n.is_live())
                     .map(|n| PropertyName {
-                        namespace: n.namespace.clone(),
+                        namespace: n.namespace.to_string(),
                         name: n.local.clone(),
                     })
                     .collect();
@@ -257,7 +338,7 @@ impl Propfind {
             Propfind::PropName => false,
             Propfind::Prop(names) => names
                 .iter()
-                .any(|n| n.namespace == DAV && n.local == "lockdiscovery"),
+                .any(|n| &*n.namespace == DAV && n.local == "lockdiscovery"),
         }
     }
 
@@ -266,7 +347,7 @@ impl Propfind {
         let asks = |names: &[Name]| {
             names
                 .iter()
-                .any(|n| n.namespace == DAV && n.local.starts_with("quota-"))
+                .any(|n| &*n.namespace == DAV && n.local.starts_with("quota-"))
         };
         match self {
             Propfind::AllProp { include } => asks(include),
@@ -274,6 +355,24 @@ impl Propfind {
             Propfind::Prop(names) => asks(names),
         }
     }
+}
+
+/// The property names a `DAV:prop` or `DAV:include` of a PROPFIND asks for, within
+/// [`MAX_PROPFIND_NAMES`] and [`MAX_PROPFIND_NAME_BYTES`].
+fn asked(parent: &Element) -> Result<Vec<Name>, XmlError> {
+    let mut names = Vec::new();
+    let mut bytes = 0;
+    for element in parent.elements() {
+        bytes += element.name.len();
+        if names.len() == MAX_PROPFIND_NAMES || bytes > MAX_PROPFIND_NAME_BYTES {
+            return Err(XmlError(format!(
+                "a PROPFIND may name at most {MAX_PROPFIND_NAMES} properties of at most \
+                 {MAX_PROPFIND_NAME_BYTES} bytes of names in all; ask for fewer, or use allprop"
+            )));
+        }
+        names.push(Name::of(element));
+    }
+    Ok(names)
 }
 
 /// What live values depend on besides the resource's metadata.
@@ -303,17 +402,26 @@ pub fn write_property(out: &mut String, namespace: &str, local: &str, content: O
 /// Writes `<name>…</name>` with the content `content` appends, or `<name/>` when it
 /// appends nothing; DAV: names use the `D:` prefix, others declare their namespace.
 fn write_element(out: &mut String, namespace: &str, local: &str, content: impl FnOnce(&mut String)) {
-    let open_at = out.len();
     if namespace == DAV {
-        out.push_str("<D:");
-        out.push_str(local);
+        let mut tag = String::with_capacity(local.len() + 2);
+        tag.push_str("D:");
+        tag.push_str(local);
+        write_tagged(out, &tag, "", content);
     } else {
-        out.push('<');
-        out.push_str(local);
-        out.push_str(" xmlns=\"");
-        escape_into(out, namespace);
-        out.push('"');
+        let mut declaration = String::with_capacity(namespace.len() + 9);
+        declaration.push_str(" xmlns=\"");
+        escape_into(&mut declaration, namespace);
+        declaration.push('"');
+        write_tagged(out, local, &declaration, content);
     }
+}
+
+/// Writes `<tag attributes>…</tag>`, or `<tag attributes/>` when `content` appends
+/// nothing.
+fn write_tagged(out: &mut String, tag: &str, attributes: &str, content: impl FnOnce(&mut String)) {
+    out.push('<');
+    out.push_str(tag);
+    out.push_str(attributes);
     let tag_end = out.len();
     out.push('>');
     content(out);
@@ -323,12 +431,8 @@ fn write_element(out: &mut String, namespace: &str, local: &str, content: impl F
         return;
     }
     out.push_str("</");
-    if namespace == DAV {
-        out.push_str("D:");
-    }
-    out.push_str(local);
+    out.push_str(tag);
     out.push('>');
-    debug_assert!(out.len() > open_at);
 }
 
 /// Writes one `propstat` with the properties already rendered in `props`.
@@ -375,7 +479,7 @@ fn held<'a>(n: &Name, info: &FileInfo, dead: &'a [DeadProperty], ctx: &LiveConte
         };
     }
     dead.iter()
-        .find(|p| p.namespace == n.namespace && p.name == n.local)
+        .find(|p| p.namespace == *n.namespace && p.name == n.local)
         .map_or(Held::Missing, Held::Dead)
 }
 
@@ -394,6 +498,7 @@ pub fn write_response(
     name: &str,
     dead: &[DeadProperty],
     request: &Propfind,
+    prefixes: &Prefixes,
     ctx: &LiveContext<'_>,
 ) {
     out.push_str("<D:response><D:href>");
@@ -450,9 +555,8 @@ pub fn write_response(
                 for n in names {
                     match held(n, info, dead, ctx) {
                         Held::Live(live) => live.write(out, info, name, ctx),
-                        Held::Dead(p) => write_element(out, &n.namespace, &n.local, |out| {
-                            out.push_str(&String::from_utf8_lossy(&p.value))
-                        }),
+                        Held::Dead(p) => prefixes
+                            .write_property(out, n, |out| out.push_str(&String::from_utf8_lossy(&p.value))),
                         Held::Missing => {}
                     }
                 }
@@ -462,7 +566,7 @@ pub fn write_response(
                 open_propstat(out);
                 for n in names {
                     if matches!(held(n, info, dead, ctx), Held::Missing) {
-                        write_property(out, &n.namespace, &n.local, None);
+                        prefixes.write_property(out, n, |_| {});
                     }
                 }
                 close_propstat(out, StatusCode::NOT_FOUND, None);
@@ -472,10 +576,7 @@ pub fn write_response(
     out.push_str("</D:response>\n");
 }
 
-/// The opening of a multistatus body.
-pub const MULTISTATUS_OPEN: &str =
-    "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:multistatus xmlns:D=\"DAV:\">\n";
-/// Its end.
+/// The end of a multistatus body (its opening: [`Prefixes::open_multistatus`]).
 pub const MULTISTATUS_CLOSE: &str = "</D:multistatus>\n";
 
 #[cfg(test)]
@@ -547,6 +648,65 @@ mod tests {
         }
     }
 
+    /// A namespace URI is declared once per multistatus however many names echo it,
+    /// and what one PROPFIND may name is bounded, so its body cannot multiply the size
+    /// of every `response`.
+    #[test]
+    fn echoed_names_cost_their_local_name_not_their_namespace() {
+        let uri = format!("urn:{}", "u".repeat(1_000));
+        let names: String = (0..500).map(|i| format!("<z:p{i}/>")).collect();
+        let body =
+            format!(r#"<D:propfind xmlns:D="DAV:" xmlns:z="{uri}"><D:prop>{names}</D:prop></D:propfind>"#);
+        let request = Propfind::parse(Some(&parse(body.as_bytes()).unwrap())).unwrap();
+        let prefixes = request.prefixes();
+        let ctx = LiveContext {
+            usage: None,
+            lockdiscovery: "",
+            supportedlock: "",
+        };
+        let mut out = String::new();
+        prefixes.open_multistatus(&mut out);
+        for _ in 0..10 {
+            write_response(
+                &mut out,
+                "/f",
+                &FileInfo::default(),
+                "f",
+                &[],
+                &request,
+                &prefixes,
+                &ctx,
+            );
+        }
+        out.push_str(MULTISTATUS_CLOSE);
+        assert_eq!(out.matches(&uri).count(), 1);
+        assert!(out.len() < 10 * 12_000, "{} bytes", out.len());
+        let mut one = String::new();
+        prefixes.open_multistatus(&mut one);
+        write_response(
+            &mut one,
+            "/f",
+            &FileInfo::default(),
+            "f",
+            &[],
+            &request,
+            &prefixes,
+            &ctx,
+        );
+        one.push_str(MULTISTATUS_CLOSE);
+        let root = parse(one.as_bytes()).expect("well-formed");
+        let missing = root.child(DAV, "response").unwrap().elements().nth(1).unwrap();
+        assert!(missing.child(DAV, "prop").unwrap().child(&uri, "p499").is_some());
+
+        let too_many: String = (0..=MAX_PROPFIND_NAMES).map(|i| format!("<p{i}/>")).collect();
+        let body = format!(r#"<propfind xmlns="DAV:"><prop>{too_many}</prop></propfind>"#);
+        let refused = Propfind::parse(Some(&parse(body.as_bytes()).unwrap())).unwrap_err();
+        assert!(refused.0.contains("at most 512 properties"), "{refused}");
+        let long: String = (0..40).map(|i| format!("<p{i}{}/>", "x".repeat(250))).collect();
+        let body = format!(r#"<propfind xmlns="DAV:"><prop>{long}</prop></propfind>"#);
+        assert!(Propfind::parse(Some(&parse(body.as_bytes()).unwrap())).is_err());
+    }
+
     #[test]
     fn responses_escape_and_declare_namespaces() {
         let info = FileInfo {
@@ -574,8 +734,10 @@ mod tests {
             },
             Name::dav("nope"),
         ]);
-        let mut out = String::from(MULTISTATUS_OPEN);
-        write_response(&mut out, "/a&b", &info, "a&b", &dead, &request, &ctx);
+        let mut out = String::new();
+        let prefixes = request.prefixes();
+        prefixes.open_multistatus(&mut out);
+        write_response(&mut out, "/a&b", &info, "a&b", &dead, &request, &prefixes, &ctx);
         out.push_str(MULTISTATUS_CLOSE);
         let root = parse(out.as_bytes()).expect("well-formed");
         let response = root.child(DAV, "response").unwrap();

@@ -1,18 +1,32 @@
-//! The HTTP server loop: HTTP/1.1 and h2c on one port, request-head limits, a bound on
-//! connections, and graceful shutdown (in-flight requests finish; no new connections are
-//! accepted).
+//! The HTTP server loop: HTTP/1.1 and h2c on one port, request-head limits, bounds on
+//! connections (in all and per client address), an idle watchdog on every connection,
+//! and graceful shutdown (in-flight requests finish; no new connections are accepted).
+//!
+//! hyper bounds the time to a complete request head only on connections it already
+//! knows to be HTTP/1, and never closes an idle HTTP/2 connection. So each connection
+//! has a watchdog of its own, whatever its protocol: while no request is in flight
+//! (from its complete head until its response body has been sent), a connection that has
+//! not started one within `--header-read-timeout-seconds` is closed. That is the same
+//! bound for a socket that never speaks, one that sent only an HTTP/2 preface or a
+//! few bytes of a head, and an idle keep-alive connection of either protocol.
 
 use crate::GatewayConfig;
+use crate::client::{ClientIp, limit_key};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
+use tokio::time::Instant;
 
 /// How long shutdown waits for in-flight requests.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -35,10 +49,14 @@ pub async fn serve(
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_header_list_size(config.max_header_bytes as u32);
+        .max_header_list_size(config.max_header_bytes as u32)
+        // A peer that stops answering pings is gone, even with a request in flight.
+        .keep_alive_interval(Some(config.header_read_timeout))
+        .keep_alive_timeout(Duration::from_secs(20));
     metrics::register();
-    let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(config.max_connections));
+    let per_address = PerAddress::new(config.max_connections_per_address);
+    let (stop, stopping) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -53,50 +71,280 @@ pub async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                // Trusted proxies carry many clients' connections: only their own bound
+                // (--max-connections) applies to them.
+                let address_slot = if config.trusted_proxies.contains(peer.ip()) {
+                    None
+                } else {
+                    match per_address.take(peer.ip()) {
+                        Some(slot) => Some(slot),
+                        None => {
+                            metrics::connection_refused("per_address");
+                            tokio::spawn(refuse(stream, Refusal::PerAddress(config.max_connections_per_address)));
+                            continue;
+                        }
+                    }
+                };
                 let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    metrics::connection_refused();
-                    tokio::spawn(refuse(stream, config.max_connections));
+                    metrics::connection_refused("total");
+                    tokio::spawn(refuse(stream, Refusal::Total(config.max_connections)));
                     continue;
                 };
-                let app = app.clone();
-                let service = TowerToHyperService::new(tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
-                    request.extensions_mut().insert(crate::auth::ClientAddr(peer));
-                    tower::ServiceExt::oneshot(app.clone(), request)
-                }));
-                let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                let connection = graceful.watch(connection.into_owned());
+                let activity = Arc::new(Activity::new());
+                let service = {
+                    let (app, activity, trusted) = (app.clone(), activity.clone(), config.trusted_proxies.clone());
+                    TowerToHyperService::new(tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+                        let in_flight = activity.begin();
+                        let client = trusted.client(peer.ip(), request.headers());
+                        request.extensions_mut().insert(crate::auth::ClientAddr(peer));
+                        request.extensions_mut().insert(ClientIp(client));
+                        let response = tower::ServiceExt::oneshot(app.clone(), request);
+                        async move {
+                            let response = response.await?;
+                            Ok::<_, std::convert::Infallible>(response.map(|body| Tracked { body, _in_flight: in_flight }))
+                        }
+                    }))
+                };
+                let connection = builder
+                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                    .into_owned();
                 metrics::connection_opened();
+                let (idle, mut stopping) = (config.header_read_timeout, stopping.clone());
                 tokio::spawn(async move {
-                    if let Err(e) = connection.await {
-                        tracing::debug!("connection ended with an error: {e}");
-                    }
+                    watch_connection(connection, &activity, idle, &mut stopping).await;
                     metrics::connection_closed();
-                    drop(slot);
+                    drop((slot, address_slot));
                 });
             }
             _ = &mut shutdown => break,
         }
     }
     drop(listener);
+    let _ = stop.send(true);
+    // Every connection holds one of the slots: all of them free means all closed.
+    let all = u32::try_from(config.max_connections).unwrap_or(u32::MAX);
     tokio::select! {
-        _ = graceful.shutdown() => tracing::info!(target: "kubedav", "HTTP connections drained"),
+        _ = slots.acquire_many(all) => tracing::info!(target: "kubedav", "HTTP connections drained"),
         _ = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::warn!("drain timed out after {DRAIN_TIMEOUT:?}; closing the remaining connections"),
     }
     Ok(())
 }
 
+/// Drives one connection until it ends, closing it gracefully when it has been idle
+/// (no request in flight) for `idle`, or when shutdown begins; a connection that does
+/// not finish closing within `idle` more is dropped.
+async fn watch_connection<C>(
+    connection: C,
+    activity: &Activity,
+    idle: Duration,
+    stopping: &mut watch::Receiver<bool>,
+) where
+    C: Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + GracefulConnection,
+{
+    tokio::pin!(connection);
+    let mut deadline = Instant::now() + idle;
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            ended = connection.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::debug!("connection ended with an error: {e}");
+                }
+                return;
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                if closing {
+                    metrics::connection_timed_out();
+                    return;
+                }
+                match activity.idle_until(idle) {
+                    Some(until) if until > Instant::now() => deadline = until,
+                    Some(_) => {
+                        connection.as_mut().close_gracefully();
+                        closing = true;
+                        deadline = Instant::now() + idle;
+                    }
+                    None => deadline = Instant::now() + idle,
+                }
+            }
+            _ = stopping.wait_for(|stop| *stop), if !closing => {
+                connection.as_mut().close_gracefully();
+                closing = true;
+                deadline = Instant::now() + DRAIN_TIMEOUT;
+            }
+        }
+    }
+}
+
+/// A connection that can be asked to finish its in-flight requests and close.
+trait GracefulConnection {
+    /// Stops taking new requests (HTTP/2: GOAWAY) and closes once idle.
+    fn close_gracefully(self: Pin<&mut Self>);
+}
+
+impl<I, S, E> GracefulConnection for auto::UpgradeableConnection<'_, I, S, E>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::ResBody: http_body::Body + Send + 'static,
+    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, S::ResBody>,
+{
+    fn close_gracefully(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+/// What a connection is doing: requests in flight, and since when it has had none.
+struct Activity {
+    started: Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds from `started` to the end of the last request.
+    idle_since_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            idle_since_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// A request's head arrived; it is in flight until the guard drops.
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(self.clone())
+    }
+
+    /// When the connection will have been idle for `idle`; `None` while a request is in
+    /// flight.
+    fn idle_until(&self, idle: Duration) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let since = Duration::from_millis(self.idle_since_ms.load(Ordering::Relaxed));
+        Some(self.started + since + idle)
+    }
+}
+
+/// A request in flight on its connection.
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let activity = &self.0;
+        let now = activity.started.elapsed().as_millis() as u64;
+        activity.idle_since_ms.fetch_max(now, Ordering::Relaxed);
+        activity.in_flight.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// A response body that keeps its request in flight until it has been sent (or dropped).
+struct Tracked {
+    body: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Connections held per client address (IPv6: per /64).
+struct PerAddress {
+    limit: usize,
+    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl PerAddress {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit: limit.max(1),
+            held: Arc::default(),
+        }
+    }
+
+    /// A slot for one more connection from `ip`, unless it holds its limit.
+    fn take(&self, ip: IpAddr) -> Option<AddressSlot> {
+        let key = limit_key(ip);
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let count = held.entry(key).or_insert(0);
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            key,
+            held: self.held.clone(),
+        })
+    }
+}
+
+/// One connection's place in its address's count.
+struct AddressSlot {
+    key: IpAddr,
+    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = held.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Why a connection is refused at once.
+enum Refusal {
+    /// --max-connections are open.
+    Total(usize),
+    /// Its address holds --max-connections-per-address.
+    PerAddress(usize),
+}
+
 /// Answers a connection past the limit with 503 and Retry-After, then closes it. What
 /// the client sent is read (for at most a second) before closing, so that the close
 /// does not turn into a reset that destroys the answer.
-async fn refuse(mut stream: TcpStream, limit: usize) {
-    let body = format!(
-        "the server holds its limit of {limit} connections; retry in {} s\n",
-        crate::errors::RETRY_AFTER_SECONDS
-    );
+async fn refuse(mut stream: TcpStream, why: Refusal) {
+    let retry = crate::errors::RETRY_AFTER_SECONDS;
+    let (status, body) = match why {
+        Refusal::Total(limit) => (
+            "503 Service Unavailable",
+            format!("the server holds its limit of {limit} connections; retry in {retry} s\n"),
+        ),
+        Refusal::PerAddress(limit) => (
+            "429 Too Many Requests",
+            format!(
+                "your address holds {limit} connections, the most this server keeps open for one \
+                 client; reuse one of them (keep-alive) or close some, then retry in {retry} s\n"
+            ),
+        ),
+    };
     let answer = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {}\r\nConnection: close\r\n\
+        "HTTP/1.1 {status}\r\nRetry-After: {retry}\r\nConnection: close\r\n\
          Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
-        crate::errors::RETRY_AFTER_SECONDS,
         body.len()
     );
     if stream.write_all(answer.as_bytes()).await.is_err() || stream.shutdown().await.is_err() {
@@ -110,25 +358,41 @@ async fn refuse(mut stream: TcpStream, limit: usize) {
 }
 
 mod metrics {
-    use prometheus::{IntCounter, IntGauge, register_int_counter, register_int_gauge};
+    use prometheus::{
+        IntCounter, IntCounterVec, IntGauge, register_int_counter, register_int_counter_vec,
+        register_int_gauge,
+    };
     use std::sync::LazyLock;
 
     static OPEN: LazyLock<IntGauge> = LazyLock::new(|| {
         register_int_gauge!("kubedav_http_connections", "Client connections held open.")
             .expect("metric registers once")
     });
-    static REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
-        register_int_counter!(
+    static REFUSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+        register_int_counter_vec!(
             "kubedav_http_connections_refused_total",
-            "Client connections answered 503 because --max-connections were open."
+            "Client connections refused at once, by limit: total (--max-connections were \
+             open; 503) or per_address (the client's address held \
+             --max-connections-per-address; 429).",
+            &["limit"]
+        )
+        .expect("metric registers once")
+    });
+    static TIMED_OUT: LazyLock<IntCounter> = LazyLock::new(|| {
+        register_int_counter!(
+            "kubedav_http_connections_dropped_total",
+            "Connections dropped because they did not close within the idle timeout after \
+             being asked to."
         )
         .expect("metric registers once")
     });
 
-    /// Starts both series at zero.
+    /// Starts every series at zero.
     pub fn register() {
         LazyLock::force(&OPEN);
-        LazyLock::force(&REFUSED);
+        REFUSED.with_label_values(&["total"]);
+        REFUSED.with_label_values(&["per_address"]);
+        LazyLock::force(&TIMED_OUT);
     }
 
     pub fn connection_opened() {
@@ -139,7 +403,11 @@ mod metrics {
         OPEN.dec();
     }
 
-    pub fn connection_refused() {
-        REFUSED.inc();
+    pub fn connection_refused(limit: &str) {
+        REFUSED.with_label_values(&[limit]).inc();
+    }
+
+    pub fn connection_timed_out() {
+        TIMED_OUT.inc();
     }
 }

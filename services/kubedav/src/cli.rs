@@ -276,6 +276,29 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
 
+    /// Most connections one client address (IPv6: one /64) may hold open (targets all,
+    /// gateway); past it a new one gets 429 with Retry-After and is closed, so one
+    /// address cannot take every slot. Trusted proxies are exempt.
+    #[arg(long, env = "KUBEDAV_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 64)]
+    pub max_connections_per_address: usize,
+
+    /// Proxies whose `X-Forwarded-For` or `Forwarded` header names the client (targets
+    /// all, gateway): comma-separated addresses or networks, e.g. `10.0.0.0/8`. Set it to
+    /// the Ingress controller's pods. The client address is then used for login
+    /// throttling, logs and traces; from any other peer these headers are ignored.
+    #[arg(long, env = "KUBEDAV_TRUSTED_PROXIES", default_value = "", value_parser = kubedav_gateway::client::TrustedProxies::parse)]
+    pub trusted_proxies: kubedav_gateway::client::TrustedProxies,
+
+    /// Largest DAV:owner a LOCK may carry, in bytes (targets all, gateway); it is kept
+    /// with the lock and echoed in every lock discovery. Larger ones get 400.
+    #[arg(long, env = "KUBEDAV_MAX_LOCK_OWNER_BYTES", default_value_t = 4096)]
+    pub max_lock_owner_bytes: usize,
+
+    /// Most locks one user may hold at once (targets all, locks); without
+    /// authentication, all clients share this count. Past it LOCK gets 403.
+    #[arg(long, env = "KUBEDAV_MAX_LOCKS_PER_PRINCIPAL", default_value_t = 1000)]
+    pub max_locks_per_principal: usize,
+
     /// Longest lock timeout granted, in seconds; `Timeout: Infinite` gets this (targets
     /// all, locks).
     #[arg(long, env = "KUBEDAV_LOCK_MAX_TIMEOUT_SECONDS", default_value_t = 3600)]
@@ -402,6 +425,9 @@ impl Cli {
             max_header_bytes: self.max_header_bytes,
             header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
             max_connections: self.max_connections.max(1),
+            max_connections_per_address: self.max_connections_per_address.max(1),
+            trusted_proxies: self.trusted_proxies.clone(),
+            max_lock_owner_bytes: self.max_lock_owner_bytes,
             propfind_infinity: self.propfind_depth_infinity,
             propfind_max_entries: self.propfind_max_entries,
             auth_realm: self.auth_realm.clone(),

@@ -274,6 +274,74 @@ async fn lockout_engages_and_lifts(mode: Mode) {
     }
 }
 
+/// A login from a client behind a trusted proxy, as the proxy forwards it.
+async fn forwarded_status(server: &Server, client_ip: &str, user: &str, password: &str) -> StatusCode {
+    client()
+        .get(server.url("/"))
+        .header("x-forwarded-for", format!("198.51.100.77, {client_ip}"))
+        .basic_auth(user, Some(password))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// Behind an Ingress every connection comes from the proxy. A guesser must lock out
+/// only itself: not the other clients of the proxy, and not the owner of the account it
+/// guesses at, who logs in from an address that has not failed.
+async fn a_guesser_behind_a_proxy_locks_out_only_itself(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::users_file(dir.path(), &[("alice", "alice-pw"), ("bob", "bob-pw")]);
+    let server = start(
+        mode,
+        &path,
+        &[
+            "--auth-max-failures",
+            "3",
+            "--auth-max-failures-per-address",
+            "5",
+            "--auth-lockout-seconds",
+            "300",
+        ],
+        &["--trusted-proxies", "127.0.0.1/32"],
+    )
+    .await;
+    let guesser = "203.0.113.66";
+    for attempt in 0..5 {
+        let user = if attempt % 2 == 0 { "alice" } else { "bob" };
+        assert_eq!(
+            forwarded_status(&server, guesser, user, "guess").await,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    assert_eq!(
+        forwarded_status(&server, guesser, "bob", "bob-pw").await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "the guessing address is locked out"
+    );
+    // Alice's account has failed 3 times: it is guarded, but only against the guesser.
+    assert_eq!(
+        forwarded_status(&server, "203.0.113.10", "alice", "alice-pw").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        forwarded_status(&server, "203.0.113.11", "bob", "bob-pw").await,
+        StatusCode::OK
+    );
+    // A second guesser gets its wrong answer, and then nothing more at alice.
+    assert_eq!(
+        forwarded_status(&server, "2001:db8:7:7::1", "alice", "guess").await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        forwarded_status(&server, "2001:db8:7:7:ffff::2", "alice", "alice-pw").await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "a guarded account refuses an address that failed on it (IPv6: its /64)"
+    );
+    // The header counts only from the trusted proxy: a client cannot pick its address.
+    assert_eq!(status(&server, "alice", "alice-pw").await, StatusCode::OK);
+}
+
 async fn access_rules_and_lock_owners(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
     let path = common::users_file(
@@ -445,6 +513,7 @@ in_both_modes!(
     reload_through_a_symlink_swap,
     full_crypt_queue_answers_503,
     lockout_engages_and_lifts,
+    a_guesser_behind_a_proxy_locks_out_only_itself,
     access_rules_and_lock_owners,
 );
 

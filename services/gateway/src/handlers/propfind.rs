@@ -6,7 +6,7 @@ use crate::errors::{HttpError, HttpResult};
 use crate::headers::{Depth, depth};
 use crate::locking::SUPPORTED_LOCK;
 use crate::paths::write_wire_href;
-use crate::properties::{LiveContext, MULTISTATUS_CLOSE, MULTISTATUS_OPEN, Propfind, write_response};
+use crate::properties::{LiveContext, MULTISTATUS_CLOSE, Prefixes, Propfind, write_response};
 use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
@@ -37,6 +37,9 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
         return Ok(finite_depth());
     }
     let propfind = match xml_bytes(request).await? {
+        Some(bytes) if bytes.len() > super::PARSE_ON_WORKER_BYTES => {
+            super::off_worker(move || Propfind::parse(Some(&crate::xmldom::parse(&bytes)?))).await
+        }
         // Clients repeat the same few bodies: a body met before is not parsed again.
         Some(bytes) => crate::bodymemo::propfind(&bytes, |bytes| {
             Propfind::parse(Some(&crate::xmldom::parse(bytes)?))
@@ -80,6 +83,7 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
         Vec::new()
     };
     let mut render = Render {
+        prefixes: propfind.prefixes(),
         propfind,
         usage,
         locks,
@@ -107,8 +111,8 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
             format!("{} is a file, not a collection", target.path),
         ));
     }
-    let mut out = String::with_capacity(first.entries.len() * 768 + MULTISTATUS_OPEN.len());
-    out.push_str(MULTISTATUS_OPEN);
+    let mut out = String::with_capacity(first.entries.len() * 768 + 128);
+    render.prefixes.open_multistatus(&mut out);
     render.batch(&mut out, first.entries);
     if depth != Depth::One {
         // Depth 0 is one entry, sent with its length. An infinite listing can still end
@@ -143,6 +147,8 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
 /// What each listed entry's `response` element is written from.
 struct Render {
     propfind: Propfind,
+    /// The namespace prefixes of the names the request echoes.
+    prefixes: Prefixes,
     usage: Option<UsageResponse>,
     locks: Vec<ActiveLock>,
     /// The current entry's href (reused).
@@ -179,6 +185,7 @@ impl Render {
                 name,
                 &entry.properties,
                 &self.propfind,
+                &self.prefixes,
                 &ctx,
             );
         }

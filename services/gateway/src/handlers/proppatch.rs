@@ -4,7 +4,7 @@ use super::{request_path, xml_body};
 use crate::Gateway;
 use crate::errors::{HttpError, HttpResult, http_status};
 use crate::paths::href;
-use crate::properties::{DAV, MULTISTATUS_CLOSE, MULTISTATUS_OPEN, Name, write_property, write_propstat};
+use crate::properties::{DAV, MULTISTATUS_CLOSE, Name, Prefixes, write_propstat};
 use axum::extract::Request;
 use http::StatusCode;
 use kubedav_api::fileio::PatchPropertiesRequest;
@@ -38,7 +38,7 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let mut names = Vec::new();
     let mut operations = Vec::new();
     for instruction in body.elements() {
-        let set = match (instruction.namespace.as_str(), instruction.name.as_str()) {
+        let set = match (&*instruction.namespace, instruction.name.as_str()) {
             (DAV, "set") => true,
             (DAV, "remove") => false,
             _ => {
@@ -51,20 +51,17 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
             .child(DAV, "prop")
             .ok_or_else(|| HttpError::bad_request("DAV:set and DAV:remove must hold a DAV:prop"))?;
         for property in prop.elements() {
-            names.push(Name {
-                namespace: property.namespace.clone(),
-                local: property.name.clone(),
-            });
+            names.push(Name::of(property));
             operations.push(PropertyOperation {
                 op: Some(if set {
                     property_operation::Op::Set(DeadProperty {
-                        namespace: property.namespace.clone(),
+                        namespace: property.namespace.to_string(),
                         name: property.name.clone(),
                         value: property.content_xml().into(),
                     })
                 } else {
                     property_operation::Op::Remove(PropertyName {
-                        namespace: property.namespace.clone(),
+                        namespace: property.namespace.to_string(),
                         name: property.name.clone(),
                     })
                 }),
@@ -89,7 +86,10 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
             },
         }
     };
-    let mut out = String::from(MULTISTATUS_OPEN);
+    // Every name is echoed: their namespaces are declared once, not once per name.
+    let prefixes = Prefixes::of(&names);
+    let mut out = String::new();
+    prefixes.open_multistatus(&mut out);
     let _ = write!(
         out,
         "<D:response><D:href>{}</D:href>",
@@ -98,7 +98,7 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let group = |filter: &dyn Fn(&Name) -> bool| {
         let mut props = String::new();
         for name in names.iter().filter(|n| filter(n)) {
-            write_property(&mut props, &name.namespace, &name.local, None);
+            prefixes.write_property(&mut props, name, |_| {});
         }
         props
     };
