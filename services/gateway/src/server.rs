@@ -71,8 +71,13 @@ pub async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                // Trusted proxies carry many clients' connections: only their own bound
-                // (--max-connections) applies to them.
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    metrics::connection_refused("total");
+                    tokio::spawn(refuse(stream, Refusal::Total(config.max_connections)));
+                    continue;
+                };
+                // Trusted proxies carry many clients' connections: only the total bound
+                // applies to them.
                 let address_slot = if config.trusted_proxies.contains(peer.ip()) {
                     None
                 } else {
@@ -84,11 +89,6 @@ pub async fn serve(
                             continue;
                         }
                     }
-                };
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    metrics::connection_refused("total");
-                    tokio::spawn(refuse(stream, Refusal::Total(config.max_connections)));
-                    continue;
                 };
                 let activity = Arc::new(Activity::new());
                 let service = {

@@ -391,7 +391,14 @@ async fn idle_connections_are_bounded(mode: Mode) {
     const LIMIT: usize = 1000;
     let server = Server::start_with(
         mode,
-        &["--max-connections", "1000", "--header-read-timeout-seconds", "2"],
+        &[
+            "--max-connections",
+            "1000",
+            "--max-connections-per-address",
+            "1000",
+            "--header-read-timeout-seconds",
+            "2",
+        ],
     )
     .await;
     std::fs::write(server.disk("sentinel.txt"), b"sentinel content").unwrap();
@@ -513,7 +520,324 @@ async fn a_stalled_download_does_not_pin_memory(mode: Mode) {
     }
 }
 
+/// What a request that expands must be answered with.
+enum Bounded {
+    /// This status, or any 4xx for 0.
+    Refused(u16),
+    /// A success whose body is at most this many bytes.
+    AnswerAtMost(usize),
+}
+
+/// Bodies small on the wire that expand as they are parsed or answered: each one gets a
+/// clear 4xx, or an answer bounded by what it asked for; the gateway's peak memory stays
+/// within 64 MiB of where it started; and the server stays healthy. Before these bounds,
+/// the first case (38 KB) made a 60 MB answer and took the gateway from 11 to 210 MB.
+async fn expanding_bodies_stay_bounded(mode: Mode) {
+    let server = Server::start(mode).await;
+    for i in 0..100 {
+        std::fs::write(server.disk(&format!("f{i:03}.txt")), b"x").unwrap();
+    }
+    std::fs::write(server.disk("sentinel.txt"), b"sentinel content").unwrap();
+    let baseline_kib = server.gateway_memory_kib("VmRSS");
+    let long_uri = format!("urn:{}", "u".repeat(20_000));
+    let prop = |inner: &str, xmlns: &str| {
+        format!(
+            r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:" {xmlns}><D:prop>{inner}</D:prop></D:propfind>"#
+        )
+    };
+    let set = |inner: &str, xmlns: &str| {
+        format!(
+            r#"<D:propertyupdate xmlns:D="DAV:" {xmlns}><D:set><D:prop>{inner}</D:prop></D:set></D:propertyupdate>"#
+        )
+    };
+    let many_prefixes: String = (0..1_000).map(|i| format!(r#" xmlns:p{i}="urn:p{i}""#)).collect();
+    let one_uri_many_prefixes: String = (0..1_000).map(|i| format!(r#" xmlns:p{i}="urn:same""#)).collect();
+    let many_attributes: String = (0..40_000).map(|i| format!(r#" a{i}="""#)).collect();
+    let names_512: String = (0..512).map(|i| format!("<z:n{i:04}/>")).collect();
+    let asked_bytes = 512 * "n0000".len();
+    // Every response of a Depth 1 listing: the live properties (at most about 2 KiB)
+    // and each asked name written twice, with a short prefix and tags.
+    let depth1_bound = 101 * (2048 + 2 * asked_bytes + 512 * 16);
+    let cases: Vec<(&str, &str, &str, String, Bounded)> = vec![
+        (
+            "a 20 KB namespace URI used by 3,000 elements",
+            "PROPFIND",
+            "0",
+            prop(&"<z:a/>".repeat(3_000), &format!(r#"xmlns:z="{long_uri}""#)),
+            Bounded::Refused(400),
+        ),
+        (
+            "a 20 KB namespace URI on 3,000 attributes",
+            "PROPPATCH",
+            "0",
+            set(
+                &format!("<z:v>{}</z:v>", r#"<e z:a="1"/>"#.repeat(3_000)),
+                &format!(r#"xmlns:z="{long_uri}""#),
+            ),
+            Bounded::Refused(400),
+        ),
+        (
+            "1,000 namespace prefixes",
+            "PROPFIND",
+            "0",
+            prop("<p1:a/>", &many_prefixes),
+            Bounded::Refused(400),
+        ),
+        (
+            "1,000 prefixes of one namespace",
+            "PROPFIND",
+            "0",
+            prop("<p1:a/>", &one_uri_many_prefixes),
+            Bounded::Refused(400),
+        ),
+        (
+            "40,000 attributes on one element",
+            "PROPFIND",
+            "0",
+            prop(&format!("<D:getetag{many_attributes}/>"), ""),
+            Bounded::Refused(400),
+        ),
+        (
+            "a 100 KB local name",
+            "PROPFIND",
+            "0",
+            prop(&format!("<{}/>", "n".repeat(100_000)), ""),
+            Bounded::Refused(400),
+        ),
+        (
+            "20,000 property names",
+            "PROPFIND",
+            "1",
+            prop(&"<D:x/>".repeat(20_000), ""),
+            Bounded::Refused(400),
+        ),
+        (
+            "512 names in a 1 KB namespace over a Depth 1 listing",
+            "PROPFIND",
+            "1",
+            prop(&names_512, &format!(r#"xmlns:z="urn:{}""#, "k".repeat(1_000))),
+            Bounded::AnswerAtMost(depth1_bound),
+        ),
+        (
+            "3,000 names in a 300-byte namespace, echoed by PROPPATCH",
+            "PROPPATCH",
+            "0",
+            set(
+                &(0..3_000).map(|i| format!("<z:n{i}/>")).collect::<String>(),
+                &format!(r#"xmlns:z="urn:{}""#, "q".repeat(300)),
+            ),
+            Bounded::AnswerAtMost(3_000 * 16 + 4096),
+        ),
+        (
+            "a 900 KB property value",
+            "PROPPATCH",
+            "0",
+            set(
+                &format!("<z:v>{}</z:v>", "v".repeat(900_000)),
+                r#"xmlns:z="urn:z""#,
+            ),
+            Bounded::Refused(0),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, method, depth, body, bounded) in cases {
+        let target = if method == "PROPPATCH" {
+            "/sentinel.txt"
+        } else {
+            "/"
+        };
+        let response = client()
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                server.url(target),
+            )
+            .header("depth", depth)
+            .header("content-type", "application/xml")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let answer = response.bytes().await.unwrap();
+        match bounded {
+            Bounded::Refused(wanted) => {
+                // 0: any 4xx, or a 207 whose property failed (the volume's limit on
+                // dead properties), or 507.
+                let refused = if wanted == 0 {
+                    (400..500).contains(&status) || status == 507 || status == 207
+                } else {
+                    status == wanted
+                };
+                if !refused || answer.len() < 10 || answer.len() > 4096 {
+                    failures.push(format!(
+                        "{name}: {status} with {} bytes: {:.200}",
+                        answer.len(),
+                        String::from_utf8_lossy(&answer)
+                    ));
+                }
+            }
+            Bounded::AnswerAtMost(most) => {
+                if status != 207 || answer.len() > most {
+                    failures.push(format!(
+                        "{name}: {status} with {} bytes (at most {most})",
+                        answer.len()
+                    ));
+                }
+            }
+        }
+        let healthy = client().get(server.url("/sentinel.txt")).send().await.unwrap();
+        if healthy.status() != 200 {
+            failures.push(format!("{name}: the server then answered {}", healthy.status()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let peak_mib = server.gateway_memory_kib("VmHWM").saturating_sub(baseline_kib) / 1024;
+    assert!(peak_mib < 64, "the gateway's peak grew by {peak_mib} MiB");
+}
+
+/// The HTTP/2 connection preface and an empty SETTINGS frame.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+/// The first bytes of a TLS ClientHello, and nothing more.
+const TLS_START: &[u8] = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
+
+/// Whether the server closes `stream` within `within`.
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    let mut sink = [0u8; 4096];
+    tokio::time::timeout(within, async {
+        loop {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// Connections that never send a request head (silent, an HTTP/2 preface and SETTINGS,
+/// the first bytes of a TLS handshake) hold no slot for longer than the header read
+/// timeout, and one address cannot take every slot: other clients are served at once,
+/// and every client within the timeout.
+async fn silent_connections_cannot_shut_clients_out(mode: Mode) {
+    let server = Server::start_with(
+        mode,
+        &[
+            "--max-connections",
+            "25",
+            "--max-connections-per-address",
+            "8",
+            "--header-read-timeout-seconds",
+            "2",
+        ],
+    )
+    .await;
+    std::fs::write(server.disk("sentinel.txt"), b"sentinel content").unwrap();
+    let get = b"GET /sentinel.txt HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
+    let ip = |last: u8| std::net::IpAddr::from([127, 0, 0, last]);
+    // Attacking addresses, each with a kind of connection that never completes a
+    // request head, as many as the server lets one address hold. (The first bytes of a
+    // TLS handshake are no HTTP/1 method: those connections are answered 400 and closed
+    // at once, and hold nothing.)
+    let mut held = Vec::new();
+    for (source, opening) in [
+        (2u8, &b""[..]),
+        (3, H2_PREFACE),
+        (4, TLS_START),
+        (5, b"GET /sentinel.txt HTTP/1.1\r\nHost"),
+    ] {
+        for _ in 0..8 {
+            let mut stream = common::connect_from(ip(source), server.addr).await;
+            stream.write_all(opening).await.unwrap();
+            held.push(stream);
+        }
+        if opening != TLS_START {
+            let refused = common::raw_from(ip(source), server.addr, get).await;
+            assert_eq!(refused.status, 429, "one address is capped: {refused:?}");
+            assert!(refused.head.to_ascii_lowercase().contains("retry-after"));
+        }
+    }
+    // Every slot is taken now, so a newcomer is refused; but not for longer than the
+    // timeout, because each of those connections is closed when its time is up.
+    held.push(common::connect_from(ip(6), server.addr).await);
+    let full = common::raw_from(ip(8), server.addr, get).await;
+    assert_eq!(full.status, 503, "{full:?}");
+    let started = tokio::time::Instant::now();
+    for stream in &mut held {
+        assert!(
+            closed_within(stream, Duration::from_secs(8)).await,
+            "a connection that sent no request head stayed open"
+        );
+    }
+    let closed_after = started.elapsed();
+    assert!(
+        closed_after < Duration::from_secs(6),
+        "closed only after {closed_after:?}"
+    );
+    let served = common::raw_from(ip(6), server.addr, get).await;
+    assert_eq!(served.status, 200, "{served:?}");
+    // A client from an address that holds connections of its own is served too.
+    let mut own: Vec<_> = Vec::new();
+    for _ in 0..7 {
+        own.push(common::connect_from(ip(7), server.addr).await);
+    }
+    assert_eq!(common::raw_from(ip(7), server.addr, get).await.status, 200);
+}
+
+/// An HTTP/2 connection that has been answered and then sits idle is closed after the
+/// keep-alive timeout (the header read timeout), with a GOAWAY first.
+async fn idle_http2_connections_are_closed(mode: Mode) {
+    let server = Server::start_with(mode, &["--header-read-timeout-seconds", "2"]).await;
+    std::fs::write(server.disk("sentinel.txt"), b"sentinel content").unwrap();
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    stream.write_all(H2_PREFACE).await.unwrap();
+    // HEADERS on stream 1, END_STREAM | END_HEADERS: GET (static index 2), http (6),
+    // path "/" (4), authority "test" as a literal of static name 1.
+    let block = [0x82, 0x86, 0x84, 0x41, 0x04, b't', b'e', b's', b't'];
+    let mut frame = vec![0, 0, block.len() as u8, 0x01, 0x05, 0, 0, 0, 1];
+    frame.extend_from_slice(&block);
+    stream.write_all(&frame).await.unwrap();
+    // Read frames until the answer's DATA ends the stream.
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let answered = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "closed before answering");
+            buf.extend_from_slice(&chunk[..n]);
+            let mut at = 0;
+            while at + 9 <= buf.len() {
+                let len =
+                    (usize::from(buf[at]) << 16) | (usize::from(buf[at + 1]) << 8) | usize::from(buf[at + 2]);
+                let (kind, flags, stream_id) = (buf[at + 3], buf[at + 4], buf[at + 8]);
+                if at + 9 + len > buf.len() {
+                    break;
+                }
+                if stream_id == 1 && flags & 0x1 != 0 && (kind == 0x0 || kind == 0x1) {
+                    return;
+                }
+                at += 9 + len;
+            }
+        }
+    })
+    .await;
+    assert!(answered.is_ok(), "no HTTP/2 answer");
+    let started = tokio::time::Instant::now();
+    assert!(
+        closed_within(&mut stream, Duration::from_secs(10)).await,
+        "an idle HTTP/2 connection stayed open"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "closed only after {:?}",
+        started.elapsed()
+    );
+}
+
 in_both_modes!(
+    expanding_bodies_stay_bounded,
+    silent_connections_cannot_shut_clients_out,
+    idle_http2_connections_are_closed,
     hostile_requests_get_a_clear_4xx,
     a_stalled_download_does_not_pin_memory,
     slowloris_is_cut_off,

@@ -384,6 +384,17 @@ impl Server {
             .expect("a process of that name")
     }
 
+    /// A /proc/PID/status field of the process that serves HTTP (all-in-one: the one
+    /// process), in KiB.
+    pub fn gateway_memory_kib(&self, field: &str) -> u64 {
+        let gateway = self
+            .processes
+            .iter()
+            .find(|p| matches!(p.name, "all" | "gateway"))
+            .expect("a process serves HTTP");
+        proc_status_kib(gateway.pid(), field)
+    }
+
     /// Sum over the server's processes of a /proc/PID/status field, in KiB.
     pub fn memory_kib(&self, field: &str) -> u64 {
         self.processes
@@ -476,6 +487,25 @@ pub async fn raw(addr: SocketAddr, request: &[u8]) -> RawResponse {
     let mut buf = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut buf)).await;
     RawResponse::parse(&buf)
+}
+
+/// [`raw`] from the local address `source` (any of 127.0.0.0/8 reaches a server on
+/// 127.0.0.1), so a test can be several clients.
+pub async fn raw_from(source: std::net::IpAddr, addr: SocketAddr, request: &[u8]) -> RawResponse {
+    let mut stream = connect_from(source, addr).await;
+    stream.write_all(request).await.expect("send");
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut buf)).await;
+    RawResponse::parse(&buf)
+}
+
+/// A connection to `addr` from the local address `source`.
+pub async fn connect_from(source: std::net::IpAddr, addr: SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind(SocketAddr::new(source, 0))
+        .expect("bind the source address");
+    socket.connect(addr).await.expect("connect")
 }
 
 /// A raw GET of `target` with `Connection: close`.
