@@ -18,6 +18,7 @@ pub mod props;
 pub mod read;
 pub mod resolved;
 pub mod scanslots;
+pub mod serial;
 pub mod transfer;
 pub mod tree;
 pub mod uring;

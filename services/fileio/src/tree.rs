@@ -376,6 +376,9 @@ pub fn delete(volume: &Volume, path: &VolumePath, if_match: Option<&str>) -> Res
         tonic::Code::FailedPrecondition => Status::not_found(format!("{path} does not exist")),
         _ => status,
     })?;
+    // A file's check and unlink are one step for other commits to it (`serial.rs`); a
+    // tree's removal is long and is not serialized.
+    let mut serialized = Some(crate::serial::lock(path));
     let stx = stat_at(&parent, name, path)?;
     volume.refuse_escaping_symlink(&stx, path)?;
     if let Some(wanted) = if_match
@@ -385,7 +388,11 @@ pub fn delete(volume: &Volume, path: &VolumePath, if_match: Option<&str>) -> Res
             "{path} changed: its etag is no longer {wanted}"
         )));
     }
+    if is_dir(&stx) {
+        serialized = None;
+    }
     let failures = remove_entry(&parent, name, path, &stx)?;
+    drop(serialized);
     rustix::fs::fsync(&parent).map_err(|e| io_status(e, Op::Other, path))?;
     Ok(failures)
 }

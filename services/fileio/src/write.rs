@@ -184,6 +184,8 @@ impl Upload {
             )));
         }
         self.file.sync_data().map_err(|e| self.write_error(e))?;
+        // From the check of what is there to the rename, no other commit to this path.
+        let serialized = crate::serial::lock(&self.path);
         let existing = match stat_at(&self.dir, &self.name, &self.path) {
             Ok(stx) => Some(stx),
             Err(status) if status.code() == tonic::Code::NotFound => None,
@@ -232,6 +234,7 @@ impl Upload {
             flags,
         )
         .map_err(|e| io_status(e, Op::Create, &self.path))?;
+        drop(serialized);
         self.committed = true;
         // The rename is durable once the directory is.
         rustix::fs::fsync(&self.dir).map_err(|e| io_status(e, Op::Other, &self.path))?;

@@ -67,6 +67,74 @@ pub async fn check_write(
     request_path: &VolumePath,
     targets: Vec<WriteTarget>,
 ) -> Result<(), Response> {
+    let reply = ask(gateway, headers, principal, request_path, targets).await?;
+    match reply.outcome() {
+        Outcome::Allowed => Ok(()),
+        Outcome::PreconditionFailed => Err(precondition_failed()),
+        Outcome::Locked => Err(locked("lock-token-submitted", &reply.conflicts)),
+    }
+}
+
+/// [`check_write`] for a write that creates `path` when it does not exist (PUT): a new
+/// member changes its collection, so a depth-0 lock on the collection needs its token
+/// too (RFC 4918 7.5), while replacing an existing member does not. When only such a
+/// lock is in the way and `path` exists, the write may replace it, and the answer is
+/// the etag it must still have when the write commits (so a member removed meanwhile is
+/// not created again past the lock).
+pub async fn check_create(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    principal: String,
+    path: &VolumePath,
+) -> Result<Option<String>, Response> {
+    let parent_target = parent(path);
+    let targets = std::iter::once(target(path, false))
+        .chain(parent_target.clone())
+        .collect();
+    let reply = ask(gateway, headers, principal, path, targets).await?;
+    match reply.outcome() {
+        Outcome::Allowed => return Ok(None),
+        Outcome::PreconditionFailed => return Err(precondition_failed()),
+        Outcome::Locked => {}
+    }
+    let membership_only = parent_target.is_some_and(|collection| {
+        reply
+            .conflicts
+            .iter()
+            .all(|l| l.root == collection.path && l.depth == LockDepth::Zero as i32)
+    });
+    if membership_only {
+        match gateway
+            .fileio
+            .stat(StatRequest {
+                path: path.as_str().to_owned(),
+            })
+            .await
+        {
+            Ok(info) => return Ok(Some(info.etag)),
+            Err(status) if status.code() == tonic::Code::NotFound => {}
+            Err(status) => return Err(HttpError::from(status).into_response()),
+        }
+    }
+    Err(locked("lock-token-submitted", &reply.conflicts))
+}
+
+fn precondition_failed() -> Response {
+    HttpError::new(
+        StatusCode::PRECONDITION_FAILED,
+        "the If header's conditions do not hold for the current state of the resource",
+    )
+    .into_response()
+}
+
+/// The locks service's decision on a write to `targets`, given the request's If header.
+async fn ask(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    principal: String,
+    request_path: &VolumePath,
+    targets: Vec<WriteTarget>,
+) -> Result<kubedav_api::locks::CheckWriteResponse, Response> {
     let if_header = if_header(headers).map_err(IntoResponse::into_response)?;
     let mut etags = HashMap::new();
     let has_etags = if_header
@@ -97,18 +165,9 @@ pub async fn check_write(
         request_path: request_path.as_str().to_owned(),
     };
     let span = tracing::info_span!("locks.check_write", targets = request.targets.len() as i64);
-    let reply = tracing::Instrument::instrument(gateway.locks.check_write(request), span)
+    tracing::Instrument::instrument(gateway.locks.check_write(request), span)
         .await
-        .map_err(|status| HttpError::from(status).into_response())?;
-    match reply.outcome() {
-        Outcome::Allowed => Ok(()),
-        Outcome::PreconditionFailed => Err(HttpError::new(
-            StatusCode::PRECONDITION_FAILED,
-            "the If header's conditions do not hold for the current state of the resource",
-        )
-        .into_response()),
-        Outcome::Locked => Err(locked("lock-token-submitted", &reply.conflicts)),
-    }
+        .map_err(|status| HttpError::from(status).into_response())
 }
 
 /// A 423 Locked response naming the lock roots in a precondition element.

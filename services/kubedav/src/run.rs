@@ -206,7 +206,8 @@ fn close_on_shutdown(leases: Arc<Leases>, shutdown: &Shutdown) {
 fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
     let max_timeout = Duration::from_secs(cli.lock_max_timeout_seconds);
     if cli.lock_store == "memory" {
-        return Ok((Arc::new(MemoryLocks::new(max_timeout)), grpc::always_ready()));
+        let store = MemoryLocks::new(max_timeout).with_max_locks_per_principal(cli.max_locks_per_principal);
+        return Ok((Arc::new(store), grpc::always_ready()));
     }
     if !cli.lock_store.contains("://") {
         return Err(format!(
@@ -216,7 +217,10 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
         ));
     }
     let connection = kubedav_kit::redis::connect(&cli.lock_store)?;
-    let store = Arc::new(RedisLocks::new(connection, &cli.redis_prefix, max_timeout));
+    let store = Arc::new(
+        RedisLocks::new(connection, &cli.redis_prefix, max_timeout)
+            .with_max_locks_per_principal(cli.max_locks_per_principal),
+    );
     tracing::info!(
         target: "kubedav",
         "locks kept in Redis at {} under {}locks:",

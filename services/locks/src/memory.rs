@@ -39,17 +39,20 @@ struct State {
     sorted_roots: BTreeSet<String>,
     /// Root path by token.
     roots: HashMap<String, String>,
+    /// Live locks per principal, for `--max-locks-per-principal`.
+    held: HashMap<String, usize>,
 }
 
 impl State {
     fn prune(&mut self, root: &str, now: Instant) {
         if let Some(locks) = self.by_root.get_mut(root) {
             let before = locks.len();
-            let roots = &mut self.roots;
+            let (roots, counts) = (&mut self.roots, &mut self.held);
             locks.retain(|held| {
                 let live = held.expires > now;
                 if !live {
                     roots.remove(&held.lock.token);
+                    forget_one(counts, &held.lock.principal);
                 }
                 live
             });
@@ -125,12 +128,29 @@ impl State {
         if let Some(root) = self.roots.remove(token)
             && let Some(locks) = self.by_root.get_mut(&root)
         {
-            locks.retain(|h| h.lock.token != token);
+            let counts = &mut self.held;
+            locks.retain(|h| {
+                let removed = h.lock.token == token;
+                if removed {
+                    forget_one(counts, &h.lock.principal);
+                }
+                !removed
+            });
             ACTIVE.dec();
             if locks.is_empty() {
                 self.by_root.remove(&root);
                 self.sorted_roots.remove(&root);
             }
+        }
+    }
+}
+
+/// Takes one lock of `principal` off its count.
+fn forget_one(counts: &mut HashMap<String, usize>, principal: &str) {
+    if let Some(count) = counts.get_mut(principal) {
+        *count -= 1;
+        if *count == 0 {
+            counts.remove(principal);
         }
     }
 }
@@ -142,6 +162,7 @@ impl State {
 pub struct MemoryLocks {
     state: Mutex<State>,
     max_timeout: Duration,
+    max_per_principal: usize,
 }
 
 impl MemoryLocks {
@@ -151,7 +172,34 @@ impl MemoryLocks {
         Self {
             state: Mutex::new(State::default()),
             max_timeout: max_timeout.max(Duration::from_secs(1)),
+            max_per_principal: 0,
         }
+    }
+
+    /// At most `max` live locks per principal (0: no limit); past it LOCK fails with
+    /// RESOURCE_EXHAUSTED. Expired locks do not count.
+    pub fn with_max_locks_per_principal(mut self, max: usize) -> Self {
+        self.max_per_principal = max;
+        self
+    }
+
+    /// The live locks `principal` holds: expired ones are pruned first (only those of
+    /// that principal's roots, found by a scan of its tokens).
+    fn held_by(&self, state: &mut State, principal: &str, now: Instant) -> usize {
+        let roots: HashSet<String> = state
+            .by_root
+            .iter()
+            .filter(|(_, locks)| {
+                locks
+                    .iter()
+                    .any(|h| h.lock.principal == principal && h.expires <= now)
+            })
+            .map(|(root, _)| root.clone())
+            .collect();
+        for root in roots {
+            state.prune(&root, now);
+        }
+        state.held.get(principal).copied().unwrap_or(0)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -184,9 +232,21 @@ pub(crate) fn not_covering(token: &str) -> Status {
     Status::failed_precondition(format!("the lock {token} does not cover this resource"))
 }
 
-/// The error for releasing someone else's lock.
+/// The error for refreshing or releasing someone else's lock.
 pub(crate) fn not_owner() -> Status {
-    Status::permission_denied("only the user who took a lock may release it")
+    Status::permission_denied("only the user who took a lock may refresh or release it")
+}
+
+/// The error for a principal that holds the most locks allowed.
+pub(crate) fn too_many_locks(principal: &str, held: usize) -> Status {
+    let who = if principal.is_empty() {
+        "unauthenticated clients hold".to_owned()
+    } else {
+        format!("{principal} holds")
+    };
+    Status::resource_exhausted(format!(
+        "{who} {held} locks, the most this server grants one user; release some (UNLOCK) or let them expire"
+    ))
 }
 
 /// Counts a refusal.
@@ -212,6 +272,16 @@ impl Locks for MemoryLocks {
                 conflicts,
             });
         }
+        if self.max_per_principal > 0 {
+            // The count includes locks that expired unseen: recount only at the limit.
+            let mut held = state.held.get(&request.principal).copied().unwrap_or(0);
+            if held >= self.max_per_principal {
+                held = self.held_by(&mut state, &request.principal, now);
+            }
+            if held >= self.max_per_principal {
+                return Err(too_many_locks(&request.principal, held));
+            }
+        }
         let timeout = grant(request.timeout_seconds, self.max_timeout);
         let lock = ActiveLock {
             token: new_token(),
@@ -224,6 +294,7 @@ impl Locks for MemoryLocks {
             collection: request.collection,
         };
         state.roots.insert(lock.token.clone(), request.path.clone());
+        *state.held.entry(lock.principal.clone()).or_insert(0) += 1;
         state.sorted_roots.insert(request.path.clone());
         state.by_root.entry(request.path).or_default().push(Held {
             lock: lock.clone(),
@@ -241,6 +312,9 @@ impl Locks for MemoryLocks {
         let timeout = grant(request.timeout_seconds, self.max_timeout);
         let mut state = self.state();
         let held = state.covering(&request.token, &request.path, now)?;
+        if !held.lock.principal.is_empty() && held.lock.principal != request.principal {
+            return Err(not_owner());
+        }
         held.expires = now + timeout;
         Ok(RefreshResponse {
             lock: Some(held.report(now)),

@@ -8,7 +8,7 @@
 //! writes, LOCK and UNLOCK with 503 (fail closed: a write is never let through because
 //! the lock state could not be read) and PROPFIND with empty lockdiscovery.
 
-use crate::memory::{counted, grant, new_token, not_covering, not_held, not_owner};
+use crate::memory::{counted, grant, new_token, not_covering, not_held, not_owner, too_many_locks};
 use crate::metrics::{ACTIVE, CONFLICTS, STORE_ERRORS};
 use crate::rules;
 use kubedav_api::locks::{
@@ -45,6 +45,7 @@ pub struct RedisLocks {
     connection: ConnectionManager,
     prefix: String,
     max_timeout: Duration,
+    max_per_principal: usize,
 }
 
 impl RedisLocks {
@@ -68,7 +69,15 @@ impl RedisLocks {
             connection,
             prefix: format!("{prefix}locks:"),
             max_timeout: max_timeout.max(Duration::from_secs(1)),
+            max_per_principal: 0,
         }
+    }
+
+    /// At most `max` live locks per principal (0: no limit); past it LOCK fails with
+    /// RESOURCE_EXHAUSTED. Counted in Redis, so the bound holds across replicas.
+    pub fn with_max_locks_per_principal(mut self, max: usize) -> Self {
+        self.max_per_principal = max;
+        self
     }
 
     /// Whether Redis answers, for `/readyz`; also updates the count of active locks.
@@ -189,6 +198,7 @@ impl RedisLocks {
 impl Locks for RedisLocks {
     async fn lock(&self, request: LockRequest) -> Result<LockResponse, Status> {
         let timeout = grant(request.timeout_seconds, self.max_timeout);
+        let principal = request.principal.clone();
         let args = vec![
             request.path.into_bytes(),
             request.scope.to_string().into_bytes(),
@@ -198,8 +208,17 @@ impl Locks for RedisLocks {
             request.principal.into_bytes(),
             flag(request.collection),
             timeout.as_millis().to_string().into_bytes(),
+            self.max_per_principal.to_string().into_bytes(),
         ];
         let reply = self.run(&LOCK, "lock", args).await?;
+        if status_of(&reply) == "toomany" {
+            let held = reply
+                .first()
+                .and_then(|status| status.get(1))
+                .and_then(|count| std::str::from_utf8(count).ok()?.parse().ok())
+                .unwrap_or(self.max_per_principal);
+            return Err(too_many_locks(&principal, held));
+        }
         let locks = parse_locks(reply.get(1..).unwrap_or_default())?;
         match status_of(&reply) {
             "granted" => {
@@ -228,6 +247,7 @@ impl Locks for RedisLocks {
             request.token.clone().into_bytes(),
             request.path.into_bytes(),
             timeout.as_millis().to_string().into_bytes(),
+            request.principal.into_bytes(),
         ];
         let reply = self.run(&REFRESH, "refresh", args).await?;
         Self::refusal(&reply, &request.token)?;

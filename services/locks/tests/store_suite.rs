@@ -40,6 +40,7 @@ for_each_store!(
     not_and_etag_conditions,
     refresh_unlock_release_and_expiry,
     principals_own_their_tokens,
+    locks_per_principal_are_bounded,
     discovery_by_depth,
     owner_and_flags_round_trip,
 );
@@ -65,15 +66,22 @@ impl std::ops::Deref for Store {
 
 impl Kind {
     async fn open(self, max_timeout: Duration) -> Store {
+        self.open_limited(max_timeout, 0).await
+    }
+
+    /// A store granting each principal at most `per_principal` locks (0: no limit).
+    async fn open_limited(self, max_timeout: Duration, per_principal: usize) -> Store {
         match self {
             Kind::Memory => Store {
-                locks: Arc::new(MemoryLocks::new(max_timeout)),
+                locks: Arc::new(MemoryLocks::new(max_timeout).with_max_locks_per_principal(per_principal)),
                 _redis: None,
             },
             Kind::Redis => {
                 let redis = RedisServer::start();
+                let store =
+                    redis_store(&redis, "test:", max_timeout).with_max_locks_per_principal(per_principal);
                 Store {
-                    locks: Arc::new(redis_store(&redis, "test:", max_timeout)),
+                    locks: Arc::new(store),
                     _redis: Some(redis),
                 }
             }
@@ -288,6 +296,7 @@ async fn refresh_unlock_release_and_expiry(kind: Kind) {
         .refresh(RefreshRequest {
             path: "c/member".into(),
             token: lock.token.clone(),
+            principal: String::new(),
             timeout_seconds: 100,
         })
         .await
@@ -309,6 +318,7 @@ async fn refresh_unlock_release_and_expiry(kind: Kind) {
     let refresh_elsewhere = RefreshRequest {
         path: "elsewhere".into(),
         token: lock.token.clone(),
+        principal: String::new(),
         timeout_seconds: 1,
     };
     assert_eq!(
@@ -366,11 +376,68 @@ async fn principals_own_their_tokens(kind: Kind) {
         token: token.clone(),
         principal: principal.into(),
     };
+    // Tokens show in every lock discovery: only the owner may keep a lock alive.
+    let refresh = |principal: &str| RefreshRequest {
+        path: "p".into(),
+        token: token.clone(),
+        timeout_seconds: 60,
+        principal: principal.into(),
+    };
+    assert_eq!(
+        s.refresh(refresh("bob")).await.unwrap_err().code(),
+        tonic::Code::PermissionDenied
+    );
+    assert_eq!(
+        s.refresh(refresh("alice")).await.unwrap().lock.unwrap().token,
+        token
+    );
     assert_eq!(
         s.unlock(unlock("bob")).await.unwrap_err().code(),
         tonic::Code::PermissionDenied
     );
     s.unlock(unlock("alice")).await.unwrap();
+}
+
+/// One user holds at most the configured number of live locks: past it LOCK fails with
+/// RESOURCE_EXHAUSTED; unlocking, releasing or expiry frees places; other users are not
+/// affected.
+async fn locks_per_principal_are_bounded(kind: Kind) {
+    let s = kind.open_limited(Duration::from_secs(1), 2).await;
+    let lock = |path: &str, principal: &str| LockRequest {
+        path: path.into(),
+        principal: principal.into(),
+        timeout_seconds: if path.starts_with("short") { 1 } else { 0 },
+        ..Default::default()
+    };
+    let first = s.lock(lock("a", "alice")).await.unwrap().lock.unwrap();
+    s.lock(lock("b", "alice")).await.unwrap().lock.unwrap();
+    let refused = s.lock(lock("c", "alice")).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+    assert!(
+        refused.message().contains("alice holds 2 locks"),
+        "{}",
+        refused.message()
+    );
+    assert!(s.lock(lock("c", "bob")).await.unwrap().lock.is_some(), "per user");
+    let unlock = UnlockRequest {
+        path: "a".into(),
+        token: first.token,
+        principal: "alice".into(),
+    };
+    s.unlock(unlock).await.unwrap();
+    assert!(
+        s.lock(lock("d", "alice")).await.unwrap().lock.is_some(),
+        "unlocked: a place"
+    );
+    s.release(ReleaseRequest { path: "d".into() }).await.unwrap();
+    assert!(
+        s.lock(lock("short", "alice")).await.unwrap().lock.is_some(),
+        "released: a place"
+    );
+    assert!(
+        eventually(|| async { s.lock(lock("e", "alice")).await.is_ok() }).await,
+        "expired locks free their places"
+    );
 }
 
 async fn discovery_by_depth(kind: Kind) {
@@ -606,6 +673,7 @@ async fn redis_outage_fails_closed_and_service_resumes_by_itself() {
     let refresh = RefreshRequest {
         path: "kept".into(),
         token: token.clone(),
+        principal: String::new(),
         timeout_seconds: 60,
     };
     assert_eq!(store.refresh(refresh).await.unwrap_err().code(), unavailable);

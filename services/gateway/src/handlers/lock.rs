@@ -28,7 +28,7 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
         return Err(HttpError::bad_request("LOCK takes Depth 0 or infinity"));
     }
     let Some(body) = xml_body(request).await? else {
-        return refresh(gateway, &headers, &target.path, timeout_seconds).await;
+        return refresh(gateway, &headers, &target.path, &principal, timeout_seconds).await;
     };
     if !body.is(DAV, "lockinfo") {
         return Err(HttpError::bad_request("the LOCK body must be a DAV:lockinfo"));
@@ -54,6 +54,14 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
         .child(DAV, "owner")
         .map(|o| o.content_xml())
         .unwrap_or_default();
+    let most = gateway.config.max_lock_owner_bytes;
+    if owner_xml.len() > most {
+        return Err(HttpError::bad_request(format!(
+            "the DAV:owner is {} bytes; this server keeps at most {most} with a lock (a name, a \
+             URL or an e-mail address fits)",
+            owner_xml.len()
+        )));
+    }
     // What is there now: a collection, a file, or nothing (then LOCK creates an empty
     // file, RFC 4918 7.3).
     let existing = match gateway
@@ -67,6 +75,20 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
         Err(status) if status.code() == Code::NotFound => None,
         Err(status) => return Err(status.into()),
     };
+    // Locking an unmapped URL creates a member of its collection (RFC 4918 7.3): that
+    // needs the token of a lock on the collection, as any other new member does.
+    if existing.is_none()
+        && let Err(response) = crate::locking::check_write(
+            gateway,
+            &headers,
+            principal.clone(),
+            &target.path,
+            crate::locking::parent(&target.path).into_iter().collect(),
+        )
+        .await
+    {
+        return Ok(response);
+    }
     let reply = gateway
         .locks
         .lock(LockRequest {
@@ -82,7 +104,11 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
             timeout_seconds,
             collection: existing.as_ref().is_some_and(|info| info.is_collection),
         })
-        .await?;
+        .await
+        .map_err(|status| match status.code() {
+            Code::ResourceExhausted => HttpError::new(StatusCode::FORBIDDEN, status.message()),
+            _ => status.into(),
+        })?;
     let Some(lock) = reply.lock else {
         return Ok(locked("no-conflicting-lock", &reply.conflicts));
     };
@@ -148,6 +174,7 @@ async fn refresh(
     gateway: &Gateway,
     headers: &http::HeaderMap,
     path: &kubedav_api::path::VolumePath,
+    principal: &str,
     timeout_seconds: u64,
 ) -> HttpResult {
     let tokens: Vec<String> = if_header(headers)?
@@ -169,6 +196,7 @@ async fn refresh(
             path: path.as_str().to_owned(),
             token,
             timeout_seconds,
+            principal: principal.to_owned(),
         };
         match gateway.locks.refresh(request).await {
             Ok(reply) => {
@@ -177,6 +205,12 @@ async fn refresh(
                 }
             }
             Err(status) if matches!(status.code(), Code::NotFound | Code::FailedPrecondition) => continue,
+            Err(status) if status.code() == Code::PermissionDenied => {
+                return Err(HttpError::new(
+                    StatusCode::FORBIDDEN,
+                    format!("{}; take a lock of your own", status.message()),
+                ));
+            }
             Err(status) => return Err(status.into()),
         }
     }

@@ -53,21 +53,17 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
             ));
         }
     }
-    if let Err(response) = crate::locking::check_write(
-        gateway,
-        headers,
-        crate::auth::principal(&request),
-        &target.path,
-        vec![crate::locking::target(&target.path, false)],
-    )
-    .await
-    {
-        return Ok(response);
-    }
+    let must_still_be =
+        match crate::locking::check_create(gateway, headers, crate::auth::principal(&request), &target.path)
+            .await
+        {
+            Ok(etag) => etag,
+            Err(response) => return Ok(response),
+        };
     let write = WriteHeader {
         path: target.path.as_str().to_owned(),
         expected_size: declared,
-        if_match: single_if_match(headers),
+        if_match: single_if_match(headers).or(must_still_be),
         create_only: headers
             .get(header::IF_NONE_MATCH)
             .is_some_and(|v| v.as_bytes() == b"*"),

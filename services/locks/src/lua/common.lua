@@ -8,6 +8,9 @@
 --                       ZRANGEBYLEX finds the roots below a collection without a scan
 --   P..'expiry'         sorted set of 'token root' by expiry time (Redis's clock), so
 --                       that expired locks leave the indexes too
+--   P..'held:'..user    sorted set of the tokens of a user's locks by expiry time, to
+--                       count them (--max-locks-per-principal); it expires with the
+--                       longest of them
 -- A lock travels in replies as the list
 --   {token, root, scope, depth, owner, principal, milliseconds left, collection}
 -- with scope 0 exclusive / 1 shared and depth 0 / 1 infinity, as in locks.proto.
@@ -127,3 +130,24 @@ local function sweep()
   end
 end
 
+
+-- The key of the set of `principal`'s locks.
+local function held_key(principal)
+  return P .. 'held:' .. principal
+end
+
+-- Counts `token` among `principal`'s locks until `timeout` ms from now.
+local function hold(principal, token, timeout)
+  local key = held_key(principal)
+  redis.call('ZADD', key, at_ms(tonumber(timeout)), token)
+  if redis.call('PTTL', key) < tonumber(timeout) then
+    redis.call('PEXPIRE', key, timeout)
+  end
+end
+
+-- How many live locks `principal` holds.
+local function held_count(principal)
+  local key = held_key(principal)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', at_ms(0))
+  return redis.call('ZCARD', key)
+end

@@ -5,6 +5,10 @@ roots[#roots + 1] = ARGV[2]
 local released = 0
 for _, root in ipairs(roots) do
   for _, token in ipairs(redis.call('SMEMBERS', P .. 'root:' .. root)) do
+    local principal = redis.call('HGET', P .. 'lock:' .. token, 'principal')
+    if principal then
+      redis.call('ZREM', held_key(principal), token)
+    end
     released = released + redis.call('DEL', P .. 'lock:' .. token)
     redis.call('ZREM', P .. 'expiry', token .. ' ' .. root)
   end

@@ -11,4 +11,5 @@ if lock[6] ~= '' and lock[6] ~= principal then
 end
 redis.call('DEL', P .. 'lock:' .. token)
 unindex(token, lock[2])
+redis.call('ZREM', held_key(lock[6]), token)
 return {{'unlocked'}}
