@@ -1,5 +1,6 @@
 //! Temporary files left by uploads that never finished because their process died
-//! (killed, crashed, node lost), found and removed when fileio starts.
+//! (killed, crashed, node lost), and the staged or replaced trees of COPYs that never
+//! finished (`transfer.rs`), found and removed when fileio starts.
 //!
 //! Every upload holds an exclusive `flock` on its temporary file for as long as it runs
 //! (`write.rs`), and the kernel releases it when the process dies, however it dies. The
@@ -45,7 +46,12 @@ pub fn sweep(root: &OwnedFd, started: SystemTime) -> usize {
             if name == "." || name == ".." {
                 continue;
             }
-            if name.starts_with(RESERVED_PREFIX) {
+            if name.starts_with(RESERVED_PREFIX) && entry.file_type() == FileType::Directory {
+                if remove_tree_if_orphaned(&dir, name, started) {
+                    removed += 1;
+                    REMOVED.inc();
+                }
+            } else if name.starts_with(RESERVED_PREFIX) {
                 if remove_if_orphaned(&dir, name, started) {
                     removed += 1;
                     REMOVED.inc();
@@ -60,6 +66,36 @@ pub fn sweep(root: &OwnedFd, started: SystemTime) -> usize {
     removed
 }
 
+/// Removes the hidden directory `name` (a COPY's staged tree, or a replaced one) unless
+/// a live copy holds its lock or it changed after this process started.
+fn remove_tree_if_orphaned(dir: &OwnedFd, name: &str, started: SystemTime) -> bool {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(tree) = rustix::fs::openat(dir, name, flags, Mode::empty()) else {
+        return false;
+    };
+    let Ok(stx) = rustix::fs::statx(
+        &tree,
+        "",
+        AtFlags::EMPTY_PATH,
+        rustix::fs::StatxFlags::BASIC_STATS,
+    ) else {
+        return false;
+    };
+    if changed_at(&stx) >= started
+        || rustix::fs::flock(&tree, FlockOperation::NonBlockingLockExclusive).is_err()
+    {
+        return false;
+    }
+    let path = kubedav_api::path::VolumePath::default();
+    matches!(crate::tree::remove_entry(dir, name, &path, &stx), Ok(failures) if failures.is_empty())
+}
+
+fn changed_at(stx: &rustix::fs::Statx) -> SystemTime {
+    u64::try_from(stx.stx_ctime.tv_sec)
+        .map(|secs| UNIX_EPOCH + Duration::new(secs, stx.stx_ctime.tv_nsec))
+        .unwrap_or(UNIX_EPOCH)
+}
+
 fn remove_if_orphaned(dir: &OwnedFd, name: &str, started: SystemTime) -> bool {
     let Ok(stx) = rustix::fs::statx(
         dir,
@@ -69,10 +105,7 @@ fn remove_if_orphaned(dir: &OwnedFd, name: &str, started: SystemTime) -> bool {
     ) else {
         return false;
     };
-    let changed = u64::try_from(stx.stx_ctime.tv_sec)
-        .map(|secs| UNIX_EPOCH + Duration::new(secs, stx.stx_ctime.tv_nsec))
-        .unwrap_or(UNIX_EPOCH);
-    if changed >= started || FileType::from_raw_mode(stx.stx_mode.into()) != FileType::RegularFile {
+    if changed_at(&stx) >= started || FileType::from_raw_mode(stx.stx_mode.into()) != FileType::RegularFile {
         return false;
     }
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -121,6 +154,26 @@ mod tests {
             sweep(&open_root(dir.path()), later),
             1,
             "unlocked, it is an orphan too"
+        );
+    }
+
+    #[test]
+    fn removes_the_trees_of_copies_that_never_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let orphan = dir.path().join(format!("{RESERVED_PREFIX}copy-0000000000000001"));
+        let live = dir.path().join(format!("{RESERVED_PREFIX}copy-0000000000000002"));
+        for tree in [&orphan, &live] {
+            std::fs::create_dir_all(tree.join("sub")).unwrap();
+            std::fs::write(tree.join("sub").join("f.txt"), b"x").unwrap();
+        }
+        let held = std::fs::File::open(&live).unwrap();
+        rustix::fs::flock(&held, FlockOperation::NonBlockingLockExclusive).unwrap();
+        let later = SystemTime::now() + Duration::from_secs(5);
+        assert_eq!(sweep(&open_root(dir.path()), later), 1);
+        assert!(!orphan.exists(), "the abandoned copy is gone");
+        assert!(
+            live.join("sub").join("f.txt").exists(),
+            "a copy in progress is left alone"
         );
     }
 }

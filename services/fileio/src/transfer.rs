@@ -6,10 +6,11 @@ use crate::tree::{failure, remove_entry, visible_names};
 use crate::write::Upload;
 use crate::{Volume, props};
 use kubedav_api::fileio::{Depth, TransferResponse};
+use kubedav_api::path::RESERVED_PREFIX;
 use kubedav_api::path::VolumePath;
 use kubedav_api::pb::fileio::v1::Failure;
 use rustix::fd::OwnedFd;
-use rustix::fs::{Mode, OFlags, RenameFlags, Statx};
+use rustix::fs::{FlockOperation, Mode, OFlags, RenameFlags, Statx};
 use std::fs::File;
 use tonic::Status;
 
@@ -39,8 +40,9 @@ fn open_source(volume: &Volume, source: &VolumePath) -> Result<(OwnedFd, Statx),
     Ok((fd, stx))
 }
 
-/// The destination's parent and name, and what exists there now. With `overwrite`, an
-/// existing destination is removed first (RFC 4918 9.8.4); its failures are returned.
+/// The destination's parent and name, and what exists there now (an existing one only
+/// with `overwrite`, RFC 4918 9.8.4; it is replaced as the last step, never removed
+/// first).
 struct Destination {
     dir: OwnedFd,
     name: String,
@@ -51,8 +53,7 @@ fn prepare_destination(
     volume: &Volume,
     destination: &VolumePath,
     overwrite: bool,
-    remove_existing: bool,
-) -> Result<(Destination, Vec<Failure>, Option<Statx>), Status> {
+) -> Result<(Destination, Option<Statx>), Status> {
     let (dir, name) = volume.open_parent(destination)?;
     let name = name.to_owned();
     let existing = match stat_at(&dir, &name, destination) {
@@ -60,16 +61,12 @@ fn prepare_destination(
         Err(status) if status.code() == tonic::Code::NotFound => None,
         Err(status) => return Err(status),
     };
-    let mut failures = Vec::new();
     if let Some(stx) = &existing {
         volume.refuse_escaping_symlink(stx, destination)?;
         if !overwrite {
             return Err(Status::already_exists(format!(
                 "{destination} exists and Overwrite is F"
             )));
-        }
-        if remove_existing {
-            failures = remove_entry(&dir, &name, destination, stx)?;
         }
     }
     Ok((
@@ -78,14 +75,19 @@ fn prepare_destination(
             name,
             existed: existing.is_some(),
         },
-        failures,
         existing,
     ))
 }
 
 /// Copies `source` to `destination`: a file with its content and dead properties; a
 /// collection with its dead properties and, with depth infinity, all its members.
-/// Members that fail are reported and the rest go on.
+///
+/// A failed copy leaves the destination as it was. A file replacing a file is written to
+/// a temporary file and renamed over it. Anything else is built under a hidden name
+/// beside the destination ([`Staged`]) and swapped in as the last step
+/// (`RENAME_EXCHANGE`); the old destination is removed only then. If any member fails,
+/// the staged copy is removed, the failures are reported, and the destination is
+/// untouched.
 pub fn copy(
     volume: &Volume,
     source: &VolumePath,
@@ -98,35 +100,179 @@ pub fn copy(
         return Err(Status::invalid_argument("COPY takes Depth 0 or infinity, not 1"));
     }
     let (source_fd, source_stx) = open_source(volume, source)?;
-    let (dest, failures, _) = prepare_destination(volume, destination, overwrite, true)?;
-    if !failures.is_empty() {
-        return Ok(TransferResponse {
-            created: false,
-            failures,
-        });
-    }
-    let mut failures = Vec::new();
-    if !is_dir(&source_stx) {
+    let (dest, existing) = prepare_destination(volume, destination, overwrite)?;
+    let file_over_file_or_nothing = !is_dir(&source_stx) && existing.as_ref().is_none_or(|e| !is_dir(e));
+    if file_over_file_or_nothing {
+        let _serialized = crate::serial::lock(destination);
         copy_file(File::from(source_fd), &dest.dir, &dest.name, destination)?;
     } else {
-        make_collection_copy(&source_fd, &dest.dir, &dest.name, destination)?;
-        if depth == Depth::Infinity {
-            let target = rustix::fs::openat(&dest.dir, dest.name.as_str(), DIR_FLAGS, Mode::empty())
-                .map_err(|e| io_status(e, Op::Other, destination))?;
-            copy_tree(
-                source_fd,
-                target,
-                source.clone(),
-                destination.clone(),
-                &mut failures,
-            );
+        let staged = Staged::create(&dest.dir, destination, is_dir(&source_stx))?;
+        let mut failures = Vec::new();
+        if !is_dir(&source_stx) {
+            copy_file(File::from(source_fd), &dest.dir, &staged.name, destination)?;
+        } else {
+            props::write_raw(
+                staged.lock_fd()?,
+                &props::read_raw(&source_fd, source)?,
+                destination,
+            )?;
+            if depth == Depth::Infinity {
+                let target = rustix::fs::openat(&dest.dir, staged.name.as_str(), DIR_FLAGS, Mode::empty())
+                    .map_err(|e| io_status(e, Op::Other, destination))?;
+                copy_tree(
+                    source_fd,
+                    target,
+                    source.clone(),
+                    destination.clone(),
+                    &mut failures,
+                );
+            }
         }
+        if !failures.is_empty() {
+            return Ok(TransferResponse {
+                created: false,
+                failures,
+            });
+        }
+        staged.swap_in(&dest.name, existing.as_ref())?;
     }
     rustix::fs::fsync(&dest.dir).map_err(|e| io_status(e, Op::Other, destination))?;
     Ok(TransferResponse {
         created: !dest.existed,
-        failures,
+        failures: Vec::new(),
     })
+}
+
+/// A copy being built under a hidden name (the reserved prefix) in the destination's
+/// directory. A collection's staged directory is `flock`ed while it is built, so the
+/// sweep at start (`orphans.rs`) removes it only when its process died. Dropped before
+/// [`Staged::swap_in`], it is removed.
+struct Staged<'a> {
+    dir: &'a OwnedFd,
+    name: String,
+    path: &'a VolumePath,
+    /// The staged directory, opened and locked (collections only).
+    locked: Option<OwnedFd>,
+    swapped: bool,
+}
+
+impl<'a> Staged<'a> {
+    /// Picks a free hidden name; for a collection, makes and locks the directory.
+    fn create(dir: &'a OwnedFd, path: &'a VolumePath, collection: bool) -> Result<Self, Status> {
+        for _ in 0..16 {
+            let name = format!("{RESERVED_PREFIX}copy-{:016x}", fastrand::u64(..));
+            if !collection {
+                if stat_at(dir, &name, path).is_err() {
+                    return Ok(Self::named(dir, name, path, None));
+                }
+                continue;
+            }
+            match rustix::fs::mkdirat(dir, name.as_str(), Mode::from_raw_mode(0o755)) {
+                Ok(()) => {
+                    let mut staged = Self::named(dir, name, path, None);
+                    let fd = rustix::fs::openat(dir, staged.name.as_str(), DIR_FLAGS, Mode::empty())
+                        .map_err(|e| io_status(e, Op::Create, path))?;
+                    let _ = rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive);
+                    staged.locked = Some(fd);
+                    return Ok(staged);
+                }
+                Err(rustix::io::Errno::EXIST) => continue,
+                Err(e) => return Err(io_status(e, Op::Create, path)),
+            }
+        }
+        Err(Status::internal(
+            "could not pick a unique temporary name for the copy",
+        ))
+    }
+
+    fn named(dir: &'a OwnedFd, name: String, path: &'a VolumePath, locked: Option<OwnedFd>) -> Self {
+        Self {
+            dir,
+            name,
+            path,
+            locked,
+            swapped: false,
+        }
+    }
+
+    /// The staged directory.
+    fn lock_fd(&self) -> Result<&OwnedFd, Status> {
+        self.locked
+            .as_ref()
+            .ok_or_else(|| Status::internal("a staged file has no directory"))
+    }
+
+    /// Puts the staged copy at `name`. An existing resource there (`existing`) is
+    /// exchanged with it in one step and then removed; readers see the old or the new
+    /// resource, never neither. Where the file system cannot exchange, the old one is
+    /// first renamed aside, and renamed back if the copy cannot take its place.
+    fn swap_in(mut self, name: &str, existing: Option<&Statx>) -> Result<(), Status> {
+        let path = self.path;
+        let _serialized = crate::serial::lock(path);
+        let Some(old) = existing else {
+            rustix::fs::renameat_with(
+                self.dir,
+                self.name.as_str(),
+                self.dir,
+                name,
+                RenameFlags::NOREPLACE,
+            )
+            .map_err(|e| io_status(e, Op::Create, path))?;
+            self.swapped = true;
+            return Ok(());
+        };
+        match rustix::fs::renameat_with(
+            self.dir,
+            self.name.as_str(),
+            self.dir,
+            name,
+            RenameFlags::EXCHANGE,
+        ) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::INVAL) => {
+                let aside = format!("{RESERVED_PREFIX}old-{:016x}", fastrand::u64(..));
+                rustix::fs::renameat(self.dir, name, self.dir, aside.as_str())
+                    .map_err(|e| io_status(e, Op::Create, path))?;
+                if let Err(e) = rustix::fs::renameat(self.dir, self.name.as_str(), self.dir, name) {
+                    let _ = rustix::fs::renameat(self.dir, aside.as_str(), self.dir, name);
+                    return Err(io_status(e, Op::Create, path));
+                }
+                self.name = aside;
+            }
+            Err(e) => return Err(io_status(e, Op::Create, path)),
+        }
+        // The old resource now has the hidden name: it is what this guard removes.
+        self.swapped = false;
+        self.remove(old);
+        self.swapped = true;
+        Ok(())
+    }
+
+    /// Removes what is at the hidden name; what cannot be removed is left for the sweep
+    /// at the next start.
+    fn remove(&self, stx: &Statx) {
+        match remove_entry(self.dir, &self.name, self.path, stx) {
+            Ok(failures) if failures.is_empty() => {}
+            Ok(failures) => tracing::warn!(
+                path = %self.path,
+                left = failures.len(),
+                "a replaced or abandoned copy could not be removed whole; the rest goes at the next start"
+            ),
+            Err(status) => {
+                tracing::warn!(path = %self.path, error = %status.message(), "a replaced or abandoned copy could not be removed")
+            }
+        }
+    }
+}
+
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        if !self.swapped
+            && let Ok(stx) = stat_at(self.dir, &self.name, self.path)
+        {
+            self.remove(&stx);
+        }
+    }
 }
 
 fn copy_file(mut source: File, dir: &OwnedFd, name: &str, path: &VolumePath) -> Result<(), Status> {
@@ -224,7 +370,7 @@ pub fn rename(
     })?;
     let source_stx = stat_at(&source_dir, source_name, source)?;
     volume.refuse_escaping_symlink(&source_stx, source)?;
-    let (dest, _, existing) = prepare_destination(volume, destination, overwrite, false)?;
+    let (dest, existing) = prepare_destination(volume, destination, overwrite)?;
     let mut failures = Vec::new();
     let swapped = match &existing {
         Some(_) => rustix::fs::renameat_with(
@@ -257,13 +403,17 @@ pub fn rename(
             failures = remove_entry(&source_dir, source_name, source, &source_stx)?;
         }
         Err(rustix::io::Errno::INVAL) if existing.is_some() => {
-            // No RENAME_EXCHANGE on this filesystem: remove, then rename.
+            // No RENAME_EXCHANGE on this filesystem: the old destination goes aside
+            // first, and comes back if the source cannot take its place.
             let old = existing.as_ref().expect("checked");
-            failures = remove_entry(&dest.dir, &dest.name, destination, old)?;
-            if failures.is_empty() {
-                rustix::fs::renameat(&source_dir, source_name, &dest.dir, dest.name.as_str())
-                    .map_err(|e| io_status(e, Op::Create, destination))?;
+            let aside = format!("{RESERVED_PREFIX}old-{:016x}", fastrand::u64(..));
+            rustix::fs::renameat(&dest.dir, dest.name.as_str(), &dest.dir, aside.as_str())
+                .map_err(|e| io_status(e, Op::Create, destination))?;
+            if let Err(e) = rustix::fs::renameat(&source_dir, source_name, &dest.dir, dest.name.as_str()) {
+                let _ = rustix::fs::renameat(&dest.dir, aside.as_str(), &dest.dir, dest.name.as_str());
+                return Err(io_status(e, Op::Create, destination));
             }
+            failures = remove_entry(&dest.dir, &aside, destination, old)?;
         }
         Err(e) => return Err(io_status(e, Op::Create, destination)),
     }

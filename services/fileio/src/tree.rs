@@ -361,6 +361,8 @@ pub fn mkdir(volume: &Volume, path: &VolumePath) -> Result<FileInfo, Status> {
 struct Frame {
     fd: OwnedFd,
     entries: Dir,
+    /// Its name in its parent (a hidden name may differ from `path`'s last name).
+    name: String,
     path: VolumePath,
     failed: bool,
 }
@@ -463,7 +465,7 @@ pub fn remove_entry(
                     }
                     continue;
                 }
-                if let Err(e) = rustix::fs::unlinkat(parent_fd, done.path.name(), AtFlags::REMOVEDIR) {
+                if let Err(e) = rustix::fs::unlinkat(parent_fd, done.name.as_str(), AtFlags::REMOVEDIR) {
                     failures.push(failure(&done.path, &io_status(e, Op::Other, &done.path)));
                     if let Some(frame) = stack.last_mut() {
                         frame.failed = true;
@@ -483,6 +485,7 @@ fn open_frame(parent: &OwnedFd, name: &str, path: VolumePath) -> Result<Frame, S
     Ok(Frame {
         fd,
         entries,
+        name: name.to_owned(),
         path,
         failed: false,
     })

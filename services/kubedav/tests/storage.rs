@@ -261,7 +261,58 @@ async fn a_read_only_volume_serves_reads_and_refuses_writes(mode: Mode) {
     assert_eq!(content(&server, "/a.txt").await, "kept");
 }
 
+/// A COPY with `Overwrite: T` that fails (here: the volume fills) leaves the
+/// destination as it was, for a collection and for a file, with nothing half-copied
+/// left behind; with room, the same COPY replaces the destination whole.
+async fn a_failed_copy_keeps_the_destination(mode: Mode) {
+    if !may_mount("a_failed_copy_keeps_the_destination") {
+        return;
+    }
+    let server = Server::start_prepared(mode, &[], &tmpfs("8m")).await;
+    let _mounted = Mounted(server.root.clone());
+    std::fs::create_dir(server.disk("src")).unwrap();
+    for name in ["a.bin", "b.bin"] {
+        std::fs::write(server.disk(&format!("src/{name}")), vec![b's'; 3 << 20]).unwrap();
+    }
+    std::fs::create_dir(server.disk("dst")).unwrap();
+    std::fs::write(server.disk("dst/keep.txt"), b"old").unwrap();
+    let copy = |from: &str, to: &str| {
+        client()
+            .request(Method::from_bytes(b"COPY").unwrap(), server.url(from))
+            .header("destination", server.url(to))
+            .header("overwrite", "T")
+            .send()
+    };
+    let failed = copy("/src/", "/dst/").await.unwrap();
+    assert!(
+        matches!(failed.status().as_u16(), 207 | 507),
+        "6 MiB into 2 MiB of room: {}",
+        failed.status()
+    );
+    assert_eq!(content(&server, "/dst/keep.txt").await, "old");
+    assert_eq!(names_in(&server.disk("dst")), ["keep.txt"]);
+    assert_eq!(
+        names_in(&server.root),
+        ["dst", "src"],
+        "nothing half-copied is left"
+    );
+
+    let failed = copy("/src/a.bin", "/dst/keep.txt").await.unwrap();
+    assert_eq!(failed.status(), StatusCode::INSUFFICIENT_STORAGE);
+    assert_eq!(content(&server, "/dst/keep.txt").await, "old");
+    assert_eq!(names_in(&server.disk("dst")), ["keep.txt"]);
+
+    std::fs::remove_file(server.disk("src/b.bin")).unwrap();
+    assert_eq!(
+        copy("/src/", "/dst/").await.unwrap().status(),
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(names_in(&server.disk("dst")), ["a.bin"], "replaced whole");
+    assert_eq!(names_in(&server.root), ["dst", "src"]);
+}
+
 in_both_modes!(
+    a_failed_copy_keeps_the_destination,
     a_full_volume_gives_507_and_keeps_the_old_content,
     a_read_only_volume_serves_reads_and_refuses_writes
 );
