@@ -37,7 +37,8 @@ printf 'load-pw\n' | "$BIN" passwd "$WORK/users" load >/dev/null
 auth_args=(--users-file "$WORK/users")
 # A flood from one machine stands for many addresses: lock out users, not the address.
 [ "$SCENARIO" = auth-flood ] && auth_args+=(--auth-max-failures-per-address 0)
-any=(--admin-listen 127.0.0.1:0)
+# k6's virtual users stand for many clients, all from one address here.
+any=(--admin-listen 127.0.0.1:0 --max-connections-per-address 4096)
 if [ "$MODE" = all ]; then
   start_kubedav "$WORK/all.log" --target=all --root "$WORK/root" --listen 127.0.0.1:0 "${any[@]}" "${auth_args[@]}"
   NAMES=(all)

@@ -41,8 +41,9 @@ done
 declare -A LISTEN ADMIN GPID
 start_gateway() {
   local g="$1"
+  # nginx in front is the proxy the gateways trust, as an Ingress controller would be.
   start_kubedav "$WORK/gateway$g.log" --target=gateway --listen "${LISTEN[$g]}" \
-    --admin-listen "${ADMIN[$g]}" "${urls[@]}"
+    --admin-listen "${ADMIN[$g]}" --trusted-proxies 127.0.0.1/32 "${urls[@]}"
   GPID[$g]=${PIDS[-1]}
 }
 ready() {

@@ -342,6 +342,8 @@ where
 #[derive(Debug)]
 pub struct ObservedChannel {
     backends: Arc<Backends>,
+    /// `Bearer <the shared token>`, sent with every call when set.
+    token: Option<http::HeaderValue>,
     /// The channel `poll_ready` chose for the next call.
     picked: Option<Channel>,
     address: Arc<str>,
@@ -352,6 +354,7 @@ impl Clone for ObservedChannel {
     fn clone(&self) -> Self {
         Self {
             backends: self.backends.clone(),
+            token: self.token.clone(),
             picked: None,
             address: self.address.clone(),
             port: self.port,
@@ -378,10 +381,26 @@ impl ObservedChannel {
         let port = uri.and_then(|u| u.port_u16()).map_or(-1, i64::from);
         Self {
             backends,
+            token: None,
             picked: None,
             address,
             port,
         }
+    }
+
+    /// Sends `token` (the services' `--grpc-token`) with every call; `None` or an empty
+    /// token sends none.
+    pub fn with_token(mut self, token: Option<&str>) -> Result<Self, String> {
+        self.token = match token.filter(|t| !t.is_empty()) {
+            Some(token) => {
+                let mut value = http::HeaderValue::try_from(format!("Bearer {token}"))
+                    .map_err(|_| "the gRPC token must be printable ASCII".to_owned())?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
+        Ok(self)
     }
 }
 
@@ -424,6 +443,9 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for ObservedChanne
         });
         if let Ok(Ok(id)) = REQUEST_ID.try_with(|id| http::HeaderValue::from_str(id)) {
             request.headers_mut().insert(REQUEST_ID_HEADER, id);
+        }
+        if let Some(token) = &self.token {
+            request.headers_mut().insert(http::header::AUTHORIZATION, token.clone());
         }
         let completion = Completion::start(&CLIENT, &path, span.clone(), true);
         let call = match self.picked.take() {

@@ -1,6 +1,8 @@
 //! Fuzzes the HTML to Markdown converter: any bytes, with any of a few content types,
 //! must convert or fail with a limit error, never panic or hang, and the output must be
-//! valid UTF-8 ending with a newline.
+//! valid UTF-8 ending with a newline; and read as CommonMark it has no live link or
+//! image to `javascript:`, `vbscript:`, `data:` or `file:` (attribute text such as link
+//! titles must not be able to make one).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,5 +21,21 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(out) = kubedav_markdown::convert(html, content_type, &options) {
         assert!(out.markdown.ends_with('\n'));
+        let options = pulldown_cmark::Options::ENABLE_TABLES;
+        for event in pulldown_cmark::Parser::new_ext(&out.markdown, options) {
+            if let pulldown_cmark::Event::Start(
+                pulldown_cmark::Tag::Link { dest_url, .. } | pulldown_cmark::Tag::Image { dest_url, .. },
+            ) = event
+            {
+                let scheme = dest_url.trim_start().to_ascii_lowercase();
+                assert!(
+                    !["javascript:", "vbscript:", "data:", "file:"]
+                        .iter()
+                        .any(|s| scheme.starts_with(s)),
+                    "a live link to {dest_url} in:\n{}",
+                    out.markdown
+                );
+            }
+        }
     }
 });

@@ -45,7 +45,9 @@ pub fn http_status(code: Code) -> StatusCode {
         Code::PermissionDenied => StatusCode::FORBIDDEN,
         Code::ResourceExhausted => StatusCode::INSUFFICIENT_STORAGE,
         Code::OutOfRange => StatusCode::FORBIDDEN,
-        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        // Only the shared token between services is refused this way: the gateway's
+        // configuration, never the client's credentials.
+        Code::Unauthenticated => StatusCode::BAD_GATEWAY,
         Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
         Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
@@ -59,6 +61,11 @@ impl From<tonic::Status> for HttpError {
         let message = match status.code() {
             Code::Unavailable => "a backend service is unavailable; retry shortly".to_owned(),
             Code::DeadlineExceeded => "a backend service did not answer in time".to_owned(),
+            Code::Unauthenticated => {
+                tracing::error!(message = status.message(), "a backend service refused the gateway's token");
+                "a backend service refused this gateway (a --grpc-token mismatch); the server log says which"
+                    .to_owned()
+            }
             Code::Internal | Code::Unknown | Code::DataLoss => {
                 tracing::error!(code = ?status.code(), message = status.message(), "backend error");
                 "internal error; the server log has the details under this request's id".to_owned()

@@ -82,7 +82,7 @@ impl Default for GatewayConfig {
             max_headers: 100,
             header_read_timeout: Duration::from_secs(30),
             max_connections: 4096,
-            max_connections_per_address: 64,
+            max_connections_per_address: 256,
             trusted_proxies: Default::default(),
             max_lock_owner_bytes: 4096,
             propfind_infinity: false,

@@ -4,14 +4,52 @@
 //! caller's trace context, and the server call metrics).
 
 use std::future::Future;
+use std::sync::Arc;
+use tonic::service::interceptor::InterceptedService;
 use tokio::net::TcpListener;
 use tonic::server::NamedService;
 use tonic::transport::server::TcpIncoming;
 
-/// Serves `service` (plus health and reflection) on `listener` until `shutdown` resolves.
+/// The shared token every call to a kubedav service must carry, as
+/// `authorization: Bearer <token>`, when one is configured (`--grpc-token`). The health
+/// service stays open, so Kubernetes gRPC probes need no secret.
+#[derive(Clone, Default)]
+pub struct RequireToken(Option<Arc<[u8]>>);
+
+impl RequireToken {
+    /// Calls must carry `token`; `None` or an empty token lets every call through.
+    pub fn new(token: Option<&str>) -> Self {
+        Self(token.filter(|t| !t.is_empty()).map(|t| Arc::from(format!("Bearer {t}").as_bytes())))
+    }
+}
+
+impl tonic::service::Interceptor for RequireToken {
+    fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let Some(wanted) = &self.0 else {
+            return Ok(request);
+        };
+        let given = request
+            .metadata()
+            .get("authorization")
+            .map(|v| v.as_bytes())
+            .unwrap_or_default();
+        if bool::from(subtle::ConstantTimeEq::ct_eq(given, &wanted[..])) {
+            Ok(request)
+        } else {
+            Err(tonic::Status::unauthenticated(
+                "this kubedav service needs the shared token: give the caller the same \
+                 --grpc-token (KUBEDAV_GRPC_TOKEN) as the service",
+            ))
+        }
+    }
+}
+
+/// Serves `service` (plus health and reflection) on `listener` until `shutdown` resolves;
+/// calls to `service` and to reflection must pass `token`.
 pub async fn serve<S>(
     listener: TcpListener,
     service: S,
+    token: RequireToken,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String>
 where
@@ -49,8 +87,8 @@ where
         .max_frame_size(Some(MAX_FRAME_BYTES))
         .layer(kubedav_api::rpc::ServerLayer)
         .add_service(health_service)
-        .add_service(reflection)
-        .add_service(service)
+        .add_service(InterceptedService::new(reflection, token.clone()))
+        .add_service(InterceptedService::new(service, token))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(|e| format!("gRPC server failed: {e}"))
@@ -69,6 +107,7 @@ pub async fn serve_target<S>(
     grpc_addr: &str,
     admin_addr: &str,
     service: S,
+    token: RequireToken,
     ready: crate::admin::ReadinessCheck,
     shutdown: crate::shutdown::Shutdown,
 ) -> Result<(), String>
@@ -86,7 +125,7 @@ where
 {
     let (grpc_listener, _) = crate::listen::bind(&format!("{name} gRPC"), grpc_addr).await?;
     let (admin_listener, _) = crate::listen::bind(&format!("{name} admin"), admin_addr).await?;
-    let main = serve(grpc_listener, service, shutdown.clone().requested());
+    let main = serve(grpc_listener, service, token, shutdown.clone().requested());
     crate::admin::serve_beside(admin_listener, ready, shutdown, main).await
 }
 

@@ -279,7 +279,7 @@ pub struct Cli {
     /// Most connections one client address (IPv6: one /64) may hold open (targets all,
     /// gateway); past it a new one gets 429 with Retry-After and is closed, so one
     /// address cannot take every slot. Trusted proxies are exempt.
-    #[arg(long, env = "KUBEDAV_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 64)]
+    #[arg(long, env = "KUBEDAV_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 256)]
     pub max_connections_per_address: usize,
 
     /// Proxies whose `X-Forwarded-For` or `Forwarded` header names the client (targets
@@ -288,6 +288,15 @@ pub struct Cli {
     /// throttling, logs and traces; from any other peer these headers are ignored.
     #[arg(long, env = "KUBEDAV_TRUSTED_PROXIES", default_value = "", value_parser = kubedav_gateway::client::TrustedProxies::parse)]
     pub trusted_proxies: kubedav_gateway::client::TrustedProxies,
+
+    /// A shared token between the gateway and the gRPC services (targets gateway, auth,
+    /// locks, fileio, markdown): every call carries it, and a service refuses calls
+    /// without it (UNAUTHENTICATED; the gRPC health service stays open for probes). Give
+    /// every process the same one, through the environment (a flag's value shows in the
+    /// process list). Unset, the services trust whoever reaches them: then only a
+    /// NetworkPolicy keeps other pods out. Not used by --target=all.
+    #[arg(long, env = "KUBEDAV_GRPC_TOKEN", hide_env_values = true)]
+    pub grpc_token: Option<String>,
 
     /// Largest DAV:owner a LOCK may carry, in bytes (targets all, gateway); it is kept
     /// with the lock and echoed in every lock discovery. Larger ones get 400.
@@ -416,6 +425,11 @@ impl Cli {
         self.grpc_listen
             .as_deref()
             .unwrap_or(self.target.default_grpc_listen())
+    }
+
+    /// What a gRPC service asks of its callers: the shared token, if one is set.
+    pub fn require_token(&self) -> kubedav_kit::grpc::RequireToken {
+        kubedav_kit::grpc::RequireToken::new(self.grpc_token.as_deref())
     }
 
     /// The gateway's limits.

@@ -52,8 +52,8 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Target::Gateway => {
             kubedav_api::rpc::register_client_metrics();
             kubedav_api::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
-            let fileio = RemoteFileIo::new(channel("fileio", &cli.fileio_url)?);
-            let locks = RemoteLocks::new(channel("locks", &cli.locks_url)?);
+            let fileio = RemoteFileIo::new(channel("fileio", &cli.fileio_url, cli.grpc_token.as_deref())?);
+            let locks = RemoteLocks::new(channel("locks", &cli.locks_url, cli.grpc_token.as_deref())?);
             // What the gateway keeps of fileio's and the locks service's answers, under
             // their leases: off with --gateway-cache-mib 0.
             let (fileio, locks): (Arc<dyn FileIo>, Arc<dyn Locks>) = if cli.gateway_cache_mib == 0 {
@@ -72,13 +72,13 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             let auth = if cli.auth_url.is_empty() {
                 None
             } else {
-                Some(Arc::new(RemoteAuth::new(channel("auth", &cli.auth_url)?)) as Arc<dyn Auth>)
+                Some(Arc::new(RemoteAuth::new(channel("auth", &cli.auth_url, cli.grpc_token.as_deref())?)) as Arc<dyn Auth>)
             };
             let markdown = if cli.markdown_url.is_empty() {
                 None
             } else {
                 Some(
-                    Arc::new(RemoteMarkdown::new(channel("markdown", &cli.markdown_url)?))
+                    Arc::new(RemoteMarkdown::new(channel("markdown", &cli.markdown_url, cli.grpc_token.as_deref())?))
                         as Arc<dyn Markdown>,
                 )
             };
@@ -110,6 +110,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 cli.grpc_listen(),
                 cli.admin_listen(),
                 service.into_service(),
+                cli.require_token(),
                 ready,
                 shutdown,
             )
@@ -129,6 +130,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 cli.grpc_listen(),
                 cli.admin_listen(),
                 service.into_service(),
+                cli.require_token(),
                 ready,
                 shutdown,
             )
@@ -145,6 +147,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 cli.grpc_listen(),
                 cli.admin_listen(),
                 AuthGrpc::new(Arc::new(core)).into_service(),
+                cli.require_token(),
                 grpc::always_ready(),
                 shutdown,
             )
@@ -157,6 +160,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 cli.grpc_listen(),
                 cli.admin_listen(),
                 service,
+                cli.require_token(),
                 grpc::always_ready(),
                 shutdown,
             )
@@ -249,9 +253,9 @@ fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
 
 /// A channel to a service: balanced over every pod when the URL names a headless
 /// Service, reconnecting with backoff (see `kubedav_kit::balance`).
-fn channel(service: &'static str, url: &str) -> Result<ObservedChannel, String> {
+fn channel(service: &'static str, url: &str, token: Option<&str>) -> Result<ObservedChannel, String> {
     let backends = kubedav_kit::balance::channel(url, move |url| endpoint(service, url))?;
-    Ok(ObservedChannel::balanced(backends, url))
+    ObservedChannel::balanced(backends, url).with_token(token)
 }
 
 /// A gRPC endpoint to a service, tuned for bulk streaming on a local network.

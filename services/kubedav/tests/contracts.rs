@@ -88,3 +88,46 @@ async fn fileio_commits_only_uploads_that_reached_their_end() {
         "all of it"
     );
 }
+
+/// With `--grpc-token` (KUBEDAV_GRPC_TOKEN) the services refuse any caller without the
+/// shared token, the health service stays open for probes, the gateway that has the
+/// token serves as before, and a gateway with the wrong one answers 502 saying why
+/// (never 401, which would blame the user's password).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_refuse_callers_without_the_shared_token() {
+    let token = ("KUBEDAV_GRPC_TOKEN", "s3cret-between-services");
+    let server = Server::start_full(Mode::Microservices, &[], &[token]).await;
+    let put = common::client().put(server.url("/t.txt")).body("through the gateway").send().await.unwrap();
+    assert_eq!(put.status(), 201);
+
+    let url = format!("http://{}", server.grpc.unwrap());
+    let channel = tonic::transport::Endpoint::from_shared(url.clone()).unwrap().connect().await.unwrap();
+    let stat = kubedav_api::pb::fileio::v1::StatRequest { path: "t.txt".into() };
+    let mut client = FileIoClient::new(channel.clone());
+    let refused = client.stat(stat.clone()).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+    assert!(refused.message().contains("--grpc-token"), "{}", refused.message());
+    let mut wrong = tonic::Request::new(stat.clone());
+    wrong.metadata_mut().insert("authorization", "Bearer guess".parse().unwrap());
+    assert_eq!(client.stat(wrong).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+    let mut right = tonic::Request::new(stat);
+    right
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {}", token.1).parse().unwrap());
+    assert_eq!(client.stat(right).await.unwrap().into_inner().info.unwrap().size, 19);
+
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let probe = tonic_health::pb::HealthCheckRequest { service: String::new() };
+    assert!(health.check(probe).await.is_ok(), "probes need no token");
+
+    let (mut gateway, addr, _) = common::start_gateway(
+        "gateway-wrong-token",
+        &["--fileio-url".into(), url],
+        &[("KUBEDAV_GRPC_TOKEN".into(), "not-the-token".into())],
+    )
+    .await;
+    let response = common::client().get(format!("http://{addr}/t.txt")).send().await.unwrap();
+    assert_eq!(response.status(), 502);
+    assert!(response.text().await.unwrap().contains("--grpc-token"));
+    let _ = gateway.child.kill().await;
+}

@@ -161,14 +161,54 @@ fn safe_url(url: &str) -> bool {
             .any(|s| scheme.eq_ignore_ascii_case(s)))
 }
 
-/// A link destination that is safe to write in Markdown.
+/// A link destination that is safe to write in Markdown: characters that could end it
+/// early or escape its end (line breaks and other controls, `<`, `>`, `\\`) are
+/// percent-encoded, and one with spaces or parentheses goes between angle brackets.
 fn destination(url: &str) -> String {
     let url = url.trim();
-    if url.contains([' ', '(', ')', '<', '>']) || url.is_empty() {
-        format!("<{}>", url.replace('<', "%3C").replace('>', "%3E"))
-    } else {
-        url.to_owned()
+    let mut encoded = String::with_capacity(url.len());
+    for c in url.chars() {
+        match c {
+            '<' | '>' | '\\' => encoded.push_str(&format!("%{:02X}", c as u32)),
+            c if c.is_control() => encoded.push_str(&format!("%{:02X}", c as u32)),
+            c => encoded.push(c),
+        }
     }
+    if encoded.contains([' ', '(', ')']) || encoded.is_empty() {
+        format!("<{encoded}>")
+    } else {
+        encoded
+    }
+}
+
+/// A link title between double quotes: whitespace (line breaks included) folded to
+/// single spaces, so it cannot end the link's line or paragraph, and `"` and `\\`
+/// escaped, so it cannot end the title early.
+fn link_title(title: &str) -> String {
+    let mut out = String::from(" \"");
+    for c in collapse(title).chars() {
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// A table cell's text: every `|` not already escaped is, even inside a code span (GFM
+/// reads a cell's pipes before its inline content).
+fn table_cell(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut backslashes = 0;
+    for c in text.chars() {
+        if c == '|' && backslashes % 2 == 0 {
+            out.push('\\');
+        }
+        backslashes = if c == '\\' { backslashes + 1 } else { 0 };
+        out.push(c);
+    }
+    out
 }
 
 /// Escapes Markdown metacharacters in text.
@@ -408,7 +448,7 @@ impl Renderer<'_> {
                             let text = collapse(&self.inline_children(cell, depth + 1)?)
                                 .trim()
                                 .to_owned();
-                            cells.push(text.replace('\n', " "));
+                            cells.push(table_cell(&text.replace('\n', " ")));
                         }
                     }
                     rows.push(cells);
@@ -492,9 +532,7 @@ impl Renderer<'_> {
                 let text = self.inline_children(node, depth)?;
                 match attr(node, "href") {
                     Some(href) if safe_url(&href) && !href.trim().is_empty() => {
-                        let title = attr(node, "title")
-                            .map(|t| format!(" \"{}\"", t.replace('"', "\\\"")))
-                            .unwrap_or_default();
+                        let title = attr(node, "title").map(|t| link_title(&t)).unwrap_or_default();
                         format!("[{}]({}{title})", text.trim(), destination(&href))
                     }
                     _ => text,
@@ -597,5 +635,26 @@ mod tests {
             "x\n"
         );
         assert_eq!(md("<a href=\"/docs/a b\">x</a>"), "[x](</docs/a b>)\n");
+    }
+
+    /// Attribute text reaches the output only escaped for where it lands: a title with
+    /// line breaks made a live `javascript:` link past the URL filter.
+    #[test]
+    fn attribute_text_cannot_inject_markdown() {
+        let title = md("<a href=\"/ok\" title=\"a&#10;&#10;[evil](javascript:alert(1))\">x</a>");
+        assert_eq!(title, "[x](/ok \"a [evil](javascript:alert(1))\")\n");
+        let quoted = md(r#"<a href="/ok" title='say "hi" \'>x</a>"#);
+        assert_eq!(quoted, "[x](/ok \"say \\\"hi\\\" \\\\\")\n");
+        let href = md("<a href=\"/a&#10;&#10;[evil](javascript:alert(1))\">x</a>");
+        assert!(!href.contains('\n') || href.trim_end().lines().count() == 1, "{href}");
+        assert!(href.starts_with("[x](<") && href.contains("%0A%0A"), "{href}");
+        let backslash = md(r#"<a href="/a\">x</a> <a href="javascript:alert(1)">y</a>"#);
+        assert!(backslash.starts_with("[x](/a%5C)"), "{backslash}");
+        let alt = md("<img src=\"/i.png\" alt=\"a&#10;&#10;# not a heading ]\">");
+        assert_eq!(alt, "![a # not a heading \\]](/i.png)\n");
+        let cell = md("<table><tr><th>a|b</th><th><code>x|y</code></th></tr><tr><td>1</td><td>2</td></tr></table>");
+        assert!(cell.starts_with("| a\\|b | `x\\|y` |"), "{cell}");
+        let fence = md("<pre><code>```\nrm -rf /\n```</code></pre>");
+        assert!(fence.starts_with("````\n```"), "{fence}");
     }
 }
