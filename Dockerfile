@@ -15,4 +15,7 @@ COPY --from=build /out/kubedav /kubedav
 USER 65532:65532
 EXPOSE 8080 9090 9180
 ENTRYPOINT ["/kubedav"]
-CMD ["--target=all", "--root=/data", "--listen=0.0.0.0:8080", "--admin-listen=0.0.0.0:9180", "--allow-unauthenticated"]
+# Serves only with a users file: mount one at /etc/kubedav/users (`kubedav passwd FILE
+# USER` makes it). Without it the container refuses to start and says so; serving
+# everyone read-write takes an explicit --allow-unauthenticated in place of this CMD.
+CMD ["--target=all", "--root=/data", "--listen=0.0.0.0:8080", "--admin-listen=0.0.0.0:9180", "--users-file=/etc/kubedav/users"]

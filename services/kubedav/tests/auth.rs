@@ -518,6 +518,54 @@ in_both_modes!(
 );
 
 /// Serving beyond loopback without authentication needs an explicit flag.
+/// The image's default command (the Dockerfile's CMD, run here as the binary with its
+/// paths and ports moved to temporary ones) refuses to serve without a users file, and
+/// with one it asks every client for credentials: `docker run -p 8080:8080` never
+/// serves read-write to everyone by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_serves_only_with_a_users_file() {
+    let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Dockerfile")).unwrap();
+    let cmd = dockerfile.lines().rev().find_map(|l| l.strip_prefix("CMD ")).expect("a CMD");
+    let args: Vec<String> = serde_json::from_str(cmd).expect("CMD in exec form");
+    assert!(!args.iter().any(|a| a == "--allow-unauthenticated"), "{args:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let users = dir.path().join("users");
+    let local: Vec<String> = args
+        .iter()
+        .map(|arg| match arg.split_once('=') {
+            Some(("--root", _)) => format!("--root={}", data.display()),
+            Some(("--listen", _)) => "--listen=0.0.0.0:0".into(),
+            Some(("--admin-listen", _)) => "--admin-listen=127.0.0.1:0".into(),
+            Some(("--users-file", _)) => format!("--users-file={}", users.display()),
+            _ => arg.clone(),
+        })
+        .collect();
+    let missing = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubedav"))
+        .args(&local)
+        .output()
+        .await
+        .unwrap();
+    assert!(!missing.status.success(), "it served without a users file");
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(said.contains("users file") && said.contains("kubedav passwd"), "{said}");
+
+    common::users_file(dir.path(), &[("alice", "alice-pw")]);
+    let mut process = common::Process::spawn("image", &local, &[]);
+    let addr = process.listening("gateway HTTP").await;
+    let port = addr.port();
+    let anonymous = client().get(format!("http://127.0.0.1:{port}/")).send().await.unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let alice = client()
+        .get(format!("http://127.0.0.1:{port}/"))
+        .basic_auth("alice", Some("alice-pw"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(alice.status(), StatusCode::OK);
+}
+
 #[tokio::test]
 async fn open_to_the_network_without_auth_needs_a_flag() {
     let root = tempfile::tempdir().unwrap();
