@@ -49,6 +49,11 @@ class Manifests:
         raise SystemExit(f"wiring: the chart references Secret {name} key {key}, which it does not render")
 
 
+def is_redis(image):
+    """Whether an image is the bundled Redis (Valkey): run as a local redis-server."""
+    return "redis" in image or "valkey" in image
+
+
 def matches(selector, labels):
     return all(labels.get(k) == v for k, v in selector.items())
 
@@ -152,11 +157,15 @@ class Wiring:
         name = workload["metadata"]["name"]
         container = workload["spec"]["template"]["spec"]["containers"][0]
         log = open(os.path.join(self.work, f"{name}.log"), "w")
-        if "redis" in container["image"]:
+        if is_redis(container["image"]):
             port = self.local[(name, 6379)]
             data = os.path.join(self.work, name, "data")
             os.makedirs(data, exist_ok=True)
-            cmd = ["redis-server"] + [a.replace("/data", data) for a in container.get("args", [])]
+            # Args as the kubelet gives them: $(VAR) replaced from the container's env.
+            resolved = self.env(container, {})
+            args = [re.sub(r"\$\((\w+)\)", lambda g: resolved.get(g.group(1), ""), a)
+                    for a in container.get("args", [])]
+            cmd = ["redis-server"] + [a.replace("/data", data) for a in args]
             cmd += ["--port", str(port), "--bind", "127.0.0.1"]
             env = dict(os.environ)
         else:
@@ -199,7 +208,7 @@ class Wiring:
         def rank(w):
             image = w["spec"]["template"]["spec"]["containers"][0]["image"]
             args = " ".join(w["spec"]["template"]["spec"]["containers"][0].get("args", []))
-            return 0 if "redis" in image else 2 if ("--target=gateway" in args or "--target=all" in args) else 1
+            return 0 if is_redis(image) else 2 if ("--target=gateway" in args or "--target=all" in args) else 1
         for w in sorted(self.workloads, key=rank):
             self.start(w)
             self.wait_ready(w)

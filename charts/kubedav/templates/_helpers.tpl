@@ -91,7 +91,35 @@ app.kubernetes.io/component: {{ .component }}
 {{- else if $root.Values.redis.url }}
   value: {{ $root.Values.redis.url | quote }}
 {{- else }}
-  value: {{ printf "redis://%s:6379/0" (include "kubedav.componentName" (dict "root" $root "component" "redis")) | quote }}
+{{- /* The bundled Valkey: its password from its Secret, spliced into the URL. */}}
+- name: {{ printf "%s_PASSWORD" .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "kubedav.redisPasswordSecretName" $root }}
+      key: {{ $root.Values.redis.bundled.auth.existingSecretKey }}
+- name: {{ .name }}
+  value: {{ printf "redis://:$(%s_PASSWORD)@%s:6379/0" .name (include "kubedav.componentName" (dict "root" $root "component" "redis")) | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The Secret holding the bundled Valkey's password. */}}
+{{- define "kubedav.redisPasswordSecretName" -}}
+{{- default (printf "%s-redis" (include "kubedav.fullname" .)) .Values.redis.bundled.auth.existingSecret -}}
+{{- end -}}
+
+{{/* The Secret holding the token between the gateway and the gRPC services. */}}
+{{- define "kubedav.grpcTokenSecretName" -}}
+{{- default (printf "%s-grpc-token" (include "kubedav.fullname" .)) .Values.grpcAuth.existingSecret -}}
+{{- end -}}
+
+{{/* The shared gRPC token, for the gateway and every service (microservices mode). */}}
+{{- define "kubedav.grpcTokenEnv" -}}
+{{- if and (eq .Values.deploymentMode "microservices") .Values.grpcAuth.enabled }}
+- name: KUBEDAV_GRPC_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "kubedav.grpcTokenSecretName" . }}
+      key: {{ .Values.grpcAuth.existingSecretKey }}
 {{- end }}
 {{- end -}}
 
@@ -230,6 +258,12 @@ readinessProbe:
   value: {{ .Values.gateway.maxBodyBytes | int64 | quote }}
 - name: KUBEDAV_SHUTDOWN_DELAY_SECONDS
   value: {{ .Values.gateway.shutdownDelaySeconds | int64 | quote }}
+- name: KUBEDAV_TRUSTED_PROXIES
+  value: {{ join "," .Values.gateway.trustedProxies | quote }}
+- name: KUBEDAV_MAX_CONNECTIONS_PER_ADDRESS
+  value: {{ .Values.gateway.maxConnectionsPerAddress | int64 | quote }}
+- name: KUBEDAV_MAX_LOCK_OWNER_BYTES
+  value: {{ .Values.gateway.maxLockOwnerBytes | int64 | quote }}
 {{- with .Values.gateway.markdown.contentSignal }}
 - name: KUBEDAV_CONTENT_SIGNAL
   value: {{ . | quote }}
