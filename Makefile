@@ -66,7 +66,8 @@ fmt:
 # (scripts/bench-growth.sh); then the lock figures (memory and Redis stores beside Apache,
 # and criterion for the lock check with 10 and 10,000 locks), criterion for the gateway's
 # hot functions, then the auth figures
-# (criterion for the crypt cost, wrk for auth on the request path and under a flood).
+# (criterion for the crypt cost, wrk for auth on the request path and under a flood), the
+# markdown figures, and what a client can cost the HTTP edge at most (scripts/bench_edge.py).
 bench: build
 	$(CARGO) build --release --locked -p kubedav-gateway --example floor
 	bash scripts/bench.sh
@@ -77,6 +78,7 @@ bench: build
 	bash scripts/bench-auth.sh
 	$(CARGO) bench --locked -p kubedav-markdown --bench convert
 	bash scripts/bench-markdown.sh
+	python3 scripts/bench_edge.py target/release/kubedav
 
 # The one container image every target runs (needs a Docker engine; CI lints the
 # Dockerfile with hadolint instead).

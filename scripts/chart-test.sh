@@ -5,7 +5,8 @@
 # ci/ha-values.yaml:
 #
 #   1. helm lint --strict
-#   2. values.schema.json and the chart's own checks refuse bad values, readably
+#   2. values.schema.json and the chart's own checks refuse bad values, readably, and
+#      scripts/chart_security.py finds nothing the chart must never render
 #   3. every rendered object validates offline against the Kubernetes OpenAPI schemas
 #      (kubernetes-validate, strict) and the prometheus-operator CRDs
 #      and the alert rules pass promtool check rules and their unit tests
@@ -92,6 +93,15 @@ refused "log.format: log.format must be one of the following" --set log.format=x
 refused "several locks replicas must share their locks through Redis" --set redis.bundled.enabled=false --set auth.replicas=1
 refused "several auth replicas need Redis" --set redis.bundled.enabled=false --set locks.replicas=1
 refused "either in auth.users or in auth.existingSecret" --set auth.existingSecret=mine --set 'auth.users[0]=a:$6$x$y'
+
+step "2b. what the chart must never render (scripts/chart_security.py)"
+for set in "${SETS[@]}"; do
+  # shellcheck disable=SC2046
+  helm template kd "$CHART" -n kubedav $(values "$set") > "$WORK/security-$set.yaml"
+  "$VENV/bin/python" "$REPO/scripts/chart_security.py" "$WORK/security-$set.yaml" || fail "chart security ($set)"
+done
+helm template kd "$CHART" -n kubedav --set gateway.service.type=LoadBalancer > "$WORK/security-lb.yaml"
+"$VENV/bin/python" "$REPO/scripts/chart_security.py" "$WORK/security-lb.yaml" || fail "chart security (LoadBalancer)"
 
 step "3. offline validation against Kubernetes $K8S_VERSION and the prometheus-operator CRDs ($PROMETHEUS_OPERATOR)"
 for set in "${SETS[@]}"; do

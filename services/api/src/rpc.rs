@@ -445,7 +445,9 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for ObservedChanne
             request.headers_mut().insert(REQUEST_ID_HEADER, id);
         }
         if let Some(token) = &self.token {
-            request.headers_mut().insert(http::header::AUTHORIZATION, token.clone());
+            request
+                .headers_mut()
+                .insert(http::header::AUTHORIZATION, token.clone());
         }
         let completion = Completion::start(&CLIENT, &path, span.clone(), true);
         let call = match self.picked.take() {

@@ -156,15 +156,14 @@ impl AuthCore {
     /// it did not). Cached verifications of changed or removed users are dropped.
     pub fn reload(&self) -> Result<Option<usize>, String> {
         let path = &self.inner.config.users_file;
-        let bytes =
-            std::fs::read(path).map_err(|e| {
-                format!(
-                    "cannot read the users file {}: {e}; make one with `kubedav passwd {} USER`, or \
+        let bytes = std::fs::read(path).map_err(|e| {
+            format!(
+                "cannot read the users file {}: {e}; make one with `kubedav passwd {} USER`, or \
                      serve without authentication with --allow-unauthenticated (and no --users-file)",
-                    path.display(),
-                    path.display()
-                )
-            })?;
+                path.display(),
+                path.display()
+            )
+        })?;
         if *self.inner.last_file.read().unwrap_or_else(|p| p.into_inner()) == bytes {
             return Ok(None);
         }

@@ -62,7 +62,10 @@ impl From<tonic::Status> for HttpError {
             Code::Unavailable => "a backend service is unavailable; retry shortly".to_owned(),
             Code::DeadlineExceeded => "a backend service did not answer in time".to_owned(),
             Code::Unauthenticated => {
-                tracing::error!(message = status.message(), "a backend service refused the gateway's token");
+                tracing::error!(
+                    message = status.message(),
+                    "a backend service refused the gateway's token"
+                );
                 "a backend service refused this gateway (a --grpc-token mismatch); the server log says which"
                     .to_owned()
             }

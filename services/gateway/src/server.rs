@@ -30,6 +30,8 @@ use tokio::time::Instant;
 
 /// How long shutdown waits for in-flight requests.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection asked to close because it was idle has to finish closing.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains.
 pub async fn serve(
@@ -132,7 +134,7 @@ pub async fn serve(
 
 /// Drives one connection until it ends, closing it gracefully when it has been idle
 /// (no request in flight) for `idle`, or when shutdown begins; a connection that does
-/// not finish closing within `idle` more is dropped.
+/// not finish closing within [`CLOSE_GRACE`] (shutdown: [`DRAIN_TIMEOUT`]) is dropped.
 async fn watch_connection<C>(
     connection: C,
     activity: &Activity,
@@ -160,9 +162,11 @@ async fn watch_connection<C>(
                 match activity.idle_until(idle) {
                     Some(until) if until > Instant::now() => deadline = until,
                     Some(_) => {
+                        // An idle connection closes at once; one stuck in a request head
+                        // gets a second to do so before it is dropped.
                         connection.as_mut().close_gracefully();
                         closing = true;
-                        deadline = Instant::now() + idle;
+                        deadline = Instant::now() + CLOSE_GRACE.min(idle);
                     }
                     None => deadline = Instant::now() + idle,
                 }

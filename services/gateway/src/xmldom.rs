@@ -8,8 +8,9 @@
 //! and attributes, counted as the body expands them, may total at most
 //! [`MAX_EXPANDED_NAMES`] bytes. Parsing is linear in the body's size: at most
 //! [`MAX_ATTRIBUTES`] attributes per element (checked for duplicates against each
-//! other), at most [`MAX_NAMESPACES`] distinct namespaces, and quick-xml's own bound on
-//! the namespace bindings in scope, so every name resolves in bounded time.
+//! other) and [`MAX_BODY_ATTRIBUTES`] in all, at most [`MAX_NAMESPACES`] distinct
+//! namespaces, and quick-xml's own bound on the namespace bindings in scope, so every
+//! name resolves in bounded time.
 //!
 //! Parsing refuses what has no place in a WebDAV body and is a known attack vector: any
 //! DOCTYPE (so no entity can be declared, let alone expanded), references to undeclared
@@ -39,6 +40,9 @@ pub const MAX_DEPTH: usize = 64;
 pub const MAX_ELEMENTS: usize = 20_000;
 /// Most attributes on one element (namespace declarations included).
 pub const MAX_ATTRIBUTES: usize = 64;
+/// Most attributes in one body, namespace declarations included (WebDAV bodies hardly
+/// have any; each costs as much to keep as an element).
+pub const MAX_BODY_ATTRIBUTES: usize = 20_000;
 /// Most distinct namespace URIs in one body.
 pub const MAX_NAMESPACES: usize = 100;
 /// Longest local name of an element or attribute, in bytes.
@@ -323,6 +327,7 @@ struct Budget {
     none: Namespace,
     expanded: usize,
     elements: usize,
+    attributes: usize,
 }
 
 impl Budget {
@@ -333,6 +338,7 @@ impl Budget {
             none,
             expanded: 0,
             elements: 0,
+            attributes: 0,
         }
     }
 
@@ -442,6 +448,10 @@ fn open(reader: &NsReader<&[u8]>, start: &BytesStart<'_>, budget: &mut Budget) -
             return Err(err(format!(
                 "an element has more than {MAX_ATTRIBUTES} attributes"
             )));
+        }
+        budget.attributes += 1;
+        if budget.attributes > MAX_BODY_ATTRIBUTES {
+            return Err(err(format!("more than {MAX_BODY_ATTRIBUTES} attributes")));
         }
         let attribute = attribute.map_err(|e| err(e.to_string()))?;
         let key = attribute.key.as_ref();
@@ -596,6 +606,9 @@ mod tests {
         assert!(refused.contains("more than 64 attributes"), "{refused}");
         let most: String = (0..MAX_ATTRIBUTES).map(|i| format!(" a{i}=\"\"")).collect();
         assert!(parse(format!("<x{most}/>").as_bytes()).is_ok());
+        let spread = "<e a=\"1\" b=\"2\" c=\"3\" d=\"4\"/>".repeat(MAX_BODY_ATTRIBUTES / 4 + 1);
+        let refused = parse(format!("<x>{spread}</x>").as_bytes()).unwrap_err().0;
+        assert!(refused.contains("more than 20000 attributes"), "{refused}");
 
         let long = "n".repeat(MAX_NAME_BYTES + 1);
         let refused = parse(format!("<{long}/>").as_bytes()).unwrap_err().0;

@@ -5,9 +5,9 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use tonic::service::interceptor::InterceptedService;
 use tokio::net::TcpListener;
 use tonic::server::NamedService;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 
 /// The shared token every call to a kubedav service must carry, as
@@ -19,7 +19,11 @@ pub struct RequireToken(Option<Arc<[u8]>>);
 impl RequireToken {
     /// Calls must carry `token`; `None` or an empty token lets every call through.
     pub fn new(token: Option<&str>) -> Self {
-        Self(token.filter(|t| !t.is_empty()).map(|t| Arc::from(format!("Bearer {t}").as_bytes())))
+        Self(
+            token
+                .filter(|t| !t.is_empty())
+                .map(|t| Arc::from(format!("Bearer {t}").as_bytes())),
+        )
     }
 }
 

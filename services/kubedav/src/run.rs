@@ -72,15 +72,20 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             let auth = if cli.auth_url.is_empty() {
                 None
             } else {
-                Some(Arc::new(RemoteAuth::new(channel("auth", &cli.auth_url, cli.grpc_token.as_deref())?)) as Arc<dyn Auth>)
+                Some(Arc::new(RemoteAuth::new(channel(
+                    "auth",
+                    &cli.auth_url,
+                    cli.grpc_token.as_deref(),
+                )?)) as Arc<dyn Auth>)
             };
             let markdown = if cli.markdown_url.is_empty() {
                 None
             } else {
-                Some(
-                    Arc::new(RemoteMarkdown::new(channel("markdown", &cli.markdown_url, cli.grpc_token.as_deref())?))
-                        as Arc<dyn Markdown>,
-                )
+                Some(Arc::new(RemoteMarkdown::new(channel(
+                    "markdown",
+                    &cli.markdown_url,
+                    cli.grpc_token.as_deref(),
+                )?)) as Arc<dyn Markdown>)
             };
             run_gateway(
                 &cli,

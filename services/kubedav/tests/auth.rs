@@ -524,8 +524,13 @@ in_both_modes!(
 /// serves read-write to everyone by default.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_serves_only_with_a_users_file() {
-    let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Dockerfile")).unwrap();
-    let cmd = dockerfile.lines().rev().find_map(|l| l.strip_prefix("CMD ")).expect("a CMD");
+    let dockerfile =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Dockerfile")).unwrap();
+    let cmd = dockerfile
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("CMD "))
+        .expect("a CMD");
     let args: Vec<String> = serde_json::from_str(cmd).expect("CMD in exec form");
     assert!(!args.iter().any(|a| a == "--allow-unauthenticated"), "{args:?}");
     let dir = tempfile::tempdir().unwrap();
@@ -549,13 +554,20 @@ async fn the_image_serves_only_with_a_users_file() {
         .unwrap();
     assert!(!missing.status.success(), "it served without a users file");
     let said = String::from_utf8_lossy(&missing.stderr);
-    assert!(said.contains("users file") && said.contains("kubedav passwd"), "{said}");
+    assert!(
+        said.contains("users file") && said.contains("kubedav passwd"),
+        "{said}"
+    );
 
     common::users_file(dir.path(), &[("alice", "alice-pw")]);
     let mut process = common::Process::spawn("image", &local, &[]);
     let addr = process.listening("gateway HTTP").await;
     let port = addr.port();
-    let anonymous = client().get(format!("http://127.0.0.1:{port}/")).send().await.unwrap();
+    let anonymous = client()
+        .get(format!("http://127.0.0.1:{port}/"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
     let alice = client()
         .get(format!("http://127.0.0.1:{port}/"))

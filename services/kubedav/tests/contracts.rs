@@ -97,27 +97,50 @@ async fn fileio_commits_only_uploads_that_reached_their_end() {
 async fn services_refuse_callers_without_the_shared_token() {
     let token = ("KUBEDAV_GRPC_TOKEN", "s3cret-between-services");
     let server = Server::start_full(Mode::Microservices, &[], &[token]).await;
-    let put = common::client().put(server.url("/t.txt")).body("through the gateway").send().await.unwrap();
+    let put = common::client()
+        .put(server.url("/t.txt"))
+        .body("through the gateway")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(put.status(), 201);
 
     let url = format!("http://{}", server.grpc.unwrap());
-    let channel = tonic::transport::Endpoint::from_shared(url.clone()).unwrap().connect().await.unwrap();
+    let channel = tonic::transport::Endpoint::from_shared(url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
     let stat = kubedav_api::pb::fileio::v1::StatRequest { path: "t.txt".into() };
     let mut client = FileIoClient::new(channel.clone());
     let refused = client.stat(stat.clone()).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
-    assert!(refused.message().contains("--grpc-token"), "{}", refused.message());
+    assert!(
+        refused.message().contains("--grpc-token"),
+        "{}",
+        refused.message()
+    );
     let mut wrong = tonic::Request::new(stat.clone());
-    wrong.metadata_mut().insert("authorization", "Bearer guess".parse().unwrap());
-    assert_eq!(client.stat(wrong).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+    wrong
+        .metadata_mut()
+        .insert("authorization", "Bearer guess".parse().unwrap());
+    assert_eq!(
+        client.stat(wrong).await.unwrap_err().code(),
+        tonic::Code::Unauthenticated
+    );
     let mut right = tonic::Request::new(stat);
     right
         .metadata_mut()
         .insert("authorization", format!("Bearer {}", token.1).parse().unwrap());
-    assert_eq!(client.stat(right).await.unwrap().into_inner().info.unwrap().size, 19);
+    assert_eq!(
+        client.stat(right).await.unwrap().into_inner().info.unwrap().size,
+        19
+    );
 
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
-    let probe = tonic_health::pb::HealthCheckRequest { service: String::new() };
+    let probe = tonic_health::pb::HealthCheckRequest {
+        service: String::new(),
+    };
     assert!(health.check(probe).await.is_ok(), "probes need no token");
 
     let (mut gateway, addr, _) = common::start_gateway(
@@ -126,7 +149,11 @@ async fn services_refuse_callers_without_the_shared_token() {
         &[("KUBEDAV_GRPC_TOKEN".into(), "not-the-token".into())],
     )
     .await;
-    let response = common::client().get(format!("http://{addr}/t.txt")).send().await.unwrap();
+    let response = common::client()
+        .get(format!("http://{addr}/t.txt"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 502);
     assert!(response.text().await.unwrap().contains("--grpc-token"));
     let _ = gateway.child.kill().await;

@@ -646,13 +646,17 @@ mod tests {
         let quoted = md(r#"<a href="/ok" title='say "hi" \'>x</a>"#);
         assert_eq!(quoted, "[x](/ok \"say \\\"hi\\\" \\\\\")\n");
         let href = md("<a href=\"/a&#10;&#10;[evil](javascript:alert(1))\">x</a>");
-        assert!(!href.contains('\n') || href.trim_end().lines().count() == 1, "{href}");
+        assert!(
+            !href.contains('\n') || href.trim_end().lines().count() == 1,
+            "{href}"
+        );
         assert!(href.starts_with("[x](<") && href.contains("%0A%0A"), "{href}");
         let backslash = md(r#"<a href="/a\">x</a> <a href="javascript:alert(1)">y</a>"#);
         assert!(backslash.starts_with("[x](/a%5C)"), "{backslash}");
         let alt = md("<img src=\"/i.png\" alt=\"a&#10;&#10;# not a heading ]\">");
         assert_eq!(alt, "![a # not a heading \\]](/i.png)\n");
-        let cell = md("<table><tr><th>a|b</th><th><code>x|y</code></th></tr><tr><td>1</td><td>2</td></tr></table>");
+        let cell =
+            md("<table><tr><th>a|b</th><th><code>x|y</code></th></tr><tr><td>1</td><td>2</td></tr></table>");
         assert!(cell.starts_with("| a\\|b | `x\\|y` |"), "{cell}");
         let fence = md("<pre><code>```\nrm -rf /\n```</code></pre>");
         assert!(fence.starts_with("````\n```"), "{fence}");

@@ -133,10 +133,21 @@ pub const MAX_XML_BODY: usize = 1 << 20;
 /// (parsing is linear, a few hundred MB/s) while other requests wait for it.
 pub const PARSE_ON_WORKER_BYTES: usize = 32 * 1024;
 
-/// Runs a CPU-bound parse of a large body on the blocking pool.
+/// Large bodies parsed at once: one per core, so a flood of them queues (holding only
+/// their bytes) instead of building that many trees side by side.
+static LARGE_PARSES: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
+    tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(1, usize::from))
+});
+
+/// Runs a CPU-bound parse of a large body on the blocking pool, at most one per core at
+/// a time.
 pub async fn off_worker<T: Send + 'static>(
     parse: impl FnOnce() -> Result<T, crate::xmldom::XmlError> + Send + 'static,
 ) -> Result<T, crate::xmldom::XmlError> {
+    let _turn = LARGE_PARSES
+        .acquire()
+        .await
+        .map_err(|_| crate::xmldom::XmlError("the parser is shutting down".into()))?;
     tokio::task::spawn_blocking(parse)
         .await
         .unwrap_or_else(|e| Err(crate::xmldom::XmlError(format!("the parser failed: {e}"))))
