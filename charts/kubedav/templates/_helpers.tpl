@@ -82,13 +82,14 @@ app.kubernetes.io/component: {{ .component }}
 {{/* The env var holding the Redis URL, named `name`: call with (dict "root" $ "name" "KUBEDAV_LOCK_STORE"). */}}
 {{- define "kubedav.redisUrlEnv" -}}
 {{- $root := .root -}}
-- name: {{ .name }}
 {{- if $root.Values.redis.existingSecret }}
+- name: {{ .name }}
   valueFrom:
     secretKeyRef:
       name: {{ $root.Values.redis.existingSecret }}
       key: {{ $root.Values.redis.existingSecretKey }}
 {{- else if $root.Values.redis.url }}
+- name: {{ .name }}
   value: {{ $root.Values.redis.url | quote }}
 {{- else }}
 {{- /* The bundled Valkey: its password from its Secret, spliced into the URL. */}}
