@@ -32,13 +32,14 @@ fn entry(i: usize) -> FileInfo {
 /// from the path fileio sends, then the `response` element.
 fn propfind_body(c: &mut Criterion) {
     let mut group = c.benchmark_group("PROPFIND allprop 207");
+    let request = Propfind::AllProp { include: Vec::new() };
+    let prefixes = request.prefixes();
     let ctx = LiveContext {
+        prefixes: &prefixes,
         usage: None,
         lockdiscovery: "",
         supportedlock: locking::SUPPORTED_LOCK,
     };
-    let request = Propfind::AllProp { include: Vec::new() };
-    let prefixes = request.prefixes();
     for n in [10usize, 100, 1_000, 10_000] {
         let entries: Vec<_> = (0..n).map(entry).collect();
         group.throughput(Throughput::Elements(n as u64));
@@ -50,7 +51,7 @@ fn propfind_body(c: &mut Criterion) {
                     href.clear();
                     paths::write_wire_href(&mut href, &info.path, info.is_collection);
                     let name = kubedav_api::path::last_name(&info.path);
-                    write_response(&mut out, &href, info, name, &[], &request, &prefixes, &ctx);
+                    write_response(&mut out, &href, info, name, &[], &request, &ctx);
                     if out.len() > 60 * 1024 {
                         black_box(&out);
                         out.clear();

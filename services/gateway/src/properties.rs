@@ -375,8 +375,11 @@ fn asked(parent: &Element) -> Result<Vec<Name>, XmlError> {
     Ok(names)
 }
 
-/// What live values depend on besides the resource's metadata.
+/// What a `response` is written with besides the resource's metadata: what live values
+/// depend on, and the prefixes of the names the request echoes.
 pub struct LiveContext<'a> {
+    /// The namespace prefixes declared on the multistatus.
+    pub prefixes: &'a Prefixes,
     /// Space used and available, when asked for.
     pub usage: Option<&'a UsageResponse>,
     /// The `DAV:lockdiscovery` content for this resource.
@@ -498,7 +501,6 @@ pub fn write_response(
     name: &str,
     dead: &[DeadProperty],
     request: &Propfind,
-    prefixes: &Prefixes,
     ctx: &LiveContext<'_>,
 ) {
     out.push_str("<D:response><D:href>");
@@ -555,7 +557,8 @@ pub fn write_response(
                 for n in names {
                     match held(n, info, dead, ctx) {
                         Held::Live(live) => live.write(out, info, name, ctx),
-                        Held::Dead(p) => prefixes
+                        Held::Dead(p) => ctx
+                            .prefixes
                             .write_property(out, n, |out| out.push_str(&String::from_utf8_lossy(&p.value))),
                         Held::Missing => {}
                     }
@@ -566,7 +569,7 @@ pub fn write_response(
                 open_propstat(out);
                 for n in names {
                     if matches!(held(n, info, dead, ctx), Held::Missing) {
-                        prefixes.write_property(out, n, |_| {});
+                        ctx.prefixes.write_property(out, n, |_| {});
                     }
                 }
                 close_propstat(out, StatusCode::NOT_FOUND, None);
@@ -660,6 +663,7 @@ mod tests {
         let request = Propfind::parse(Some(&parse(body.as_bytes()).unwrap())).unwrap();
         let prefixes = request.prefixes();
         let ctx = LiveContext {
+            prefixes: &prefixes,
             usage: None,
             lockdiscovery: "",
             supportedlock: "",
@@ -667,32 +671,14 @@ mod tests {
         let mut out = String::new();
         prefixes.open_multistatus(&mut out);
         for _ in 0..10 {
-            write_response(
-                &mut out,
-                "/f",
-                &FileInfo::default(),
-                "f",
-                &[],
-                &request,
-                &prefixes,
-                &ctx,
-            );
+            write_response(&mut out, "/f", &FileInfo::default(), "f", &[], &request, &ctx);
         }
         out.push_str(MULTISTATUS_CLOSE);
         assert_eq!(out.matches(&uri).count(), 1);
         assert!(out.len() < 10 * 12_000, "{} bytes", out.len());
         let mut one = String::new();
         prefixes.open_multistatus(&mut one);
-        write_response(
-            &mut one,
-            "/f",
-            &FileInfo::default(),
-            "f",
-            &[],
-            &request,
-            &prefixes,
-            &ctx,
-        );
+        write_response(&mut one, "/f", &FileInfo::default(), "f", &[], &request, &ctx);
         one.push_str(MULTISTATUS_CLOSE);
         let root = parse(one.as_bytes()).expect("well-formed");
         let missing = root.child(DAV, "response").unwrap().elements().nth(1).unwrap();
@@ -715,11 +701,6 @@ mod tests {
             etag: "e1".into(),
             ..Default::default()
         };
-        let ctx = LiveContext {
-            usage: None,
-            lockdiscovery: "",
-            supportedlock: "",
-        };
         let dead = vec![DeadProperty {
             namespace: "urn:<x>".into(),
             name: "p".into(),
@@ -736,8 +717,14 @@ mod tests {
         ]);
         let mut out = String::new();
         let prefixes = request.prefixes();
+        let ctx = LiveContext {
+            prefixes: &prefixes,
+            usage: None,
+            lockdiscovery: "",
+            supportedlock: "",
+        };
         prefixes.open_multistatus(&mut out);
-        write_response(&mut out, "/a&b", &info, "a&b", &dead, &request, &prefixes, &ctx);
+        write_response(&mut out, "/a&b", &info, "a&b", &dead, &request, &ctx);
         out.push_str(MULTISTATUS_CLOSE);
         let root = parse(out.as_bytes()).expect("well-formed");
         let response = root.child(DAV, "response").unwrap();

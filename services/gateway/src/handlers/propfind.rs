@@ -174,6 +174,7 @@ impl Render {
                     .collect()
             };
             let ctx = LiveContext {
+                prefixes: &self.prefixes,
                 usage: self.usage.as_ref(),
                 lockdiscovery: &discovery,
                 supportedlock: SUPPORTED_LOCK,
@@ -185,7 +186,6 @@ impl Render {
                 name,
                 &entry.properties,
                 &self.propfind,
-                &self.prefixes,
                 &ctx,
             );
         }
