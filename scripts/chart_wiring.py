@@ -101,7 +101,8 @@ class Wiring:
 
     def rewrite_hosts(self, value):
         for host in sorted(self.hosts, key=len, reverse=True):
-            value = re.sub(r"(?<=//)" + re.escape(host), self.hosts[host], value)
+            # After the scheme, or after the credentials of a URL (redis://:pw@host:port).
+            value = re.sub(r"(?:(?<=//)|(?<=@))" + re.escape(host), self.hosts[host], value)
         return value
 
     def env(self, container, mounts):

@@ -174,6 +174,7 @@ fn check_trace(
     assert_eq!(root.kind, SpanKind::Server as i32);
     assert_eq!(text(root, "http.request.method"), method);
     assert_eq!(text(root, "url.path"), path);
+    assert_eq!(text(root, "client.address"), "127.0.0.1", "the client's address");
     assert_eq!(
         attribute(root, "http.response.status_code"),
         Some(Value::IntValue(status))
@@ -482,7 +483,7 @@ async fn text_logs_name_the_spans_and_the_request_in_every_process() {
         let access = text_line(&mut server, gateway, |l| l.contains("kubedav::access")).await;
         assert!(
             access.contains(
-                " INFO http.request: kubedav::access: request method=\"PUT\" path=/logged.txt status=201"
+                " INFO http.request: kubedav::access: request method=\"PUT\" path=/logged.txt client=127.0.0.1 status=201"
             ),
             "{mode:?}: {access}"
         );
