@@ -224,19 +224,34 @@ async fn lock_owners_and_counts_are_bounded(mode: Mode) {
 }
 
 /// Sixteen PUTs carrying the same If-Match race: exactly one replaces the file, the
-/// others get 412 and change nothing (the etag check and the rename are one step).
+/// others get 412 and change nothing (the etag check and the rename are one step). Busy
+/// threads keep every core loaded meanwhile, so the server's writers are preempted
+/// often, as on a busy node: that is when a check and a rename that are not one step let
+/// another commit in between.
 async fn concurrent_conditional_puts_commit_one_at_a_time(mode: Mode) {
     let (server, _dir) = start(mode, &[]).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let _stop_busy = StopOnDrop(stop);
     let put = as_user(&server, "alice", "PUT", "/race.txt").body("original");
     assert_eq!(status(put).await, StatusCode::CREATED);
-    for round in 0..3 {
+    for round in 0..10 {
         let head = as_user(&server, "alice", "HEAD", "/race.txt")
             .send()
             .await
             .unwrap();
         let etag = head.headers()["etag"].to_str().unwrap().to_owned();
         let puts = (0..16).map(|i| {
-            let body = format!("writer {i} of round {round} ").repeat(4096);
+            let body = format!("writer {i} of round {round} ").repeat(65_536);
             as_user(&server, "alice", "PUT", "/race.txt")
                 .header("if-match", &etag)
                 .body(body)
@@ -253,6 +268,19 @@ async fn concurrent_conditional_puts_commit_one_at_a_time(mode: Mode) {
             .filter(|s| **s == StatusCode::PRECONDITION_FAILED)
             .count();
         assert_eq!((won, lost), (1, 15), "round {round}: {answers:?}");
+    }
+    drop(_stop_busy);
+    for thread in busy {
+        thread.join().unwrap();
+    }
+}
+
+/// Stops the busy threads when the test ends, however it ends.
+struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
