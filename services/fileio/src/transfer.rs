@@ -103,7 +103,7 @@ pub fn copy(
     let (dest, existing) = prepare_destination(volume, destination, overwrite)?;
     let file_over_file_or_nothing = !is_dir(&source_stx) && existing.as_ref().is_none_or(|e| !is_dir(e));
     if file_over_file_or_nothing {
-        let _serialized = crate::serial::lock(destination);
+        // Its commit is serialized with every other commit to the destination.
         copy_file(File::from(source_fd), &dest.dir, &dest.name, destination)?;
     } else {
         let staged = Staged::create(&dest.dir, destination, is_dir(&source_stx))?;
