@@ -12,9 +12,6 @@ pub use pb::{VerifyRequest, VerifyResponse, verify_response};
 /// The service's name in deadline errors.
 const CALLEE: &str = "auth";
 
-/// The gRPC service name, for health reporting.
-pub const SERVICE_NAME: &str = "kubedav.auth.v1.Auth";
-
 /// Credential verification, as the gateway sees it. See
 /// `proto/kubedav/auth/v1/auth.proto` for the outcomes and error codes.
 #[async_trait::async_trait]

@@ -293,9 +293,6 @@ impl FileIoGrpc {
     }
 }
 
-/// The gRPC service name, for health reporting.
-pub const SERVICE_NAME: &str = "kubedav.fileio.v1.FileIo";
-
 #[async_trait::async_trait]
 impl pb::file_io_server::FileIo for FileIoGrpc {
     type ListStream = BoxStream<ListResponse>;

@@ -20,9 +20,6 @@ pub use pb::{
 /// The service's name in deadline errors.
 const CALLEE: &str = "locks";
 
-/// The gRPC service name, for health reporting.
-pub const SERVICE_NAME: &str = "kubedav.locks.v1.Locks";
-
 /// The WebDAV lock manager, as the gateway sees it. Implemented by the locks service's
 /// core (local) and by [`RemoteLocks`] (over gRPC). See
 /// `proto/kubedav/locks/v1/locks.proto` for each call and its error codes.

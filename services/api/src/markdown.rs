@@ -19,9 +19,6 @@ pub const CONVERTER_VERSION: &str = "1";
 /// The service's name in deadline errors.
 const CALLEE: &str = "markdown";
 
-/// The gRPC service name, for health reporting.
-pub const SERVICE_NAME: &str = "kubedav.markdown.v1.Markdown";
-
 /// A conversion's result.
 #[derive(Clone, Debug)]
 pub struct Rendered {

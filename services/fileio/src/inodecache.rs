@@ -6,8 +6,8 @@
 //! under, and only reads that began after that version had settled are kept, so a copy
 //! whose version matches a later `statx` is exactly what a read would give
 //! ([`crate::validity`] argues why). quick_cache holds the copies: a lookup is a shard's
-//! read lock and a hash (moka, used before, also queued a record per lookup for its
-//! eviction policy, which cost about 6 % of a PROPFIND Depth 1's CPU).
+//! read lock and a hash, and records nothing per lookup (docs/benchmarks.md has why it
+//! was chosen over moka).
 
 use crate::validity::{Identity, Version};
 use rustix::fs::Statx;

@@ -20,8 +20,8 @@ use std::time::Instant;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// The request id header.
-pub const REQUEST_ID: &str = "x-request-id";
+/// The request id header, the one the gRPC hops carry too.
+pub use kubedav_api::rpc::REQUEST_ID_HEADER as REQUEST_ID;
 
 static REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(

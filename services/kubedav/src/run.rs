@@ -201,7 +201,6 @@ fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, Stri
     Ok(core)
 }
 
-/// The lock store `--lock-store` names, and the readiness check of the locks target.
 /// Ends the lease streams when the service begins to stop: they never end by themselves,
 /// and the gRPC server waits for every open call before it exits.
 fn close_on_shutdown(leases: Arc<Leases>, shutdown: &Shutdown) {
@@ -212,6 +211,7 @@ fn close_on_shutdown(leases: Arc<Leases>, shutdown: &Shutdown) {
     });
 }
 
+/// The lock store `--lock-store` names, and the readiness check of the locks target.
 fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
     let max_timeout = Duration::from_secs(cli.lock_max_timeout_seconds);
     if cli.lock_store == "memory" {

@@ -151,15 +151,9 @@ async fn discover(store: &dyn Locks, path: &str, depth: u32) -> Vec<String> {
     reply.resources.into_iter().map(|r| r.path).collect()
 }
 
-/// Polls `check` every 50 ms for up to 10 s.
-async fn eventually<F: Future<Output = bool>>(mut check: impl FnMut() -> F) -> bool {
-    for _ in 0..200 {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+/// Polls `check` for up to 10 s.
+async fn eventually<F: Future<Output = bool>>(check: impl FnMut() -> F) -> bool {
+    kubedav_testkit::eventually(Duration::from_secs(10), check).await
 }
 
 async fn exclusive_and_shared_conflicts(kind: Kind) {

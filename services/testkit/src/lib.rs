@@ -1,11 +1,30 @@
 //! Test helpers shared by kubedav's suites: real peers started on free ports in
-//! temporary directories, and stopped when dropped.
+//! temporary directories, and stopped when dropped, and [`eventually`], the one way the
+//! suites wait for a state instead of sleeping.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+/// Polls `check` every 20 ms until it holds or `timeout` passes; returns whether it held.
+pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {

@@ -269,8 +269,8 @@ impl CachedFileIo {
     }
 
     /// Reads a small file whole from fileio, keeps it if nothing changed meanwhile, and
-    /// answers from the copy. `None` when the reply is not one to keep (then it is
-    /// handed on as it came).
+    /// answers from the copy. A reply that is not one to keep (a collection, a file over
+    /// the size kept) is handed on as it came.
     async fn read_and_keep(&self, request: ReadRequest) -> Result<ReadReply, Status> {
         let epoch = self.lease.epoch();
         let asked = Instant::now();

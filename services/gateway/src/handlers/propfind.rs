@@ -192,13 +192,13 @@ impl Render {
     }
 }
 
-/// The locks that may apply to the listed resources: one locks call for the whole
-/// PROPFIND. Without the locks service the listing goes on with empty lockdiscovery.
 /// Registers this module's metrics, so they are exported (at 0) before anything happens.
 pub(crate) fn register_metrics() {
     LazyLock::force(&LOCKDISCOVERY_UNAVAILABLE);
 }
 
+/// The locks that may apply to the listed resources: one locks call for the whole
+/// PROPFIND. Without the locks service the listing goes on with empty lockdiscovery.
 async fn discover(gateway: &Gateway, path: &VolumePath, depth: Depth) -> Vec<ActiveLock> {
     let depth = match depth {
         Depth::Zero => 0,

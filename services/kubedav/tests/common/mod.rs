@@ -540,36 +540,18 @@ impl RawResponse {
     }
 }
 
-/// Polls `check` every 20 ms until it holds or `timeout` passes; returns whether it held.
+/// [`eventually_async`] with a check that needs no waiting.
 pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if check() {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    kubedav_testkit::eventually(timeout, move || std::future::ready(check())).await
 }
 
-/// [`eventually`] with an async check.
-pub async fn eventually_async<F, Fut>(timeout: Duration, mut check: F) -> bool
+/// Polls the async `check` until it holds or `timeout` passes (`kubedav_testkit`).
+pub async fn eventually_async<F, Fut>(timeout: Duration, check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if check().await {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    kubedav_testkit::eventually(timeout, check).await
 }
 
 /// Names in a directory on disk.
