@@ -13,16 +13,11 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use http::{HeaderValue, Method, StatusCode, header};
 use kubedav_api::auth::{VerifyRequest, verify_response::Outcome};
-use std::net::SocketAddr;
 
 /// The authenticated user of a request ("" when auth is off or the request is anonymous).
 #[derive(Clone, Debug, Default)]
 pub struct Principal(pub String);
 
-/// The TCP peer's address, set by the server loop for every request (behind a proxy,
-/// the proxy's; the client's is [`ClientIp`](crate::client::ClientIp)).
-#[derive(Clone, Copy, Debug)]
-pub struct ClientAddr(pub SocketAddr);
 
 /// The principal of a request.
 pub fn principal(request: &Request) -> String {

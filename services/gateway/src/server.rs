@@ -98,7 +98,6 @@ pub async fn serve(
                     TowerToHyperService::new(tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                         let in_flight = activity.begin();
                         let client = trusted.client(peer.ip(), request.headers());
-                        request.extensions_mut().insert(crate::auth::ClientAddr(peer));
                         request.extensions_mut().insert(ClientIp(client));
                         let response = tower::ServiceExt::oneshot(app.clone(), request);
                         async move {
