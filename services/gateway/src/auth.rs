@@ -18,7 +18,6 @@ use kubedav_api::auth::{VerifyRequest, verify_response::Outcome};
 #[derive(Clone, Debug, Default)]
 pub struct Principal(pub String);
 
-
 /// The principal of a request.
 pub fn principal(request: &Request) -> String {
     request

@@ -587,6 +587,16 @@ mod tests {
     use super::*;
     use crate::xmldom::parse;
 
+    /// The context of a resource with no locks and no usage asked for.
+    fn plain(prefixes: &Prefixes) -> LiveContext<'_> {
+        LiveContext {
+            prefixes,
+            usage: None,
+            lockdiscovery: "",
+            supportedlock: "",
+        }
+    }
+
     #[test]
     fn decimals_as_display_writes_them() {
         for value in [0u64, 7, 10, 1_234_567, u64::MAX] {
@@ -662,12 +672,7 @@ mod tests {
             format!(r#"<D:propfind xmlns:D="DAV:" xmlns:z="{uri}"><D:prop>{names}</D:prop></D:propfind>"#);
         let request = Propfind::parse(Some(&parse(body.as_bytes()).unwrap())).unwrap();
         let prefixes = request.prefixes();
-        let ctx = LiveContext {
-            prefixes: &prefixes,
-            usage: None,
-            lockdiscovery: "",
-            supportedlock: "",
-        };
+        let ctx = plain(&prefixes);
         let mut out = String::new();
         prefixes.open_multistatus(&mut out);
         for _ in 0..10 {
@@ -717,12 +722,7 @@ mod tests {
         ]);
         let mut out = String::new();
         let prefixes = request.prefixes();
-        let ctx = LiveContext {
-            prefixes: &prefixes,
-            usage: None,
-            lockdiscovery: "",
-            supportedlock: "",
-        };
+        let ctx = plain(&prefixes);
         prefixes.open_multistatus(&mut out);
         write_response(&mut out, "/a&b", &info, "a&b", &dead, &request, &ctx);
         out.push_str(MULTISTATUS_CLOSE);
