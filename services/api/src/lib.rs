@@ -1,21 +1,18 @@
-//! kubedav's service contracts.
+//! kubedav's service contracts: what every side of a call agrees on, and nothing that
+//! makes a call.
 //!
 //! * [`pb`]: the types and tonic stubs generated from `proto/kubedav/*/v1/*.proto`.
 //! * One Rust trait per service (the port the gateway talks to), e.g. [`fileio::FileIo`].
 //!   A service core implements it; in `--target=all` the gateway calls that core directly.
-//! * The two adapters between a trait and gRPC: [`fileio::RemoteFileIo`] (a tonic client
-//!   implementing the trait, used by a gateway in microservices mode) and
-//!   [`fileio::FileIoGrpc`] (a tonic server exposing any implementation).
-//! * [`path::VolumePath`]: the one definition of a valid volume path, checked on both
-//!   sides of the wire.
+//!   The adapters between a trait and gRPC live in `kubedav-remote`.
+//! * The value types both sides share: [`path::VolumePath`] (the one definition of a
+//!   valid volume path, checked on both sides of the wire), [`ranges`], [`properties`],
+//!   and what a [`lease::Invalidation`] names.
 //!
 //! Errors cross the ports as [`tonic::Status`]: the gRPC status code *is* the contract
 //! (see `docs/architecture.md`), so the local and the remote path fail identically.
 
 pub mod auth;
-pub mod backends;
-pub mod cache;
-pub mod deadline;
 pub mod fileio;
 pub mod lease;
 pub mod locks;
@@ -23,7 +20,6 @@ pub mod markdown;
 pub mod path;
 pub mod properties;
 pub mod ranges;
-pub mod rpc;
 
 /// Generated protobuf types and tonic clients/servers.
 pub mod pb {

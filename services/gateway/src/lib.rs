@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod bodymemo;
+pub mod cache;
 pub mod client;
 pub mod conditional;
 pub mod counting;

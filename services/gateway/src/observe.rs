@@ -21,7 +21,7 @@ use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The request id header, the one the gRPC hops carry too.
-pub use kubedav_api::rpc::REQUEST_ID_HEADER as REQUEST_ID;
+pub use kubedav_remote::observe::REQUEST_ID_HEADER as REQUEST_ID;
 
 static REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
@@ -180,14 +180,14 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
     // Only the W3C trace context propagator is installed: without its header there is
     // nothing to extract, and the lookup is skipped.
     if request.headers().contains_key("traceparent") {
-        let _ = span.set_parent(kubedav_api::rpc::extract_context(request.headers()));
+        let _ = span.set_parent(kubedav_remote::observe::extract_context(request.headers()));
     }
     let request =
         request.map(|body| axum::body::Body::new(CountingBody::new(body, metrics.bytes_in.clone())));
     IN_FLIGHT.inc();
     let started = Instant::now();
     let request_id: std::sync::Arc<str> = id.to_str().unwrap_or_default().into();
-    let mut response = kubedav_api::rpc::REQUEST_ID
+    let mut response = kubedav_remote::observe::REQUEST_ID
         .scope(request_id, next(request))
         .instrument(span.clone())
         .await;

@@ -428,8 +428,8 @@ impl Cli {
     }
 
     /// What a gRPC service asks of its callers: the shared token, if one is set.
-    pub fn require_token(&self) -> kubedav_kit::grpc::RequireToken {
-        kubedav_kit::grpc::RequireToken::new(self.grpc_token.as_deref())
+    pub fn require_token(&self) -> kubedav_remote::serve::RequireToken {
+        kubedav_remote::serve::RequireToken::new(self.grpc_token.as_deref())
     }
 
     /// The gateway's limits.

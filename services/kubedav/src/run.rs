@@ -1,20 +1,23 @@
 //! Wiring each target: which cores or clients, which servers.
 
 use crate::cli::{Cli, LogFormat, Target};
-use kubedav_api::auth::{Auth, AuthGrpc, RemoteAuth};
-use kubedav_api::cache::{CacheConfig, CachedFileIo, CachedLocks};
-use kubedav_api::fileio::{FileIo, FileIoGrpc, RemoteFileIo};
-use kubedav_api::lease::Leases;
-use kubedav_api::locks::{Locks, LocksGrpc, RemoteLocks};
-use kubedav_api::markdown::{Markdown, MarkdownGrpc, RemoteMarkdown};
-use kubedav_api::rpc::ObservedChannel;
+use kubedav_api::auth::Auth;
+use kubedav_api::fileio::FileIo;
+use kubedav_api::locks::Locks;
+use kubedav_api::markdown::Markdown;
 use kubedav_auth::AuthCore;
 use kubedav_fileio::LocalFileIo;
+use kubedav_gateway::cache::{CacheConfig, CachedFileIo, CachedLocks};
 use kubedav_gateway::{Gateway, Ports};
 use kubedav_kit::admin::ReadinessCheck;
 use kubedav_kit::shutdown::Shutdown;
-use kubedav_kit::{admin, grpc, listen, telemetry};
+use kubedav_kit::{admin, listen, telemetry};
 use kubedav_locks::{MemoryLocks, RedisLocks};
+use kubedav_remote::client::{RemoteAuth, RemoteFileIo, RemoteLocks, RemoteMarkdown};
+use kubedav_remote::lease::Leases;
+use kubedav_remote::observe::ObservedChannel;
+use kubedav_remote::serve as grpc;
+use kubedav_remote::server::{AuthGrpc, FileIoGrpc, LocksGrpc, MarkdownGrpc};
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::transport::Endpoint;
@@ -50,8 +53,8 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             .await
         }
         Target::Gateway => {
-            kubedav_api::rpc::register_client_metrics();
-            kubedav_api::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
+            kubedav_remote::observe::register_client_metrics();
+            kubedav_remote::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
             let fileio = RemoteFileIo::new(channel("fileio", &cli.fileio_url, cli.grpc_token.as_deref())?);
             let locks = RemoteLocks::new(channel("locks", &cli.locks_url, cli.grpc_token.as_deref())?);
             // What the gateway keeps of fileio's and the locks service's answers, under
@@ -59,7 +62,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             let (fileio, locks): (Arc<dyn FileIo>, Arc<dyn Locks>) = if cli.gateway_cache_mib == 0 {
                 (Arc::new(fileio), Arc::new(locks))
             } else {
-                kubedav_api::cache::register_metrics();
+                kubedav_gateway::cache::register_metrics();
                 let config = CacheConfig {
                     capacity_bytes: cli.gateway_cache_mib << 20,
                     freshness: Duration::from_millis(cli.gateway_cache_freshness_ms),
@@ -257,9 +260,9 @@ fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
 }
 
 /// A channel to a service: balanced over every pod when the URL names a headless
-/// Service, reconnecting with backoff (see `kubedav_kit::balance`).
+/// Service, reconnecting with backoff (see `kubedav_remote::balance`).
 fn channel(service: &'static str, url: &str, token: Option<&str>) -> Result<ObservedChannel, String> {
-    let backends = kubedav_kit::balance::channel(url, move |url| endpoint(service, url))?;
+    let backends = kubedav_remote::balance::channel(url, move |url| endpoint(service, url))?;
     ObservedChannel::balanced(backends, url).with_token(token)
 }
 
@@ -267,13 +270,13 @@ fn channel(service: &'static str, url: &str, token: Option<&str>) -> Result<Obse
 fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
     Ok(Endpoint::from_shared(url.to_owned())
         .map_err(|e| format!("--{service}-url {url} is not a valid URL: {e}"))?
-        // The connection itself (timeout, no delay, backoff) is kubedav_kit::backoff's.
+        // The connection itself (timeout, no delay, backoff) is kubedav_remote::backoff's.
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true)
         .initial_stream_window_size(Some(4 << 20))
         .initial_connection_window_size(Some(16 << 20))
-        .max_frame_size(Some(kubedav_kit::grpc::MAX_FRAME_BYTES))
+        .max_frame_size(Some(kubedav_remote::serve::MAX_FRAME_BYTES))
         // A call the gateway ends early (a 304, a client gone) resets its stream, and
         // frames fileio had already sent for it arrive after the reset. HTTP/2 ignores
         // them while it remembers the stream; hyper remembers 10, and a frame for a

@@ -1,6 +1,6 @@
 //! The backends of one service as the gateway sees them: one gRPC channel per pod (or
 //! one for an IP address), with calls spread round-robin. The list is replaced as the
-//! service's name resolves to other pods (`kubedav_kit::balance`); each channel
+//! service's name resolves to other pods ([`super::channel`]); each channel
 //! reconnects by itself, with backoff, after its pod goes away.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

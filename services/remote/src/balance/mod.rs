@@ -5,7 +5,9 @@
 //! so the pods' loads even out). [`channel`] re-resolves the name every few seconds, adds
 //! new pods and drops gone ones.
 
-use kubedav_api::backends::Backends;
+pub use backends::Backends;
+mod backends;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;

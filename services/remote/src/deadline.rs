@@ -75,8 +75,8 @@ pub async fn within<T>(
 /// the one before; a stall ends the stream with DEADLINE_EXCEEDED.
 pub fn each_within<T: Send + 'static>(
     service: &'static str,
-    stream: crate::BoxStream<T>,
-) -> crate::BoxStream<T> {
+    stream: kubedav_api::BoxStream<T>,
+) -> kubedav_api::BoxStream<T> {
     use futures_util::StreamExt;
     let timeout = call_timeout();
     futures_util::stream::unfold(Some(stream), move |state| async move {

@@ -1,12 +1,12 @@
 //! [`CachedLocks`]: lock discovery kept under the locks service's lease.
 
 use super::Lookups;
-use crate::lease::{self, Lease};
-use crate::locks::{
+use kubedav_api::locks::{
     CheckWriteRequest, CheckWriteResponse, DiscoverRequest, DiscoverResponse, LockRequest, LockResponse,
-    Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, RemoteLocks, UnlockRequest,
-    UnlockResponse,
+    Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, UnlockRequest, UnlockResponse,
 };
+use kubedav_remote::client::RemoteLocks;
+use kubedav_remote::lease::{self, Lease};
 use quick_cache::sync::Cache;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -146,7 +146,7 @@ impl Locks for CachedLocks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locks::{ActiveLock, ResourceLocks};
+    use kubedav_api::locks::{ActiveLock, ResourceLocks};
 
     fn answer(timeouts: &[u64]) -> DiscoverResponse {
         DiscoverResponse {

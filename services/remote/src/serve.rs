@@ -1,6 +1,6 @@
 //! Serving a kubedav gRPC service: the service itself, the standard gRPC health service
 //! (`grpc.health.v1.Health`, for Kubernetes gRPC probes and grpcurl) and server
-//! reflection, with every call observed (`kubedav_api::rpc`: a span continuing the
+//! reflection, with every call observed ([`crate::observe`]: a span continuing the
 //! caller's trace context, and the server call metrics).
 
 use std::future::Future;
@@ -68,7 +68,7 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    kubedav_api::rpc::register_server_metrics();
+    crate::observe::register_server_metrics();
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_service_status(S::NAME, tonic_health::ServingStatus::Serving)
@@ -89,7 +89,7 @@ where
         .initial_stream_window_size(Some(4 << 20))
         .initial_connection_window_size(Some(16 << 20))
         .max_frame_size(Some(MAX_FRAME_BYTES))
-        .layer(kubedav_api::rpc::ServerLayer)
+        .layer(crate::observe::ServerLayer)
         .add_service(health_service)
         .add_service(InterceptedService::new(reflection, token.clone()))
         .add_service(InterceptedService::new(service, token))
@@ -112,8 +112,8 @@ pub async fn serve_target<S>(
     admin_addr: &str,
     service: S,
     token: RequireToken,
-    ready: crate::admin::ReadinessCheck,
-    shutdown: crate::shutdown::Shutdown,
+    ready: kubedav_kit::admin::ReadinessCheck,
+    shutdown: kubedav_kit::shutdown::Shutdown,
 ) -> Result<(), String>
 where
     S: tower_service::Service<
@@ -127,13 +127,13 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let (grpc_listener, _) = crate::listen::bind(&format!("{name} gRPC"), grpc_addr).await?;
-    let (admin_listener, _) = crate::listen::bind(&format!("{name} admin"), admin_addr).await?;
+    let (grpc_listener, _) = kubedav_kit::listen::bind(&format!("{name} gRPC"), grpc_addr).await?;
+    let (admin_listener, _) = kubedav_kit::listen::bind(&format!("{name} admin"), admin_addr).await?;
     let main = serve(grpc_listener, service, token, shutdown.clone().requested());
-    crate::admin::serve_beside(admin_listener, ready, shutdown, main).await
+    kubedav_kit::admin::serve_beside(admin_listener, ready, shutdown, main).await
 }
 
 /// A readiness check for services whose only dependency is themselves.
-pub fn always_ready() -> crate::admin::ReadinessCheck {
+pub fn always_ready() -> kubedav_kit::admin::ReadinessCheck {
     std::sync::Arc::new(|| Box::pin(async { Ok(()) }))
 }

@@ -2,17 +2,19 @@
 //! under fileio's lease.
 
 use super::{CacheConfig, Lookups};
-use crate::BoxStream;
-use crate::fileio::{
-    CopyRequest, DeleteRequest, DeleteResponse, FileInfo, FileIo, ListEntry, ListRequest, ListResponse,
-    MkdirRequest, MkdirResponse, MoveRequest, PatchPropertiesRequest, PatchPropertiesResponse, ReadChunk,
-    ReadHeader, ReadReply, ReadRequest, RemoteFileIo, StatRequest, TransferResponse, UsageRequest,
-    UsageResponse, WriteHeader, WriteResponse,
-};
-use crate::lease::{self, Invalidation, Lease};
-use crate::pb::fileio::v1::{Depth, PropertySelection, property_selection};
 use bytes::{Bytes, BytesMut};
 use futures_util::{StreamExt, TryStreamExt};
+use kubedav_api::BoxStream;
+use kubedav_api::fileio::{
+    CopyRequest, DeleteRequest, DeleteResponse, FileInfo, FileIo, ListEntry, ListRequest, ListResponse,
+    MkdirRequest, MkdirResponse, MoveRequest, PatchPropertiesRequest, PatchPropertiesResponse, ReadChunk,
+    ReadHeader, ReadReply, ReadRequest, StatRequest, TransferResponse, UsageRequest, UsageResponse,
+    WriteHeader, WriteResponse,
+};
+use kubedav_api::lease::Invalidation;
+use kubedav_api::pb::fileio::v1::{Depth, PropertySelection, property_selection};
+use kubedav_remote::client::RemoteFileIo;
+use kubedav_remote::lease::{self, Lease};
 use quick_cache::sync::Cache;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -335,8 +337,8 @@ impl Drop for FillClaim<'_> {
 }
 
 /// A read answered from a kept file: each resolved range is one chunk, a slice of it.
-fn whole_or_ranges(kept: &KeptFile, ranges: &[crate::pb::fileio::v1::ByteRangeSpec]) -> ReadReply {
-    let ranges = crate::ranges::resolve_ranges(ranges, kept.info.size);
+fn whole_or_ranges(kept: &KeptFile, ranges: &[kubedav_api::pb::fileio::v1::ByteRangeSpec]) -> ReadReply {
+    let ranges = kubedav_api::ranges::resolve_ranges(ranges, kept.info.size);
     let chunks: Vec<_> = ranges
         .iter()
         .enumerate()
@@ -375,7 +377,7 @@ fn select(entries: Vec<ListEntry>, selection: &PropertySelection) -> ListRespons
             .into_iter()
             .map(|entry| ListEntry {
                 info: entry.info,
-                properties: crate::properties::select(entry.properties, selection),
+                properties: kubedav_api::properties::select(entry.properties, selection),
             })
             .collect(),
     }
@@ -392,7 +394,7 @@ fn batched(entries: &[ListEntry], selection: &PropertySelection) -> BoxStream<Li
                 .iter()
                 .map(|entry| ListEntry {
                     info: entry.info.clone(),
-                    properties: crate::properties::select(entry.properties.clone(), selection),
+                    properties: kubedav_api::properties::select(entry.properties.clone(), selection),
                 })
                 .collect();
             Ok(ListResponse { entries })

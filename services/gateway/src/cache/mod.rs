@@ -1,5 +1,5 @@
 //! What a gateway keeps of the services' answers in microservices mode, under the
-//! services' leases ([`crate::lease`]): [`CachedFileIo`] (files of up to 1 MiB, single
+//! services' leases (`kubedav_remote::lease`): [`CachedFileIo`] (files of up to 1 MiB, single
 //! resources and collections' Depth 1 listings, with their dead properties) and
 //! [`CachedLocks`] (lock discovery). Each implements its port around the remote adapter,
 //! so the gateway does not know they are there.

@@ -1,0 +1,37 @@
+//! [`RemoteAuth`]: the [`Auth`] port over gRPC.
+
+use super::{Budget, Caller};
+use crate::observe::ObservedChannel;
+use kubedav_api::auth::*;
+use kubedav_api::pb::auth::v1 as pb;
+use tonic::Status;
+
+type Client = pb::auth_client::AuthClient<ObservedChannel>;
+
+/// The service's name in deadline errors.
+const CALLEE: &str = "auth";
+
+/// [`Auth`] over gRPC: what a gateway uses in microservices mode.
+#[derive(Clone)]
+pub struct RemoteAuth {
+    calls: Caller<Client>,
+}
+
+impl RemoteAuth {
+    /// A client on `channel`: one connection, or a balanced set of them
+    /// ([`crate::balance::channel`]), observed ([`ObservedChannel`]).
+    pub fn new(channel: ObservedChannel) -> Self {
+        Self {
+            calls: Caller::new(pb::auth_client::AuthClient::new(channel), CALLEE),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Auth for RemoteAuth {
+    async fn verify(&self, request: VerifyRequest) -> Result<VerifyResponse, Status> {
+        self.calls
+            .unary(Budget::Call, request, |mut c, r| async move { c.verify(r).await })
+            .await
+    }
+}

@@ -1,0 +1,25 @@
+//! kubedav's services across the wire: everything a call between two processes needs,
+//! and nothing a service core needs to do its work.
+//!
+//! * [`client`]: the tonic clients that implement the ports of `kubedav-api`
+//!   ([`client::RemoteFileIo`] and its siblings), each call within a deadline
+//!   ([`deadline`]).
+//! * [`server`]: the tonic services that expose any implementation of a port
+//!   ([`server::FileIoGrpc`] and its siblings), and [`serve`], which runs one with the
+//!   standard health and reflection services.
+//! * [`lease`]: both ends of the lease protocol, which lets the gateway keep answers.
+//! * [`balance`]: one channel per pod behind a headless Service, calls spread over
+//!   them, each reconnecting with [`backoff`].
+//! * [`observe`]: spans, trace-context propagation and call metrics on both ends.
+//!
+//! `docs/architecture.md` says why these live apart from `kubedav-kit` (process
+//! plumbing every target shares) and from `kubedav-api` (the contract).
+
+pub mod backoff;
+pub mod balance;
+pub mod client;
+pub mod deadline;
+pub mod lease;
+pub mod observe;
+pub mod serve;
+pub mod server;

@@ -1,0 +1,34 @@
+//! Observing gRPC calls on both ends of a hop.
+//!
+//! * **Client** ([`ObservedChannel`]): every call gets a client span named
+//!   `package.Service/Method` with the OpenTelemetry RPC attributes (`rpc.system`,
+//!   `rpc.service`, `rpc.method`, `server.address`, `server.port`, and
+//!   `rpc.grpc.status_code` once it ends). The span's W3C trace context and the request's
+//!   id ([`REQUEST_ID`]) travel in the call's metadata.
+//! * **Server** ([`ServerLayer`]): every incoming call gets a server span that continues
+//!   the caller's trace context and records the caller's request id, with the same
+//!   attributes (`server.address` is the `:authority` the caller addressed).
+//! * **Metrics** on both ends, in the style of go-grpc-prometheus:
+//!   `kubedav_grpc_{client,server}_started_total`, `..._handled_total` (with the gRPC
+//!   status `grpc_code`) and `..._handling_seconds`, labelled `grpc_service` and
+//!   `grpc_method` (not `service`, which Kubernetes scrapes add). A call is handled when its last response
+//!   message and status have arrived, so a streaming call is timed to its end. Labels are
+//!   bounded: methods outside kubedav's, health's and reflection's protos count as
+//!   `other`.
+
+//!
+//! The modules: [`metrics`] (the call counters and histograms), [`body`] (recording a
+//! call's end when its status arrives), [`client`] ([`ObservedChannel`]), [`server`]
+//! ([`ServerLayer`]) and [`propagation`] (trace context and request id in metadata).
+
+mod body;
+mod client;
+pub mod metrics;
+pub mod propagation;
+mod server;
+
+pub use body::ObservedBody;
+pub use client::ObservedChannel;
+pub use metrics::{register_client_metrics, register_server_metrics};
+pub use propagation::{REQUEST_ID, REQUEST_ID_HEADER, extract_context};
+pub use server::{ObservedServer, ServerLayer};

@@ -1,0 +1,35 @@
+//! [`AuthGrpc`]: any [`Auth`] as the `kubedav.auth.v1.Auth` gRPC service.
+
+use kubedav_api::auth::*;
+use kubedav_api::pb::auth::v1 as pb;
+use std::sync::Arc;
+use tonic::Status;
+
+/// Exposes any [`Auth`] implementation as the `kubedav.auth.v1.Auth` gRPC service.
+pub struct AuthGrpc {
+    inner: Arc<dyn Auth>,
+}
+
+impl AuthGrpc {
+    /// Wraps an auth core.
+    pub fn new(inner: Arc<dyn Auth>) -> Self {
+        Self { inner }
+    }
+
+    /// The tonic service, ready to be added to a server.
+    pub fn into_service(self) -> pb::auth_server::AuthServer<Self> {
+        pb::auth_server::AuthServer::new(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl pb::auth_server::Auth for AuthGrpc {
+    async fn verify(
+        &self,
+        request: tonic::Request<VerifyRequest>,
+    ) -> Result<tonic::Response<VerifyResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.verify(request.into_inner()).await?,
+        ))
+    }
+}

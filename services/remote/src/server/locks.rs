@@ -1,0 +1,125 @@
+//! [`LocksGrpc`]: any [`Locks`] as the `kubedav.locks.v1.Locks` gRPC service.
+
+use crate::lease::Leases;
+use futures_util::StreamExt;
+use kubedav_api::BoxStream;
+use kubedav_api::lease::{Invalidation, WatchEvent, WatchRequest};
+use kubedav_api::locks::*;
+use kubedav_api::pb::locks::v1 as pb;
+use std::sync::Arc;
+use tonic::Status;
+
+/// Exposes any [`Locks`] implementation as the `kubedav.locks.v1.Locks` gRPC service.
+pub struct LocksGrpc {
+    inner: Arc<dyn Locks>,
+    /// Leases on callers' copies of Discover answers: only for a sole keeper of locks.
+    leases: Option<Arc<Leases>>,
+}
+
+impl LocksGrpc {
+    /// Wraps a locks core. It offers no leases: see [`LocksGrpc::with_leases`].
+    pub fn new(inner: Arc<dyn Locks>) -> Self {
+        Self { inner, leases: None }
+    }
+
+    /// Offers leases on Discover answers, announcing every lock change before answering
+    /// it. Only for a core that is the sole keeper of its locks (the memory store): a
+    /// store shared with other replicas changes behind this service's back.
+    pub fn with_leases(mut self) -> Self {
+        self.leases = Some(Leases::new("locks"));
+        self
+    }
+
+    /// The leases it hands out, if any, to close them when the service stops.
+    pub fn leases(&self) -> Option<Arc<Leases>> {
+        self.leases.clone()
+    }
+
+    /// Makes a lock change under the leases, if any ([`Leases::change`]): a change that
+    /// succeeded may show in every kept discovery, so all are dropped.
+    async fn change<T>(
+        &self,
+        change: impl std::future::Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        match &self.leases {
+            Some(leases) => {
+                leases
+                    .change(change, |outcome| outcome.is_ok().then(Invalidation::everything))
+                    .await
+            }
+            None => change.await,
+        }
+    }
+
+    /// The tonic service, ready to be added to a server.
+    pub fn into_service(self) -> pb::locks_server::LocksServer<Self> {
+        pb::locks_server::LocksServer::new(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl pb::locks_server::Locks for LocksGrpc {
+    type WatchStream = BoxStream<WatchEvent>;
+
+    async fn watch(
+        &self,
+        request: tonic::Request<tonic::Streaming<WatchRequest>>,
+    ) -> Result<tonic::Response<Self::WatchStream>, Status> {
+        match &self.leases {
+            Some(leases) => Ok(tonic::Response::new(leases.watch(request.into_inner().boxed()))),
+            None => Err(Status::failed_precondition(
+                "this lock store is shared with other replicas: no leases are offered",
+            )),
+        }
+    }
+
+    async fn lock(
+        &self,
+        request: tonic::Request<LockRequest>,
+    ) -> Result<tonic::Response<LockResponse>, Status> {
+        let answer = self.change(self.inner.lock(request.into_inner())).await?;
+        Ok(tonic::Response::new(answer))
+    }
+
+    async fn refresh(
+        &self,
+        request: tonic::Request<RefreshRequest>,
+    ) -> Result<tonic::Response<RefreshResponse>, Status> {
+        let answer = self.change(self.inner.refresh(request.into_inner())).await?;
+        Ok(tonic::Response::new(answer))
+    }
+
+    async fn unlock(
+        &self,
+        request: tonic::Request<UnlockRequest>,
+    ) -> Result<tonic::Response<UnlockResponse>, Status> {
+        let answer = self.change(self.inner.unlock(request.into_inner())).await?;
+        Ok(tonic::Response::new(answer))
+    }
+
+    async fn check_write(
+        &self,
+        request: tonic::Request<CheckWriteRequest>,
+    ) -> Result<tonic::Response<CheckWriteResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.check_write(request.into_inner()).await?,
+        ))
+    }
+
+    async fn discover(
+        &self,
+        request: tonic::Request<DiscoverRequest>,
+    ) -> Result<tonic::Response<DiscoverResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.discover(request.into_inner()).await?,
+        ))
+    }
+
+    async fn release(
+        &self,
+        request: tonic::Request<ReleaseRequest>,
+    ) -> Result<tonic::Response<ReleaseResponse>, Status> {
+        let answer = self.change(self.inner.release(request.into_inner())).await?;
+        Ok(tonic::Response::new(answer))
+    }
+}

@@ -1,0 +1,11 @@
+//! The server adapters: each exposes any implementation of a port as its gRPC service.
+
+mod auth;
+mod fileio;
+mod locks;
+mod markdown;
+
+pub use auth::AuthGrpc;
+pub use fileio::FileIoGrpc;
+pub use locks::LocksGrpc;
+pub use markdown::MarkdownGrpc;
