@@ -28,7 +28,7 @@ pub fn principal(request: &Request) -> String {
 }
 
 fn is_read(method: &Method) -> bool {
-    matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS" | "PROPFIND")
+    crate::handlers::method::DavMethod::of(method).is_some_and(|m| m.is_read())
 }
 
 fn challenge(gateway: &Gateway, message: &str) -> Response {

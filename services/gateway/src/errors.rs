@@ -8,13 +8,17 @@ use tonic::Code;
 /// Seconds a client is asked to wait after a 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
 
-/// An error answered with `status` and a plain-text body saying what was wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An error answered with `status` and a plain-text body saying what was wrong, or
+/// with a response built for it (a 423 naming the locks in the way, a WebDAV error
+/// body), so that handlers pass every refusal on with `?`.
+#[derive(Debug)]
 pub struct HttpError {
     /// The HTTP status.
     pub status: StatusCode,
-    /// One sentence for the client.
+    /// One sentence for the client (empty for a prebuilt response).
     pub message: String,
+    /// The whole answer, when it is more than a status and a sentence.
+    prebuilt: Option<Box<Response>>,
 }
 
 impl HttpError {
@@ -23,6 +27,16 @@ impl HttpError {
         Self {
             status,
             message: message.into(),
+            prebuilt: None,
+        }
+    }
+
+    /// An error answered with `response` as it is.
+    pub fn respond(response: Response) -> Self {
+        Self {
+            status: response.status(),
+            message: String::new(),
+            prebuilt: Some(Box::new(response)),
         }
     }
 
@@ -84,6 +98,9 @@ impl From<tonic::Status> for HttpError {
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
+        if let Some(response) = self.prebuilt {
+            return *response;
+        }
         let mut response = (
             self.status,
             [(

@@ -35,6 +35,14 @@ pub fn parent(path: &VolumePath) -> Option<WriteTarget> {
     path.split_last().map(|(parent, _)| target(&parent, false))
 }
 
+/// A resource that is created, replaced or removed, and the membership of its
+/// collection, which changes with it: what DELETE, MKCOL, COPY, MOVE and PUT modify.
+pub fn member(path: &VolumePath, recursive: bool) -> Vec<WriteTarget> {
+    std::iter::once(target(path, recursive))
+        .chain(parent(path))
+        .collect()
+}
+
 /// The request's parsed If header (empty when absent); 400 when malformed.
 pub fn if_header(headers: &HeaderMap) -> Result<Vec<kubedav_api::locks::TaggedLists>, HttpError> {
     let Some(value) = headers.get("if") else {
@@ -66,12 +74,15 @@ pub async fn check_write(
     principal: String,
     request_path: &VolumePath,
     targets: Vec<WriteTarget>,
-) -> Result<(), Response> {
+) -> Result<(), HttpError> {
     let reply = ask(gateway, headers, principal, request_path, targets).await?;
     match reply.outcome() {
         Outcome::Allowed => Ok(()),
         Outcome::PreconditionFailed => Err(precondition_failed()),
-        Outcome::Locked => Err(locked("lock-token-submitted", &reply.conflicts)),
+        Outcome::Locked => Err(HttpError::respond(locked(
+            "lock-token-submitted",
+            &reply.conflicts,
+        ))),
     }
 }
 
@@ -86,11 +97,9 @@ pub async fn check_create(
     headers: &HeaderMap,
     principal: String,
     path: &VolumePath,
-) -> Result<Option<String>, Response> {
+) -> Result<Option<String>, HttpError> {
     let parent_target = parent(path);
-    let targets = std::iter::once(target(path, false))
-        .chain(parent_target.clone())
-        .collect();
+    let targets = member(path, false);
     let reply = ask(gateway, headers, principal, path, targets).await?;
     match reply.outcome() {
         Outcome::Allowed => return Ok(None),
@@ -113,18 +122,20 @@ pub async fn check_create(
         {
             Ok(info) => return Ok(Some(info.etag)),
             Err(status) if status.code() == tonic::Code::NotFound => {}
-            Err(status) => return Err(HttpError::from(status).into_response()),
+            Err(status) => return Err(status.into()),
         }
     }
-    Err(locked("lock-token-submitted", &reply.conflicts))
+    Err(HttpError::respond(locked(
+        "lock-token-submitted",
+        &reply.conflicts,
+    )))
 }
 
-fn precondition_failed() -> Response {
+fn precondition_failed() -> HttpError {
     HttpError::new(
         StatusCode::PRECONDITION_FAILED,
         "the If header's conditions do not hold for the current state of the resource",
     )
-    .into_response()
 }
 
 /// The locks service's decision on a write to `targets`, given the request's If header.
@@ -134,8 +145,8 @@ async fn ask(
     principal: String,
     request_path: &VolumePath,
     targets: Vec<WriteTarget>,
-) -> Result<kubedav_api::locks::CheckWriteResponse, Response> {
-    let if_header = if_header(headers).map_err(IntoResponse::into_response)?;
+) -> Result<kubedav_api::locks::CheckWriteResponse, HttpError> {
+    let if_header = if_header(headers)?;
     let mut etags = HashMap::new();
     let has_etags = if_header
         .iter()
@@ -167,7 +178,7 @@ async fn ask(
     let span = tracing::info_span!("locks.check_write", targets = request.targets.len() as i64);
     tracing::Instrument::instrument(gateway.locks.check_write(request), span)
         .await
-        .map_err(|status| HttpError::from(status).into_response())
+        .map_err(HttpError::from)
 }
 
 /// A 423 Locked response naming the lock roots in a precondition element.

@@ -1,5 +1,6 @@
 //! COPY and MOVE (RFC 4918 9.8, 9.9).
 
+use super::guard::{Change, guard_write};
 use super::request_path;
 use crate::Gateway;
 use crate::errors::{HttpError, HttpResult};
@@ -39,23 +40,12 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
             "the source and the destination are the same resource",
         ));
     }
-    let mut targets = vec![crate::locking::target(&destination.path, true)];
-    targets.extend(crate::locking::parent(&destination.path));
+    let mut targets = crate::locking::member(&destination.path, true);
     if is_move {
-        targets.push(crate::locking::target(&source.path, true));
-        targets.extend(crate::locking::parent(&source.path));
+        targets.extend(crate::locking::member(&source.path, true));
     }
-    if let Err(response) = crate::locking::check_write(
-        gateway,
-        headers,
-        crate::auth::principal(&request),
-        &source.path,
-        targets,
-    )
-    .await
-    {
-        return Ok(response);
-    }
+    let principal = crate::auth::principal(&request);
+    guard_write(gateway, headers, principal, &source.path, Change::of(targets)).await?;
     let (from, to) = (
         source.path.as_str().to_owned(),
         destination.path.as_str().to_owned(),

@@ -1,8 +1,8 @@
 //! DELETE: remove a resource, a collection with all its members (RFC 4918 9.6).
 
-use super::{current_validators, has_preconditions, request_path, single_if_match};
+use super::guard::{Change, guard_write};
+use super::{request_path, single_if_match};
 use crate::Gateway;
-use crate::conditional::{Outcome, evaluate};
 use crate::errors::{HttpError, HttpResult};
 use axum::extract::Request;
 use axum::response::IntoResponse;
@@ -18,29 +18,10 @@ pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
             "the root collection cannot be deleted",
         ));
     }
-    if has_preconditions(request.headers()) {
-        let current = current_validators(gateway, &target.path).await?;
-        if evaluate(request.headers(), current.as_ref(), false) != Outcome::Proceed {
-            return Err(HttpError::new(
-                StatusCode::PRECONDITION_FAILED,
-                "a precondition header did not hold",
-            ));
-        }
-    }
-    let targets = std::iter::once(crate::locking::target(&target.path, true))
-        .chain(crate::locking::parent(&target.path))
-        .collect();
-    if let Err(response) = crate::locking::check_write(
-        gateway,
-        request.headers(),
-        crate::auth::principal(&request),
-        &target.path,
-        targets,
-    )
-    .await
-    {
-        return Ok(response);
-    }
+    let targets = crate::locking::member(&target.path, true);
+    let principal = crate::auth::principal(&request);
+    let change = Change::of(targets).conditional();
+    guard_write(gateway, request.headers(), principal, &target.path, change).await?;
     let reply = gateway
         .fileio
         .delete(DeleteRequest {

@@ -1,5 +1,6 @@
 //! LOCK and UNLOCK (RFC 4918 9.10, 9.11) through the locks service.
 
+use super::guard::{Change, guard_write};
 use super::{request_path, xml_body};
 use crate::Gateway;
 use crate::errors::{HttpError, HttpResult};
@@ -77,17 +78,10 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     };
     // Locking an unmapped URL creates a member of its collection (RFC 4918 7.3): that
     // needs the token of a lock on the collection, as any other new member does.
-    if existing.is_none()
-        && let Err(response) = crate::locking::check_write(
-            gateway,
-            &headers,
-            principal.clone(),
-            &target.path,
-            crate::locking::parent(&target.path).into_iter().collect(),
-        )
-        .await
-    {
-        return Ok(response);
+    if existing.is_none() {
+        let membership = crate::locking::parent(&target.path).into_iter().collect();
+        let change = Change::of(membership);
+        guard_write(gateway, &headers, principal.clone(), &target.path, change).await?;
     }
     let reply = gateway
         .locks

@@ -1,5 +1,6 @@
 //! MKCOL: create a collection (RFC 4918 9.3).
 
+use super::guard::{Change, guard_write};
 use super::{has_body, request_path};
 use crate::Gateway;
 use crate::errors::{HttpError, HttpResult};
@@ -25,20 +26,10 @@ pub async fn mkcol(gateway: &Gateway, request: Request) -> HttpResult {
             "the root collection already exists",
         ));
     }
-    let targets = std::iter::once(crate::locking::target(&target.path, false))
-        .chain(crate::locking::parent(&target.path))
-        .collect();
-    if let Err(response) = crate::locking::check_write(
-        gateway,
-        request.headers(),
-        crate::auth::principal(&request),
-        &target.path,
-        targets,
-    )
-    .await
-    {
-        return Ok(response);
-    }
+    let targets = crate::locking::member(&target.path, false);
+    let principal = crate::auth::principal(&request);
+    let change = Change::of(targets);
+    guard_write(gateway, request.headers(), principal, &target.path, change).await?;
     match gateway
         .fileio
         .mkdir(MkdirRequest {

@@ -3,8 +3,10 @@
 mod copymove;
 mod delete;
 mod get;
+mod guard;
 mod lock;
 mod markdown;
+pub mod method;
 mod mkcol;
 mod options;
 pub(crate) mod propfind;
@@ -17,38 +19,33 @@ use crate::paths::{DecodeError, RequestPath, decode};
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
+use method::DavMethod;
 use std::sync::Arc;
 
-/// The methods this gateway implements, for `Allow` headers.
-pub const ALLOW: &str =
-    "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, PROPPATCH, COPY, MOVE, LOCK, UNLOCK";
-
-/// Routes a request to its method's handler.
+/// Routes a request to its method's handler; 405 with `Allow` for any other method.
 pub async fn dispatch(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
-    let result = match request.method().as_str() {
-        "GET" => get::get(&gateway, request, false).await,
-        "HEAD" => get::get(&gateway, request, true).await,
-        "PUT" => put::put(&gateway, request).await,
-        "DELETE" => delete::delete(&gateway, request).await,
-        "MKCOL" => mkcol::mkcol(&gateway, request).await,
-        "OPTIONS" => Ok(options::options()),
-        "PROPFIND" => propfind::propfind(&gateway, request).await,
-        "PROPPATCH" => proppatch::proppatch(&gateway, request).await,
-        "COPY" => copymove::copy_or_move(&gateway, request, false).await,
-        "MOVE" => copymove::copy_or_move(&gateway, request, true).await,
-        "LOCK" => lock::lock(&gateway, request).await,
-        "UNLOCK" => lock::unlock(&gateway, request).await,
-        other => {
-            let mut response = HttpError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                format!("method {other} is not supported"),
-            )
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::ALLOW, header::HeaderValue::from_static(ALLOW));
-            return response;
-        }
+    let Some(method) = DavMethod::of(request.method()) else {
+        let mut response = HttpError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {} is not supported", request.method()),
+        )
+        .into_response();
+        response.headers_mut().insert(header::ALLOW, method::allow());
+        return response;
+    };
+    let result = match method {
+        DavMethod::Get => get::get(&gateway, request, false).await,
+        DavMethod::Head => get::get(&gateway, request, true).await,
+        DavMethod::Put => put::put(&gateway, request).await,
+        DavMethod::Delete => delete::delete(&gateway, request).await,
+        DavMethod::Mkcol => mkcol::mkcol(&gateway, request).await,
+        DavMethod::Options => Ok(options::options()),
+        DavMethod::Propfind => propfind::propfind(&gateway, request).await,
+        DavMethod::Proppatch => proppatch::proppatch(&gateway, request).await,
+        DavMethod::Copy => copymove::copy_or_move(&gateway, request, false).await,
+        DavMethod::Move => copymove::copy_or_move(&gateway, request, true).await,
+        DavMethod::Lock => lock::lock(&gateway, request).await,
+        DavMethod::Unlock => lock::unlock(&gateway, request).await,
     };
     result.unwrap_or_else(IntoResponse::into_response)
 }
@@ -59,39 +56,6 @@ pub fn request_path(request: &Request) -> Result<RequestPath, HttpError> {
         DecodeError::TooLong => HttpError::new(StatusCode::URI_TOO_LONG, e.to_string()),
         DecodeError::Invalid(inner) => HttpError::bad_request(format!("invalid request path: {inner}")),
     })
-}
-
-/// Whether any precondition header is present (then the current validators are needed).
-pub fn has_preconditions(headers: &http::HeaderMap) -> bool {
-    [
-        header::IF_MATCH,
-        header::IF_NONE_MATCH,
-        header::IF_MODIFIED_SINCE,
-        header::IF_UNMODIFIED_SINCE,
-    ]
-    .iter()
-    .any(|name| headers.contains_key(name))
-}
-
-/// The current validators of `path`, `None` if it does not exist.
-pub async fn current_validators(
-    gateway: &Gateway,
-    path: &kubedav_api::path::VolumePath,
-) -> Result<Option<crate::conditional::Validators>, HttpError> {
-    match gateway
-        .fileio
-        .stat(kubedav_api::fileio::StatRequest {
-            path: path.as_str().to_owned(),
-        })
-        .await
-    {
-        Ok(info) => Ok(Some(crate::conditional::Validators::new(
-            &info.etag,
-            info.modified_unix_ns,
-        ))),
-        Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
-        Err(status) => Err(status.into()),
-    }
 }
 
 /// The single strong etag of an `If-Match` header, to be re-checked by fileio at commit

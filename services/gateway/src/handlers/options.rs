@@ -1,6 +1,6 @@
 //! OPTIONS: what this server offers.
 
-use super::ALLOW;
+use super::method;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
@@ -13,7 +13,7 @@ pub fn options() -> Response {
                 header::HeaderName::from_static("dav"),
                 HeaderValue::from_static("1, 2"),
             ),
-            (header::ALLOW, HeaderValue::from_static(ALLOW)),
+            (header::ALLOW, method::allow()),
             (
                 header::HeaderName::from_static("ms-author-via"),
                 HeaderValue::from_static("DAV"),

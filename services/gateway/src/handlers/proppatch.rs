@@ -1,5 +1,6 @@
 //! PROPPATCH (RFC 4918 9.2): set and remove dead properties, all or nothing.
 
+use super::guard::{Change, guard_write};
 use super::{request_path, xml_body};
 use crate::Gateway;
 use crate::errors::{HttpError, HttpResult, http_status};
@@ -16,17 +17,9 @@ use std::fmt::Write;
 pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
     let targets = vec![crate::locking::target(&target.path, false)];
-    if let Err(response) = crate::locking::check_write(
-        gateway,
-        request.headers(),
-        crate::auth::principal(&request),
-        &target.path,
-        targets,
-    )
-    .await
-    {
-        return Ok(response);
-    }
+    let principal = crate::auth::principal(&request);
+    let change = Change::of(targets);
+    guard_write(gateway, request.headers(), principal, &target.path, change).await?;
     let body = xml_body(request)
         .await?
         .ok_or_else(|| HttpError::bad_request("PROPPATCH needs a DAV:propertyupdate body"))?;

@@ -1,8 +1,8 @@
 //! PUT: streaming atomic upload (RFC 9110 9.3.4, RFC 4918 9.7).
 
-use super::{current_validators, has_preconditions, request_path, single_if_match, validator_headers};
+use super::guard::{Change, guard_write};
+use super::{request_path, single_if_match, validator_headers};
 use crate::Gateway;
-use crate::conditional::{Outcome, evaluate};
 use crate::errors::{HttpError, HttpResult};
 use axum::extract::Request;
 use axum::response::IntoResponse;
@@ -44,22 +44,8 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
     {
         return Err(too_large(limit));
     }
-    if has_preconditions(headers) {
-        let current = current_validators(gateway, &target.path).await?;
-        if evaluate(headers, current.as_ref(), false) != Outcome::Proceed {
-            return Err(HttpError::new(
-                StatusCode::PRECONDITION_FAILED,
-                "a precondition header did not hold",
-            ));
-        }
-    }
-    let must_still_be =
-        match crate::locking::check_create(gateway, headers, crate::auth::principal(&request), &target.path)
-            .await
-        {
-            Ok(etag) => etag,
-            Err(response) => return Ok(response),
-        };
+    let principal = crate::auth::principal(&request);
+    let must_still_be = guard_write(gateway, headers, principal, &target.path, Change::create()).await?;
     let write = WriteHeader {
         path: target.path.as_str().to_owned(),
         expected_size: declared,

@@ -1,0 +1,114 @@
+//! The checks every writing method passes before it changes anything: [`guard_write`].
+
+use crate::Gateway;
+use crate::conditional::{Outcome, Validators, evaluate};
+use crate::errors::HttpError;
+use crate::locking;
+use http::{HeaderMap, StatusCode, header};
+use kubedav_api::locks::WriteTarget;
+use kubedav_api::path::VolumePath;
+
+/// What a writing request is about to change, for [`guard_write`].
+pub struct Change {
+    what: What,
+    /// Whether the request's precondition headers are evaluated too.
+    conditional: bool,
+}
+
+enum What {
+    /// These resources.
+    Targets(Vec<WriteTarget>),
+    /// The request path, created when it does not exist.
+    Create,
+}
+
+impl Change {
+    /// A change of `targets` ([`locking::target`], [`locking::member`]).
+    pub fn of(targets: Vec<WriteTarget>) -> Self {
+        Self {
+            what: What::Targets(targets),
+            conditional: false,
+        }
+    }
+
+    /// A write of the request path that creates it when it does not exist (PUT), under
+    /// its precondition headers: see [`locking::check_create`].
+    pub fn create() -> Self {
+        Self {
+            what: What::Create,
+            conditional: true,
+        }
+    }
+
+    /// The change, with the request's precondition headers evaluated first.
+    pub fn conditional(self) -> Self {
+        Self {
+            conditional: true,
+            ..self
+        }
+    }
+}
+
+/// The checks a writing request passes, in this order, before it changes anything:
+///
+/// 1. for a [`Change::conditional`] one, its precondition headers (`If-Match`,
+///    `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`) against `path`'s
+///    current validators: 412 when one does not hold;
+/// 2. the locks on what it changes, given its `If` header ([`locking::check_write`]):
+///    412 or 423.
+///
+/// Only PUT and DELETE are conditional today; the other writing methods ignore those
+/// headers, as they did before this guard existed. For [`Change::create`] the answer is
+/// the etag the write must still find when it commits; otherwise `None`. The guard takes
+/// the request's parts, not the request, so a handler's future stays `Send`.
+pub async fn guard_write(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    principal: String,
+    path: &VolumePath,
+    change: Change,
+) -> Result<Option<String>, HttpError> {
+    if change.conditional && has_preconditions(headers) {
+        let current = current_validators(gateway, path).await?;
+        if evaluate(headers, current.as_ref(), false) != Outcome::Proceed {
+            return Err(HttpError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "a precondition header did not hold",
+            ));
+        }
+    }
+    match change.what {
+        What::Targets(targets) => {
+            locking::check_write(gateway, headers, principal, path, targets).await?;
+            Ok(None)
+        }
+        What::Create => locking::check_create(gateway, headers, principal, path).await,
+    }
+}
+
+/// Whether any precondition header is present (then the current validators are needed).
+fn has_preconditions(headers: &HeaderMap) -> bool {
+    [
+        header::IF_MATCH,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_UNMODIFIED_SINCE,
+    ]
+    .iter()
+    .any(|name| headers.contains_key(name))
+}
+
+/// The current validators of `path`, `None` if it does not exist.
+async fn current_validators(gateway: &Gateway, path: &VolumePath) -> Result<Option<Validators>, HttpError> {
+    match gateway
+        .fileio
+        .stat(kubedav_api::fileio::StatRequest {
+            path: path.as_str().to_owned(),
+        })
+        .await
+    {
+        Ok(info) => Ok(Some(Validators::new(&info.etag, info.modified_unix_ns))),
+        Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+        Err(status) => Err(status.into()),
+    }
+}
