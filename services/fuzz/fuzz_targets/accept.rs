@@ -3,7 +3,7 @@
 //! strictly above text/html.
 #![no_main]
 
-use kubedav_gateway::negotiate::{prefers_markdown, quality};
+use kubedav_gateway::http::negotiate::{prefers_markdown, quality};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,7 +5,7 @@
 #![no_main]
 
 use kubedav_api::path::VolumePath;
-use kubedav_gateway::paths::{decode, href};
+use kubedav_gateway::http::paths::{decode, href};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,7 +4,7 @@
 //! inside the file.
 #![no_main]
 
-use kubedav_gateway::range::{MAX_RANGES, parse, too_many};
+use kubedav_gateway::http::range::{MAX_RANGES, parse, too_many};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,8 +6,9 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kubedav_api::fileio::FileInfo;
 use kubedav_api::path::VolumePath;
-use kubedav_gateway::properties::{LiveContext, Propfind, write_response};
-use kubedav_gateway::{dates, ifheader, locking, paths, range};
+use kubedav_gateway::dav::properties::{LiveContext, Propfind, write_response};
+use kubedav_gateway::dav::{ifheader, locking};
+use kubedav_gateway::http::{dates, paths, range};
 use std::hint::black_box;
 use std::time::Duration;
 

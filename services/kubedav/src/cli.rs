@@ -286,8 +286,8 @@ pub struct Cli {
     /// all, gateway): comma-separated addresses or networks, e.g. `10.0.0.0/8`. Set it to
     /// the Ingress controller's pods. The client address is then used for login
     /// throttling, logs and traces; from any other peer these headers are ignored.
-    #[arg(long, env = "KUBEDAV_TRUSTED_PROXIES", default_value = "", value_parser = kubedav_gateway::client::TrustedProxies::parse)]
-    pub trusted_proxies: kubedav_gateway::client::TrustedProxies,
+    #[arg(long, env = "KUBEDAV_TRUSTED_PROXIES", default_value = "", value_parser = kubedav_gateway::edge::client::TrustedProxies::parse)]
+    pub trusted_proxies: kubedav_gateway::edge::client::TrustedProxies,
 
     /// A shared token between the gateway and the gRPC services (targets gateway, auth,
     /// locks, fileio, markdown): every call carries it, and a service refuses calls

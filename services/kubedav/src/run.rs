@@ -332,6 +332,6 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
             }
         }
     };
-    let main = kubedav_gateway::server::serve(http_listener, gateway.router(), &config, stop_serving);
+    let main = kubedav_gateway::edge::server::serve(http_listener, gateway.router(), &config, stop_serving);
     admin::serve_beside(admin_listener, ready, shutdown, main).await
 }

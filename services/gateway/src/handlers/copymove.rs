@@ -3,9 +3,9 @@
 use super::guard::{Change, guard_write};
 use super::request_path;
 use crate::Gateway;
-use crate::errors::{HttpError, HttpResult};
-use crate::headers::{Depth, depth, destination, overwrite};
-use crate::paths::href;
+use crate::dav::headers::{Depth, depth, destination, overwrite};
+use crate::http::errors::{HttpError, HttpResult};
+use crate::http::paths::href;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::{StatusCode, header};
@@ -40,11 +40,11 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
             "the source and the destination are the same resource",
         ));
     }
-    let mut targets = crate::locking::member(&destination.path, true);
+    let mut targets = crate::dav::locking::member(&destination.path, true);
     if is_move {
-        targets.extend(crate::locking::member(&source.path, true));
+        targets.extend(crate::dav::locking::member(&source.path, true));
     }
-    let principal = crate::auth::principal(&request);
+    let principal = crate::edge::auth::principal(&request);
     guard_write(gateway, headers, principal, &source.path, Change::of(targets)).await?;
     let (from, to) = (
         source.path.as_str().to_owned(),
@@ -91,7 +91,7 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
     })?;
     if reply.failures.is_empty() {
         if is_move {
-            crate::locking::release(gateway, &source.path).await;
+            crate::dav::locking::release(gateway, &source.path).await;
         }
         let status = if reply.created {
             StatusCode::CREATED

@@ -3,7 +3,7 @@
 use super::guard::{Change, guard_write};
 use super::{request_path, single_if_match};
 use crate::Gateway;
-use crate::errors::{HttpError, HttpResult};
+use crate::http::errors::{HttpError, HttpResult};
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::StatusCode;
@@ -18,8 +18,8 @@ pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
             "the root collection cannot be deleted",
         ));
     }
-    let targets = crate::locking::member(&target.path, true);
-    let principal = crate::auth::principal(&request);
+    let targets = crate::dav::locking::member(&target.path, true);
+    let principal = crate::edge::auth::principal(&request);
     let change = Change::of(targets).conditional();
     guard_write(gateway, request.headers(), principal, &target.path, change).await?;
     let reply = gateway
@@ -30,7 +30,7 @@ pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
         })
         .await?;
     if reply.failures.is_empty() {
-        crate::locking::release(gateway, &target.path).await;
+        crate::dav::locking::release(gateway, &target.path).await;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     Ok(super::failures(&reply.failures))

@@ -3,8 +3,8 @@
 
 use super::{request_path, validator_headers};
 use crate::Gateway;
-use crate::conditional::{Outcome, Validators, evaluate, if_range_holds};
-use crate::errors::{HttpError, HttpResult};
+use crate::http::conditional::{Outcome, Validators, evaluate, if_range_holds};
+use crate::http::errors::{HttpError, HttpResult};
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
@@ -23,19 +23,19 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
     let target = request_path(&request)?;
     let headers = request.headers();
     let range_header = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
-    if !head && range_header.is_some_and(crate::range::too_many) {
+    if !head && range_header.is_some_and(crate::http::range::too_many) {
         return Err(HttpError::new(
             StatusCode::RANGE_NOT_SATISFIABLE,
             format!(
                 "at most {} ranges are served per request; ask for fewer, larger ranges",
-                crate::range::MAX_RANGES
+                crate::http::range::MAX_RANGES
             ),
         ));
     }
     let asked_ranges = if head {
         None
     } else {
-        range_header.and_then(crate::range::parse)
+        range_header.and_then(crate::http::range::parse)
     };
     let ReadReply {
         header: read_header,
@@ -74,13 +74,13 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
             format!("{} is a file, not a collection", target.path),
         ));
     }
-    let content_type = crate::mediatype::of_name(target.path.name());
+    let content_type = crate::http::mediatype::of_name(target.path.name());
     // HTML has a Markdown variant for agents; both variants say they vary on Accept.
-    let negotiable = !info.is_collection && crate::negotiate::is_html(content_type);
+    let negotiable = !info.is_collection && crate::http::negotiate::is_html(content_type);
     let mut chunks = chunks;
     let mut markdown_note: Option<String> = None;
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    if negotiable && gateway.markdown.is_some() && crate::negotiate::prefers_markdown(accept) {
+    if negotiable && gateway.markdown.is_some() && crate::http::negotiate::prefers_markdown(accept) {
         if headers.contains_key(header::RANGE) {
             markdown_note = Some("range requests are answered with the HTML".into());
         } else if info.size > gateway.config.markdown_max_bytes {
@@ -225,7 +225,7 @@ async fn full(info: &FileInfo, mut chunks: BoxStream<ReadChunk>, head: bool) -> 
     } else {
         match chunks.next().await {
             None => Body::empty(),
-            Some(Err(status)) => return crate::errors::HttpError::from(status).into_response(),
+            Some(Err(status)) => return crate::http::errors::HttpError::from(status).into_response(),
             Some(Ok(first)) => {
                 let rest = chunks.map_ok(|chunk| chunk.data);
                 let first_data = first.data;
@@ -343,7 +343,7 @@ async fn listing(gateway: &Gateway, path: &VolumePath, head: bool) -> HttpResult
     }
     // The first entry is the collection itself.
     let members = members.into_iter().skip(1).collect();
-    let html = crate::listing::render(path, members);
+    let html = crate::handlers::listing::render(path, members);
     let mut response = if head {
         Response::new(Body::empty())
     } else {

@@ -1,9 +1,9 @@
 //! The checks every writing method passes before it changes anything: [`guard_write`].
 
 use crate::Gateway;
-use crate::conditional::{Outcome, Validators, evaluate};
-use crate::errors::HttpError;
-use crate::locking;
+use crate::dav::locking;
+use crate::http::conditional::{Outcome, Validators, evaluate};
+use crate::http::errors::HttpError;
 use http::{HeaderMap, StatusCode, header};
 use kubedav_api::locks::WriteTarget;
 use kubedav_api::path::VolumePath;

@@ -3,10 +3,10 @@
 use super::guard::{Change, guard_write};
 use super::{request_path, xml_body};
 use crate::Gateway;
-use crate::errors::{HttpError, HttpResult};
-use crate::headers::{Depth, depth, lock_token, timeout};
-use crate::locking::{activelock, if_header, locked};
-use crate::properties::DAV;
+use crate::dav::headers::{Depth, depth, lock_token, timeout};
+use crate::dav::locking::{activelock, if_header, locked};
+use crate::dav::properties::DAV;
+use crate::http::errors::{HttpError, HttpResult};
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::{HeaderValue, StatusCode, header};
@@ -21,7 +21,7 @@ use tonic::Code;
 /// way. Without a body: a refresh of the lock named in the If header.
 pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
-    let principal = crate::auth::principal(&request);
+    let principal = crate::edge::auth::principal(&request);
     let headers = request.headers().clone();
     let timeout_seconds = timeout(&headers)?;
     let depth = depth(&headers, Depth::Infinity)?;
@@ -79,7 +79,7 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     // Locking an unmapped URL creates a member of its collection (RFC 4918 7.3): that
     // needs the token of a lock on the collection, as any other new member does.
     if existing.is_none() {
-        let membership = crate::locking::parent(&target.path).into_iter().collect();
+        let membership = crate::dav::locking::parent(&target.path).into_iter().collect();
         let change = Change::of(membership);
         guard_write(gateway, &headers, principal.clone(), &target.path, change).await?;
     }
@@ -222,12 +222,12 @@ pub async fn unlock(gateway: &Gateway, request: Request) -> HttpResult {
     let unlock = UnlockRequest {
         path: target.path.as_str().to_owned(),
         token,
-        principal: crate::auth::principal(&request),
+        principal: crate::edge::auth::principal(&request),
     };
     match gateway.locks.unlock(unlock).await {
         Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
         Err(status) if matches!(status.code(), Code::NotFound | Code::FailedPrecondition) => {
-            Ok(crate::errors::dav_error(
+            Ok(crate::dav::xml::dav_error(
                 StatusCode::CONFLICT,
                 "lock-token-matches-request-uri",
                 status.message(),

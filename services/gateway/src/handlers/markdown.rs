@@ -1,7 +1,7 @@
 //! The Markdown variant of HTML resources, for agents that prefer `text/markdown`.
 
 use crate::Gateway;
-use crate::conditional::{Outcome, Validators, evaluate};
+use crate::http::conditional::{Outcome, Validators, evaluate};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
@@ -39,7 +39,7 @@ pub async fn serve(
             return Ok(response);
         }
         Outcome::Failed => {
-            return Ok(crate::errors::HttpError::new(
+            return Ok(crate::http::errors::HttpError::new(
                 StatusCode::PRECONDITION_FAILED,
                 "a precondition header did not hold",
             )

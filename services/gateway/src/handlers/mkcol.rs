@@ -3,7 +3,7 @@
 use super::guard::{Change, guard_write};
 use super::{has_body, request_path};
 use crate::Gateway;
-use crate::errors::{HttpError, HttpResult};
+use crate::http::errors::{HttpError, HttpResult};
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::StatusCode;
@@ -26,8 +26,8 @@ pub async fn mkcol(gateway: &Gateway, request: Request) -> HttpResult {
             "the root collection already exists",
         ));
     }
-    let targets = crate::locking::member(&target.path, false);
-    let principal = crate::auth::principal(&request);
+    let targets = crate::dav::locking::member(&target.path, false);
+    let principal = crate::edge::auth::principal(&request);
     let change = Change::of(targets);
     guard_write(gateway, request.headers(), principal, &target.path, change).await?;
     match gateway

@@ -4,9 +4,9 @@ mod copymove;
 mod delete;
 mod get;
 mod guard;
+pub mod listing;
 mod lock;
 mod markdown;
-pub mod method;
 mod mkcol;
 mod options;
 pub(crate) mod propfind;
@@ -14,12 +14,12 @@ mod proppatch;
 mod put;
 
 use crate::Gateway;
-use crate::errors::HttpError;
-use crate::paths::{DecodeError, RequestPath, decode};
+use crate::dav::method::DavMethod;
+use crate::http::errors::HttpError;
+use crate::http::paths::{DecodeError, RequestPath, decode};
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
-use method::DavMethod;
 use std::sync::Arc;
 
 /// Routes a request to its method's handler; 405 with `Allow` for any other method.
@@ -30,7 +30,9 @@ pub async fn dispatch(State(gateway): State<Arc<Gateway>>, request: Request) -> 
             format!("method {} is not supported", request.method()),
         )
         .into_response();
-        response.headers_mut().insert(header::ALLOW, method::allow());
+        response
+            .headers_mut()
+            .insert(header::ALLOW, crate::dav::method::allow());
         return response;
     };
     let result = match method {
@@ -62,7 +64,7 @@ pub fn request_path(request: &Request) -> Result<RequestPath, HttpError> {
 /// time (closing the gap between the gateway's check and the write).
 pub fn single_if_match(headers: &http::HeaderMap) -> Option<String> {
     let value = headers.get(header::IF_MATCH)?.to_str().ok()?;
-    let mut tags = crate::conditional::entity_tags(value);
+    let mut tags = crate::http::conditional::entity_tags(value);
     match (tags.next(), tags.next()) {
         (Some((false, tag)), None) => Some(tag.to_owned()),
         _ => None,
@@ -84,7 +86,7 @@ pub fn validator_headers(headers: &mut http::HeaderMap, etag: &str, modified_uni
     if let Ok(value) = header::HeaderValue::from_str(&format!("\"{etag}\"")) {
         headers.insert(header::ETAG, value);
     }
-    if let Ok(value) = header::HeaderValue::from_str(&crate::dates::http_date(modified_unix_ns)) {
+    if let Ok(value) = header::HeaderValue::from_str(&crate::http::dates::http_date(modified_unix_ns)) {
         headers.insert(header::LAST_MODIFIED, value);
     }
 }
@@ -106,25 +108,25 @@ static LARGE_PARSES: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::La
 /// Runs a CPU-bound parse of a large body on the blocking pool, at most one per core at
 /// a time.
 pub async fn off_worker<T: Send + 'static>(
-    parse: impl FnOnce() -> Result<T, crate::xmldom::XmlError> + Send + 'static,
-) -> Result<T, crate::xmldom::XmlError> {
+    parse: impl FnOnce() -> Result<T, crate::dav::xmldom::XmlError> + Send + 'static,
+) -> Result<T, crate::dav::xmldom::XmlError> {
     let _turn = LARGE_PARSES
         .acquire()
         .await
-        .map_err(|_| crate::xmldom::XmlError("the parser is shutting down".into()))?;
+        .map_err(|_| crate::dav::xmldom::XmlError("the parser is shutting down".into()))?;
     tokio::task::spawn_blocking(parse)
         .await
-        .unwrap_or_else(|e| Err(crate::xmldom::XmlError(format!("the parser failed: {e}"))))
+        .unwrap_or_else(|e| Err(crate::dav::xmldom::XmlError(format!("the parser failed: {e}"))))
 }
 
 /// The request's XML body, parsed; `None` when there is none. 413 past
 /// [`MAX_XML_BODY`], 400 with the reason when it is not acceptable XML.
-pub async fn xml_body(request: Request) -> Result<Option<crate::xmldom::Element>, HttpError> {
+pub async fn xml_body(request: Request) -> Result<Option<crate::dav::xmldom::Element>, HttpError> {
     let parsed = match xml_bytes(request).await? {
         Some(bytes) if bytes.len() > PARSE_ON_WORKER_BYTES => {
-            off_worker(move || crate::xmldom::parse(&bytes)).await
+            off_worker(move || crate::dav::xmldom::parse(&bytes)).await
         }
-        Some(bytes) => crate::xmldom::parse(&bytes),
+        Some(bytes) => crate::dav::xmldom::parse(&bytes),
         None => return Ok(None),
     };
     parsed
@@ -194,11 +196,11 @@ pub fn failures(failures: &[kubedav_api::pb::fileio::v1::Failure]) -> axum::resp
         .map(|f| {
             let path = kubedav_api::path::VolumePath::parse(&f.path).unwrap_or_default();
             (
-                crate::paths::href(&path, false),
-                crate::errors::http_status(tonic::Code::from(f.code)),
+                crate::http::paths::href(&path, false),
+                crate::http::errors::http_status(tonic::Code::from(f.code)),
                 f.message.clone(),
             )
         })
         .collect();
-    multistatus(crate::xml::multistatus(&responses))
+    multistatus(crate::dav::xml::multistatus(&responses))
 }

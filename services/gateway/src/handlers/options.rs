@@ -1,6 +1,6 @@
 //! OPTIONS: what this server offers.
 
-use super::method;
+use crate::dav::method;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 

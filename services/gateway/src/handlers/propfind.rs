@@ -2,11 +2,11 @@
 
 use super::{request_path, xml_bytes};
 use crate::Gateway;
-use crate::errors::{HttpError, HttpResult};
-use crate::headers::{Depth, depth};
-use crate::locking::SUPPORTED_LOCK;
-use crate::paths::write_wire_href;
-use crate::properties::{LiveContext, MULTISTATUS_CLOSE, Prefixes, Propfind, write_response};
+use crate::dav::headers::{Depth, depth};
+use crate::dav::locking::SUPPORTED_LOCK;
+use crate::dav::properties::{LiveContext, MULTISTATUS_CLOSE, Prefixes, Propfind, write_response};
+use crate::http::errors::{HttpError, HttpResult};
+use crate::http::paths::write_wire_href;
 use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
@@ -38,11 +38,11 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
     }
     let propfind = match xml_bytes(request).await? {
         Some(bytes) if bytes.len() > super::PARSE_ON_WORKER_BYTES => {
-            super::off_worker(move || Propfind::parse(Some(&crate::xmldom::parse(&bytes)?))).await
+            super::off_worker(move || Propfind::parse(Some(&crate::dav::xmldom::parse(&bytes)?))).await
         }
         // Clients repeat the same few bodies: a body met before is not parsed again.
-        Some(bytes) => crate::bodymemo::propfind(&bytes, |bytes| {
-            Propfind::parse(Some(&crate::xmldom::parse(bytes)?))
+        Some(bytes) => crate::dav::bodymemo::propfind(&bytes, |bytes| {
+            Propfind::parse(Some(&crate::dav::xmldom::parse(bytes)?))
         }),
         None => Propfind::parse(None),
     }
@@ -169,8 +169,8 @@ impl Render {
                 let path = VolumePath::parse(&info.path).unwrap_or_default();
                 self.locks
                     .iter()
-                    .filter(|l| crate::locking::applies(l, &path))
-                    .map(crate::locking::activelock)
+                    .filter(|l| crate::dav::locking::applies(l, &path))
+                    .map(crate::dav::locking::activelock)
                     .collect()
             };
             let ctx = LiveContext {
@@ -231,7 +231,7 @@ async fn discover(gateway: &Gateway, path: &VolumePath, depth: Depth) -> Vec<Act
 }
 
 fn finite_depth() -> Response {
-    crate::errors::dav_error(
+    crate::dav::xml::dav_error(
         StatusCode::FORBIDDEN,
         "propfind-finite-depth",
         "PROPFIND with Depth: infinity is disabled on this server; use Depth 0 or 1",

@@ -3,9 +3,9 @@
 use super::guard::{Change, guard_write};
 use super::{request_path, xml_body};
 use crate::Gateway;
-use crate::errors::{HttpError, HttpResult, http_status};
-use crate::paths::href;
-use crate::properties::{DAV, MULTISTATUS_CLOSE, Name, Prefixes, write_propstat};
+use crate::dav::properties::{DAV, MULTISTATUS_CLOSE, Name, Prefixes, write_propstat};
+use crate::http::errors::{HttpError, HttpResult, http_status};
+use crate::http::paths::href;
 use axum::extract::Request;
 use http::StatusCode;
 use kubedav_api::fileio::PatchPropertiesRequest;
@@ -16,8 +16,8 @@ use std::fmt::Write;
 /// `DAV:cannot-modify-protected-property` for live properties and 424 for the rest.
 pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
-    let targets = vec![crate::locking::target(&target.path, false)];
-    let principal = crate::auth::principal(&request);
+    let targets = vec![crate::dav::locking::target(&target.path, false)];
+    let principal = crate::edge::auth::principal(&request);
     let change = Change::of(targets);
     guard_write(gateway, request.headers(), principal, &target.path, change).await?;
     let body = xml_body(request)
@@ -86,7 +86,7 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let _ = write!(
         out,
         "<D:response><D:href>{}</D:href>",
-        crate::xml::escape(&href(&target.path, target.trailing_slash))
+        crate::dav::xml::escape(&href(&target.path, target.trailing_slash))
     );
     let group = |filter: &dyn Fn(&Name) -> bool| {
         let mut props = String::new();

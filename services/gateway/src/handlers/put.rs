@@ -3,7 +3,7 @@
 use super::guard::{Change, guard_write};
 use super::{request_path, single_if_match, validator_headers};
 use crate::Gateway;
-use crate::errors::{HttpError, HttpResult};
+use crate::http::errors::{HttpError, HttpResult};
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use bytes::Bytes;
@@ -44,7 +44,7 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
     {
         return Err(too_large(limit));
     }
-    let principal = crate::auth::principal(&request);
+    let principal = crate::edge::auth::principal(&request);
     let must_still_be = guard_write(gateway, headers, principal, &target.path, Change::create()).await?;
     let write = WriteHeader {
         path: target.path.as_str().to_owned(),

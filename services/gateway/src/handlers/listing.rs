@@ -1,8 +1,8 @@
 //! The HTML directory listing for browsers.
 
-use crate::dates::http_date;
-use crate::paths::href;
-use crate::xml::escape;
+use crate::dav::xml::escape;
+use crate::http::dates::http_date;
+use crate::http::paths::href;
 use kubedav_api::fileio::FileInfo;
 use kubedav_api::path::VolumePath;
 use std::fmt::Write;

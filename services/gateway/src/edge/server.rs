@@ -11,7 +11,7 @@
 //! few bytes of a head, and an idle keep-alive connection of either protocol.
 
 use crate::GatewayConfig;
-use crate::client::{ClientIp, limit_key};
+use crate::edge::client::{ClientIp, limit_key};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -331,7 +331,7 @@ enum Refusal {
 /// the client sent is read (for at most a second) before closing, so that the close
 /// does not turn into a reset that destroys the answer.
 async fn refuse(mut stream: TcpStream, why: Refusal) {
-    let retry = crate::errors::RETRY_AFTER_SECONDS;
+    let retry = crate::http::errors::RETRY_AFTER_SECONDS;
     let (status, body) = match why {
         Refusal::Total(limit) => (
             "503 Service Unavailable",

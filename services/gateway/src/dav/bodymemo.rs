@@ -7,7 +7,7 @@
 //! keyed by the exact bytes, and parsing is a function of them, so an answer from it is
 //! the answer the parser gives. Bodies the parser refuses are not kept.
 
-use crate::properties::Propfind;
+use crate::dav::properties::Propfind;
 use bytes::Bytes;
 use std::cell::RefCell;
 
@@ -52,14 +52,14 @@ pub fn propfind<E>(body: &Bytes, parse: impl FnOnce(&Bytes) -> Result<Propfind, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::properties::Name;
-    use crate::xmldom::XmlError;
+    use crate::dav::properties::Name;
+    use crate::dav::xmldom::XmlError;
     use std::cell::Cell;
 
     fn parse_counting<'a>(calls: &'a Cell<u32>) -> impl Fn(&Bytes) -> Result<Propfind, XmlError> + 'a {
         move |body| {
             calls.set(calls.get() + 1);
-            Propfind::parse(Some(&crate::xmldom::parse(body)?))
+            Propfind::parse(Some(&crate::dav::xmldom::parse(body)?))
         }
     }
 

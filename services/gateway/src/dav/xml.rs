@@ -1,5 +1,7 @@
 //! Minimal XML output for multistatus bodies.
 
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
 use std::fmt::Write;
 
 /// Escapes text for XML element content and attribute values.
@@ -52,4 +54,22 @@ pub fn multistatus(responses: &[(String, http::StatusCode, String)]) -> String {
     }
     body.push_str("</D:multistatus>\n");
     body
+}
+
+/// A WebDAV error response: `status` with a `DAV:error` body holding the precondition
+/// element `condition` (RFC 4918 16), and a description for people.
+pub fn dav_error(status: StatusCode, condition: &str, description: &str) -> Response {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:error xmlns:D=\"DAV:\"><D:{condition}/><D:responsedescription>{}</D:responsedescription></D:error>\n",
+        escape(description)
+    );
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml; charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response()
 }

@@ -7,7 +7,7 @@
 //! their own port and never ask for credentials.
 
 use crate::Gateway;
-use crate::errors::HttpError;
+use crate::http::errors::HttpError;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -28,7 +28,7 @@ pub fn principal(request: &Request) -> String {
 }
 
 fn is_read(method: &Method) -> bool {
-    crate::handlers::method::DavMethod::of(method).is_some_and(|m| m.is_read())
+    crate::dav::method::DavMethod::of(method).is_some_and(|m| m.is_read())
 }
 
 fn challenge(gateway: &Gateway, message: &str) -> Response {
@@ -87,7 +87,7 @@ pub async fn authenticate<F: Future<Output = Response>>(
     };
     let client_address = request
         .extensions()
-        .get::<crate::client::ClientIp>()
+        .get::<crate::edge::client::ClientIp>()
         .map(|a| a.0.to_string())
         .unwrap_or_default();
     let verdict = {

@@ -1,9 +1,9 @@
 //! WebDAV properties: PROPFIND request forms, live properties, and the XML of a
 //! multistatus `response` element.
 
-use crate::dates::{write_http_date, write_rfc3339};
-use crate::xml::escape_into;
-use crate::xmldom::{Element, Namespace, XmlError};
+use crate::dav::xml::escape_into;
+use crate::dav::xmldom::{Element, Namespace, XmlError};
+use crate::http::dates::{write_http_date, write_rfc3339};
 use http::StatusCode;
 use kubedav_api::fileio::{FileInfo, UsageResponse};
 use kubedav_api::pb::fileio::v1::{DeadProperty, PropertyName, PropertySelection, property_selection};
@@ -120,7 +120,7 @@ impl Live {
             Live::CreationDate => write_rfc3339(out, info.created_unix_ns),
             Live::DisplayName => escape_into(out, name),
             Live::GetContentLength => push_decimal(out, info.size),
-            Live::GetContentType => escape_into(out, crate::mediatype::of_name(name)),
+            Live::GetContentType => escape_into(out, crate::http::mediatype::of_name(name)),
             Live::GetEtag => {
                 out.push_str("&quot;");
                 escape_into(out, &info.etag);
@@ -585,7 +585,7 @@ pub const MULTISTATUS_CLOSE: &str = "</D:multistatus>\n";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xmldom::parse;
+    use crate::dav::xmldom::parse;
 
     /// The context of a resource with no locks and no usage asked for.
     fn plain(prefixes: &Prefixes) -> LiveContext<'_> {

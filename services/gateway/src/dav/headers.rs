@@ -1,7 +1,7 @@
 //! WebDAV request headers (RFC 4918 section 10), each refused with a 400 that names it.
 
-use crate::errors::HttpError;
-use crate::paths::{RequestPath, decode};
+use crate::http::errors::HttpError;
+use crate::http::paths::{RequestPath, decode};
 use http::{HeaderMap, StatusCode, header};
 
 /// The Depth header.

@@ -121,21 +121,3 @@ impl IntoResponse for HttpError {
 
 /// The result type of every handler.
 pub type HttpResult = Result<Response, HttpError>;
-
-/// A WebDAV error response: `status` with a `DAV:error` body holding the precondition
-/// element `condition` (RFC 4918 16), and a description for people.
-pub fn dav_error(status: StatusCode, condition: &str, description: &str) -> Response {
-    let body = format!(
-        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:error xmlns:D=\"DAV:\"><D:{condition}/><D:responsedescription>{}</D:responsedescription></D:error>\n",
-        crate::xml::escape(description)
-    );
-    (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/xml; charset=utf-8"),
-        )],
-        body,
-    )
-        .into_response()
-}

@@ -2,9 +2,9 @@
 //! locks (RFC 4918 14.1 activelock).
 
 use crate::Gateway;
-use crate::errors::HttpError;
-use crate::paths::href;
-use crate::xml::escape;
+use crate::dav::xml::escape;
+use crate::http::errors::HttpError;
+use crate::http::paths::href;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
 use kubedav_api::fileio::StatRequest;
@@ -55,7 +55,7 @@ pub fn if_header(headers: &HeaderMap) -> Result<Vec<kubedav_api::locks::TaggedLi
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or_default();
-    let parsed = crate::ifheader::parse(value, host)
+    let parsed = crate::dav::ifheader::parse(value, host)
         .map_err(|e| HttpError::bad_request(format!("the If header is malformed: {e}")))?;
     if parsed.len() > MAX_IF_RESOURCES {
         return Err(HttpError::bad_request(format!(

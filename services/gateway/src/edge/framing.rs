@@ -16,7 +16,7 @@
 //! [`LINGER_BYTES`], so the client, still sending, reads the answer instead of a
 //! connection reset.
 
-use crate::errors::HttpError;
+use crate::http::errors::HttpError;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;

@@ -10,7 +10,7 @@
 //! Tags naming another server can never hold: their lists become a condition that is
 //! always false.
 
-use crate::paths::decode;
+use crate::http::paths::decode;
 use kubedav_api::locks::{Condition, ConditionList, TaggedLists, condition};
 
 /// A state token that names no lock, so a positive condition on it never holds.

@@ -171,7 +171,7 @@ impl FragmentWriter {
             if new {
                 writer.bound.push(place);
                 declarations.push_str(&format!(" xmlns:n{place}=\""));
-                crate::xml::escape_into(&mut declarations, namespace);
+                crate::dav::xml::escape_into(&mut declarations, namespace);
                 declarations.push('"');
             }
             place
@@ -276,10 +276,10 @@ fn escape_text(text: &str, out: &mut String) {
     for part in text.split_inclusive('\r') {
         match part.strip_suffix('\r') {
             Some(before) => {
-                crate::xml::escape_into(out, before);
+                crate::dav::xml::escape_into(out, before);
                 out.push_str("&#13;");
             }
-            None => crate::xml::escape_into(out, part),
+            None => crate::dav::xml::escape_into(out, part),
         }
     }
 }
@@ -292,7 +292,7 @@ fn escape_attribute(value: &str, out: &mut String) {
             '\t' => out.push_str("&#9;"),
             '\n' => out.push_str("&#10;"),
             '\r' => out.push_str("&#13;"),
-            _ => crate::xml::escape_into(out, c.encode_utf8(&mut [0; 4])),
+            _ => crate::dav::xml::escape_into(out, c.encode_utf8(&mut [0; 4])),
         }
     }
 }

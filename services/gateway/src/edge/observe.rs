@@ -7,7 +7,7 @@
 //! * Metrics carry only bounded labels: the method (unknown ones as `OTHER`) and the
 //!   status class. Request and response body bytes are counted as they stream.
 
-use crate::counting::CountingBody;
+use crate::edge::counting::CountingBody;
 use axum::extract::Request;
 use axum::response::Response;
 use http::HeaderValue;
@@ -161,7 +161,10 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
     let index = method_index(request.method());
     let method = method_label(index);
     let metrics = metrics_of(index);
-    let client = request.extensions().get::<crate::client::ClientIp>().map(|c| c.0);
+    let client = request
+        .extensions()
+        .get::<crate::edge::client::ClientIp>()
+        .map(|c| c.0);
     let access = tracing::enabled!(target: "kubedav::access", tracing::Level::INFO)
         .then(|| (request.method().clone(), request.uri().path().to_owned()));
     let span = tracing::info_span!(

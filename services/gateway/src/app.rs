@@ -1,0 +1,34 @@
+//! The composition root: the HTTP application ([`Gateway::router`]) and the way every
+//! request takes through the layers ([`edge`]). The only module that knows them all.
+
+use crate::Gateway;
+use crate::edge::{auth, framing, observe};
+use crate::handlers;
+use std::sync::Arc;
+
+impl Gateway {
+    /// The HTTP application: every method on every path, with request ids, tracing and
+    /// metrics.
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        handlers::propfind::register_metrics();
+        axum::Router::new().fallback(edge).with_state(self.clone())
+    }
+}
+
+/// Every request's way through the gateway: request id, span and metrics (`observe`),
+/// framing checks (`framing::guard`), authentication, then the method's handler. Plain
+/// nested calls rather than three `axum::middleware::from_fn` layers, each of which
+/// cloned the inner service and boxed a future per request (docs/benchmarks.md).
+async fn edge(
+    axum::extract::State(gateway): axum::extract::State<Arc<Gateway>>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    observe::observe(request, |request| {
+        framing::guard(&gateway, request, |request| {
+            auth::authenticate(&gateway, request, |request| {
+                handlers::dispatch(axum::extract::State(gateway.clone()), request)
+            })
+        })
+    })
+    .await
+}

@@ -1,0 +1,13 @@
+//! WebDAV's own pieces (RFC 4918): its [`method`]s, its request [`headers`], the
+//! [`xml`] it writes and the bodies it parses ([`xmldom`], remembered by
+//! [`bodymemo`]), [`properties`], the `If` header ([`ifheader`]) and what the locks
+//! service is asked around writes ([`locking`]). May import `http` and the state.
+
+pub mod bodymemo;
+pub mod headers;
+pub mod ifheader;
+pub mod locking;
+pub mod method;
+pub mod properties;
+pub mod xml;
+pub mod xmldom;

@@ -1,0 +1,144 @@
+//! The gateway's state: its ports to the services ([`Ports`]), its settings
+//! ([`GatewayConfig`]) and whether it is draining. Every layer reads it; it imports no
+//! layer but the client-address settings of `edge::client`.
+
+use kubedav_api::auth::Auth;
+use kubedav_api::fileio::FileIo;
+use kubedav_api::locks::Locks;
+use kubedav_api::markdown::Markdown;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Limits and settings of the HTTP edge.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// Largest request body accepted (413 past it); `None` for no limit.
+    pub max_body_bytes: Option<u64>,
+    /// Largest request head (request line and headers) in bytes; 431 past it.
+    pub max_header_bytes: usize,
+    /// Most header fields in one request; 431 past it.
+    pub max_headers: usize,
+    /// Time a client has to send its complete request head (and time an idle
+    /// keep-alive connection is kept).
+    pub header_read_timeout: Duration,
+    /// Most client connections held at once; past it a new one gets 503 and is closed.
+    pub max_connections: usize,
+    /// Most connections one client address (IPv6: one /64) may hold; past it a new one
+    /// gets 429 and is closed. Trusted proxies are exempt.
+    pub max_connections_per_address: usize,
+    /// Peers whose `X-Forwarded-For` / `Forwarded` headers name the client.
+    pub trusted_proxies: crate::edge::client::TrustedProxies,
+    /// Largest DAV:owner kept with a lock, in bytes (400 past it).
+    pub max_lock_owner_bytes: usize,
+    /// Whether PROPFIND with Depth: infinity is served (otherwise 403).
+    pub propfind_infinity: bool,
+    /// Most entries a Depth: infinity PROPFIND may return (403 past it).
+    pub propfind_max_entries: u64,
+    /// The Basic authentication realm.
+    pub auth_realm: String,
+    /// Whether requests without credentials may read.
+    pub anonymous_read: bool,
+    /// Users who may only read.
+    pub read_only_users: std::collections::HashSet<String>,
+    /// Largest HTML converted for agents; larger resources are served as HTML.
+    pub markdown_max_bytes: u64,
+    /// Answer 502 instead of the HTML when a conversion fails.
+    pub markdown_fail_closed: bool,
+    /// A `Content-Signal` header for Markdown answers (e.g. `ai-train=no, search=yes`).
+    pub content_signal: Option<String>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: Some(16 << 30),
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+            header_read_timeout: Duration::from_secs(30),
+            max_connections: 4096,
+            max_connections_per_address: 256,
+            trusted_proxies: Default::default(),
+            max_lock_owner_bytes: 4096,
+            propfind_infinity: false,
+            propfind_max_entries: 100_000,
+            auth_realm: "kubedav".into(),
+            anonymous_read: false,
+            read_only_users: Default::default(),
+            markdown_max_bytes: 16 << 20,
+            markdown_fail_closed: false,
+            content_signal: None,
+        }
+    }
+}
+
+/// The services a gateway talks to: local cores or gRPC clients.
+pub struct Ports {
+    /// The volume.
+    pub fileio: Arc<dyn FileIo>,
+    /// The lock manager.
+    pub locks: Arc<dyn Locks>,
+    /// Credential verification; `None` serves without authentication.
+    pub auth: Option<Arc<dyn Auth>>,
+    /// HTML to Markdown; `None` never converts.
+    pub markdown: Option<Arc<dyn Markdown>>,
+}
+
+/// The gateway's state: its ports to the services and its configuration.
+pub struct Gateway {
+    /// The volume.
+    pub fileio: Arc<dyn FileIo>,
+    /// The lock manager.
+    pub locks: Arc<dyn Locks>,
+    /// Credential verification; `None` serves without authentication.
+    pub auth: Option<Arc<dyn Auth>>,
+    /// HTML to Markdown for agents; `None` never converts.
+    pub markdown: Option<Arc<dyn Markdown>>,
+    /// Limits and settings.
+    pub config: GatewayConfig,
+    /// Set once shutdown began: HTTP/1 answers carry `Connection: close`.
+    draining: std::sync::atomic::AtomicBool,
+}
+
+impl Gateway {
+    /// A gateway over these service ports.
+    pub fn new(ports: Ports, config: GatewayConfig) -> Arc<Self> {
+        let Ports {
+            fileio,
+            locks,
+            auth,
+            markdown,
+        } = ports;
+        Arc::new(Self {
+            fileio,
+            locks,
+            auth,
+            markdown,
+            config,
+            draining: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// Shutdown began: from now on every HTTP/1 answer carries `Connection: close`, so
+    /// keep-alive clients open their next connection elsewhere (a balancer no longer
+    /// sends new ones here) before the port closes.
+    pub fn start_draining(&self) {
+        self.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether [`Gateway::start_draining`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the gateway can serve: the volume answers. The lock manager is left out on
+    /// purpose: without it reads still work (writes get 503), and taking every gateway
+    /// out of its Service during a lock store outage would turn a write outage into a
+    /// total one. The locks service's own `/readyz` reports its store.
+    pub async fn ready(&self) -> Result<(), String> {
+        self.fileio
+            .stat(kubedav_api::fileio::StatRequest { path: String::new() })
+            .await
+            .map_err(|status| format!("fileio: {}", status.message()))?;
+        Ok(())
+    }
+}
