@@ -5,24 +5,20 @@
 //! ([`read`], [`write`]), and writes are atomic ([`write`]). Blocking filesystem calls
 //! run on tokio's blocking pool, never on the async workers.
 
+pub mod cache;
 pub mod chunkpool;
 pub mod errors;
-pub mod filecache;
-pub mod inodecache;
+pub mod listing;
 pub mod metadata;
 pub mod metrics;
-pub mod namecache;
 pub mod orphans;
-pub mod propcache;
 pub mod props;
 pub mod read;
-pub mod resolved;
 pub mod scanslots;
 pub mod serial;
 pub mod transfer;
 pub mod tree;
 pub mod uring;
-pub mod validity;
 pub mod volume;
 pub mod write;
 
@@ -51,10 +47,10 @@ const WRITE_BATCH_BYTES: usize = 1024 * 1024;
 pub struct LocalFileIo {
     volume: Arc<Volume>,
     property_locks: Arc<StripedLocks>,
-    property_cache: propcache::PropertyCache,
-    name_cache: namecache::NameCache,
-    resolved: resolved::ResolvedPaths,
-    file_cache: filecache::FileCache,
+    property_cache: cache::property::PropertyCache,
+    name_cache: cache::name::NameCache,
+    resolved: cache::resolved::ResolvedPaths,
+    file_cache: cache::file::FileCache,
     scan_slots: scanslots::ScanSlots,
 }
 
@@ -101,18 +97,18 @@ impl LocalFileIo {
         Ok(Self {
             volume,
             property_locks: Arc::new(StripedLocks::new()),
-            property_cache: propcache::PropertyCache::new(),
-            name_cache: namecache::NameCache::new(),
-            resolved: resolved::ResolvedPaths::new(),
-            file_cache: filecache::FileCache::new(filecache::DEFAULT_CAPACITY_BYTES),
+            property_cache: cache::property::PropertyCache::new(),
+            name_cache: cache::name::NameCache::new(),
+            resolved: cache::resolved::ResolvedPaths::new(),
+            file_cache: cache::file::FileCache::new(cache::file::DEFAULT_CAPACITY_BYTES),
             scan_slots: scanslots::ScanSlots::for_this_machine(),
         })
     }
 
     /// Bounds the cache of small files' contents at `capacity_bytes` (0 turns it off;
-    /// [`filecache::DEFAULT_CAPACITY_BYTES`] unless set).
+    /// [`cache::file::DEFAULT_CAPACITY_BYTES`] unless set).
     pub fn with_file_cache(mut self, capacity_bytes: u64) -> Self {
-        self.file_cache = filecache::FileCache::new(capacity_bytes);
+        self.file_cache = cache::file::FileCache::new(capacity_bytes);
         self
     }
 
@@ -132,7 +128,7 @@ fn parse(path: &str) -> Result<VolumePath, Status> {
 /// slice of the kept copy.
 fn cached_reply(
     path: &VolumePath,
-    hit: filecache::Hit,
+    hit: cache::file::Hit,
     ranges: &[kubedav_api::pb::fileio::v1::ByteRangeSpec],
 ) -> ReadReply {
     let info = metadata::file_info(path, &hit.stx);
@@ -173,7 +169,7 @@ impl FileIo for LocalFileIo {
         let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
         if depth == Depth::Zero {
             let selection = request.properties.unwrap_or_default();
-            let scan = tree::Scan {
+            let scan = listing::Scan {
                 volume: &self.volume,
                 selection: &selection,
                 cache: &self.property_cache,
@@ -196,7 +192,7 @@ impl FileIo for LocalFileIo {
         let mut outlet = self.scan_slots.enter(tx).await;
         tokio::task::spawn_blocking(move || {
             let selection = request.properties.unwrap_or_default();
-            let scan = tree::Scan {
+            let scan = listing::Scan {
                 volume: &volume,
                 selection: &selection,
                 cache: &cache,

@@ -1,8 +1,9 @@
 //! COPY and MOVE (RFC 4918 9.8, 9.9) within the volume.
 
 use crate::errors::{Op, io_status};
+use crate::listing::visible_names;
 use crate::metadata::{is_dir, is_symlink, stat_at};
-use crate::tree::{failure, remove_entry, visible_names};
+use crate::tree::{failure, remove_entry};
 use crate::write::Upload;
 use crate::{Volume, props};
 use kubedav_api::fileio::{Depth, TransferResponse};

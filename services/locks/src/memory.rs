@@ -1,11 +1,13 @@
 //! The in-memory lock store: the default, and the store of the all-in-one mode.
 
-use crate::metrics::{ACTIVE, CONFLICTS};
-use crate::rules::{self, ancestors_and_self, applies};
+use crate::metrics::{ACTIVE, CONFLICTS, counted};
+use crate::rules::{
+    self, ancestors_and_self, applies, grant, new_token, not_covering, not_held, not_owner, too_many_locks,
+};
 use kubedav_api::locks::{
     ActiveLock, CheckWriteRequest, CheckWriteResponse, DiscoverRequest, DiscoverResponse, LockRequest,
     LockResponse, Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, UnlockRequest,
-    UnlockResponse, check_write_response::Outcome,
+    UnlockResponse,
 };
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
@@ -205,56 +207,6 @@ impl MemoryLocks {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-}
-
-/// The timeout granted for a requested one: `requested` seconds (0 = as long as allowed),
-/// at most `max`.
-pub(crate) fn grant(requested: u64, max: Duration) -> Duration {
-    if requested == 0 {
-        max
-    } else {
-        Duration::from_secs(requested).min(max)
-    }
-}
-
-/// A new lock's token.
-pub(crate) fn new_token() -> String {
-    format!("urn:uuid:{}", uuid::Uuid::new_v4())
-}
-
-/// The error for a token that is not held.
-pub(crate) fn not_held(token: &str) -> Status {
-    Status::not_found(format!("no lock is held with the token {token}"))
-}
-
-/// The error for a token used on a resource its lock does not cover.
-pub(crate) fn not_covering(token: &str) -> Status {
-    Status::failed_precondition(format!("the lock {token} does not cover this resource"))
-}
-
-/// The error for refreshing or releasing someone else's lock.
-pub(crate) fn not_owner() -> Status {
-    Status::permission_denied("only the user who took a lock may refresh or release it")
-}
-
-/// The error for a principal that holds the most locks allowed.
-pub(crate) fn too_many_locks(principal: &str, held: usize) -> Status {
-    let who = if principal.is_empty() {
-        "unauthenticated clients hold".to_owned()
-    } else {
-        format!("{principal} holds")
-    };
-    Status::resource_exhausted(format!(
-        "{who} {held} locks, the most this server grants one user; release some (UNLOCK) or let them expire"
-    ))
-}
-
-/// Counts a refusal.
-pub(crate) fn counted(response: CheckWriteResponse) -> CheckWriteResponse {
-    if response.outcome == Outcome::Locked as i32 {
-        CONFLICTS.inc();
-    }
-    response
 }
 
 #[async_trait::async_trait]

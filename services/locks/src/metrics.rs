@@ -29,3 +29,11 @@ pub static STORE_ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+/// Passes a write decision on, counting it in [`CONFLICTS`] when a lock refused it.
+pub fn counted(response: kubedav_api::locks::CheckWriteResponse) -> kubedav_api::locks::CheckWriteResponse {
+    if response.outcome == kubedav_api::locks::check_write_response::Outcome::Locked as i32 {
+        CONFLICTS.inc();
+    }
+    response
+}

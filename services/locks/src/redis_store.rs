@@ -8,9 +8,10 @@
 //! writes, LOCK and UNLOCK with 503 (fail closed: a write is never let through because
 //! the lock state could not be read) and PROPFIND with empty lockdiscovery.
 
-use crate::memory::{counted, grant, new_token, not_covering, not_held, not_owner, too_many_locks};
+use crate::metrics::counted;
 use crate::metrics::{ACTIVE, CONFLICTS, STORE_ERRORS};
 use crate::rules;
+use crate::rules::{grant, new_token, not_covering, not_held, not_owner, too_many_locks};
 use kubedav_api::locks::{
     ActiveLock, CheckWriteRequest, CheckWriteResponse, DiscoverRequest, DiscoverResponse, LockDepth,
     LockRequest, LockResponse, Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse,

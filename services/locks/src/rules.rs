@@ -9,6 +9,8 @@ use kubedav_api::locks::{
     LockDepth, LockRequest, ResourceLocks, Scope, check_write_response::Outcome, condition,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+use tonic::Status;
 
 /// The path and its ancestors, root ("") first.
 pub fn ancestors_and_self(path: &str) -> Vec<&str> {
@@ -201,6 +203,51 @@ pub fn discover(request: &DiscoverRequest, locks: &[ActiveLock]) -> DiscoverResp
         );
     }
     DiscoverResponse { resources }
+}
+
+// What both stores answer the same way: granted timeouts, new tokens, and the errors
+// of a refusal.
+
+/// The timeout granted for a requested one: `requested` seconds (0 = as long as allowed),
+/// at most `max`.
+pub fn grant(requested: u64, max: Duration) -> Duration {
+    if requested == 0 {
+        max
+    } else {
+        Duration::from_secs(requested).min(max)
+    }
+}
+
+/// A new lock's token.
+pub fn new_token() -> String {
+    format!("urn:uuid:{}", uuid::Uuid::new_v4())
+}
+
+/// The error for a token that is not held.
+pub fn not_held(token: &str) -> Status {
+    Status::not_found(format!("no lock is held with the token {token}"))
+}
+
+/// The error for a token used on a resource its lock does not cover.
+pub fn not_covering(token: &str) -> Status {
+    Status::failed_precondition(format!("the lock {token} does not cover this resource"))
+}
+
+/// The error for refreshing or releasing someone else's lock.
+pub fn not_owner() -> Status {
+    Status::permission_denied("only the user who took a lock may refresh or release it")
+}
+
+/// The error for a principal that holds the most locks allowed.
+pub fn too_many_locks(principal: &str, held: usize) -> Status {
+    let who = if principal.is_empty() {
+        "unauthenticated clients hold".to_owned()
+    } else {
+        format!("{principal} holds")
+    };
+    Status::resource_exhausted(format!(
+        "{who} {held} locks, the most this server grants one user; release some (UNLOCK) or let them expire"
+    ))
 }
 
 #[cfg(test)]

@@ -19,52 +19,20 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// Serves a file or a collection listing. `head` sends the headers only.
+///
+/// The steps: which ranges were asked for ([`asked_ranges`]); the read, opened before
+/// the preconditions are evaluated ([`open`] says why); the Markdown variant for agents
+/// ([`markdown_variant`]); the preconditions ([`preconditions`]); then the listing of a
+/// collection, or the file's body ([`body`]) with its representation headers
+/// ([`representation_headers`]).
 pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult {
     let target = request_path(&request)?;
     let headers = request.headers();
-    let range_header = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
-    if !head && range_header.is_some_and(crate::http::range::too_many) {
-        return Err(HttpError::new(
-            StatusCode::RANGE_NOT_SATISFIABLE,
-            format!(
-                "at most {} ranges are served per request; ask for fewer, larger ranges",
-                crate::http::range::MAX_RANGES
-            ),
-        ));
-    }
-    let asked_ranges = if head {
-        None
-    } else {
-        range_header.and_then(crate::http::range::parse)
-    };
+    let asked = asked_ranges(headers, head)?;
     let ReadReply {
         header: read_header,
         chunks,
-    } = if head {
-        let info = gateway
-            .fileio
-            .stat(StatRequest {
-                path: target.path.as_str().to_owned(),
-            })
-            .await?;
-        let ranges = if info.size > 0 {
-            vec![ResolvedRange {
-                first: 0,
-                last: info.size - 1,
-            }]
-        } else {
-            vec![]
-        };
-        ReadReply {
-            header: kubedav_api::fileio::ReadHeader {
-                info: Some(info),
-                ranges,
-            },
-            chunks: futures_util::stream::empty().boxed(),
-        }
-    } else {
-        read(gateway, &target.path, asked_ranges.clone().unwrap_or_default()).await?
-    };
+    } = open(gateway, &target.path, head, asked.clone()).await?;
     let info = read_header
         .info
         .ok_or_else(|| HttpError::from(tonic::Status::internal("read without metadata")))?;
@@ -77,63 +45,27 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
     let content_type = crate::http::mediatype::of_name(target.path.name());
     // HTML has a Markdown variant for agents; both variants say they vary on Accept.
     let negotiable = !info.is_collection && crate::http::negotiate::is_html(content_type);
-    let mut chunks = chunks;
-    let mut markdown_note: Option<String> = None;
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    if negotiable && gateway.markdown.is_some() && crate::http::negotiate::prefers_markdown(accept) {
-        if headers.contains_key(header::RANGE) {
-            markdown_note = Some("range requests are answered with the HTML".into());
-        } else if info.size > gateway.config.markdown_max_bytes {
-            markdown_note = Some(format!(
-                "the HTML is larger than the {} bytes converted",
-                gateway.config.markdown_max_bytes
-            ));
-        } else {
-            let taken = std::mem::replace(&mut chunks, futures_util::stream::empty().boxed());
-            match super::markdown::serve(gateway, &target.path, &info, content_type, headers, head, taken)
-                .await
-            {
-                Ok(response) => return Ok(response),
-                Err(reason) => {
-                    tracing::warn!(path = %target.path, "Markdown conversion failed, serving the HTML: {reason}");
-                    if gateway.config.markdown_fail_closed {
-                        return Err(HttpError::new(
-                            StatusCode::BAD_GATEWAY,
-                            format!("the Markdown conversion failed: {reason}"),
-                        ));
-                    }
-                    markdown_note = Some(format!("conversion failed: {reason}"));
-                    if !head {
-                        chunks = read(gateway, &target.path, Vec::new()).await?.chunks;
-                    }
-                }
-            }
+    let (chunks, markdown_note) = if negotiable {
+        let html = Html {
+            info: &info,
+            content_type,
+            chunks,
+        };
+        match markdown_variant(gateway, &target.path, headers, head, html).await? {
+            Variant::Markdown(response) => return Ok(response),
+            Variant::Html { chunks, note } => (chunks, note),
         }
-    }
+    } else {
+        (chunks, None)
+    };
     let validators = Validators::new(&info.etag, info.modified_unix_ns);
-    match evaluate(headers, Some(&validators), true) {
-        Outcome::Proceed => {}
-        Outcome::NotModified => {
-            let mut response = StatusCode::NOT_MODIFIED.into_response();
-            validator_headers(response.headers_mut(), &info.etag, info.modified_unix_ns);
-            if negotiable {
-                response
-                    .headers_mut()
-                    .insert(header::VARY, HeaderValue::from_static("Accept"));
-            }
-            return Ok(response);
-        }
-        Outcome::Failed => {
-            return Err(HttpError::new(
-                StatusCode::PRECONDITION_FAILED,
-                "a precondition header did not hold",
-            ));
-        }
+    if let Some(response) = preconditions(headers, &info, &validators, negotiable)? {
+        return Ok(response);
     }
     if info.is_collection {
         return listing(gateway, &target.path, head).await;
     }
-    let (ranges, chunks) = match asked_ranges {
+    let (ranges, chunks) = match asked {
         Some(_) if !if_range_holds(headers, &validators) => {
             // The representation changed since the client's partial copy: send it whole.
             let whole = read(gateway, &target.path, Vec::new()).await?;
@@ -142,8 +74,177 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
         Some(_) => (Some(read_header.ranges), chunks),
         None => (None, chunks),
     };
-    let mut response = match ranges {
-        None => full(&info, chunks, head).await,
+    let mut response = body(&info, ranges, content_type, chunks, head).await?;
+    let headers = response.headers_mut();
+    representation_headers(headers, &info, content_type, negotiable, markdown_note);
+    Ok(response)
+}
+
+/// The byte ranges a GET asks for, if it asks for any that parse (HEAD never reads
+/// ranges); 416 when it asks for more than [`crate::http::range::MAX_RANGES`].
+fn asked_ranges(headers: &http::HeaderMap, head: bool) -> Result<Option<Vec<ByteRangeSpec>>, HttpError> {
+    if head {
+        return Ok(None);
+    }
+    let range_header = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
+    if range_header.is_some_and(crate::http::range::too_many) {
+        return Err(HttpError::new(
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            format!(
+                "at most {} ranges are served per request; ask for fewer, larger ranges",
+                crate::http::range::MAX_RANGES
+            ),
+        ));
+    }
+    Ok(range_header.and_then(crate::http::range::parse))
+}
+
+/// The resource's metadata and, for GET, its data: one Read call, opened *before* the
+/// preconditions are evaluated. The trade: a conditional GET that ends in 304 or 412
+/// has opened a read it drops unread, while every other GET, by far the most, costs
+/// one round trip to fileio instead of a Stat followed by a Read. HEAD asks for the
+/// metadata alone.
+async fn open(
+    gateway: &Gateway,
+    path: &VolumePath,
+    head: bool,
+    ranges: Option<Vec<ByteRangeSpec>>,
+) -> Result<ReadReply, HttpError> {
+    if !head {
+        return read(gateway, path, ranges.unwrap_or_default()).await;
+    }
+    let info = gateway
+        .fileio
+        .stat(StatRequest {
+            path: path.as_str().to_owned(),
+        })
+        .await?;
+    let ranges = if info.size > 0 {
+        vec![ResolvedRange {
+            first: 0,
+            last: info.size - 1,
+        }]
+    } else {
+        vec![]
+    };
+    Ok(ReadReply {
+        header: kubedav_api::fileio::ReadHeader {
+            info: Some(info),
+            ranges,
+        },
+        chunks: futures_util::stream::empty().boxed(),
+    })
+}
+
+/// An HTML file being served, which has a Markdown variant.
+struct Html<'a> {
+    info: &'a FileInfo,
+    content_type: &'a str,
+    chunks: BoxStream<ReadChunk>,
+}
+
+/// What [`markdown_variant`] decided.
+enum Variant {
+    /// The Markdown, served.
+    Markdown(Response),
+    /// The HTML is served: its data, and why it is not the Markdown when an agent asked
+    /// for that (the `X-Markdown-Error` header).
+    Html {
+        chunks: BoxStream<ReadChunk>,
+        note: Option<String>,
+    },
+}
+
+/// Serves the Markdown variant of an HTML file to an agent that prefers it, when it can
+/// be made: not for a range request, not past `--markdown-max-bytes`, and not when the
+/// conversion fails (then the HTML is served, or 502 with `--markdown-fail-closed`).
+async fn markdown_variant(
+    gateway: &Gateway,
+    path: &VolumePath,
+    headers: &http::HeaderMap,
+    head: bool,
+    html: Html<'_>,
+) -> Result<Variant, HttpError> {
+    let Html {
+        info,
+        content_type,
+        chunks,
+    } = html;
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if gateway.markdown.is_none() || !crate::http::negotiate::prefers_markdown(accept) {
+        return Ok(Variant::Html { chunks, note: None });
+    }
+    if headers.contains_key(header::RANGE) {
+        let note = Some("range requests are answered with the HTML".into());
+        return Ok(Variant::Html { chunks, note });
+    }
+    if info.size > gateway.config.markdown_max_bytes {
+        let note = Some(format!(
+            "the HTML is larger than the {} bytes converted",
+            gateway.config.markdown_max_bytes
+        ));
+        return Ok(Variant::Html { chunks, note });
+    }
+    let reason = match super::markdown::serve(gateway, path, info, content_type, headers, head, chunks).await
+    {
+        Ok(response) => return Ok(Variant::Markdown(response)),
+        Err(reason) => reason,
+    };
+    tracing::warn!(%path, "Markdown conversion failed, serving the HTML: {reason}");
+    if gateway.config.markdown_fail_closed {
+        return Err(HttpError::new(
+            StatusCode::BAD_GATEWAY,
+            format!("the Markdown conversion failed: {reason}"),
+        ));
+    }
+    // The conversion took the data: read the HTML again.
+    let chunks = if head {
+        futures_util::stream::empty().boxed()
+    } else {
+        read(gateway, path, Vec::new()).await?.chunks
+    };
+    let note = Some(format!("conversion failed: {reason}"));
+    Ok(Variant::Html { chunks, note })
+}
+
+/// The answer the precondition headers call for, if they stop the request: 304 with
+/// the validators, or 412.
+fn preconditions(
+    headers: &http::HeaderMap,
+    info: &FileInfo,
+    validators: &Validators,
+    negotiable: bool,
+) -> Result<Option<Response>, HttpError> {
+    match evaluate(headers, Some(validators), true) {
+        Outcome::Proceed => Ok(None),
+        Outcome::NotModified => {
+            let mut response = StatusCode::NOT_MODIFIED.into_response();
+            validator_headers(response.headers_mut(), &info.etag, info.modified_unix_ns);
+            if negotiable {
+                response
+                    .headers_mut()
+                    .insert(header::VARY, HeaderValue::from_static("Accept"));
+            }
+            Ok(Some(response))
+        }
+        Outcome::Failed => Err(HttpError::new(
+            StatusCode::PRECONDITION_FAILED,
+            "a precondition header did not hold",
+        )),
+    }
+}
+
+/// The file's body: whole (`ranges` is `None`), one range (206), several (206
+/// multipart); 416 when no asked range lies within the file.
+async fn body(
+    info: &FileInfo,
+    ranges: Option<Vec<ResolvedRange>>,
+    content_type: &str,
+    chunks: BoxStream<ReadChunk>,
+    head: bool,
+) -> Result<Response, HttpError> {
+    Ok(match ranges {
+        None => full(info, chunks, head).await,
         Some(ranges) if ranges.is_empty() => {
             let mut response = HttpError::new(
                 StatusCode::RANGE_NOT_SATISFIABLE,
@@ -158,11 +259,11 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
                 header::CONTENT_RANGE,
                 format!("bytes */{}", info.size),
             );
-            return Ok(response);
+            return Err(HttpError::respond(response));
         }
         Some(ranges) if ranges.len() == 1 => {
             let range = &ranges[0];
-            let mut response = full(&info, chunks, head).await;
+            let mut response = full(info, chunks, head).await;
             *response.status_mut() = StatusCode::PARTIAL_CONTENT;
             let length = range.last - range.first + 1;
             insert(response.headers_mut(), header::CONTENT_LENGTH, length.to_string());
@@ -173,9 +274,19 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
             );
             response
         }
-        Some(ranges) => multipart(&info, ranges, content_type, chunks),
-    };
-    let headers = response.headers_mut();
+        Some(ranges) => multipart(info, ranges, content_type, chunks),
+    })
+}
+
+/// The headers of a file's representation: its type, validators, `Accept-Ranges`,
+/// `Vary: Accept` for a negotiable one, and why an agent got HTML instead of Markdown.
+fn representation_headers(
+    headers: &mut http::HeaderMap,
+    info: &FileInfo,
+    content_type: &str,
+    negotiable: bool,
+    markdown_note: Option<String>,
+) {
     if !headers.contains_key(header::CONTENT_TYPE) {
         insert(headers, header::CONTENT_TYPE, content_type.to_owned());
     }
@@ -193,7 +304,6 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
             headers.insert("x-markdown-error", value);
         }
     }
-    Ok(response)
 }
 
 async fn read(

@@ -106,14 +106,19 @@ local function applies(lock, path)
   return lock[2] == path or (lock[4] == '1' and below(path, lock[2]))
 end
 
--- The live lock `token` when it covers `path`; otherwise nil and the refusal to reply.
-local function covering(token, path)
+-- The live lock `token` when it covers `path` and belongs to `principal` (or to no
+-- one: taken without authentication); otherwise nil and the refusal to reply. Only the
+-- owner may refresh or release a lock.
+local function owned(token, path, principal)
   local lock = load(token)
   if not lock then
     return nil, {{'missing'}}
   end
   if not applies(lock, path) then
     return nil, {{'elsewhere'}}
+  end
+  if lock[6] ~= '' and lock[6] ~= principal then
+    return nil, {{'forbidden'}}
   end
   return lock
 end

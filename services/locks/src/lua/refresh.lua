@@ -2,12 +2,9 @@
 -- ARGV: prefix, token, path the request was made on, timeout ms, principal.
 -- Reply: {{'refreshed'}, lock}, {{'missing'}}, {{'elsewhere'}} or {{'forbidden'}}.
 local token, path, timeout, principal = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local lock, refusal = covering(token, path)
+local lock, refusal = owned(token, path, principal)
 if not lock then
   return refusal
-end
-if lock[6] ~= '' and lock[6] ~= principal then
-  return {{'forbidden'}}
 end
 hold(lock[6], token, timeout)
 redis.call('PEXPIRE', P .. 'lock:' .. token, timeout)

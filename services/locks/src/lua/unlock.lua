@@ -2,12 +2,9 @@
 -- ARGV: prefix, token, path the request was made on, principal.
 -- Reply: {{'unlocked'}}, {{'missing'}}, {{'elsewhere'}} or {{'forbidden'}}.
 local token, path, principal = ARGV[2], ARGV[3], ARGV[4]
-local lock, refusal = covering(token, path)
+local lock, refusal = owned(token, path, principal)
 if not lock then
   return refusal
-end
-if lock[6] ~= '' and lock[6] ~= principal then
-  return {{'forbidden'}}
 end
 redis.call('DEL', P .. 'lock:' .. token)
 unindex(token, lock[2])

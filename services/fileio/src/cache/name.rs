@@ -5,11 +5,11 @@
 //! files (`getdents64` and ext4's hash-ordered walk of the directory). Every change of a
 //! directory's entries (a member created, removed or renamed in or out) sets the
 //! directory's change time, so the names read under one version stay right for as long
-//! as a `statx` shows that version ([`crate::validity`] argues the timing). A listing
+//! as a `statx` shows that version ([`crate::cache::validity`] argues the timing). A listing
 //! still makes one `statx` per member: the names are cached, never the members'
 //! metadata.
 
-use crate::inodecache::InodeCache;
+use crate::cache::inode::InodeCache;
 use prometheus::{IntCounter, IntCounterVec, register_int_counter_vec};
 use rustix::fs::Statx;
 use std::sync::{Arc, LazyLock};
@@ -85,7 +85,7 @@ impl NameCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validity::{SETTLED, stat_path};
+    use crate::cache::validity::{SETTLED, stat_path};
 
     #[test]
     fn a_member_created_renamed_or_removed_misses() {
@@ -106,7 +106,7 @@ mod tests {
                 cache.get(&stat_path(dir.path())).as_deref(),
                 Some(&vec!["kept".to_owned()])
             );
-            crate::validity::wait_past_ctime(&kept);
+            crate::cache::validity::wait_past_ctime(&kept);
             change();
             assert!(cache.get(&stat_path(dir.path())).is_none(), "a member {what}");
         }

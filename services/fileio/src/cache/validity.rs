@@ -1,5 +1,5 @@
 //! When a copy of something read from the volume is still current: the validators the
-//! caches of fileio ([`crate::propcache`], [`crate::filecache`]) keep with each copy and
+//! caches of fileio ([`crate::cache::property`], [`crate::cache::file`]) keep with each copy and
 //! compare with a fresh `statx`.
 //!
 //! The argument: any change of an inode's data, attributes or extended attributes sets

@@ -3,7 +3,7 @@
 //! A GET of a small file costs six system calls on the uncached path: receive, open
 //! (`openat2`), `statx`, read, close and send. With a current copy in memory it costs
 //! three: receive, one `statx` of the path and send. The copy is served only when that
-//! `statx` shows the inode it was read from, in the same state ([`crate::validity`]
+//! `statx` shows the inode it was read from, in the same state ([`crate::cache::validity`]
 //! argues why that is exact), with the same size and modification time.
 //!
 //! * The key is the path. The `statx` of the path follows symlinks and is not confined to
@@ -15,7 +15,7 @@
 //! * The cache is bounded in bytes (quick_cache, whose S3-FIFO policy keeps the files
 //!   read more than once); zero bytes turns it off.
 
-use crate::validity::{Identity, Version};
+use crate::cache::validity::{Identity, Version};
 use bytes::Bytes;
 use kubedav_api::path::VolumePath;
 use prometheus::{IntCounter, IntCounterVec, register_int_counter_vec};
@@ -162,7 +162,7 @@ impl FileCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validity::{SETTLED, stat_path};
+    use crate::cache::validity::{SETTLED, stat_path};
 
     fn root(dir: &std::path::Path) -> std::fs::File {
         std::fs::File::open(dir).unwrap()

@@ -4,18 +4,18 @@
 //! A path is resolved beneath the root in the kernel (`openat2` with `RESOLVE_BENEATH`),
 //! which costs a file descriptor and its `close`: 11 % of the CPU of a PROPFIND Depth 0
 //! under load (docs/benchmarks.md). This cache remembers, for a path resolved that way,
-//! the inode it led to and that inode's state ([`crate::validity`]). A later lookup makes
+//! the inode it led to and that inode's state ([`crate::cache::validity`]). A later lookup makes
 //! one `statx` of the path relative to the root; if it shows the very inode, in the same
 //! state (same birth and change times), the path still leads where the confined
 //! resolution led, and that `statx` answers. Anything else (another inode, a changed one,
 //! a path that now goes through a symlink out of the root and ends elsewhere, an error)
 //! misses and takes the confined path, which refuses what it must. This is the argument
-//! of the small-file cache ([`crate::filecache`]), which serves file contents the same way.
+//! of the small-file cache ([`crate::cache::file`]), which serves file contents the same way.
 //!
 //! An entry is kept only when the inode's change time had settled before the lookup
 //! began, so a change at any later moment shows another change time.
 
-use crate::validity::{Identity, Version};
+use crate::cache::validity::{Identity, Version};
 use kubedav_api::path::VolumePath;
 use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, Statx};
@@ -75,7 +75,7 @@ impl ResolvedPaths {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validity::{stat_path, wait_past_ctime};
+    use crate::cache::validity::{stat_path, wait_past_ctime};
     use std::time::Duration;
 
     fn volume() -> (tempfile::TempDir, std::fs::File) {

@@ -1,15 +1,15 @@
 //! A bounded cache of what was read from inodes, served only while a fresh `statx` shows
 //! the inode in the state it was read in: the common part of the caches of dead
-//! properties ([`crate::propcache`]) and of directories' names ([`crate::namecache`]).
+//! properties ([`crate::cache::property`]) and of directories' names ([`crate::cache::name`]).
 //!
 //! The key is the inode ([`Identity`]); each copy keeps the [`Version`] it was read
 //! under, and only reads that began after that version had settled are kept, so a copy
 //! whose version matches a later `statx` is exactly what a read would give
-//! ([`crate::validity`] argues why). quick_cache holds the copies: a lookup is a shard's
+//! ([`crate::cache::validity`] argues why). quick_cache holds the copies: a lookup is a shard's
 //! read lock and a hash, and records nothing per lookup (docs/benchmarks.md has why it
 //! was chosen over moka).
 
-use crate::validity::{Identity, Version};
+use crate::cache::validity::{Identity, Version};
 use rustix::fs::Statx;
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -7,11 +7,11 @@
 //! birth and change times; a listing uses an entry only when the `statx` it has just
 //! made shows the same birth and change times.
 //!
-//! Why that is coherent is argued in [`crate::validity`]. fileio also drops the entry
+//! Why that is coherent is argued in [`crate::cache::validity`]. fileio also drops the entry
 //! itself when it changes a resource's properties, so its own writes do not even rely
 //! on the clock.
 
-use crate::inodecache::InodeCache;
+use crate::cache::inode::InodeCache;
 use kubedav_api::pb::fileio::v1::DeadProperty;
 use prometheus::{IntCounter, IntCounterVec, register_int_counter_vec};
 use rustix::fs::Statx;
@@ -108,8 +108,8 @@ impl PropertyCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validity::SETTLED;
-    use crate::validity::stat_path;
+    use crate::cache::validity::SETTLED;
+    use crate::cache::validity::stat_path;
 
     fn property(value: &str) -> DeadProperty {
         DeadProperty {
