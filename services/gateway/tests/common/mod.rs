@@ -1,0 +1,245 @@
+//! In-process handler tests: the gateway's `router()` over the real fileio and locks
+//! cores (and, with users, the real auth core) on a temporary directory, without a
+//! socket, a process or gRPC. A request is a `tower::ServiceExt::oneshot` call, as in
+//! axum's testing example, so a case costs milliseconds.
+//!
+//! What needs the wire (connections, framing, the services as processes, both run
+//! modes) stays in the black-box suites of `services/kubedav/tests`.
+#![allow(dead_code)]
+
+use axum::body::Body;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use kubedav_api::auth::Auth;
+use kubedav_gateway::edge::client::ClientIp;
+use kubedav_gateway::{Gateway, GatewayConfig, Ports};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceExt;
+
+/// A gateway in this process over a fresh temporary root.
+pub struct App {
+    router: axum::Router,
+    root: tempfile::TempDir,
+    /// Holds the users file.
+    _config_dir: tempfile::TempDir,
+}
+
+/// How to build an [`App`].
+#[derive(Default)]
+pub struct Options {
+    /// Users and their passwords; none serves without authentication.
+    pub users: Vec<(&'static str, &'static str)>,
+    /// Most locks one principal holds (0: no limit).
+    pub max_locks_per_principal: usize,
+    /// Changes to the gateway's defaults.
+    pub config: Option<fn(&mut GatewayConfig)>,
+}
+
+impl App {
+    /// A gateway without authentication.
+    pub fn new() -> App {
+        App::with(Options::default())
+    }
+
+    /// A gateway as `options` say.
+    pub fn with(options: Options) -> App {
+        let root = tempfile::tempdir().unwrap();
+        let config_dir = tempfile::tempdir().unwrap();
+        let fileio = kubedav_fileio::LocalFileIo::open(root.path()).unwrap();
+        let locks = kubedav_locks::MemoryLocks::new(Duration::from_secs(3600))
+            .with_max_locks_per_principal(options.max_locks_per_principal);
+        let auth = (!options.users.is_empty()).then(|| {
+            let users = config_dir.path().join("users");
+            let lines: String = options
+                .users
+                .iter()
+                .map(|(user, password)| {
+                    format!(
+                        "{user}:{}\n",
+                        kubedav_auth::passwd::sha512_crypt(password).unwrap()
+                    )
+                })
+                .collect();
+            std::fs::write(&users, lines).unwrap();
+            let core = kubedav_auth::AuthCore::new(kubedav_auth::AuthConfig {
+                users_file: users,
+                allow_plaintext: false,
+                cache_ttl: Duration::from_secs(60),
+                cache_capacity: 1000,
+                workers: 1,
+                queue: 64,
+                max_failures_per_user: 0,
+                max_failures_per_address: 0,
+                lockout: Duration::from_secs(1),
+            })
+            .unwrap();
+            Arc::new(core) as Arc<dyn Auth>
+        });
+        let mut config = GatewayConfig::default();
+        if let Some(change) = options.config {
+            change(&mut config);
+        }
+        let ports = Ports {
+            fileio: Arc::new(fileio),
+            locks: Arc::new(locks),
+            auth,
+            markdown: None,
+        };
+        App {
+            router: Gateway::new(ports, config).router(),
+            root,
+            _config_dir: config_dir,
+        }
+    }
+
+    /// Where `relative` is on the served root.
+    pub fn disk(&self, relative: &str) -> PathBuf {
+        self.root.path().join(relative)
+    }
+
+    /// The URL of `path` on this gateway (its host is `dav.test`).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{HOST}{path}")
+    }
+
+    /// A client of this gateway, shaped like `reqwest::Client` so that a case reads as it
+    /// does in the black-box suites.
+    pub fn client(&self) -> Client {
+        Client {
+            router: self.router.clone(),
+        }
+    }
+}
+
+/// The host every request names.
+pub const HOST: &str = "dav.test";
+
+/// Calls the gateway's router; see [`App::client`].
+#[derive(Clone)]
+pub struct Client {
+    router: axum::Router,
+}
+
+impl Client {
+    /// A request with `method` to `url` (an [`App::url`], or a bare path).
+    pub fn request(&self, method: Method, url: impl AsRef<str>) -> RequestBuilder {
+        let url = url.as_ref();
+        let path = url.strip_prefix(&format!("http://{HOST}")).unwrap_or(url);
+        RequestBuilder {
+            router: self.router.clone(),
+            request: Request::builder().method(method).uri(path).header("host", HOST),
+            body: Body::empty(),
+        }
+    }
+
+    /// A GET.
+    pub fn get(&self, url: impl AsRef<str>) -> RequestBuilder {
+        self.request(Method::GET, url)
+    }
+
+    /// A HEAD.
+    pub fn head(&self, url: impl AsRef<str>) -> RequestBuilder {
+        self.request(Method::HEAD, url)
+    }
+
+    /// A PUT.
+    pub fn put(&self, url: impl AsRef<str>) -> RequestBuilder {
+        self.request(Method::PUT, url)
+    }
+
+    /// A DELETE.
+    pub fn delete(&self, url: impl AsRef<str>) -> RequestBuilder {
+        self.request(Method::DELETE, url)
+    }
+}
+
+/// A request being built; [`RequestBuilder::send`] makes it.
+pub struct RequestBuilder {
+    router: axum::Router,
+    request: http::request::Builder,
+    body: Body,
+}
+
+impl RequestBuilder {
+    /// Adds a header.
+    pub fn header(mut self, name: impl AsRef<str>, value: impl AsRef<str>) -> Self {
+        self.request = self.request.header(name.as_ref(), value.as_ref());
+        self
+    }
+
+    /// Basic credentials.
+    pub fn basic_auth(self, user: impl std::fmt::Display, password: Option<impl std::fmt::Display>) -> Self {
+        use base64::Engine;
+        let password = password.map(|p| p.to_string()).unwrap_or_default();
+        let pair = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        self.header("authorization", format!("Basic {pair}"))
+    }
+
+    /// The request body, with its Content-Length.
+    pub fn body(mut self, body: impl Into<bytes::Bytes>) -> Self {
+        let body: bytes::Bytes = body.into();
+        self.request = self.request.header("content-length", body.len().to_string());
+        self.body = Body::from(body);
+        self
+    }
+
+    /// Sends the request through the router, as from 192.0.2.1. Never fails: the
+    /// `Result` only keeps the shape of reqwest's.
+    pub async fn send(self) -> Result<Response, std::convert::Infallible> {
+        let mut request = self.request.body(self.body).unwrap();
+        request
+            .extensions_mut()
+            .insert(ClientIp("192.0.2.1".parse().unwrap()));
+        let response = self.router.oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+/// A whole answer, shaped like `reqwest::Response`.
+#[derive(Debug)]
+pub struct Response {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+}
+
+impl Response {
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The headers.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The body as text.
+    pub async fn text(self) -> Result<String, std::convert::Infallible> {
+        Ok(String::from_utf8_lossy(&self.body).into_owned())
+    }
+
+    /// The body.
+    pub async fn bytes(self) -> Result<bytes::Bytes, std::convert::Infallible> {
+        Ok(self.body)
+    }
+}
+
+/// The names in a directory, sorted.
+pub fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}

@@ -1,0 +1,299 @@
+//! HTTP semantics of the handlers, in-process (see `common`): conditional requests,
+//! byte ranges, PUT's statuses, MKCOL, DELETE and OPTIONS. What needs a connection or the
+//! services as processes stays in `services/kubedav/tests/http.rs`.
+
+mod common;
+
+use common::{App, RequestBuilder};
+use http::{Method, StatusCode};
+
+fn method(name: &str) -> Method {
+    Method::from_bytes(name.as_bytes()).unwrap()
+}
+
+async fn put(app: &App, path: &str, body: impl Into<bytes::Bytes>) -> common::Response {
+    app.client().put(app.url(path)).body(body).send().await.unwrap()
+}
+
+async fn get_bytes(app: &App, path: &str) -> (StatusCode, Vec<u8>) {
+    let response = app.client().get(app.url(path)).send().await.unwrap();
+    (response.status(), response.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test]
+async fn conditional_requests() {
+    let app = App::new();
+    put(&app, "/c.txt", "conditional").await;
+    let first = app.client().get(app.url("/c.txt")).send().await.unwrap();
+    let etag = first.headers()["etag"].to_str().unwrap().to_owned();
+    let modified = first.headers()["last-modified"].to_str().unwrap().to_owned();
+    let status = |request: RequestBuilder| async move { request.send().await.unwrap().status() };
+    let c = app.client();
+    let url = app.url("/c.txt");
+    assert_eq!(
+        status(c.get(&url).header("if-none-match", &etag)).await,
+        StatusCode::NOT_MODIFIED
+    );
+    assert_eq!(
+        status(
+            c.head(&url)
+                .header("if-none-match", "\"other\", ".to_owned() + &etag)
+        )
+        .await,
+        StatusCode::NOT_MODIFIED
+    );
+    assert_eq!(
+        status(c.get(&url).header("if-none-match", "\"other\"")).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(c.get(&url).header("if-modified-since", &modified)).await,
+        StatusCode::NOT_MODIFIED
+    );
+    assert_eq!(
+        status(
+            c.get(&url)
+                .header("if-modified-since", "Thu, 01 Jan 2015 00:00:00 GMT")
+        )
+        .await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(c.get(&url).header("if-match", "\"nope\"")).await,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(
+        status(c.get(&url).header("if-match", &etag)).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(
+            c.get(&url)
+                .header("if-unmodified-since", "Thu, 01 Jan 2015 00:00:00 GMT")
+        )
+        .await,
+        StatusCode::PRECONDITION_FAILED
+    );
+    // Writes honour them too: a lost update is refused and leaves the content alone.
+    assert_eq!(
+        status(c.put(&url).header("if-match", "\"stale\"").body("x")).await,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(
+        status(c.put(&url).header("if-none-match", "*").body("x")).await,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(get_bytes(&app, "/c.txt").await.1, b"conditional");
+    assert_eq!(
+        status(c.put(&url).header("if-match", &etag).body("v2")).await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        status(c.put(app.url("/new.txt")).header("if-none-match", "*").body("n")).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        status(c.delete(&url).header("if-match", &etag)).await,
+        StatusCode::PRECONDITION_FAILED
+    );
+}
+
+#[tokio::test]
+async fn byte_ranges() {
+    let app = App::new();
+    let content: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+    put(&app, "/r.bin", content.clone()).await;
+    let c = app.client();
+    let url = app.url("/r.bin");
+
+    let single = c.get(&url).header("range", "bytes=10-19").send().await.unwrap();
+    assert_eq!(single.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(single.headers()["content-range"], "bytes 10-19/1000");
+    assert_eq!(single.bytes().await.unwrap().as_ref(), &content[10..20]);
+
+    let suffix = c.get(&url).header("range", "bytes=-5").send().await.unwrap();
+    assert_eq!(suffix.headers()["content-range"], "bytes 995-999/1000");
+    assert_eq!(suffix.bytes().await.unwrap().as_ref(), &content[995..]);
+
+    let open = c
+        .get(&url)
+        .header("range", "bytes=990-5000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(open.headers()["content-range"], "bytes 990-999/1000");
+
+    let multi = c
+        .get(&url)
+        .header("range", "bytes=0-3,500-503")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(multi.status(), StatusCode::PARTIAL_CONTENT);
+    let content_type = multi.headers()["content-type"].to_str().unwrap().to_owned();
+    let boundary = content_type
+        .strip_prefix("multipart/byteranges; boundary=")
+        .expect("multipart")
+        .to_owned();
+    let declared: usize = multi.headers()["content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let body = multi.bytes().await.unwrap();
+    assert_eq!(body.len(), declared, "Content-Length matches the multipart body");
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(text.matches(&format!("--{boundary}\r\n")).count(), 2);
+    assert!(
+        text.contains("Content-Range: bytes 0-3/1000") && text.contains("Content-Range: bytes 500-503/1000")
+    );
+    assert!(text.ends_with(&format!("--{boundary}--\r\n")));
+    let part = "Content-Range: bytes 500-503/1000\r\n\r\n".to_string();
+    let at = body
+        .windows(part.len())
+        .position(|w| w == part.as_bytes())
+        .unwrap()
+        + part.len();
+    assert_eq!(&body[at..at + 4], &content[500..504]);
+
+    let unsatisfiable = c
+        .get(&url)
+        .header("range", "bytes=5000-6000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsatisfiable.status(), StatusCode::RANGE_NOT_SATISFIABLE);
+    assert_eq!(unsatisfiable.headers()["content-range"], "bytes */1000");
+
+    let garbage = c.get(&url).header("range", "bytes=z-").send().await.unwrap();
+    assert_eq!(
+        garbage.status(),
+        StatusCode::OK,
+        "an unparseable Range is ignored"
+    );
+
+    let stale = c
+        .get(&url)
+        .header("range", "bytes=0-1")
+        .header("if-range", "\"old\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        stale.status(),
+        StatusCode::OK,
+        "If-Range with another etag sends the whole file"
+    );
+    assert_eq!(stale.bytes().await.unwrap().len(), 1000);
+}
+
+#[tokio::test]
+async fn put_statuses() {
+    let app = App::new();
+    assert_eq!(put(&app, "/p.txt", "one").await.status(), StatusCode::CREATED);
+    let replaced = put(&app, "/p.txt", "two").await;
+    assert_eq!(replaced.status(), StatusCode::NO_CONTENT);
+    assert!(replaced.headers().contains_key("etag"));
+    assert_eq!(get_bytes(&app, "/p.txt").await.1, b"two");
+    let orphan = put(&app, "/no/such/parent.txt", "x").await;
+    assert_eq!(orphan.status(), StatusCode::CONFLICT);
+    assert!(
+        orphan.text().await.unwrap().contains("MKCOL"),
+        "the message says what to do"
+    );
+    assert_eq!(put(&app, "/", "x").await.status(), StatusCode::METHOD_NOT_ALLOWED);
+    std::fs::create_dir(app.disk("dir")).unwrap();
+    assert_eq!(
+        put(&app, "/dir", "x").await.status(),
+        StatusCode::CONFLICT,
+        "a file cannot replace a collection"
+    );
+    let ranged = app
+        .client()
+        .put(app.url("/p.txt"))
+        .header("content-range", "bytes 0-1/3")
+        .body("ab")
+        .send()
+        .await;
+    assert_eq!(ranged.unwrap().status(), StatusCode::BAD_REQUEST);
+    assert_eq!(std::fs::read(app.disk("p.txt")).unwrap(), b"two");
+    // An empty body makes an empty file.
+    assert_eq!(put(&app, "/empty", "").await.status(), StatusCode::CREATED);
+    assert_eq!(std::fs::metadata(app.disk("empty")).unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn mkcol_delete_options() {
+    let app = App::new();
+    let c = app.client();
+    let mkcol = |path: &str| c.request(method("MKCOL"), app.url(path));
+    assert_eq!(mkcol("/d").send().await.unwrap().status(), StatusCode::CREATED);
+    assert!(app.disk("d").is_dir());
+    assert_eq!(
+        mkcol("/d").send().await.unwrap().status(),
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+    assert_eq!(
+        mkcol("/").send().await.unwrap().status(),
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+    assert_eq!(mkcol("/x/y").send().await.unwrap().status(), StatusCode::CONFLICT);
+    let with_body = mkcol("/e")
+        .header("content-type", "application/xml")
+        .body("<x/>")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_body.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert!(!app.disk("e").exists());
+
+    put(&app, "/d/f.txt", "f").await;
+    assert_eq!(
+        mkcol("/d/f.txt/sub").send().await.unwrap().status(),
+        StatusCode::CONFLICT
+    );
+    assert_eq!(
+        mkcol("/d/sub/").send().await.unwrap().status(),
+        StatusCode::CREATED
+    );
+    put(&app, "/d/sub/deep.txt", "deep").await;
+    assert_eq!(
+        c.delete(app.url("/d/f.txt")).send().await.unwrap().status(),
+        StatusCode::NO_CONTENT
+    );
+    assert!(!app.disk("d/f.txt").exists());
+    assert_eq!(
+        c.delete(app.url("/d/f.txt")).send().await.unwrap().status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        c.delete(app.url("/d/")).send().await.unwrap().status(),
+        StatusCode::NO_CONTENT
+    );
+    assert!(
+        !app.disk("d").exists(),
+        "a collection goes with everything below it"
+    );
+    assert_eq!(
+        c.delete(app.url("/")).send().await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    assert!(app.disk("").is_dir());
+
+    let options = c.request(Method::OPTIONS, app.url("/")).send().await.unwrap();
+    assert_eq!(options.status(), StatusCode::OK);
+    assert!(
+        options.headers()["dav"]
+            .to_str()
+            .unwrap()
+            .split(',')
+            .any(|c| c.trim() == "1")
+    );
+    let allow = options.headers()["allow"].to_str().unwrap().to_owned();
+    for m in ["GET", "HEAD", "PUT", "DELETE", "MKCOL", "OPTIONS"] {
+        assert!(allow.contains(m), "Allow lists {m}: {allow}");
+    }
+    let unknown = c.request(method("BREW"), app.url("/")).send().await.unwrap();
+    assert_eq!(unknown.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert!(unknown.headers().contains_key("allow"));
+}
