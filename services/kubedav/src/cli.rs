@@ -432,6 +432,16 @@ impl Cli {
         kubedav_remote::serve::RequireToken::new(self.grpc_token.as_deref())
     }
 
+    /// Where a service target listens, and the token its callers must carry.
+    pub fn listen(&self) -> kubedav_remote::serve::Listen<'_> {
+        kubedav_remote::serve::Listen {
+            name: self.target.name(),
+            grpc: self.grpc_listen(),
+            admin: self.admin_listen(),
+            token: self.require_token(),
+        }
+    }
+
     /// The gateway's limits.
     pub fn gateway_config(&self) -> kubedav_gateway::GatewayConfig {
         kubedav_gateway::GatewayConfig {

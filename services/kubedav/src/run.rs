@@ -32,76 +32,8 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     let shutdown = Shutdown::install();
     tracing::info!(target: "kubedav", "kubedav {} starting target {}", env!("CARGO_PKG_VERSION"), cli.target.name());
     match cli.target {
-        Target::All => {
-            let fileio: Arc<dyn FileIo> = Arc::new(open_volume(&cli)?);
-            let (locks, _) = lock_store(&cli)?;
-            let markdown = Some(Arc::new(cli.markdown_core()) as Arc<dyn Markdown>);
-            let auth = match &cli.users_file {
-                Some(file) => Some(Arc::new(auth_core(&cli, file.clone())?) as Arc<dyn Auth>),
-                None => None,
-            };
-            run_gateway(
-                &cli,
-                Ports {
-                    fileio,
-                    locks,
-                    auth,
-                    markdown,
-                },
-                shutdown,
-            )
-            .await
-        }
-        Target::Gateway => {
-            kubedav_remote::observe::register_client_metrics();
-            kubedav_remote::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
-            let fileio = RemoteFileIo::new(channel("fileio", &cli.fileio_url, cli.grpc_token.as_deref())?);
-            let locks = RemoteLocks::new(channel("locks", &cli.locks_url, cli.grpc_token.as_deref())?);
-            // What the gateway keeps of fileio's and the locks service's answers, under
-            // their leases: off with --gateway-cache-mib 0.
-            let (fileio, locks): (Arc<dyn FileIo>, Arc<dyn Locks>) = if cli.gateway_cache_mib == 0 {
-                (Arc::new(fileio), Arc::new(locks))
-            } else {
-                kubedav_gateway::cache::register_metrics();
-                let config = CacheConfig {
-                    capacity_bytes: cli.gateway_cache_mib << 20,
-                    freshness: Duration::from_millis(cli.gateway_cache_freshness_ms),
-                };
-                (
-                    Arc::new(CachedFileIo::new(fileio, config)),
-                    Arc::new(CachedLocks::new(locks)),
-                )
-            };
-            let auth = if cli.auth_url.is_empty() {
-                None
-            } else {
-                Some(Arc::new(RemoteAuth::new(channel(
-                    "auth",
-                    &cli.auth_url,
-                    cli.grpc_token.as_deref(),
-                )?)) as Arc<dyn Auth>)
-            };
-            let markdown = if cli.markdown_url.is_empty() {
-                None
-            } else {
-                Some(Arc::new(RemoteMarkdown::new(channel(
-                    "markdown",
-                    &cli.markdown_url,
-                    cli.grpc_token.as_deref(),
-                )?)) as Arc<dyn Markdown>)
-            };
-            run_gateway(
-                &cli,
-                Ports {
-                    fileio,
-                    locks,
-                    auth,
-                    markdown,
-                },
-                shutdown,
-            )
-            .await
-        }
+        Target::All => run_gateway(&cli, local_ports(&cli)?, shutdown).await,
+        Target::Gateway => run_gateway(&cli, remote_ports(&cli)?, shutdown).await,
         Target::Locks => {
             let (locks, ready) = lock_store(&cli)?;
             let mut service = LocksGrpc::new(locks);
@@ -113,16 +45,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             if let Some(leases) = service.leases() {
                 close_on_shutdown(leases, &shutdown);
             }
-            grpc::serve_target(
-                cli.target.name(),
-                cli.grpc_listen(),
-                cli.admin_listen(),
-                service.into_service(),
-                cli.require_token(),
-                ready,
-                shutdown,
-            )
-            .await
+            grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await
         }
         Target::Fileio => {
             let core = open_volume(&cli)?;
@@ -133,16 +56,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             });
             let service = FileIoGrpc::new(Arc::new(core));
             close_on_shutdown(service.leases(), &shutdown);
-            grpc::serve_target(
-                cli.target.name(),
-                cli.grpc_listen(),
-                cli.admin_listen(),
-                service.into_service(),
-                cli.require_token(),
-                ready,
-                shutdown,
-            )
-            .await
+            grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await
         }
         Target::Auth => {
             let file = cli
@@ -151,11 +65,8 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 .ok_or("--target=auth needs --users-file (or KUBEDAV_USERS_FILE)")?;
             let core = auth_core(&cli, file)?;
             grpc::serve_target(
-                cli.target.name(),
-                cli.grpc_listen(),
-                cli.admin_listen(),
+                cli.listen(),
                 AuthGrpc::new(Arc::new(core)).into_service(),
-                cli.require_token(),
                 grpc::always_ready(),
                 shutdown,
             )
@@ -163,18 +74,74 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Target::Markdown => {
             let service = MarkdownGrpc::new(Arc::new(cli.markdown_core())).into_service();
-            grpc::serve_target(
-                cli.target.name(),
-                cli.grpc_listen(),
-                cli.admin_listen(),
-                service,
-                cli.require_token(),
-                grpc::always_ready(),
-                shutdown,
-            )
-            .await
+            grpc::serve_target(cli.listen(), service, grpc::always_ready(), shutdown).await
         }
     }
+}
+
+/// The ports of `--target=all`: every core in this process.
+fn local_ports(cli: &Cli) -> Result<Ports, String> {
+    let fileio: Arc<dyn FileIo> = Arc::new(open_volume(cli)?);
+    let (locks, _) = lock_store(cli)?;
+    let markdown = Some(Arc::new(cli.markdown_core()) as Arc<dyn Markdown>);
+    let auth = match &cli.users_file {
+        Some(file) => Some(Arc::new(auth_core(cli, file.clone())?) as Arc<dyn Auth>),
+        None => None,
+    };
+    Ok(Ports {
+        fileio,
+        locks,
+        auth,
+        markdown,
+    })
+}
+
+/// The ports of `--target=gateway`: gRPC clients of the services, with the gateway's
+/// cache of their answers unless `--gateway-cache-mib 0`.
+fn remote_ports(cli: &Cli) -> Result<Ports, String> {
+    kubedav_remote::observe::register_client_metrics();
+    kubedav_remote::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
+    let fileio = RemoteFileIo::new(channel("fileio", &cli.fileio_url, cli.grpc_token.as_deref())?);
+    let locks = RemoteLocks::new(channel("locks", &cli.locks_url, cli.grpc_token.as_deref())?);
+    // What the gateway keeps of fileio's and the locks service's answers, under
+    // their leases: off with --gateway-cache-mib 0.
+    let (fileio, locks): (Arc<dyn FileIo>, Arc<dyn Locks>) = if cli.gateway_cache_mib == 0 {
+        (Arc::new(fileio), Arc::new(locks))
+    } else {
+        kubedav_gateway::cache::register_metrics();
+        let config = CacheConfig {
+            capacity_bytes: cli.gateway_cache_mib << 20,
+            freshness: Duration::from_millis(cli.gateway_cache_freshness_ms),
+        };
+        (
+            Arc::new(CachedFileIo::new(fileio, config)),
+            Arc::new(CachedLocks::new(locks)),
+        )
+    };
+    let auth = if cli.auth_url.is_empty() {
+        None
+    } else {
+        Some(Arc::new(RemoteAuth::new(channel(
+            "auth",
+            &cli.auth_url,
+            cli.grpc_token.as_deref(),
+        )?)) as Arc<dyn Auth>)
+    };
+    let markdown = if cli.markdown_url.is_empty() {
+        None
+    } else {
+        Some(Arc::new(RemoteMarkdown::new(channel(
+            "markdown",
+            &cli.markdown_url,
+            cli.grpc_token.as_deref(),
+        )?)) as Arc<dyn Markdown>)
+    };
+    Ok(Ports {
+        fileio,
+        locks,
+        auth,
+        markdown,
+    })
 }
 
 /// The auth core for `users_file`, sharing verifications through Redis when configured,

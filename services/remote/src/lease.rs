@@ -574,13 +574,11 @@ mod tests {
         assert!(started.elapsed() < Duration::from_millis(100));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_silent_holder_delays_a_change_until_its_lease_runs_out_and_no_longer() {
-        let leases = leases().await;
-        // A holder that pings once, gets its lease, then never reads or answers again.
-        let (requests, outlet) = mpsc::unbounded_channel();
-        let mut outlet = outlet;
-        let mut events = leases.watch(
+    /// A holder's stream, opened with its first ping (not yet answered): the sender of
+    /// its requests and the events it receives.
+    fn first_ping(leases: &Arc<Leases>) -> (mpsc::UnboundedSender<WatchRequest>, BoxStream<WatchEvent>) {
+        let (requests, mut outlet) = mpsc::unbounded_channel();
+        let events = leases.watch(
             futures_util::stream::poll_fn(move |cx| outlet.poll_recv(cx))
                 .map(Ok)
                 .boxed(),
@@ -591,6 +589,14 @@ mod tests {
                 acknowledged: 0,
             })
             .unwrap();
+        (requests, events)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_holder_delays_a_change_until_its_lease_runs_out_and_no_longer() {
+        let leases = leases().await;
+        // A holder that pings once, gets its lease, then never reads or answers again.
+        let (requests, mut events) = first_ping(&leases);
         let pong = events.next().await.unwrap().unwrap();
         assert!(matches!(pong.event, Some(watch_event::Event::Pong(_))));
         let started = Instant::now();
@@ -611,19 +617,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_holder_that_pings_but_never_acknowledges_loses_its_lease() {
         let leases = leases().await;
-        let (requests, outlet) = mpsc::unbounded_channel();
-        let mut outlet = outlet;
-        let mut events = leases.watch(
-            futures_util::stream::poll_fn(move |cx| outlet.poll_recv(cx))
-                .map(Ok)
-                .boxed(),
-        );
-        requests
-            .send(WatchRequest {
-                ping: 1,
-                acknowledged: 0,
-            })
-            .unwrap();
+        let (requests, mut events) = first_ping(&leases);
         events.next().await.unwrap().unwrap();
         let pinger = tokio::spawn(async move {
             for ping in 2.. {

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tonic::server::NamedService;
+use tonic::service::Routes;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 
@@ -48,30 +49,20 @@ impl tonic::service::Interceptor for RequireToken {
     }
 }
 
-/// Serves `service` (plus health and reflection) on `listener` until `shutdown` resolves;
-/// calls to `service` and to reflection must pass `token`.
-pub async fn serve<S>(
+/// Serves `service`, the routes of the kubedav service `name`, plus health and
+/// reflection, on `listener` until `shutdown` resolves; calls to reflection must pass
+/// `token` (`service` checks it itself).
+async fn serve(
     listener: TcpListener,
-    service: S,
+    name: &str,
+    service: Routes,
     token: RequireToken,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), String>
-where
-    S: tower_service::Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<tonic::body::Body>,
-            Error = std::convert::Infallible,
-        > + NamedService
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-{
+) -> Result<(), String> {
     crate::observe::register_server_metrics();
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
-        .set_service_status(S::NAME, tonic_health::ServingStatus::Serving)
+        .set_service_status(name, tonic_health::ServingStatus::Serving)
         .await;
     health_reporter
         .set_service_status("", tonic_health::ServingStatus::Serving)
@@ -81,6 +72,9 @@ where
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| format!("cannot build gRPC reflection: {e}"))?;
+    let routes = service
+        .add_service(health_service)
+        .add_service(InterceptedService::new(reflection, token));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
         // Bulk streams on a local network: windows that let an upload's data flow
@@ -90,9 +84,7 @@ where
         .initial_connection_window_size(Some(16 << 20))
         .max_frame_size(Some(MAX_FRAME_BYTES))
         .layer(crate::observe::ServerLayer)
-        .add_service(health_service)
-        .add_service(InterceptedService::new(reflection, token.clone()))
-        .add_service(InterceptedService::new(service, token))
+        .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(|e| format!("gRPC server failed: {e}"))
@@ -102,16 +94,25 @@ where
 /// protobuf framing fits in one.
 pub const MAX_FRAME_BYTES: u32 = 1 << 20;
 
+/// Where a service target listens, and the token its callers must carry.
+pub struct Listen<'a> {
+    /// The target's name, in the announcements (`"<name> gRPC listening on ..."`).
+    pub name: &'a str,
+    /// The gRPC address.
+    pub grpc: &'a str,
+    /// The admin address.
+    pub admin: &'a str,
+    /// The shared token calls must carry.
+    pub token: RequireToken,
+}
+
 /// Runs a service target: binds its gRPC address and its admin address (announcing
 /// `"<name> gRPC listening on ..."` and `"<name> admin listening on ..."`), then serves
 /// `service` (with health and reflection) and the admin endpoints until `shutdown`; then
 /// the gRPC server drains its calls while `/readyz` says "draining".
 pub async fn serve_target<S>(
-    name: &str,
-    grpc_addr: &str,
-    admin_addr: &str,
+    at: Listen<'_>,
     service: S,
-    token: RequireToken,
     ready: kubedav_kit::admin::ReadinessCheck,
     shutdown: kubedav_kit::shutdown::Shutdown,
 ) -> Result<(), String>
@@ -127,9 +128,22 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let (grpc_listener, _) = kubedav_kit::listen::bind(&format!("{name} gRPC"), grpc_addr).await?;
-    let (admin_listener, _) = kubedav_kit::listen::bind(&format!("{name} admin"), admin_addr).await?;
-    let main = serve(grpc_listener, service, token, shutdown.clone().requested());
+    let Listen {
+        name,
+        grpc,
+        admin,
+        token,
+    } = at;
+    let (grpc_listener, _) = kubedav_kit::listen::bind(&format!("{name} gRPC"), grpc).await?;
+    let (admin_listener, _) = kubedav_kit::listen::bind(&format!("{name} admin"), admin).await?;
+    let service = Routes::new(InterceptedService::new(service, token.clone()));
+    let main = serve(
+        grpc_listener,
+        S::NAME,
+        service,
+        token,
+        shutdown.clone().requested(),
+    );
     kubedav_kit::admin::serve_beside(admin_listener, ready, shutdown, main).await
 }
 
