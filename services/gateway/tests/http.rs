@@ -1,6 +1,7 @@
-//! HTTP semantics of the handlers, in-process (see `common`): conditional requests,
-//! byte ranges, PUT's statuses, MKCOL, DELETE and OPTIONS. What needs a connection or the
-//! services as processes stays in `services/kubedav/tests/http.rs`.
+//! HTTP semantics of the handlers, in-process (see `common`): GET and HEAD, conditional
+//! requests, byte ranges, PUT's statuses, MKCOL, DELETE and OPTIONS, and the HTML
+//! listing. What needs a connection or the services as processes stays in
+//! `services/kubedav/tests/http.rs`.
 
 mod common;
 
@@ -296,4 +297,102 @@ async fn mkcol_delete_options() {
     let unknown = c.request(method("BREW"), app.url("/")).send().await.unwrap();
     assert_eq!(unknown.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert!(unknown.headers().contains_key("allow"));
+}
+
+#[tokio::test]
+async fn get_and_head() {
+    let app = App::new();
+    std::fs::write(app.disk("hello.txt"), b"hello world").unwrap();
+    std::fs::write(app.disk("pic.png"), [0x89, b'P', b'N', b'G']).unwrap();
+    let response = app.client().get(app.url("/hello.txt")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "text/plain");
+    assert_eq!(headers["content-length"], "11");
+    assert_eq!(headers["accept-ranges"], "bytes");
+    let etag = headers["etag"].to_str().unwrap().to_owned();
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"') && !etag.starts_with("W/"),
+        "strong etag: {etag}"
+    );
+    assert!(httpdate::parse_http_date(headers["last-modified"].to_str().unwrap()).is_ok());
+    assert_eq!(response.bytes().await.unwrap().as_ref(), b"hello world");
+
+    let head = app.client().head(app.url("/hello.txt")).send().await.unwrap();
+    assert_eq!(head.status(), StatusCode::OK);
+    assert_eq!(head.headers()["content-length"], "11");
+    assert_eq!(head.headers()["etag"].to_str().unwrap(), etag);
+    assert!(head.bytes().await.unwrap().is_empty());
+
+    let png = app.client().get(app.url("/pic.png")).send().await.unwrap();
+    assert_eq!(png.headers()["content-type"], "image/png");
+    assert_eq!(
+        png.headers()["x-content-type-options"],
+        "nosniff",
+        "files are never sniffed"
+    );
+    let (status, _) = get_bytes(&app, "/missing.txt").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = get_bytes(&app, "/hello.txt/").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a file addressed as a collection");
+
+    // The etag changes with the content.
+    put(&app, "/hello.txt", "changed").await;
+    let again = app.client().head(app.url("/hello.txt")).send().await.unwrap();
+    assert_ne!(again.headers()["etag"].to_str().unwrap(), etag);
+}
+
+#[tokio::test]
+async fn html_listing() {
+    let app = App::new();
+    std::fs::create_dir(app.disk("zeta dir")).unwrap();
+    std::fs::write(app.disk("zeta dir/inner.txt"), b"in").unwrap();
+    std::fs::write(app.disk("b.txt"), vec![0u8; 2048]).unwrap();
+    std::fs::write(app.disk("<a&\"q\">.txt"), b"x").unwrap();
+    std::fs::write(app.disk("100% #1?.txt"), b"y").unwrap();
+    let response = app.client().get(app.url("/")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "text/html; charset=utf-8");
+    assert_eq!(response.headers()["x-content-type-options"], "nosniff");
+    let policy = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        policy.contains("default-src 'none'") && !policy.contains("script"),
+        "no script may run on a listing: {policy}"
+    );
+    let html = response.text().await.unwrap();
+    assert!(
+        html.contains("&lt;a&amp;&quot;q&quot;&gt;.txt"),
+        "names are escaped"
+    );
+    assert!(!html.contains("<a&"), "no raw markup from names");
+    assert!(
+        html.contains("href=\"/100%25%20%231%3F.txt\""),
+        "links are percent-encoded: {html}"
+    );
+    assert!(html.contains("2.0 KiB"), "sizes are shown");
+    assert!(html.contains("GMT"), "dates are shown");
+    let dir = html.find("zeta dir/").unwrap();
+    let a = html.find("100% #1?.txt").unwrap();
+    let b = html.find(">b.txt<").unwrap();
+    assert!(dir < a && a < b, "collections first, then names in order");
+    assert!(!html.contains("../"), "the root has no parent link");
+    // Every link can be followed.
+    for href in html.split("href=\"").skip(1).map(|s| &s[..s.find('"').unwrap()]) {
+        let status = app.client().get(app.url(href)).send().await.unwrap().status();
+        assert_eq!(status, StatusCode::OK, "{href}");
+    }
+    let sub = app
+        .client()
+        .get(app.url("/zeta%20dir/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(sub.contains("href=\"/\">../</a>"), "a parent link");
+    assert!(sub.contains("href=\"/zeta%20dir/inner.txt\""));
 }

@@ -1,7 +1,8 @@
 //! The HTTP conformance suite, run against both modes: all-in-one, and gateway plus
-//! fileio as separate processes talking gRPC. What only the handlers decide
-//! (conditional requests, ranges, PUT's, MKCOL's and DELETE's statuses) is tested
-//! in-process in `services/gateway/tests/http.rs`.
+//! fileio as separate processes talking gRPC: what needs a connection (request ids,
+//! limits, raw paths, an upload cut off), concurrency, memory and changes on disk. What
+//! only the handlers decide (GET and HEAD, conditional requests, ranges, statuses, the
+//! listing) is tested in-process in `services/gateway/tests/http.rs`.
 
 #[macro_use]
 mod common;
@@ -18,101 +19,6 @@ async fn put(server: &Server, path: &str, body: impl Into<reqwest::Body>) -> req
 async fn get_bytes(server: &Server, path: &str) -> (StatusCode, Vec<u8>) {
     let response = client().get(server.url(path)).send().await.unwrap();
     (response.status(), response.bytes().await.unwrap().to_vec())
-}
-
-async fn get_and_head(mode: Mode) {
-    let server = Server::start(mode).await;
-    std::fs::write(server.disk("hello.txt"), b"hello world").unwrap();
-    std::fs::write(server.disk("pic.png"), [0x89, b'P', b'N', b'G']).unwrap();
-    let response = client().get(server.url("/hello.txt")).send().await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let headers = response.headers().clone();
-    assert_eq!(headers["content-type"], "text/plain");
-    assert_eq!(headers["content-length"], "11");
-    assert_eq!(headers["accept-ranges"], "bytes");
-    let etag = headers["etag"].to_str().unwrap().to_owned();
-    assert!(
-        etag.starts_with('"') && etag.ends_with('"') && !etag.starts_with("W/"),
-        "strong etag: {etag}"
-    );
-    assert!(httpdate::parse_http_date(headers["last-modified"].to_str().unwrap()).is_ok());
-    assert_eq!(response.bytes().await.unwrap().as_ref(), b"hello world");
-
-    let head = client().head(server.url("/hello.txt")).send().await.unwrap();
-    assert_eq!(head.status(), StatusCode::OK);
-    assert_eq!(head.headers()["content-length"], "11");
-    assert_eq!(head.headers()["etag"].to_str().unwrap(), etag);
-    assert!(head.bytes().await.unwrap().is_empty());
-
-    let png = client().get(server.url("/pic.png")).send().await.unwrap();
-    assert_eq!(png.headers()["content-type"], "image/png");
-    assert_eq!(
-        png.headers()["x-content-type-options"],
-        "nosniff",
-        "files are never sniffed"
-    );
-    let (status, _) = get_bytes(&server, "/missing.txt").await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = get_bytes(&server, "/hello.txt/").await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "a file addressed as a collection");
-
-    // The etag changes with the content.
-    put(&server, "/hello.txt", "changed").await;
-    let again = client().head(server.url("/hello.txt")).send().await.unwrap();
-    assert_ne!(again.headers()["etag"].to_str().unwrap(), etag);
-}
-
-async fn html_listing(mode: Mode) {
-    let server = Server::start(mode).await;
-    std::fs::create_dir(server.disk("zeta dir")).unwrap();
-    std::fs::write(server.disk("zeta dir/inner.txt"), b"in").unwrap();
-    std::fs::write(server.disk("b.txt"), vec![0u8; 2048]).unwrap();
-    std::fs::write(server.disk("<a&\"q\">.txt"), b"x").unwrap();
-    std::fs::write(server.disk("100% #1?.txt"), b"y").unwrap();
-    let response = client().get(server.url("/")).send().await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(response.headers()["content-type"], "text/html; charset=utf-8");
-    assert_eq!(response.headers()["x-content-type-options"], "nosniff");
-    let policy = response.headers()["content-security-policy"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        policy.contains("default-src 'none'") && !policy.contains("script"),
-        "no script may run on a listing: {policy}"
-    );
-    let html = response.text().await.unwrap();
-    assert!(
-        html.contains("&lt;a&amp;&quot;q&quot;&gt;.txt"),
-        "names are escaped"
-    );
-    assert!(!html.contains("<a&"), "no raw markup from names");
-    assert!(
-        html.contains("href=\"/100%25%20%231%3F.txt\""),
-        "links are percent-encoded: {html}"
-    );
-    assert!(html.contains("2.0 KiB"), "sizes are shown");
-    assert!(html.contains("GMT"), "dates are shown");
-    let dir = html.find("zeta dir/").unwrap();
-    let a = html.find("100% #1?.txt").unwrap();
-    let b = html.find(">b.txt<").unwrap();
-    assert!(dir < a && a < b, "collections first, then names in order");
-    assert!(!html.contains("../"), "the root has no parent link");
-    // Every link can be followed.
-    for href in html.split("href=\"").skip(1).map(|s| &s[..s.find('"').unwrap()]) {
-        let status = client().get(server.url(href)).send().await.unwrap().status();
-        assert_eq!(status, StatusCode::OK, "{href}");
-    }
-    let sub = client()
-        .get(server.url("/zeta%20dir/"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(sub.contains("href=\"/\">../</a>"), "a parent link");
-    assert!(sub.contains("href=\"/zeta%20dir/inner.txt\""));
 }
 
 async fn request_ids_and_limits(mode: Mode) {
@@ -512,8 +418,6 @@ async fn fileio_down_gives_503() {
 }
 
 in_both_modes!(
-    get_and_head,
-    html_listing,
     request_ids_and_limits,
     path_traversal_is_refused,
     aborted_upload_keeps_old_content,
