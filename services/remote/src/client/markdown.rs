@@ -23,7 +23,7 @@ pub struct RemoteMarkdown {
 
 impl RemoteMarkdown {
     /// A client on `channel`: one connection, or a balanced set of them
-    /// (`kubedav_kit::balance::channel`), observed ([`ObservedChannel`]).
+    /// ([`crate::balance::channel`]), observed ([`ObservedChannel`]).
     pub fn new(channel: ObservedChannel) -> Self {
         let client =
             pb::markdown_client::MarkdownClient::new(channel).max_decoding_message_size(4 * 1024 * 1024);

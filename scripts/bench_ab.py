@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Two kubedav builds side by side: which costs more CPU per request.
+
+    python3 scripts/bench_ab.py BEFORE_BINARY AFTER_BINARY [--rounds 3] [--seconds 5]
+
+Both builds run at once, each over its own root, in both run modes (all-in-one, and
+gateway + fileio + locks as processes). Each workload (GET 1 KiB, PROPFIND Depth 0,
+PUT 4 KiB, LOCK+UNLOCK) is measured with wrk in alternating rounds, the order flipping
+every round, so a busy machine slows both alike. Printed per round: requests/s, and the
+CPU time (utime + stime of every process of that deployment) per request, which is the
+figure that survives a noisy machine. Needs wrk.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEERS = os.environ.get("PEERS_DIR", os.path.join(REPO, "..", "shared", "peers"))
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def start(binary, log, args):
+    """Starts `binary args`, logging to `log`."""
+    out = open(log, "w")
+    return subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL)
+
+
+def announced(log, what, timeout=30):
+    """The address kubedav announced as `<what> listening on ADDR` in `log`."""
+    deadline = time.time() + timeout
+    pattern = re.compile(re.escape(what) + r" listening on (\S+)")
+    while time.time() < deadline:
+        with open(log) as f:
+            found = pattern.search(f.read())
+        if found:
+            return found.group(1)
+        time.sleep(0.05)
+    sys.exit(f"kubedav did not announce {what}; see {log}")
+
+
+def cpu_seconds(pids):
+    """utime + stime of the processes, in seconds."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS
+
+
+class Deployment:
+    """One build in one run mode, over its own root, with the bench fixtures."""
+
+    def __init__(self, binary, mode, work):
+        self.procs = []
+        root = os.path.join(work, "root")
+        os.makedirs(os.path.join(root, "bench", "put"))
+        os.makedirs(os.path.join(root, "bench", "lock"))
+        with open(os.path.join(root, "bench", "1k.bin"), "wb") as f:
+            f.write(os.urandom(1024))
+        for t in range(2):
+            open(os.path.join(root, "bench", "lock", f"t{t}.txt"), "w").close()
+        admin = ["--admin-listen", "127.0.0.1:0"]
+        if mode == "all":
+            log = os.path.join(work, "all.log")
+            self.procs.append(start(binary, log, ["--target=all", "--root", root, "--listen", "127.0.0.1:0", *admin]))
+            self.url = "http://" + announced(log, "gateway HTTP")
+            return
+        log = os.path.join(work, "fileio.log")
+        self.procs.append(start(binary, log, ["--target=fileio", "--root", root, "--grpc-listen", "127.0.0.1:0", *admin]))
+        fileio = announced(log, "fileio gRPC")
+        log = os.path.join(work, "locks.log")
+        self.procs.append(start(binary, log, ["--target=locks", "--grpc-listen", "127.0.0.1:0", *admin]))
+        locks = announced(log, "locks gRPC")
+        log = os.path.join(work, "gateway.log")
+        self.procs.append(start(binary, log, [
+            "--target=gateway", "--fileio-url", f"http://{fileio}", "--locks-url", f"http://{locks}",
+            "--listen", "127.0.0.1:0", *admin]))
+        self.url = "http://" + announced(log, "gateway HTTP")
+
+    def pids(self):
+        return [p.pid for p in self.procs]
+
+    def stop(self):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            p.wait(timeout=30)
+
+
+WORKLOADS = [
+    # name, path, wrk arguments, connections, extra environment
+    ("GET 1 KiB", "/bench/1k.bin", [], 16, {}),
+    ("PROPFIND Depth 0", "/bench/1k.bin", ["-s", os.path.join(PEERS, "propfind.lua")], 16, {"DEPTH": "0"}),
+    ("PUT 4 KiB", "/bench/put/", ["-s", os.path.join(REPO, "scripts", "put4k.lua")], 16, {}),
+    ("LOCK+UNLOCK", "/bench/lock/", ["-s", os.path.join(REPO, "scripts", "lockunlock.lua")], 2, {}),
+]
+
+
+def measure(deployment, workload, seconds):
+    """One wrk run: (requests/s, µs of CPU per request)."""
+    _, path, args, conns, env = workload
+    before = cpu_seconds(deployment.pids())
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{conns}", f"-d{seconds}s", *args, deployment.url + path],
+        capture_output=True, text=True, timeout=seconds + 60, env={**os.environ, **env},
+    ).stdout
+    used = cpu_seconds(deployment.pids()) - before
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    if "Non-2xx" in out:
+        sys.exit(f"non-2xx answers from {deployment.url}:\n{out}")
+    return rate, used / max(requests, 1) * 1e6
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before")
+    parser.add_argument("after")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5)
+    options = parser.parse_args()
+    builds = {"before": options.before, "after": options.after}
+    print(f"wrk -t2, {options.seconds} s per run, {options.rounds} alternating rounds; "
+          f"CPU = utime+stime of all the deployment's processes per request")
+    for mode in ("all", "microservices"):
+        with tempfile.TemporaryDirectory() as work:
+            deployments = {}
+            for name, binary in builds.items():
+                os.makedirs(os.path.join(work, name))
+                deployments[name] = Deployment(binary, mode, os.path.join(work, name))
+            try:
+                for workload in WORKLOADS:
+                    figures = {name: [] for name in builds}
+                    for round_ in range(options.rounds):
+                        order = list(builds) if round_ % 2 == 0 else list(reversed(list(builds)))
+                        for name in order:
+                            figures[name].append(measure(deployments[name], workload, options.seconds))
+                    for name in builds:
+                        rates = " / ".join(f"{r:7.0f}" for r, _ in figures[name])
+                        cpus = " / ".join(f"{c:5.1f}" for _, c in figures[name])
+                        print(f"{mode:13} {workload[0]:17} {name:6}  r/s {rates}   µs CPU/req {cpus}")
+            finally:
+                for d in deployments.values():
+                    d.stop()
+
+
+if __name__ == "__main__":
+    main()
