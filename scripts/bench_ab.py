@@ -6,7 +6,8 @@
 Both builds run at once, each over its own root, in both run modes (all-in-one, and
 gateway + fileio + locks as processes). Each workload (GET 1 KiB, PROPFIND Depth 0,
 PUT 4 KiB, LOCK+UNLOCK) is measured with wrk in alternating rounds, the order flipping
-every round, so a busy machine slows both alike. Printed per round: requests/s, and the
+every round, so a busy machine slows both alike, and the pair is set up twice, once in
+each order (see `main`). Printed per round: requests/s, and the
 CPU time (utime + stime of every process of that deployment) per request, which is the
 figure that survives a noisy machine. Needs wrk.
 """
@@ -58,13 +59,12 @@ class Deployment:
 
     def __init__(self, binary, mode, work):
         self.procs = []
+        self.runs = 0
         root = os.path.join(work, "root")
+        self.root = root
         os.makedirs(os.path.join(root, "bench", "put"))
-        os.makedirs(os.path.join(root, "bench", "lock"))
         with open(os.path.join(root, "bench", "1k.bin"), "wb") as f:
             f.write(os.urandom(1024))
-        for t in range(2):
-            open(os.path.join(root, "bench", "lock", f"t{t}.txt"), "w").close()
         admin = ["--admin-listen", "127.0.0.1:0"]
         if mode == "all":
             log = os.path.join(work, "all.log")
@@ -82,6 +82,16 @@ class Deployment:
             "--target=gateway", "--fileio-url", f"http://{fileio}", "--locks-url", f"http://{locks}",
             "--listen", "127.0.0.1:0", *admin]))
         self.url = "http://" + announced(log, "gateway HTTP")
+
+    def lock_dir(self):
+        """A fresh directory of files to lock, `/bench/lockN/t0.txt` and `t1.txt`: a run
+        stopped between a LOCK and its UNLOCK leaves that lock behind."""
+        self.runs += 1
+        directory = os.path.join(self.root, "bench", f"lock{self.runs}")
+        os.makedirs(directory)
+        for t in range(2):
+            open(os.path.join(directory, f"t{t}.txt"), "w").close()
+        return f"/bench/lock{self.runs}/"
 
     def pids(self):
         return [p.pid for p in self.procs]
@@ -105,6 +115,9 @@ WORKLOADS = [
 def measure(deployment, workload, seconds):
     """One wrk run: (requests/s, µs of CPU per request)."""
     _, path, args, conns, env = workload
+    if path == "/bench/lock/":
+        path = deployment.lock_dir()
+        env = {**env, "LOCKDIR": path}
     before = cpu_seconds(deployment.pids())
     out = subprocess.run(
         ["wrk", "-t2", f"-c{conns}", f"-d{seconds}s", *args, deployment.url + path],
@@ -124,31 +137,39 @@ def main():
     parser.add_argument("after")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--only", help="the workloads whose name contains this, e.g. PUT")
+    parser.add_argument("--modes", default="all,microservices", help="comma-separated run modes")
     options = parser.parse_args()
     builds = {"before": options.before, "after": options.after}
     print(f"wrk -t2, {options.seconds} s per run, {options.rounds} alternating rounds; "
           f"CPU = utime+stime of all the deployment's processes per request")
-    for mode in ("all", "microservices"):
-        with tempfile.TemporaryDirectory() as work:
-            deployments = {}
-            for name, binary in builds.items():
-                os.makedirs(os.path.join(work, name))
-                deployments[name] = Deployment(binary, mode, os.path.join(work, name))
-            try:
-                for workload in WORKLOADS:
-                    figures = {name: [] for name in builds}
-                    for round_ in range(options.rounds):
-                        order = list(builds) if round_ % 2 == 0 else list(reversed(list(builds)))
-                        for name in order:
-                            figures[name].append(measure(deployments[name], workload, options.seconds))
-                    for name in builds:
-                        rates = " / ".join(f"{r:7.0f}" for r, _ in figures[name])
-                        cpus = " / ".join(f"{c:5.1f}" for _, c in figures[name])
-                        print(f"{mode:13} {workload[0]:17} {name:6}  r/s {rates}   µs CPU/req {cpus}")
-            finally:
-                for d in deployments.values():
-                    d.stop()
-
+    workloads = [w for w in WORKLOADS if not options.only or options.only in w[0]]
+    for mode in options.modes.split(","):
+        # Each pair of deployments is set up twice, once in each order: on this machine
+        # the deployment set up second paid up to 15 % more CPU per PUT whichever build it
+        # was, so only a figure taken in both placements compares builds.
+        for placement in (list(builds), list(reversed(list(builds)))):
+            with tempfile.TemporaryDirectory() as work:
+                deployments = {}
+                for name in placement:
+                    os.makedirs(os.path.join(work, name))
+                    deployments[name] = Deployment(builds[name], mode, os.path.join(work, name))
+                try:
+                    for workload in workloads:
+                        figures = {name: [] for name in builds}
+                        for round_ in range(options.rounds):
+                            order = placement if round_ % 2 == 0 else list(reversed(placement))
+                            for name in order:
+                                figures[name].append(measure(deployments[name], workload, options.seconds))
+                        for name in builds:
+                            rates = " / ".join(f"{r:7.0f}" for r, _ in figures[name])
+                            cpus = " / ".join(f"{c:5.1f}" for _, c in figures[name])
+                            where = "set up first" if name == placement[0] else "set up second"
+                            print(f"{mode:13} {workload[0]:17} {name:6} ({where:13})  "
+                                  f"r/s {rates}   µs CPU/req {cpus}")
+                finally:
+                    for d in deployments.values():
+                        d.stop()
 
 if __name__ == "__main__":
     main()
