@@ -1,6 +1,6 @@
-//! Generates the gRPC types from `proto/` with protox (a protobuf compiler in Rust), so a
-//! fresh machine needs no system `protoc`. Also writes the descriptor set used by gRPC
-//! reflection.
+//! Generates the message types of `proto/` with protox (a protobuf compiler in Rust), so
+//! a fresh machine needs no system `protoc`. Also writes the descriptor set used by gRPC
+//! reflection. The services' tonic stubs are `kubedav-remote`'s (its own build.rs).
 use prost::Message;
 use std::path::PathBuf;
 
@@ -19,6 +19,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(files, [&root])?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("kubedav_descriptor.bin"), fds.encode_to_vec())?;
-    tonic_prost_build::configure().bytes(".").compile_fds(fds)?;
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .bytes(".")
+        .compile_fds(fds)?;
     Ok(())
 }

@@ -4,9 +4,8 @@
 mod common;
 
 use common::{Mode, Server, names_in};
-use kubedav_api::pb::fileio::v1::{
-    WriteEnd, WriteHeader, WriteRequest, file_io_client::FileIoClient, write_request::Item,
-};
+use kubedav_api::pb::fileio::v1::{WriteEnd, WriteHeader, WriteRequest, write_request::Item};
+use kubedav_remote::stubs::fileio::file_io_client::FileIoClient;
 
 fn header(path: &str) -> WriteRequest {
     WriteRequest {

@@ -11,6 +11,7 @@
 //! * [`balance`]: one channel per pod behind a headless Service, calls spread over
 //!   them, each reconnecting with [`backoff`].
 //! * [`observe`]: spans, trace-context propagation and call metrics on both ends.
+//! * [`stubs`]: the tonic stubs generated from the services of `proto/`.
 //!
 //! `docs/architecture.md` says why these live apart from `kubedav-kit` (process
 //! plumbing every target shares) and from `kubedav-api` (the contract).
@@ -23,3 +24,28 @@ pub mod lease;
 pub mod observe;
 pub mod serve;
 pub mod server;
+
+/// The tonic client and server stubs generated from the services of `proto/`, over the
+/// message types of `kubedav_api::pb`.
+pub mod stubs {
+    /// `kubedav.fileio.v1.FileIo`.
+    #[allow(missing_docs, clippy::all)]
+    pub mod fileio {
+        tonic::include_proto!("kubedav.fileio.v1");
+    }
+    /// `kubedav.locks.v1.Locks`.
+    #[allow(missing_docs, clippy::all)]
+    pub mod locks {
+        tonic::include_proto!("kubedav.locks.v1");
+    }
+    /// `kubedav.auth.v1.Auth`.
+    #[allow(missing_docs, clippy::all)]
+    pub mod auth {
+        tonic::include_proto!("kubedav.auth.v1");
+    }
+    /// `kubedav.markdown.v1.Markdown`.
+    #[allow(missing_docs, clippy::all)]
+    pub mod markdown {
+        tonic::include_proto!("kubedav.markdown.v1");
+    }
+}

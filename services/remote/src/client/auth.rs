@@ -2,11 +2,11 @@
 
 use super::{Budget, Caller};
 use crate::observe::ObservedChannel;
+use crate::stubs::auth as stubs;
 use kubedav_api::auth::*;
-use kubedav_api::pb::auth::v1 as pb;
 use tonic::Status;
 
-type Client = pb::auth_client::AuthClient<ObservedChannel>;
+type Client = stubs::auth_client::AuthClient<ObservedChannel>;
 
 /// The service's name in deadline errors.
 const CALLEE: &str = "auth";
@@ -22,7 +22,7 @@ impl RemoteAuth {
     /// ([`crate::balance::channel`]), observed ([`ObservedChannel`]).
     pub fn new(channel: ObservedChannel) -> Self {
         Self {
-            calls: Caller::new(pb::auth_client::AuthClient::new(channel), CALLEE),
+            calls: Caller::new(stubs::auth_client::AuthClient::new(channel), CALLEE),
         }
     }
 }

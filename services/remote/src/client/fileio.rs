@@ -4,6 +4,7 @@ use super::{Budget, Caller};
 use crate::deadline;
 
 use crate::observe::ObservedChannel;
+use crate::stubs::fileio as stubs;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use kubedav_api::BoxStream;
@@ -12,7 +13,7 @@ use kubedav_api::lease::WatchEvent;
 use kubedav_api::pb::fileio::v1 as pb;
 use tonic::Status;
 
-type Client = pb::file_io_client::FileIoClient<ObservedChannel>;
+type Client = stubs::file_io_client::FileIoClient<ObservedChannel>;
 
 /// The service's name in deadline errors.
 const CALLEE: &str = "fileio";
@@ -28,7 +29,7 @@ impl RemoteFileIo {
     /// ([`crate::balance::channel`]), observed ([`ObservedChannel`]).
     pub fn new(channel: ObservedChannel) -> Self {
         let client =
-            pb::file_io_client::FileIoClient::new(channel).max_decoding_message_size(4 * 1024 * 1024);
+            stubs::file_io_client::FileIoClient::new(channel).max_decoding_message_size(4 * 1024 * 1024);
         Self {
             calls: Caller::new(client, CALLEE),
         }

@@ -3,14 +3,14 @@
 use super::{Budget, Caller};
 
 use crate::observe::ObservedChannel;
+use crate::stubs::locks as stubs;
 use futures_util::StreamExt;
 use kubedav_api::BoxStream;
 use kubedav_api::lease::WatchEvent;
 use kubedav_api::locks::*;
-use kubedav_api::pb::locks::v1 as pb;
 use tonic::Status;
 
-type Client = pb::locks_client::LocksClient<ObservedChannel>;
+type Client = stubs::locks_client::LocksClient<ObservedChannel>;
 
 /// The service's name in deadline errors.
 const CALLEE: &str = "locks";
@@ -26,7 +26,7 @@ impl RemoteLocks {
     /// ([`crate::balance::channel`]), observed ([`ObservedChannel`]).
     pub fn new(channel: ObservedChannel) -> Self {
         Self {
-            calls: Caller::new(pb::locks_client::LocksClient::new(channel), CALLEE),
+            calls: Caller::new(stubs::locks_client::LocksClient::new(channel), CALLEE),
         }
     }
 }

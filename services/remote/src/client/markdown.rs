@@ -3,6 +3,7 @@
 use super::Caller;
 use crate::deadline;
 use crate::observe::ObservedChannel;
+use crate::stubs::markdown as stubs;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use kubedav_api::BoxStream;
@@ -10,7 +11,7 @@ use kubedav_api::markdown::*;
 use kubedav_api::pb::markdown::v1 as pb;
 use tonic::Status;
 
-type Client = pb::markdown_client::MarkdownClient<ObservedChannel>;
+type Client = stubs::markdown_client::MarkdownClient<ObservedChannel>;
 
 /// The service's name in deadline errors.
 const CALLEE: &str = "markdown";
@@ -26,7 +27,7 @@ impl RemoteMarkdown {
     /// ([`crate::balance::channel`]), observed ([`ObservedChannel`]).
     pub fn new(channel: ObservedChannel) -> Self {
         let client =
-            pb::markdown_client::MarkdownClient::new(channel).max_decoding_message_size(4 * 1024 * 1024);
+            stubs::markdown_client::MarkdownClient::new(channel).max_decoding_message_size(4 * 1024 * 1024);
         Self {
             calls: Caller::new(client, CALLEE),
         }

@@ -1,7 +1,7 @@
 //! [`AuthGrpc`]: any [`Auth`] as the `kubedav.auth.v1.Auth` gRPC service.
 
+use crate::stubs::auth as stubs;
 use kubedav_api::auth::*;
-use kubedav_api::pb::auth::v1 as pb;
 use std::sync::Arc;
 use tonic::Status;
 
@@ -17,13 +17,13 @@ impl AuthGrpc {
     }
 
     /// The tonic service, ready to be added to a server.
-    pub fn into_service(self) -> pb::auth_server::AuthServer<Self> {
-        pb::auth_server::AuthServer::new(self)
+    pub fn into_service(self) -> stubs::auth_server::AuthServer<Self> {
+        stubs::auth_server::AuthServer::new(self)
     }
 }
 
 #[async_trait::async_trait]
-impl pb::auth_server::Auth for AuthGrpc {
+impl stubs::auth_server::Auth for AuthGrpc {
     async fn verify(
         &self,
         request: tonic::Request<VerifyRequest>,

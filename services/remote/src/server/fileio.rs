@@ -1,6 +1,7 @@
 //! [`FileIoGrpc`]: any [`FileIo`] as the `kubedav.fileio.v1.FileIo` gRPC service.
 
 use crate::lease::Leases;
+use crate::stubs::fileio as stubs;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use kubedav_api::BoxStream;
@@ -44,13 +45,13 @@ impl FileIoGrpc {
     }
 
     /// The tonic service, ready to be added to a server.
-    pub fn into_service(self) -> pb::file_io_server::FileIoServer<Self> {
-        pb::file_io_server::FileIoServer::new(self).max_decoding_message_size(4 * 1024 * 1024)
+    pub fn into_service(self) -> stubs::file_io_server::FileIoServer<Self> {
+        stubs::file_io_server::FileIoServer::new(self).max_decoding_message_size(4 * 1024 * 1024)
     }
 }
 
 #[async_trait::async_trait]
-impl pb::file_io_server::FileIo for FileIoGrpc {
+impl stubs::file_io_server::FileIo for FileIoGrpc {
     type ListStream = BoxStream<ListResponse>;
     type ReadStream = BoxStream<pb::ReadResponse>;
     type WatchStream = BoxStream<WatchEvent>;

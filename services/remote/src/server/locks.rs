@@ -1,11 +1,11 @@
 //! [`LocksGrpc`]: any [`Locks`] as the `kubedav.locks.v1.Locks` gRPC service.
 
 use crate::lease::Leases;
+use crate::stubs::locks as stubs;
 use futures_util::StreamExt;
 use kubedav_api::BoxStream;
 use kubedav_api::lease::{Invalidation, WatchEvent, WatchRequest};
 use kubedav_api::locks::*;
-use kubedav_api::pb::locks::v1 as pb;
 use std::sync::Arc;
 use tonic::Status;
 
@@ -52,13 +52,13 @@ impl LocksGrpc {
     }
 
     /// The tonic service, ready to be added to a server.
-    pub fn into_service(self) -> pb::locks_server::LocksServer<Self> {
-        pb::locks_server::LocksServer::new(self)
+    pub fn into_service(self) -> stubs::locks_server::LocksServer<Self> {
+        stubs::locks_server::LocksServer::new(self)
     }
 }
 
 #[async_trait::async_trait]
-impl pb::locks_server::Locks for LocksGrpc {
+impl stubs::locks_server::Locks for LocksGrpc {
     type WatchStream = BoxStream<WatchEvent>;
 
     async fn watch(

@@ -1,5 +1,6 @@
 //! [`MarkdownGrpc`]: any [`Markdown`] as the `kubedav.markdown.v1.Markdown` gRPC service.
 
+use crate::stubs::markdown as stubs;
 use futures_util::StreamExt;
 use kubedav_api::markdown::*;
 use kubedav_api::pb::markdown::v1 as pb;
@@ -20,8 +21,8 @@ impl MarkdownGrpc {
     }
 
     /// The tonic service, ready to be added to a server.
-    pub fn into_service(self) -> pb::markdown_server::MarkdownServer<Self> {
-        pb::markdown_server::MarkdownServer::new(self).max_decoding_message_size(4 * 1024 * 1024)
+    pub fn into_service(self) -> stubs::markdown_server::MarkdownServer<Self> {
+        stubs::markdown_server::MarkdownServer::new(self).max_decoding_message_size(4 * 1024 * 1024)
     }
 }
 
@@ -43,7 +44,7 @@ fn respond(rendered: Option<Rendered>) -> BoxStream<pb::ConvertResponse> {
 }
 
 #[async_trait::async_trait]
-impl pb::markdown_server::Markdown for MarkdownGrpc {
+impl stubs::markdown_server::Markdown for MarkdownGrpc {
     type LookupStream = BoxStream<pb::ConvertResponse>;
     type ConvertStream = BoxStream<pb::ConvertResponse>;
 
