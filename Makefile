@@ -14,7 +14,8 @@ run: build
 	./target/release/kubedav --target=all --root $(ROOT) --listen $(LISTEN)
 
 # Unit tests, the HTTP suites against both run modes (and the many-replica suite on a
-# real redis-server, installed when missing), then the litmus WebDAV suites against both
+# real redis-server, installed when missing; the S3 suites on a real versitygw, built by
+# scripts/need-versitygw.sh when missing), then the litmus WebDAV suites against both
 # modes and against the Redis lock store, the k6 smoke and 30-second webdav-mixed load
 # tests against both modes with their thresholds, a rolling restart of two gateways
 # behind nginx under k6 with no request lost (scripts/rolling-restart.sh), then the Helm chart checks (scripts/chart-test.sh:
@@ -23,7 +24,7 @@ run: build
 # `make run` and `make bench`.
 test:
 	bash scripts/need.sh redis-server:redis-server prometheus:prometheus
-	$(CARGO) test --release --locked --workspace
+	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" $(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=all
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=microservices

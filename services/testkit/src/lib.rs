@@ -131,3 +131,221 @@ impl Drop for RedisServer {
         self.stop();
     }
 }
+
+/// The access key of every [`S3Server`].
+pub const S3_ACCESS_KEY: &str = "kubedav-test";
+/// The secret key of every [`S3Server`].
+pub const S3_SECRET_KEY: &str = "kubedav-test-secret";
+/// The region every [`S3Server`] signs for.
+pub const S3_REGION: &str = "us-east-1";
+
+/// A real S3 server: versitygw (the Versity S3 Gateway) with its posix backend, on a
+/// free loopback port, over a temporary directory, with one bucket made. It checks
+/// signatures and headers as strictly as S3 does. `scripts/need-versitygw.sh` builds it;
+/// the binary is taken from `KUBEDAV_VERSITYGW`, else the tools cache, else `PATH`.
+pub struct S3Server {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+    bucket: String,
+}
+
+impl S3Server {
+    /// Starts a server with the bucket `bucket`, and waits until it answers.
+    pub fn start(bucket: &str) -> S3Server {
+        for _ in 0..5 {
+            let mut server = S3Server {
+                child: None,
+                port: free_port(),
+                dir: tempfile::tempdir().expect("a temporary directory"),
+                bucket: bucket.to_owned(),
+            };
+            if server.spawn() {
+                server.create_bucket();
+                return server;
+            }
+        }
+        panic!("versitygw did not start on any of 5 free ports");
+    }
+
+    /// The versitygw binary.
+    fn binary() -> std::path::PathBuf {
+        if let Some(path) = std::env::var_os("KUBEDAV_VERSITYGW") {
+            return path.into();
+        }
+        let cache = std::env::var_os("KUBEDAV_TOOLS_CACHE")
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("XDG_CACHE_HOME").map(|c| std::path::Path::new(&c).join("kubedav-tools"))
+            })
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache/kubedav-tools"))
+            });
+        match cache.map(|c| c.join("bin/versitygw")) {
+            Some(path) if path.exists() => path,
+            _ => "versitygw".into(),
+        }
+    }
+
+    /// Spawns versitygw on `self.port`; true once it accepts connections, false if it
+    /// exited (the port was taken).
+    fn spawn(&mut self) -> bool {
+        let data = self.dir.path().join("data");
+        std::fs::create_dir_all(&data).expect("the server's data directory");
+        let child = Command::new(Self::binary())
+            .args(["--access", S3_ACCESS_KEY, "--secret", S3_SECRET_KEY])
+            .args(["--port", &format!("127.0.0.1:{}", self.port)])
+            .arg("posix")
+            .arg(&data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot run versitygw ({e}): `make test` builds it, or run scripts/need-versitygw.sh")
+            });
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
+            if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.stop();
+        false
+    }
+
+    /// Makes the bucket (CreateBucket, signed).
+    fn create_bucket(&self) {
+        let bucket = self.signing_bucket();
+        let credentials = rusty_s3::Credentials::new(S3_ACCESS_KEY, S3_SECRET_KEY);
+        let url = rusty_s3::S3Action::sign(
+            &rusty_s3::actions::CreateBucket::new(&bucket, &credentials),
+            Duration::from_secs(60),
+        );
+        let (status, body) = self.send("PUT", &url, &[], b"");
+        assert_eq!(
+            status,
+            200,
+            "CreateBucket {}: {}",
+            self.bucket,
+            String::from_utf8_lossy(&body)
+        );
+    }
+
+    /// The bucket, for signing requests to it (path-style).
+    pub fn signing_bucket(&self) -> rusty_s3::Bucket {
+        rusty_s3::Bucket::new(
+            self.endpoint().parse().expect("a URL"),
+            rusty_s3::UrlStyle::Path,
+            self.bucket.clone(),
+            S3_REGION,
+        )
+        .expect("a bucket")
+    }
+
+    /// Sends one request to a (presigned) `url` of this server, with `headers` and
+    /// `body`: the status and the body of the answer. Plain HTTP/1.1, one connection per
+    /// request, as another S3 client writing into the bucket would.
+    pub fn send(
+        &self,
+        method: &str,
+        url: &url::Url,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, Vec<u8>) {
+        use std::io::{Read, Write};
+        let target = match url.query() {
+            Some(query) => format!("{}?{query}", url.path()),
+            None => url.path().to_owned(),
+        };
+        let mut head = format!(
+            "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            self.port,
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        let mut stream =
+            std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("the S3 server answers");
+        stream.write_all(head.as_bytes()).expect("a request");
+        stream.write_all(body).expect("a body");
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).expect("an answer");
+        let end = answer
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("an HTTP answer");
+        let status = String::from_utf8_lossy(&answer[9..12])
+            .parse()
+            .expect("a status code");
+        let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+        let mut body = answer[end + 4..].to_vec();
+        if head.contains("transfer-encoding: chunked") {
+            body = dechunk(&body);
+        }
+        (status, body)
+    }
+
+    /// The server's URL, `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The bucket's name.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// Where the posix backend keeps the bucket's objects (one file per object).
+    pub fn bucket_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data").join(&self.bucket)
+    }
+
+    /// Kills the server (SIGKILL).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port over the same data.
+    pub fn restart(&mut self) {
+        self.stop();
+        for _ in 0..20 {
+            if self.spawn() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("versitygw did not restart on port {}", self.port);
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The payload of an HTTP/1.1 chunked body.
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(line_end) = body.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&body[..line_end]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        let start = line_end + 2;
+        out.extend_from_slice(&body[start..start + size]);
+        body = &body[start + size + 2..];
+    }
+    out
+}
