@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod orphans;
 pub mod props;
 pub mod read;
+pub mod s3;
 pub mod scanslots;
 pub mod serial;
 pub mod transfer;

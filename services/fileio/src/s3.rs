@@ -1,0 +1,308 @@
+//! The S3 client fileio's object-storage backend talks through (issue 25, under way):
+//! requests built and signed by rusty-s3 (keys used as they are, so the bucket stays a
+//! plain bucket), sent with hyper, and every failure mapped to the gRPC status the rest
+//! of kubedav understands. docs/architecture.md says why rusty-s3 and not object_store.
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use rusty_s3::actions::{
+    AbortMultipartUpload, CompleteMultipartUpload, CreateMultipartUpload, DeleteObject, GetObject,
+    HeadObject, ListObjectsV2, PutObject, UploadPart,
+};
+use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
+use std::time::Duration;
+use tonic::Status;
+
+/// How long a signed request stays valid: long enough for the slowest part upload.
+const SIGNED_FOR: Duration = Duration::from_secs(15 * 60);
+
+/// Where the bucket is and how to sign for it.
+#[derive(Clone, Debug)]
+pub struct S3Config {
+    /// The endpoint, `http://127.0.0.1:7070` or `https://s3.eu-west-1.amazonaws.com`.
+    pub endpoint: url::Url,
+    /// The bucket.
+    pub bucket: String,
+    /// The region signatures are made for.
+    pub region: String,
+    /// The access key id.
+    pub access_key: String,
+    /// The secret access key.
+    pub secret_key: String,
+    /// Path-style addressing (`endpoint/bucket/key`), as non-AWS servers want.
+    pub path_style: bool,
+}
+
+/// An object's metadata, as HEAD and listings give it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// The key.
+    pub key: String,
+    /// Bytes.
+    pub size: u64,
+    /// The ETag, without quotes.
+    pub etag: String,
+}
+
+/// One page of a listing with a delimiter.
+#[derive(Clone, Debug, Default)]
+pub struct ListPage {
+    /// The objects directly under the prefix.
+    pub objects: Vec<ObjectInfo>,
+    /// The "directories" under the prefix, each ending with the delimiter.
+    pub prefixes: Vec<String>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<String>,
+}
+
+/// A client of one bucket.
+#[derive(Clone)]
+pub struct S3Client {
+    bucket: Bucket,
+    credentials: Credentials,
+    http: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl S3Client {
+    /// A client of the bucket `config` names. Plain HTTP only for now: TLS comes with
+    /// the backend that uses this client.
+    pub fn new(config: &S3Config) -> Result<Self, String> {
+        if config.endpoint.scheme() != "http" {
+            return Err(format!(
+                "the S3 endpoint {} is not plain HTTP, which is all this build speaks to S3",
+                config.endpoint
+            ));
+        }
+        let style = if config.path_style {
+            UrlStyle::Path
+        } else {
+            UrlStyle::VirtualHost
+        };
+        let bucket = Bucket::new(
+            config.endpoint.clone(),
+            style,
+            config.bucket.clone(),
+            config.region.clone(),
+        )
+        .map_err(|e| format!("the S3 bucket {} at {}: {e}", config.bucket, config.endpoint))?;
+        let http = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        Ok(Self {
+            bucket,
+            credentials: Credentials::new(config.access_key.clone(), config.secret_key.clone()),
+            http,
+        })
+    }
+
+    /// The metadata of `key`; `None` when there is no such object.
+    pub async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, Status> {
+        let url = HeadObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        let (status, headers, _) = self.send(Method::HEAD, url, &[], Bytes::new()).await?;
+        match status {
+            StatusCode::NOT_FOUND => Ok(None),
+            status if status.is_success() => Ok(Some(ObjectInfo {
+                key: key.to_owned(),
+                size: header(&headers, "content-length").parse().unwrap_or(0),
+                etag: header(&headers, "etag").trim_matches('"').to_owned(),
+            })),
+            status => Err(refused("HeadObject", key, status, &Bytes::new())),
+        }
+    }
+
+    /// The whole object `key`; NOT_FOUND when there is none.
+    pub async fn get(&self, key: &str) -> Result<Bytes, Status> {
+        let url = GetObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        let (status, _, body) = self.send(Method::GET, url, &[], Bytes::new()).await?;
+        match status {
+            StatusCode::NOT_FOUND => Err(Status::not_found(format!("no object {key}"))),
+            status if status.is_success() => Ok(body),
+            status => Err(refused("GetObject", key, status, &body)),
+        }
+    }
+
+    /// Writes `data` as the object `key` in one request; its ETag.
+    pub async fn put(&self, key: &str, data: Bytes) -> Result<String, Status> {
+        let url = PutObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        let (status, headers, body) = self.send(Method::PUT, url, &[], data).await?;
+        if !status.is_success() {
+            return Err(refused("PutObject", key, status, &body));
+        }
+        Ok(header(&headers, "etag").trim_matches('"').to_owned())
+    }
+
+    /// Removes the object `key` (no error when there is none, as S3 does).
+    pub async fn delete(&self, key: &str) -> Result<(), Status> {
+        let url = DeleteObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        let (status, _, body) = self.send(Method::DELETE, url, &[], Bytes::new()).await?;
+        if !status.is_success() {
+            return Err(refused("DeleteObject", key, status, &body));
+        }
+        Ok(())
+    }
+
+    /// One page of the objects and prefixes directly under `prefix` (`/` delimited),
+    /// from `from` (the previous page's `next`).
+    pub async fn list(&self, prefix: &str, from: Option<&str>) -> Result<ListPage, Status> {
+        let mut list = ListObjectsV2::new(&self.bucket, Some(&self.credentials));
+        list.with_prefix(prefix);
+        list.with_delimiter("/");
+        if let Some(token) = from {
+            list.with_continuation_token(token);
+        }
+        let (status, _, body) = self
+            .send(Method::GET, list.sign(SIGNED_FOR), &[], Bytes::new())
+            .await?;
+        if !status.is_success() {
+            return Err(refused("ListObjectsV2", prefix, status, &body));
+        }
+        let text = String::from_utf8_lossy(&body);
+        let parsed = ListObjectsV2::parse_response(&text).map_err(|e| {
+            Status::internal(format!("the S3 server's listing of {prefix} did not parse: {e}"))
+        })?;
+        Ok(ListPage {
+            objects: parsed
+                .contents
+                .into_iter()
+                .map(|o| ObjectInfo {
+                    key: o.key,
+                    size: o.size.unwrap_or(0),
+                    etag: o.etag.unwrap_or_default().trim_matches('"').to_owned(),
+                })
+                .collect(),
+            prefixes: parsed.common_prefixes.into_iter().map(|p| p.prefix).collect(),
+            next: parsed.next_continuation_token,
+        })
+    }
+
+    /// Starts a multipart upload of `key`; its upload id.
+    pub async fn start_upload(&self, key: &str) -> Result<String, Status> {
+        let url = CreateMultipartUpload::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        let (status, _, body) = self.send(Method::POST, url, &[], Bytes::new()).await?;
+        if !status.is_success() {
+            return Err(refused("CreateMultipartUpload", key, status, &body));
+        }
+        let parsed = CreateMultipartUpload::parse_response(&String::from_utf8_lossy(&body)).map_err(|e| {
+            Status::internal(format!(
+                "the S3 server's answer to CreateMultipartUpload did not parse: {e}"
+            ))
+        })?;
+        Ok(parsed.upload_id().to_owned())
+    }
+
+    /// Uploads part `number` (from 1) of an upload; the part's ETag, as sent.
+    pub async fn upload_part(
+        &self,
+        key: &str,
+        upload: &str,
+        number: u16,
+        data: Bytes,
+    ) -> Result<String, Status> {
+        let url =
+            UploadPart::new(&self.bucket, Some(&self.credentials), key, number, upload).sign(SIGNED_FOR);
+        let (status, headers, body) = self.send(Method::PUT, url, &[], data).await?;
+        if !status.is_success() {
+            return Err(refused("UploadPart", key, status, &body));
+        }
+        Ok(header(&headers, "etag").to_owned())
+    }
+
+    /// Completes an upload from its parts' ETags, in order: the object appears whole.
+    pub async fn complete_upload(&self, key: &str, upload: &str, etags: &[String]) -> Result<(), Status> {
+        let action = CompleteMultipartUpload::new(
+            &self.bucket,
+            Some(&self.credentials),
+            key,
+            upload,
+            etags.iter().map(String::as_str),
+        );
+        let url = action.sign(SIGNED_FOR);
+        let body = Bytes::from(action.body());
+        let (status, _, answer) = self.send(Method::POST, url, &[], body).await?;
+        // S3 may answer 200 with an error in the body when completing fails late.
+        if !status.is_success() || String::from_utf8_lossy(&answer).contains("<Error>") {
+            return Err(refused("CompleteMultipartUpload", key, status, &answer));
+        }
+        Ok(())
+    }
+
+    /// Abandons an upload: its parts are dropped and no object appears.
+    pub async fn abort_upload(&self, key: &str, upload: &str) -> Result<(), Status> {
+        let url =
+            AbortMultipartUpload::new(&self.bucket, Some(&self.credentials), key, upload).sign(SIGNED_FOR);
+        let (status, _, body) = self.send(Method::DELETE, url, &[], Bytes::new()).await?;
+        if !status.is_success() && status != StatusCode::NOT_FOUND {
+            return Err(refused("AbortMultipartUpload", key, status, &body));
+        }
+        Ok(())
+    }
+
+    /// Sends one signed request; the status, headers and whole body of the answer.
+    /// UNAVAILABLE when the server cannot be reached.
+    async fn send(
+        &self,
+        method: Method,
+        url: url::Url,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<(StatusCode, http::HeaderMap, Bytes), Status> {
+        let mut request = Request::builder().method(method).uri(url.as_str());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request
+            .body(Full::new(body))
+            .map_err(|e| Status::internal(format!("an S3 request could not be built: {e}")))?;
+        let response = self.http.request(request).await.map_err(|e| {
+            Status::unavailable(format!(
+                "the S3 server at {} cannot be reached: {e}",
+                self.bucket.base_url()
+            ))
+        })?;
+        let (parts, body) = response.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| Status::unavailable(format!("the S3 server's answer broke off: {e}")))?
+            .to_bytes();
+        Ok((parts.status, parts.headers, body))
+    }
+}
+
+/// A header's value, `""` when absent.
+fn header<'h>(headers: &'h http::HeaderMap, name: &str) -> &'h str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
+/// The status for a request the S3 server refused: throttling and outages are
+/// UNAVAILABLE (503 with Retry-After at the gateway), a refused signature or permission
+/// is INTERNAL with the server's reason (a misconfiguration, never a 404), and anything
+/// else keeps the server's own code and message.
+fn refused(action: &str, key: &str, status: StatusCode, body: &Bytes) -> Status {
+    let text = String::from_utf8_lossy(body);
+    let code = between(&text, "<Code>", "</Code>").unwrap_or_default();
+    let message = between(&text, "<Message>", "</Message>").unwrap_or_default();
+    let detail = format!("{action} {key}: the S3 server answered {status} {code} {message}");
+    match status {
+        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => Status::unavailable(detail),
+        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => {
+            tracing::error!("{detail}");
+            Status::internal(detail)
+        }
+        StatusCode::NOT_FOUND => Status::not_found(detail),
+        StatusCode::PRECONDITION_FAILED => Status::aborted(detail),
+        _ if status.is_server_error() => Status::unavailable(detail),
+        _ => Status::internal(detail),
+    }
+}
+
+/// The text between `start` and `end` in `text`.
+fn between<'t>(text: &'t str, start: &str, end: &str) -> Option<&'t str> {
+    let from = text.find(start)? + start.len();
+    let to = text[from..].find(end)? + from;
+    Some(&text[from..to])
+}
