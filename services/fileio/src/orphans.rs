@@ -25,10 +25,19 @@ static REMOVED: LazyLock<IntCounter> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
-/// Removes the orphaned temporary files under `root` changed before `started`; returns
-/// how many were removed. Directories that cannot be read are skipped.
+/// How much earlier than the precise clock a file's change time may read. The kernel
+/// stamps files from its coarse clock, which lags by up to a tick (1 to 10 ms), so an
+/// upload this process starts right after `started` can carry a change time just
+/// *before* it, and would be taken for an orphan in the moment before it locks its file.
+/// A file changed in the second before this process started is left to the next start.
+const CLOCK_SLACK: Duration = Duration::from_secs(1);
+
+/// Removes the orphaned temporary files under `root` changed before `started` (less
+/// [`CLOCK_SLACK`]); returns how many were removed. Directories that cannot be read are
+/// skipped.
 pub fn sweep(root: &OwnedFd, started: SystemTime) -> usize {
     LazyLock::force(&REMOVED);
+    let started = started.checked_sub(CLOCK_SLACK).unwrap_or(UNIX_EPOCH);
     let mut removed = 0;
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let Ok(first) = rustix::fs::openat(root, ".", flags, Mode::empty()) else {
@@ -155,6 +164,20 @@ mod tests {
             1,
             "unlocked, it is an orphan too"
         );
+    }
+
+    #[test]
+    /// A file's change time comes from the kernel's coarse clock: an upload begun just
+    /// after the process started may look a few milliseconds older than the process, and
+    /// must not be swept before it takes its lock. (It was: a PUT right after fileio
+    /// started could answer 404, its temporary file gone before the rename.)
+    fn an_upload_just_begun_is_not_taken_for_an_orphan() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = format!("{RESERVED_PREFIX}0000000000000001");
+        std::fs::write(dir.path().join(&name), b"begun").unwrap();
+        let started_just_after = SystemTime::now() + Duration::from_millis(50);
+        assert_eq!(sweep(&open_root(dir.path()), started_just_after), 0);
+        assert!(dir.path().join(&name).exists());
     }
 
     #[test]

@@ -124,8 +124,24 @@ impl S3Client {
 
     /// Writes `data` as the object `key` in one request; its ETag.
     pub async fn put(&self, key: &str, data: Bytes) -> Result<String, Status> {
+        self.put_if(key, data, None).await
+    }
+
+    /// Writes `data` as the object `key` only if the object is still as `expected` says:
+    /// `Some(etag)` for that version, `Some("")` for no object at all, `None` for
+    /// whatever is there. ABORTED when it is not; its ETag otherwise.
+    pub async fn put_if(&self, key: &str, data: Bytes, expected: Option<&str>) -> Result<String, Status> {
         let url = PutObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let (status, headers, body) = self.send(Method::PUT, url, &[], data).await?;
+        let quoted;
+        let condition: &[(&str, &str)] = match expected {
+            None => &[],
+            Some("") => &[("if-none-match", "*")],
+            Some(etag) => {
+                quoted = format!("\"{etag}\"");
+                &[("if-match", quoted.as_str())]
+            }
+        };
+        let (status, headers, body) = self.send(Method::PUT, url, condition, data).await?;
         if !status.is_success() {
             return Err(refused("PutObject", key, status, &body));
         }

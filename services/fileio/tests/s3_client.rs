@@ -49,6 +49,34 @@ async fn objects_round_trip_under_their_own_keys() {
     assert_eq!(s3.get(key).await.unwrap_err().code(), Code::NotFound);
 }
 
+/// What the property index of a collection will rely on: a write conditional on the
+/// version it read, so two writers never lose each other's change.
+#[tokio::test]
+async fn conditional_writes_refuse_a_changed_object() {
+    let server = S3Server::start("conditions");
+    let s3 = client(&server, S3_SECRET_KEY);
+    let first = s3
+        .put_if("index", Bytes::from_static(b"v1"), Some(""))
+        .await
+        .unwrap();
+    let again = s3.put_if("index", Bytes::from_static(b"v1'"), Some("")).await;
+    assert_eq!(again.unwrap_err().code(), Code::Aborted, "it exists already");
+    let second = s3
+        .put_if("index", Bytes::from_static(b"v2"), Some(&first))
+        .await
+        .unwrap();
+    let stale = s3
+        .put_if("index", Bytes::from_static(b"lost"), Some(&first))
+        .await;
+    assert_eq!(
+        stale.unwrap_err().code(),
+        Code::Aborted,
+        "a write based on v1 is refused"
+    );
+    assert_eq!(s3.get("index").await.unwrap(), Bytes::from_static(b"v2"));
+    assert_ne!(first, second);
+}
+
 #[tokio::test]
 async fn a_multipart_upload_appears_only_when_complete() {
     let server = S3Server::start("uploads");
