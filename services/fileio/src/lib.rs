@@ -78,8 +78,8 @@ impl LocalFileIo {
     /// Serves the directory `root`. See [`Volume::open`] for the failures.
     pub fn open(root: &Path) -> Result<Self, String> {
         uring::detect();
-        let started = std::time::SystemTime::now();
         let volume = Arc::new(Volume::open(root)?);
+        let started = orphans::filesystem_now(volume.root_fd()).unwrap_or_else(std::time::SystemTime::now);
         metrics::register();
         let swept = volume.clone();
         std::thread::Builder::new()

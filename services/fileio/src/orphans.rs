@@ -25,19 +25,32 @@ static REMOVED: LazyLock<IntCounter> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
-/// How much earlier than the precise clock a file's change time may read. The kernel
-/// stamps files from its coarse clock, which lags by up to a tick (1 to 10 ms), so an
-/// upload this process starts right after `started` can carry a change time just
-/// *before* it, and would be taken for an orphan in the moment before it locks its file.
-/// A file changed in the second before this process started is left to the next start.
-const CLOCK_SLACK: Duration = Duration::from_secs(1);
+/// The time of the file system's own clock, read from a file made and removed under
+/// `root`: the moment this process starts, as the change times of the files it makes
+/// will read. The kernel stamps files from its coarse clock, which lags the precise clock
+/// by up to a tick (1 to 10 ms), so an upload begun right after a start read from
+/// `SystemTime::now()` could look older than the process in the moment before it locks
+/// its file, and be swept (a PUT answered 404). `None` on a read-only volume, which has
+/// no uploads to protect.
+pub fn filesystem_now(root: &OwnedFd) -> Option<SystemTime> {
+    let name = format!("{RESERVED_PREFIX}clock-{:016x}", fastrand::u64(..));
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let file = rustix::fs::openat(root, name.as_str(), flags, Mode::from_raw_mode(0o600)).ok()?;
+    let stx = rustix::fs::statx(
+        &file,
+        "",
+        AtFlags::EMPTY_PATH,
+        rustix::fs::StatxFlags::BASIC_STATS,
+    );
+    let _ = rustix::fs::unlinkat(root, name.as_str(), AtFlags::empty());
+    stx.ok().map(|stx| changed_at(&stx))
+}
 
-/// Removes the orphaned temporary files under `root` changed before `started` (less
-/// [`CLOCK_SLACK`]); returns how many were removed. Directories that cannot be read are
-/// skipped.
+/// Removes the orphaned temporary files under `root` changed before `started` (best
+/// read with [`filesystem_now`]); returns how many were removed. Directories that cannot
+/// be read are skipped.
 pub fn sweep(root: &OwnedFd, started: SystemTime) -> usize {
     LazyLock::force(&REMOVED);
-    let started = started.checked_sub(CLOCK_SLACK).unwrap_or(UNIX_EPOCH);
     let mut removed = 0;
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let Ok(first) = rustix::fs::openat(root, ".", flags, Mode::empty()) else {
@@ -167,17 +180,35 @@ mod tests {
     }
 
     #[test]
-    /// A file's change time comes from the kernel's coarse clock: an upload begun just
-    /// after the process started may look a few milliseconds older than the process, and
-    /// must not be swept before it takes its lock. (It was: a PUT right after fileio
-    /// started could answer 404, its temporary file gone before the rename.)
-    fn an_upload_just_begun_is_not_taken_for_an_orphan() {
+    /// A file's change time comes from the kernel's coarse clock, a tick behind
+    /// `SystemTime::now()`: read from that clock, a start is never later than the files
+    /// made after it, so an upload begun just after fileio started is not taken for an
+    /// orphan. (Read from `SystemTime::now()` it was, and the PUT answered 404.)
+    fn files_made_after_the_start_never_read_older_than_it() {
         let dir = tempfile::tempdir().unwrap();
-        let name = format!("{RESERVED_PREFIX}0000000000000001");
-        std::fs::write(dir.path().join(&name), b"begun").unwrap();
-        let started_just_after = SystemTime::now() + Duration::from_millis(50);
-        assert_eq!(sweep(&open_root(dir.path()), started_just_after), 0);
-        assert!(dir.path().join(&name).exists());
+        let root = open_root(dir.path());
+        for i in 0..200 {
+            let started = filesystem_now(&root).unwrap();
+            let name = format!("{RESERVED_PREFIX}{i:016x}");
+            std::fs::write(dir.path().join(&name), b"begun").unwrap();
+            let stx = rustix::fs::statx(
+                &root,
+                name.as_str(),
+                AtFlags::empty(),
+                rustix::fs::StatxFlags::BASIC_STATS,
+            )
+            .unwrap();
+            assert!(
+                changed_at(&stx) >= started,
+                "upload {i} looks older than the start"
+            );
+        }
+        assert_eq!(
+            sweep(&root, filesystem_now(&root).unwrap() - Duration::from_secs(60)),
+            0
+        );
+        let left = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(left, 200, "and the clock's own file is gone");
     }
 
     #[test]
