@@ -106,23 +106,15 @@ impl RedisServer {
 
     /// Kills the server (SIGKILL, as a crash or an evicted pod would).
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        kill(&mut self.child);
     }
 
     /// Starts the server again on the same port with the same data, and waits until it
     /// accepts connections.
     pub fn restart(&mut self) {
         self.stop();
-        for _ in 0..20 {
-            if self.spawn() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("redis-server did not start again on port {}", self.port);
+        let port = self.port;
+        respawn("redis-server", port, || self.spawn());
     }
 }
 
@@ -310,22 +302,14 @@ impl S3Server {
 
     /// Kills the server (SIGKILL).
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        kill(&mut self.child);
     }
 
     /// Starts the server again on the same port over the same data.
     pub fn restart(&mut self) {
         self.stop();
-        for _ in 0..20 {
-            if self.spawn() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("versitygw did not restart on port {}", self.port);
+        let port = self.port;
+        respawn("versitygw", port, || self.spawn());
     }
 }
 
@@ -333,6 +317,26 @@ impl Drop for S3Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Kills a peer's process, if it runs, and reaps it.
+fn kill(child: &mut Option<Child>) {
+    if let Some(mut child) = child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Calls `spawn` until the peer `what` is up again on `port`: right after a kill the
+/// port may take a moment to be free.
+fn respawn(what: &str, port: u16, mut spawn: impl FnMut() -> bool) {
+    for _ in 0..20 {
+        if spawn() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{what} did not start again on port {port}");
 }
 
 /// The payload of an HTTP/1.1 chunked body.
