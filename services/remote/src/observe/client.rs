@@ -151,22 +151,82 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for ObservedChanne
 }
 
 /// The status of a call the channel failed, as tonic reads it (a refused connection
-/// is UNAVAILABLE, a request timeout CANCELLED), except that a connection broken while
-/// the call was on it (the service stopped or restarted), which tonic calls UNKNOWN (a
-/// 500 at the gateway), is UNAVAILABLE too: a 503 with Retry-After.
+/// is UNAVAILABLE), except that a connection broken while the call was on it or on its
+/// way to it (the service stopped or restarted) is UNAVAILABLE too: a 503 with
+/// Retry-After. tonic calls the first UNKNOWN (a 500 at the gateway) and the second, a
+/// call hyper had queued for a connection that then closed, CANCELLED (a 400). Only
+/// tonic's own `grpc-timeout` stays CANCELLED, which [`crate::deadline`] turns into
+/// DEADLINE_EXCEEDED.
 fn connection_failed(error: tonic::transport::Error) -> Box<dyn std::error::Error + Send + Sync> {
-    let status = tonic::Status::from_error(Box::new(error));
-    if status.code() != tonic::Code::Unknown {
-        return Box::new(status);
-    }
+    Box::new(broken_call_status(Box::new(error)))
+}
+
+fn broken_call_status(error: Box<dyn std::error::Error + Send + Sync>) -> tonic::Status {
     use std::error::Error as _;
+    let status = tonic::Status::from_error(error);
+    let broken = match status.code() {
+        tonic::Code::Unknown => true,
+        tonic::Code::Cancelled => !caused_by::<tonic::TimeoutExpired>(&status),
+        _ => false,
+    };
+    if !broken {
+        return status;
+    }
     let cause = status
         .source()
         .and_then(|error| error.source())
         .map(|cause| format!(": {cause}"))
         .unwrap_or_default();
-    Box::new(tonic::Status::unavailable(format!(
+    tonic::Status::unavailable(format!(
         "the connection to the service broke ({}{cause}); retry shortly",
         status.message()
-    )))
+    ))
+}
+
+/// Whether an error of type `E` is in `error`'s chain of sources.
+fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(error), |error| error.source()).any(|error| error.is::<E>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call hyper queued for a connection that closed before taking it.
+    async fn call_on_a_closed_connection() -> hyper::Error {
+        let (near, _far) = tokio::io::duplex(64);
+        let (mut sender, connection) = hyper::client::conn::http2::handshake::<_, _, String>(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(near),
+        )
+        .await
+        .expect("the handshake is sent lazily");
+        drop(connection);
+        let request = http::Request::post("http://fileio/kubedav.FileIo/Read")
+            .body(String::new())
+            .unwrap();
+        sender.send_request(request).await.unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn a_call_cancelled_by_a_closing_connection_is_unavailable() {
+        let error = call_on_a_closed_connection().await;
+        assert!(error.is_canceled(), "{error:?}");
+        let status = broken_call_status(Box::new(error));
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+        assert!(status.message().contains("retry shortly"), "{status:?}");
+    }
+
+    #[test]
+    fn tonics_own_timeout_stays_cancelled_for_the_deadline_to_read() {
+        let status = broken_call_status(Box::new(tonic::TimeoutExpired(())));
+        assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
+    }
+
+    #[test]
+    fn a_refused_connection_is_unavailable() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let status = broken_call_status(Box::new(tonic::ConnectError(Box::new(refused))));
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    }
 }
