@@ -6,7 +6,7 @@
 //! such name would break the listing of its collection for every client) and no segment
 //! longer than [`MAX_NAME_BYTES`]. The empty path is the root. Names on the volume that
 //! break these rules (written there by other means) are left out of listings. Names with the [`RESERVED_PREFIX`] belong to fileio (in-flight
-//! uploads) and are refused, so no client can read, overwrite or list them.
+//! uploads, property indexes) and are refused, so no client can read, overwrite or list them.
 //!
 //! Validation here is a first line of defence and a source of clear 400 messages; the
 //! real guarantee that nothing outside the root is reached is fileio resolving every
@@ -18,8 +18,12 @@ use std::fmt;
 pub const MAX_NAME_BYTES: usize = 255;
 /// Longest whole path, in bytes (Linux `PATH_MAX` less room for the root).
 pub const MAX_PATH_BYTES: usize = 3840;
-/// Prefix of fileio's temporary files; never a valid client name.
-pub const RESERVED_PREFIX: &str = ".kubedav-upload-";
+/// Prefix of every name fileio keeps for itself: the temporary files of uploads and
+/// copies on a volume ([`TEMPORARY_PREFIX`]) and the property indexes in a bucket. Never
+/// a valid client name.
+pub const RESERVED_PREFIX: &str = ".kubedav-";
+/// Prefix of fileio's temporary files on a volume, which it sweeps at start.
+pub const TEMPORARY_PREFIX: &str = ".kubedav-upload-";
 
 /// Why a path was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -246,6 +250,10 @@ mod tests {
             Err(PathError::TooLong)
         );
         assert_eq!(VolumePath::parse(".kubedav-upload-1"), Err(PathError::Reserved));
+        assert_eq!(
+            VolumePath::parse("a/.kubedav-properties"),
+            Err(PathError::Reserved)
+        );
     }
 
     #[test]

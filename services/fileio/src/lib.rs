@@ -11,6 +11,7 @@ pub mod errors;
 pub mod listing;
 pub mod metadata;
 pub mod metrics;
+pub mod objects;
 pub mod orphans;
 pub mod props;
 pub mod read;
@@ -34,6 +35,7 @@ use kubedav_api::fileio::{
 };
 use kubedav_api::path::VolumePath;
 use kubedav_api::{BoxStream, MAX_CHUNK_BYTES};
+pub use objects::ObjectFileIo;
 use rustix::fs::OFlags;
 use std::path::Path;
 use std::sync::Arc;

@@ -27,7 +27,7 @@ static SCANS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "kubedav_fileio_scans_total",
         "Listings of a collection's members (Depth 1 and infinity) started, by how they gather \
-         metadata (io_uring, fallback).",
+         metadata (io_uring, fallback, s3).",
         &["path"]
     )
     .expect("metric registers once")
@@ -50,6 +50,8 @@ pub enum ScanPath {
     IoUring,
     /// One statx system call per entry.
     Fallback,
+    /// Listings of an S3 bucket (ListObjectsV2).
+    ObjectStore,
 }
 
 impl ScanPath {
@@ -57,13 +59,14 @@ impl ScanPath {
         match self {
             ScanPath::IoUring => "io_uring",
             ScanPath::Fallback => "fallback",
+            ScanPath::ObjectStore => "s3",
         }
     }
 }
 
 /// Starts the listing series of both paths at zero.
 pub fn register() {
-    for path in [ScanPath::IoUring, ScanPath::Fallback] {
+    for path in [ScanPath::IoUring, ScanPath::Fallback, ScanPath::ObjectStore] {
         SCANS.with_label_values(&[path.label()]);
         SCAN_BATCH.with_label_values(&[path.label()]);
     }
@@ -79,6 +82,21 @@ pub fn scan_batch(path: ScanPath, entries: usize) {
     SCAN_BATCH
         .with_label_values(&[path.label()])
         .observe(entries as f64);
+}
+
+static S3_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "kubedav_fileio_s3_requests_total",
+        "Requests to the S3 server, by S3 action (GetObject, ListObjectsV2, ...) and outcome \
+         (ok, refused: any answer but a success, failed: no answer).",
+        &["action", "outcome"]
+    )
+    .expect("metric registers once")
+});
+
+/// Counts one request of `action` to the S3 server and its `outcome`.
+pub fn s3_request(action: &'static str, outcome: &'static str) {
+    S3_REQUESTS.with_label_values(&[action, outcome]).inc();
 }
 
 /// Counts bytes read.

@@ -10,7 +10,7 @@
 //! has just created its file but not yet locked it is never mistaken for an orphan.
 //! Symlinks are never followed.
 
-use kubedav_api::path::RESERVED_PREFIX;
+use kubedav_api::path::TEMPORARY_PREFIX;
 use prometheus::{IntCounter, register_int_counter};
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Dir, FileType, FlockOperation, Mode, OFlags};
@@ -33,7 +33,7 @@ static REMOVED: LazyLock<IntCounter> = LazyLock::new(|| {
 /// its file, and be swept (a PUT answered 404). `None` on a read-only volume, which has
 /// no uploads to protect.
 pub fn filesystem_now(root: &OwnedFd) -> Option<SystemTime> {
-    let name = format!("{RESERVED_PREFIX}clock-{:016x}", fastrand::u64(..));
+    let name = format!("{TEMPORARY_PREFIX}clock-{:016x}", fastrand::u64(..));
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let file = rustix::fs::openat(root, name.as_str(), flags, Mode::from_raw_mode(0o600)).ok()?;
     let stx = rustix::fs::statx(
@@ -68,12 +68,12 @@ pub fn sweep(root: &OwnedFd, started: SystemTime) -> usize {
             if name == "." || name == ".." {
                 continue;
             }
-            if name.starts_with(RESERVED_PREFIX) && entry.file_type() == FileType::Directory {
+            if name.starts_with(TEMPORARY_PREFIX) && entry.file_type() == FileType::Directory {
                 if remove_tree_if_orphaned(&dir, name, started) {
                     removed += 1;
                     REMOVED.inc();
                 }
-            } else if name.starts_with(RESERVED_PREFIX) {
+            } else if name.starts_with(TEMPORARY_PREFIX) {
                 if remove_if_orphaned(&dir, name, started) {
                     removed += 1;
                     REMOVED.inc();
@@ -155,8 +155,8 @@ mod tests {
         let orphan = dir
             .path()
             .join("sub")
-            .join(format!("{RESERVED_PREFIX}0000000000000001"));
-        let live = dir.path().join(format!("{RESERVED_PREFIX}0000000000000002"));
+            .join(format!("{TEMPORARY_PREFIX}0000000000000001"));
+        let live = dir.path().join(format!("{TEMPORARY_PREFIX}0000000000000002"));
         let keep = dir.path().join("sub").join("data.txt");
         for file in [&orphan, &live, &keep] {
             std::fs::write(file, b"x").unwrap();
@@ -189,7 +189,7 @@ mod tests {
         let root = open_root(dir.path());
         for i in 0..200 {
             let started = filesystem_now(&root).unwrap();
-            let name = format!("{RESERVED_PREFIX}{i:016x}");
+            let name = format!("{TEMPORARY_PREFIX}{i:016x}");
             std::fs::write(dir.path().join(&name), b"begun").unwrap();
             let stx = rustix::fs::statx(
                 &root,
@@ -214,8 +214,12 @@ mod tests {
     #[test]
     fn removes_the_trees_of_copies_that_never_finished() {
         let dir = tempfile::tempdir().unwrap();
-        let orphan = dir.path().join(format!("{RESERVED_PREFIX}copy-0000000000000001"));
-        let live = dir.path().join(format!("{RESERVED_PREFIX}copy-0000000000000002"));
+        let orphan = dir
+            .path()
+            .join(format!("{TEMPORARY_PREFIX}copy-0000000000000001"));
+        let live = dir
+            .path()
+            .join(format!("{TEMPORARY_PREFIX}copy-0000000000000002"));
         for tree in [&orphan, &live] {
             std::fs::create_dir_all(tree.join("sub")).unwrap();
             std::fs::write(tree.join("sub").join("f.txt"), b"x").unwrap();

@@ -19,6 +19,15 @@ use tonic::Status;
 /// How long a signed request stays valid: long enough for the slowest part upload.
 const SIGNED_FOR: Duration = Duration::from_secs(15 * 60);
 
+/// What a key keeps of itself in `x-amz-copy-source`: everything but unreserved
+/// characters and `/` is percent-encoded (RFC 3986, as AWS's SigV4 canonical URIs).
+const KEY_IN_HEADER: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
 /// Where the bucket is and how to sign for it.
 #[derive(Clone, Debug)]
 pub struct S3Config {
@@ -32,6 +41,8 @@ pub struct S3Config {
     pub access_key: String,
     /// The secret access key.
     pub secret_key: String,
+    /// The session token of temporary credentials (`AWS_SESSION_TOKEN`).
+    pub session_token: Option<String>,
     /// Path-style addressing (`endpoint/bucket/key`), as non-AWS servers want.
     pub path_style: bool,
 }
@@ -45,6 +56,16 @@ pub struct ObjectInfo {
     pub size: u64,
     /// The ETag, without quotes.
     pub etag: String,
+    /// Last modification, nanoseconds since the Unix epoch (0 when the server gave none).
+    pub modified_unix_ns: i64,
+}
+
+/// An object being read: its metadata and its bytes as they arrive.
+pub struct OpenedObject {
+    /// The object's metadata (its whole size, whatever range was asked for).
+    pub info: ObjectInfo,
+    /// The bytes asked for.
+    pub body: hyper::body::Incoming,
 }
 
 /// One page of a listing with a delimiter.
@@ -91,7 +112,14 @@ impl S3Client {
         let http = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
         Ok(Self {
             bucket,
-            credentials: Credentials::new(config.access_key.clone(), config.secret_key.clone()),
+            credentials: match &config.session_token {
+                Some(token) => Credentials::new_with_token(
+                    config.access_key.clone(),
+                    config.secret_key.clone(),
+                    token.clone(),
+                ),
+                None => Credentials::new(config.access_key.clone(), config.secret_key.clone()),
+            },
             http,
         })
     }
@@ -99,25 +127,112 @@ impl S3Client {
     /// The metadata of `key`; `None` when there is no such object.
     pub async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, Status> {
         let url = HeadObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let (status, headers, _) = self.send(Method::HEAD, url, &[], Bytes::new()).await?;
+        let (status, headers, _) = self
+            .send("HeadObject", Method::HEAD, url, &[], Bytes::new())
+            .await?;
         match status {
             StatusCode::NOT_FOUND => Ok(None),
-            status if status.is_success() => Ok(Some(ObjectInfo {
-                key: key.to_owned(),
-                size: header(&headers, "content-length").parse().unwrap_or(0),
-                etag: header(&headers, "etag").trim_matches('"').to_owned(),
-            })),
+            status if status.is_success() => Ok(Some(object_info(key, &headers))),
             status => Err(refused("HeadObject", key, status, &Bytes::new())),
         }
     }
 
+    /// Opens `key` for reading, the bytes `first..=last` of it when `range` is given, and
+    /// only while its ETag is `if_match` when that is given (ABORTED otherwise). `None`
+    /// when there is no such object; OUT_OF_RANGE when the range starts past its end.
+    pub async fn open(
+        &self,
+        key: &str,
+        range: Option<(u64, u64)>,
+        if_match: Option<&str>,
+    ) -> Result<Option<OpenedObject>, Status> {
+        let url = GetObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        let range = range.map(|(first, last)| format!("bytes={first}-{last}"));
+        let quoted = if_match.map(|etag| format!("\"{etag}\""));
+        let mut headers = Vec::new();
+        if let Some(range) = &range {
+            headers.push(("range", range.as_str()));
+        }
+        if let Some(etag) = &quoted {
+            headers.push(("if-match", etag.as_str()));
+        }
+        let response = self
+            .request("GetObject", Method::GET, url, &headers, Bytes::new())
+            .await?;
+        let (parts, body) = response.into_parts();
+        match parts.status {
+            status if status.is_success() => {
+                let mut info = object_info(key, &parts.headers);
+                // A ranged answer's Content-Length is the range's; the whole size follows
+                // the slash of Content-Range.
+                if let Some(total) = header(&parts.headers, "content-range")
+                    .rsplit_once('/')
+                    .and_then(|(_, total)| total.parse().ok())
+                {
+                    info.size = total;
+                }
+                Ok(Some(OpenedObject { info, body }))
+            }
+            StatusCode::NOT_FOUND => Ok(None),
+            StatusCode::RANGE_NOT_SATISFIABLE => Err(Status::out_of_range(format!(
+                "{key}: the range starts past its end"
+            ))),
+            status => {
+                let answer = collect(body).await?;
+                Err(refused("GetObject", key, status, &answer))
+            }
+        }
+    }
+
+    /// Copies the object `source` to `destination` inside the bucket, with no byte
+    /// passing through this process (CopyObject: up to 5 GiB); the copy's ETag.
+    pub async fn copy(&self, source: &str, destination: &str) -> Result<String, Status> {
+        let copy_source = format!(
+            "/{}/{}",
+            self.bucket.name(),
+            percent_encoding::utf8_percent_encode(source, KEY_IN_HEADER)
+        );
+        let mut action = PutObject::new(&self.bucket, Some(&self.credentials), destination);
+        action
+            .headers_mut()
+            .insert("x-amz-copy-source", copy_source.clone());
+        let url = action.sign(SIGNED_FOR);
+        let (status, _, body) = self
+            .send(
+                "CopyObject",
+                Method::PUT,
+                url,
+                &[("x-amz-copy-source", &copy_source)],
+                Bytes::new(),
+            )
+            .await?;
+        // Like CompleteMultipartUpload, a copy may fail after its 200 has been sent.
+        if !status.is_success() || String::from_utf8_lossy(&body).contains("<Error>") {
+            return Err(refused("CopyObject", source, status, &body));
+        }
+        Ok(etag_in(&body))
+    }
+
     /// The whole object `key`; NOT_FOUND when there is none.
     pub async fn get(&self, key: &str) -> Result<Bytes, Status> {
+        match self.get_versioned(key).await? {
+            Some((data, _)) => Ok(data),
+            None => Err(Status::not_found(format!("no object {key}"))),
+        }
+    }
+
+    /// The whole object `key` and its ETag; `None` when there is none.
+    pub async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, Status> {
         let url = GetObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let (status, _, body) = self.send(Method::GET, url, &[], Bytes::new()).await?;
+        let (status, headers, body) = self
+            .send("GetObject", Method::GET, url, &[], Bytes::new())
+            .await?;
         match status {
-            StatusCode::NOT_FOUND => Err(Status::not_found(format!("no object {key}"))),
-            status if status.is_success() => Ok(body),
+            StatusCode::NOT_FOUND => Ok(None),
+            status if status.is_success() => Ok(Some((
+                body,
+                header(&headers, "etag").trim_matches('"').to_owned(),
+            ))),
             status => Err(refused("GetObject", key, status, &body)),
         }
     }
@@ -141,7 +256,7 @@ impl S3Client {
                 &[("if-match", quoted.as_str())]
             }
         };
-        let (status, headers, body) = self.send(Method::PUT, url, condition, data).await?;
+        let (status, headers, body) = self.send("PutObject", Method::PUT, url, condition, data).await?;
         if !status.is_success() {
             return Err(refused("PutObject", key, status, &body));
         }
@@ -151,7 +266,9 @@ impl S3Client {
     /// Removes the object `key` (no error when there is none, as S3 does).
     pub async fn delete(&self, key: &str) -> Result<(), Status> {
         let url = DeleteObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let (status, _, body) = self.send(Method::DELETE, url, &[], Bytes::new()).await?;
+        let (status, _, body) = self
+            .send("DeleteObject", Method::DELETE, url, &[], Bytes::new())
+            .await?;
         if !status.is_success() {
             return Err(refused("DeleteObject", key, status, &body));
         }
@@ -161,14 +278,46 @@ impl S3Client {
     /// One page of the objects and prefixes directly under `prefix` (`/` delimited),
     /// from `from` (the previous page's `next`).
     pub async fn list(&self, prefix: &str, from: Option<&str>) -> Result<ListPage, Status> {
+        self.list_page(prefix, from, true, None).await
+    }
+
+    /// One page of every object whose key starts with `prefix`, however deep.
+    pub async fn list_all(&self, prefix: &str, from: Option<&str>) -> Result<ListPage, Status> {
+        self.list_page(prefix, from, false, None).await
+    }
+
+    /// Whether any object's key starts with `prefix`, and the first such object.
+    pub async fn first_under(&self, prefix: &str) -> Result<Option<ObjectInfo>, Status> {
+        let page = self.list_page(prefix, None, false, Some(1)).await?;
+        Ok(page.objects.into_iter().next())
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &str,
+        from: Option<&str>,
+        delimited: bool,
+        max_keys: Option<usize>,
+    ) -> Result<ListPage, Status> {
         let mut list = ListObjectsV2::new(&self.bucket, Some(&self.credentials));
         list.with_prefix(prefix);
-        list.with_delimiter("/");
+        if delimited {
+            list.with_delimiter("/");
+        }
         if let Some(token) = from {
             list.with_continuation_token(token);
         }
+        if let Some(max) = max_keys {
+            list.with_max_keys(max);
+        }
         let (status, _, body) = self
-            .send(Method::GET, list.sign(SIGNED_FOR), &[], Bytes::new())
+            .send(
+                "ListObjectsV2",
+                Method::GET,
+                list.sign(SIGNED_FOR),
+                &[],
+                Bytes::new(),
+            )
             .await?;
         if !status.is_success() {
             return Err(refused("ListObjectsV2", prefix, status, &body));
@@ -182,6 +331,7 @@ impl S3Client {
                 .contents
                 .into_iter()
                 .map(|o| ObjectInfo {
+                    modified_unix_ns: o.last_modified.as_deref().map(rfc3339_ns).unwrap_or(0),
                     key: o.key,
                     size: o.size.unwrap_or(0),
                     etag: o.etag.unwrap_or_default().trim_matches('"').to_owned(),
@@ -195,7 +345,9 @@ impl S3Client {
     /// Starts a multipart upload of `key`; its upload id.
     pub async fn start_upload(&self, key: &str) -> Result<String, Status> {
         let url = CreateMultipartUpload::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let (status, _, body) = self.send(Method::POST, url, &[], Bytes::new()).await?;
+        let (status, _, body) = self
+            .send("CreateMultipartUpload", Method::POST, url, &[], Bytes::new())
+            .await?;
         if !status.is_success() {
             return Err(refused("CreateMultipartUpload", key, status, &body));
         }
@@ -217,7 +369,7 @@ impl S3Client {
     ) -> Result<String, Status> {
         let url =
             UploadPart::new(&self.bucket, Some(&self.credentials), key, number, upload).sign(SIGNED_FOR);
-        let (status, headers, body) = self.send(Method::PUT, url, &[], data).await?;
+        let (status, headers, body) = self.send("UploadPart", Method::PUT, url, &[], data).await?;
         if !status.is_success() {
             return Err(refused("UploadPart", key, status, &body));
         }
@@ -225,7 +377,8 @@ impl S3Client {
     }
 
     /// Completes an upload from its parts' ETags, in order: the object appears whole.
-    pub async fn complete_upload(&self, key: &str, upload: &str, etags: &[String]) -> Result<(), Status> {
+    /// The object's ETag.
+    pub async fn complete_upload(&self, key: &str, upload: &str, etags: &[String]) -> Result<String, Status> {
         let action = CompleteMultipartUpload::new(
             &self.bucket,
             Some(&self.credentials),
@@ -235,34 +388,90 @@ impl S3Client {
         );
         let url = action.sign(SIGNED_FOR);
         let body = Bytes::from(action.body());
-        let (status, _, answer) = self.send(Method::POST, url, &[], body).await?;
+        let (status, _, answer) = self
+            .send("CompleteMultipartUpload", Method::POST, url, &[], body)
+            .await?;
         // S3 may answer 200 with an error in the body when completing fails late.
         if !status.is_success() || String::from_utf8_lossy(&answer).contains("<Error>") {
             return Err(refused("CompleteMultipartUpload", key, status, &answer));
         }
-        Ok(())
+        Ok(etag_in(&answer))
     }
 
     /// Abandons an upload: its parts are dropped and no object appears.
     pub async fn abort_upload(&self, key: &str, upload: &str) -> Result<(), Status> {
         let url =
             AbortMultipartUpload::new(&self.bucket, Some(&self.credentials), key, upload).sign(SIGNED_FOR);
-        let (status, _, body) = self.send(Method::DELETE, url, &[], Bytes::new()).await?;
+        let (status, _, body) = self
+            .send("AbortMultipartUpload", Method::DELETE, url, &[], Bytes::new())
+            .await?;
         if !status.is_success() && status != StatusCode::NOT_FOUND {
             return Err(refused("AbortMultipartUpload", key, status, &body));
         }
         Ok(())
     }
 
+    /// The multipart uploads under way below `prefix` (the first 1,000): each one's key,
+    /// id and start in nanoseconds since the epoch (ListMultipartUploads).
+    pub async fn uploads(&self, prefix: &str) -> Result<Vec<(String, String, i64)>, Status> {
+        let url = rusty_s3::signing::sign(
+            &jiff::Timestamp::now(),
+            rusty_s3::Method::Get,
+            self.bucket.base_url().clone(),
+            self.credentials.key(),
+            self.credentials.secret(),
+            self.credentials.token(),
+            self.bucket.region(),
+            SIGNED_FOR.as_secs(),
+            [("prefix", prefix), ("uploads", "")].into_iter(),
+            std::iter::empty(),
+        );
+        let (status, _, body) = self
+            .send("ListMultipartUploads", Method::GET, url, &[], Bytes::new())
+            .await?;
+        if !status.is_success() {
+            return Err(refused("ListMultipartUploads", prefix, status, &body));
+        }
+        let text = String::from_utf8_lossy(&body);
+        Ok(text
+            .split("<Upload>")
+            .skip(1)
+            .filter_map(|upload| {
+                let key = xml_text(between(upload, "<Key>", "</Key>")?);
+                let id = xml_text(between(upload, "<UploadId>", "</UploadId>")?);
+                let started = between(upload, "<Initiated>", "</Initiated>").map_or(0, rfc3339_ns);
+                Some((key, id, started))
+            })
+            .collect())
+    }
+
     /// Sends one signed request; the status, headers and whole body of the answer.
     /// UNAVAILABLE when the server cannot be reached.
     async fn send(
         &self,
+        action: &'static str,
         method: Method,
         url: url::Url,
         headers: &[(&str, &str)],
         body: Bytes,
     ) -> Result<(StatusCode, http::HeaderMap, Bytes), Status> {
+        let (parts, body) = self
+            .request(action, method, url, headers, body)
+            .await?
+            .into_parts();
+        Ok((parts.status, parts.headers, collect(body).await?))
+    }
+
+    /// Sends one signed request of `action` (counted in
+    /// `kubedav_fileio_s3_requests_total`); the answer, its body still to come.
+    async fn request(
+        &self,
+        action: &'static str,
+        method: Method,
+        url: url::Url,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<http::Response<hyper::body::Incoming>, Status> {
         let mut request = Request::builder().method(method).uri(url.as_str());
         for (name, value) in headers {
             request = request.header(*name, *value);
@@ -270,20 +479,54 @@ impl S3Client {
         let request = request
             .body(Full::new(body))
             .map_err(|e| Status::internal(format!("an S3 request could not be built: {e}")))?;
-        let response = self.http.request(request).await.map_err(|e| {
-            Status::unavailable(format!(
-                "the S3 server at {} cannot be reached: {e}",
-                self.bucket.base_url()
-            ))
-        })?;
-        let (parts, body) = response.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map_err(|e| Status::unavailable(format!("the S3 server's answer broke off: {e}")))?
-            .to_bytes();
-        Ok((parts.status, parts.headers, body))
+        match self.http.request(request).await {
+            Ok(response) => {
+                let outcome = if response.status().is_success() {
+                    "ok"
+                } else {
+                    "refused"
+                };
+                crate::metrics::s3_request(action, outcome);
+                Ok(response)
+            }
+            Err(e) => {
+                crate::metrics::s3_request(action, "failed");
+                Err(Status::unavailable(format!(
+                    "the S3 server at {} cannot be reached: {e}",
+                    self.bucket.base_url()
+                )))
+            }
+        }
     }
+}
+
+/// The whole of an answer's body; UNAVAILABLE when it breaks off.
+async fn collect(body: hyper::body::Incoming) -> Result<Bytes, Status> {
+    Ok(body
+        .collect()
+        .await
+        .map_err(|e| Status::unavailable(format!("the S3 server's answer broke off: {e}")))?
+        .to_bytes())
+}
+
+/// An object's metadata from the headers of a HEAD or GET answer.
+fn object_info(key: &str, headers: &http::HeaderMap) -> ObjectInfo {
+    ObjectInfo {
+        key: key.to_owned(),
+        size: header(headers, "content-length").parse().unwrap_or(0),
+        etag: header(headers, "etag").trim_matches('"').to_owned(),
+        modified_unix_ns: httpdate::parse_http_date(header(headers, "last-modified"))
+            .ok()
+            .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |since| since.as_nanos() as i64),
+    }
+}
+
+/// Nanoseconds since the epoch of an RFC 3339 time, as listings give them (0 if it does
+/// not parse).
+fn rfc3339_ns(text: &str) -> i64 {
+    text.parse::<jiff::Timestamp>()
+        .map_or(0, |time| time.as_nanosecond() as i64)
 }
 
 /// A header's value, `""` when absent.
@@ -314,6 +557,26 @@ fn refused(action: &str, key: &str, status: StatusCode, body: &Bytes) -> Status 
         _ if status.is_server_error() => Status::unavailable(detail),
         _ => Status::internal(detail),
     }
+}
+
+/// The ETag in an XML answer (CopyObject, CompleteMultipartUpload), without quotes.
+fn etag_in(answer: &Bytes) -> String {
+    let text = String::from_utf8_lossy(answer);
+    between(&text, "<ETag>", "</ETag>")
+        .unwrap_or_default()
+        .replace("&quot;", "")
+        .replace("&#34;", "")
+        .trim_matches('"')
+        .to_owned()
+}
+
+/// XML character data with its five predefined entities replaced.
+fn xml_text(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
 }
 
 /// The text between `start` and `end` in `text`.

@@ -7,7 +7,7 @@ use crate::tree::{failure, remove_entry};
 use crate::write::Upload;
 use crate::{Volume, props};
 use kubedav_api::fileio::{Depth, TransferResponse};
-use kubedav_api::path::RESERVED_PREFIX;
+use kubedav_api::path::TEMPORARY_PREFIX;
 use kubedav_api::path::VolumePath;
 use kubedav_api::pb::fileio::v1::Failure;
 use rustix::fd::OwnedFd;
@@ -20,7 +20,9 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC);
 
-fn refuse_overlap(source: &VolumePath, destination: &VolumePath) -> Result<(), Status> {
+/// PERMISSION_DENIED when `source` and `destination` are one resource or one contains
+/// the other (RFC 4918 9.8.5, 9.9.4: 403).
+pub(crate) fn refuse_overlap(source: &VolumePath, destination: &VolumePath) -> Result<(), Status> {
     if source == destination {
         return Err(Status::permission_denied(
             "the source and the destination are the same resource",
@@ -161,7 +163,7 @@ impl<'a> Staged<'a> {
     /// Picks a free hidden name; for a collection, makes and locks the directory.
     fn create(dir: &'a OwnedFd, path: &'a VolumePath, collection: bool) -> Result<Self, Status> {
         for _ in 0..16 {
-            let name = format!("{RESERVED_PREFIX}copy-{:016x}", fastrand::u64(..));
+            let name = format!("{TEMPORARY_PREFIX}copy-{:016x}", fastrand::u64(..));
             if !collection {
                 if stat_at(dir, &name, path).is_err() {
                     return Ok(Self::named(dir, name, path, None));
@@ -231,7 +233,7 @@ impl<'a> Staged<'a> {
         ) {
             Ok(()) => {}
             Err(rustix::io::Errno::INVAL) => {
-                let aside = format!("{RESERVED_PREFIX}old-{:016x}", fastrand::u64(..));
+                let aside = format!("{TEMPORARY_PREFIX}old-{:016x}", fastrand::u64(..));
                 rustix::fs::renameat(self.dir, name, self.dir, aside.as_str())
                     .map_err(|e| io_status(e, Op::Create, path))?;
                 if let Err(e) = rustix::fs::renameat(self.dir, self.name.as_str(), self.dir, name) {
@@ -407,7 +409,7 @@ pub fn rename(
             // No RENAME_EXCHANGE on this filesystem: the old destination goes aside
             // first, and comes back if the source cannot take its place.
             let old = existing.as_ref().expect("checked");
-            let aside = format!("{RESERVED_PREFIX}old-{:016x}", fastrand::u64(..));
+            let aside = format!("{TEMPORARY_PREFIX}old-{:016x}", fastrand::u64(..));
             rustix::fs::renameat(&dest.dir, dest.name.as_str(), &dest.dir, aside.as_str())
                 .map_err(|e| io_status(e, Op::Create, destination))?;
             if let Err(e) = rustix::fs::renameat(&source_dir, source_name, &dest.dir, dest.name.as_str()) {

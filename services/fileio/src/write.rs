@@ -11,7 +11,7 @@ use crate::errors::{Op, io_status};
 use crate::metadata::{etag, file_info, is_dir, stat_at, stat_fd};
 use bytes::Bytes;
 use kubedav_api::fileio::{FileInfo, WriteHeader};
-use kubedav_api::path::{RESERVED_PREFIX, VolumePath};
+use kubedav_api::path::{TEMPORARY_PREFIX, VolumePath};
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use std::fs::File;
@@ -91,7 +91,7 @@ impl Upload {
     /// Creates the temporary file for `name` in the open directory `dir`.
     pub fn create_in(dir: OwnedFd, name: String, path: VolumePath) -> Result<Self, Status> {
         for _ in 0..16 {
-            let temp_name = format!("{RESERVED_PREFIX}{:016x}", fastrand::u64(..));
+            let temp_name = format!("{TEMPORARY_PREFIX}{:016x}", fastrand::u64(..));
             let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW;
             match rustix::fs::openat(&dir, temp_name.as_str(), flags, Mode::from_raw_mode(0o644)) {
                 Ok(fd) => {

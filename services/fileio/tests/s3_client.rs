@@ -16,6 +16,7 @@ fn client(server: &S3Server, secret: &str) -> S3Client {
         access_key: S3_ACCESS_KEY.to_owned(),
         secret_key: secret.to_owned(),
         path_style: true,
+        session_token: None,
     })
     .unwrap()
 }

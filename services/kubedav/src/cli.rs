@@ -96,6 +96,13 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_ROOT", default_value = "./data")]
     pub root: PathBuf,
 
+    /// Serve a prefix of an S3-compatible bucket instead of --root (targets all,
+    /// fileio): s3://BUCKET or s3://BUCKET/PREFIX. The endpoint, region and credentials
+    /// come from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+    /// and AWS_SESSION_TOKEN.
+    #[arg(long, env = "KUBEDAV_STORAGE")]
+    pub storage: Option<String>,
+
     /// Batch the `statx` calls of collection listings through io_uring (targets all,
     /// fileio), where the kernel and seccomp allow it. Off by default: with metadata in
     /// memory one `statx` per member is faster (docs/benchmarks.md); on a cold cache or

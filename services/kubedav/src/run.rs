@@ -6,7 +6,7 @@ use kubedav_api::fileio::FileIo;
 use kubedav_api::locks::Locks;
 use kubedav_api::markdown::Markdown;
 use kubedav_auth::AuthCore;
-use kubedav_fileio::LocalFileIo;
+use kubedav_fileio::{LocalFileIo, ObjectFileIo};
 use kubedav_gateway::cache::{CacheConfig, CachedFileIo, CachedLocks};
 use kubedav_gateway::{Gateway, Ports};
 use kubedav_kit::admin::ReadinessCheck;
@@ -32,7 +32,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     let shutdown = Shutdown::install();
     tracing::info!(target: "kubedav", "kubedav {} starting target {}", env!("CARGO_PKG_VERSION"), cli.target.name());
     match cli.target {
-        Target::All => run_gateway(&cli, local_ports(&cli)?, shutdown).await,
+        Target::All => run_gateway(&cli, local_ports(&cli).await?, shutdown).await,
         Target::Gateway => run_gateway(&cli, remote_ports(&cli)?, shutdown).await,
         Target::Locks => {
             let (locks, ready) = lock_store(&cli)?;
@@ -48,13 +48,8 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await
         }
         Target::Fileio => {
-            let core = open_volume(&cli)?;
-            let checked = core.clone();
-            let ready: ReadinessCheck = Arc::new(move || {
-                let core = checked.clone();
-                Box::pin(async move { core.check() })
-            });
-            let service = FileIoGrpc::new(Arc::new(core));
+            let (core, ready) = open_storage(&cli).await?;
+            let service = FileIoGrpc::new(core);
             close_on_shutdown(service.leases(), &shutdown);
             grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await
         }
@@ -80,8 +75,8 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 }
 
 /// The ports of `--target=all`: every core in this process.
-fn local_ports(cli: &Cli) -> Result<Ports, String> {
-    let fileio: Arc<dyn FileIo> = Arc::new(open_volume(cli)?);
+async fn local_ports(cli: &Cli) -> Result<Ports, String> {
+    let (fileio, _) = open_storage(cli).await?;
     let (locks, _) = lock_store(cli)?;
     let markdown = Some(Arc::new(cli.markdown_core()) as Arc<dyn Markdown>);
     let auth = match &cli.users_file {
@@ -212,6 +207,34 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
         Box::pin(async move { store.ready().await })
     });
     Ok((store, ready))
+}
+
+/// The fileio core `--storage` or `--root` names, and its readiness check.
+async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), String> {
+    if let Some(storage) = &cli.storage {
+        let storage = kubedav_fileio::objects::config::parse(storage, |name| std::env::var(name).ok())?;
+        let core = ObjectFileIo::open(&storage).await?;
+        tracing::info!(
+            target: "kubedav",
+            "serving s3://{}/{} at {}",
+            storage.s3.bucket,
+            storage.prefix,
+            storage.s3.endpoint
+        );
+        let checked = core.clone();
+        let ready: ReadinessCheck = Arc::new(move || {
+            let core = checked.clone();
+            Box::pin(async move { core.check().await })
+        });
+        return Ok((Arc::new(core), ready));
+    }
+    let core = open_volume(cli)?;
+    let checked = core.clone();
+    let ready: ReadinessCheck = Arc::new(move || {
+        let core = checked.clone();
+        Box::pin(async move { core.check() })
+    });
+    Ok((Arc::new(core), ready))
 }
 
 fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {

@@ -11,7 +11,7 @@
 #[macro_use]
 mod common;
 
-use common::{Mode, Server, client, names_in};
+use common::{BACKEND, Backend, Mode, Server, client, names_in};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -246,18 +246,34 @@ fn complete(buf: &[u8]) -> bool {
         .is_some_and(|len| body.len() >= len)
 }
 
+/// What the directory holding the root holds, but for versitygw's own temporary
+/// directory (`.sgwtmp`) when the root is a prefix of its bucket.
+fn beside(parent: &std::path::Path) -> Vec<String> {
+    let mut names = names_in(parent);
+    names.retain(|name| name != ".sgwtmp");
+    names
+}
+
 async fn hostile_requests_get_a_clear_4xx(mode: Mode) {
     let server = Server::start(mode).await;
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), b"top secret").unwrap();
-    std::os::unix::fs::symlink(outside.path(), server.disk("escape")).unwrap();
-    std::os::unix::fs::symlink(outside.path().join("secret.txt"), server.disk("secret-link")).unwrap();
+    // A bucket has no symlinks: one planted in the S3 server's own directory is that
+    // server's business, so those cases are the volume's alone.
+    let symlinks = common::backend() == Backend::Volume;
+    if symlinks {
+        std::os::unix::fs::symlink(outside.path(), server.disk("escape")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), server.disk("secret-link")).unwrap();
+    }
     std::fs::write(server.disk("sentinel.txt"), b"sentinel content").unwrap();
     let parent = server.root.parent().unwrap().to_path_buf();
-    let beside_root = names_in(&parent);
+    let beside_root = beside(&parent);
 
     let mut failures = Vec::new();
     for case in cases() {
+        if !symlinks && case.name.contains("symlink") {
+            continue;
+        }
         let (status, body) = send(&server, &case).await;
         let wanted = if case.status == ANY_4XX {
             (400..500).contains(&status)
@@ -317,10 +333,15 @@ async fn hostile_requests_get_a_clear_4xx(mode: Mode) {
         vec!["secret.txt"],
         "nothing written outside the root"
     );
-    assert_eq!(names_in(&parent), beside_root, "nothing written beside the root");
+    assert_eq!(beside(&parent), beside_root, "nothing written beside the root");
+    let planted: &[&str] = if symlinks {
+        &["escape", "extra.txt", "secret-link", "sentinel.txt"]
+    } else {
+        &["extra.txt", "sentinel.txt"]
+    };
     assert_eq!(
         names_in(&server.root),
-        vec!["escape", "extra.txt", "secret-link", "sentinel.txt"],
+        planted,
         "no upload or temporary file left in the root (extra.txt is the well-framed PUT that \
          came before the garbage)"
     );
@@ -858,6 +879,15 @@ async fn idle_http2_connections_are_closed(mode: Mode) {
 }
 
 in_both_modes!(
+    expanding_bodies_stay_bounded,
+    silent_connections_cannot_shut_clients_out,
+    idle_http2_connections_are_closed,
+    hostile_requests_get_a_clear_4xx,
+    a_stalled_download_does_not_pin_memory,
+    slowloris_is_cut_off,
+    idle_connections_are_bounded
+);
+on_s3!(
     expanding_bodies_stay_bounded,
     silent_connections_cannot_shut_clients_out,
     idle_http2_connections_are_closed,

@@ -7,7 +7,7 @@
 #[macro_use]
 mod common;
 
-use common::{Mode, Server, client, eventually, names_in, raw, raw_get};
+use common::{BACKEND, Backend, Mode, Server, client, eventually, names_in, raw, raw_get};
 use futures_util::StreamExt;
 use reqwest::StatusCode;
 use std::time::Duration;
@@ -425,5 +425,14 @@ in_both_modes!(
     busy_small_reads_all_succeed,
     one_gib_streams_in_bounded_memory,
     small_files_changed_on_disk_are_served_fresh,
+);
+// On object storage too, but for what only a volume has: symlinks out of the root
+// (path traversal, files changed behind the server's back) and temporary files (an
+// aborted upload, which tests/objects.rs checks on S3 as a multipart upload).
+on_s3!(
+    request_ids_and_limits,
+    concurrent_puts_never_tear,
+    busy_small_reads_all_succeed,
+    one_gib_streams_in_bounded_memory,
 );
 microservices_only!(fileio_down_gives_503);

@@ -26,6 +26,33 @@ macro_rules! in_both_modes {
     };
 }
 
+/// Generates, for each named async case `fn(Mode)`, one test per run mode with fileio on
+/// S3-compatible object storage (a real versitygw, `--storage s3://BUCKET/PREFIX`), in
+/// modules `s3_all_in_one` and `s3_microservices`. `Server::disk` then names the object's
+/// file in versitygw's posix directory, so a case can still look at or write "the disk"
+/// the way another S3 client would.
+#[allow(unused_macros)]
+macro_rules! on_s3 {
+    ($($case:ident),* $(,)?) => {
+        mod s3_all_in_one {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::BACKEND.scope(super::Backend::S3, super::$case(super::Mode::AllInOne)).await
+                }
+            )*
+        }
+        mod s3_microservices {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::BACKEND.scope(super::Backend::S3, super::$case(super::Mode::Microservices)).await
+                }
+            )*
+        }
+    };
+}
+
 /// Declares tests that only make sense with separate processes (a service to stop or
 /// pause on its own), under `mod microservices_only`.
 #[macro_export]
@@ -59,6 +86,28 @@ pub enum Mode {
     /// loopback.
     Microservices,
 }
+
+/// Where fileio keeps the files of a test's server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `--root DIR`: a temporary directory.
+    Volume,
+    /// `--storage s3://files/served`: a prefix of a bucket on a real S3 server.
+    S3,
+}
+
+tokio::task_local! {
+    /// The backend of the servers a test starts (see `on_s3!`); a volume unless set.
+    pub static BACKEND: Backend;
+}
+
+/// The backend of the servers this test starts.
+pub fn backend() -> Backend {
+    BACKEND.try_with(|backend| *backend).unwrap_or(Backend::Volume)
+}
+
+/// The prefix of the bucket an S3-backed server serves.
+pub const S3_PREFIX: &str = "served";
 
 /// One started process and what it announced.
 pub struct Process {
@@ -209,6 +258,8 @@ pub struct Server {
     pub admin: Vec<(&'static str, SocketAddr)>,
     /// fileio's gRPC address (microservices mode).
     pub grpc: Option<SocketAddr>,
+    /// The S3 server fileio stores into, on the S3 backend.
+    pub s3: Option<kubedav_testkit::S3Server>,
     _dir: tempfile::TempDir,
 }
 
@@ -256,12 +307,37 @@ impl Server {
         envs: &[(&str, &str)],
         prepare: &dyn Fn(&Path),
     ) -> Server {
-        let envs: Vec<(String, String)> = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut envs: Vec<(String, String)> =
+            envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let root = dir.path().join("root");
-        std::fs::create_dir(&root).unwrap();
+        let (root, storage, s3) = match backend() {
+            Backend::Volume => {
+                let root = dir.path().join("root");
+                std::fs::create_dir(&root).unwrap();
+                let root_arg = root.to_str().unwrap().to_owned();
+                (root, vec!["--root".to_owned(), root_arg], None)
+            }
+            Backend::S3 => {
+                let s3 = kubedav_testkit::S3Server::start("files");
+                envs.extend(
+                    [
+                        ("AWS_ENDPOINT_URL", s3.endpoint()),
+                        ("AWS_REGION", kubedav_testkit::S3_REGION.to_owned()),
+                        ("AWS_ACCESS_KEY_ID", kubedav_testkit::S3_ACCESS_KEY.to_owned()),
+                        ("AWS_SECRET_ACCESS_KEY", kubedav_testkit::S3_SECRET_KEY.to_owned()),
+                    ]
+                    .map(|(name, value)| (name.to_owned(), value)),
+                );
+                let root = s3.bucket_dir().join(S3_PREFIX);
+                std::fs::create_dir_all(&root).unwrap();
+                let storage = vec![
+                    "--storage".to_owned(),
+                    format!("s3://{}/{S3_PREFIX}", s3.bucket()),
+                ];
+                (root, storage, Some(s3))
+            }
+        };
         prepare(&root);
-        let root_arg = root.to_str().unwrap().to_owned();
         let any = "127.0.0.1:0".to_owned();
         let extra: Vec<String> = gateway_args.iter().map(|s| s.to_string()).collect();
         let mut processes = Vec::new();
@@ -269,13 +345,9 @@ impl Server {
         let mut grpc_addr = None;
         let addr = match mode {
             Mode::AllInOne => {
-                let mut args = vec![
-                    "--target=all".into(),
-                    "--root".into(),
-                    root_arg,
-                    "--listen".into(),
-                    any.clone(),
-                ];
+                let mut args = vec!["--target=all".into()];
+                args.extend(storage);
+                args.extend(["--listen".into(), any.clone()]);
                 args.extend(["--admin-listen".into(), any]);
                 if let Some(file) = users_file {
                     args.extend(["--users-file".into(), file.display().to_string()]);
@@ -289,8 +361,7 @@ impl Server {
                 addr
             }
             Mode::Microservices => {
-                let (fileio, grpc, fileio_admin) =
-                    start_service("fileio", "fileio", &["--root".into(), root_arg], &envs).await;
+                let (fileio, grpc, fileio_admin) = start_service("fileio", "fileio", &storage, &envs).await;
                 admin.push(("fileio", fileio_admin));
                 grpc_addr = Some(grpc);
                 let (locks, locks_grpc, locks_admin) = start_service("locks", "locks", &[], &envs).await;
@@ -333,6 +404,7 @@ impl Server {
             processes,
             admin,
             grpc: grpc_addr,
+            s3,
             _dir: dir,
         }
     }

@@ -1,0 +1,94 @@
+//! `--storage s3://BUCKET/PREFIX`, and the endpoint, region and credentials from the
+//! environment as every AWS tool reads them.
+
+use crate::s3::S3Config;
+
+/// A bucket and the prefix served from it.
+#[derive(Clone, Debug)]
+pub struct Storage {
+    /// Where and how to reach the bucket.
+    pub s3: S3Config,
+    /// The served prefix (`""` for the whole bucket).
+    pub prefix: String,
+}
+
+/// The storage `--storage` names, with the environment read through `env`:
+/// `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT_URL_S3`), `AWS_REGION` (or
+/// `AWS_DEFAULT_REGION`), `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
+/// `AWS_SESSION_TOKEN`.
+pub fn parse(storage: &str, env: impl Fn(&str) -> Option<String>) -> Result<Storage, String> {
+    let rest = storage.strip_prefix("s3://").ok_or_else(|| {
+        format!("--storage {storage} is not an s3://BUCKET/PREFIX URL (for a directory, use --root DIR)")
+    })?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Err(format!(
+            "--storage {storage} names no bucket: write s3://BUCKET or s3://BUCKET/PREFIX"
+        ));
+    }
+    let var = |name: &str| env(name).filter(|value| !value.is_empty());
+    let region = var("AWS_REGION")
+        .or_else(|| var("AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|| "us-east-1".to_owned());
+    let endpoint = var("AWS_ENDPOINT_URL_S3")
+        .or_else(|| var("AWS_ENDPOINT_URL"))
+        .unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com"));
+    let endpoint: url::Url = endpoint
+        .parse()
+        .map_err(|e| format!("AWS_ENDPOINT_URL {endpoint} is not a URL: {e}"))?;
+    let missing = |name: &str| format!("--storage s3:// needs {name} in the environment");
+    let access_key = var("AWS_ACCESS_KEY_ID").ok_or_else(|| missing("AWS_ACCESS_KEY_ID"))?;
+    let secret_key = var("AWS_SECRET_ACCESS_KEY").ok_or_else(|| missing("AWS_SECRET_ACCESS_KEY"))?;
+    // AWS itself takes virtual-hosted names; every other S3 server is addressed by path.
+    let path_style = !endpoint
+        .host_str()
+        .is_some_and(|host| host.ends_with(".amazonaws.com"));
+    Ok(Storage {
+        s3: S3Config {
+            endpoint,
+            bucket: bucket.to_owned(),
+            region,
+            access_key,
+            secret_key,
+            session_token: var("AWS_SESSION_TOKEN"),
+            path_style,
+        },
+        prefix: prefix.trim_matches('/').to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "AWS_ENDPOINT_URL" => Some("http://127.0.0.1:7070".into()),
+            "AWS_ACCESS_KEY_ID" => Some("key".into()),
+            "AWS_SECRET_ACCESS_KEY" => Some("secret".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_bucket_and_prefix_with_the_standard_environment() {
+        let storage = parse("s3://files/team/a/", env).unwrap();
+        assert_eq!(storage.s3.bucket, "files");
+        assert_eq!(storage.prefix, "team/a");
+        assert_eq!(storage.s3.region, "us-east-1");
+        assert!(storage.s3.path_style);
+        assert_eq!(parse("s3://files", env).unwrap().prefix, "");
+    }
+
+    #[test]
+    fn mistakes_say_what_to_do() {
+        assert!(parse("/srv/data", env).unwrap_err().contains("--root"));
+        assert!(parse("s3:///x", env).unwrap_err().contains("no bucket"));
+        let no_secret = |name: &str| env(name).filter(|_| name != "AWS_SECRET_ACCESS_KEY");
+        assert!(
+            parse("s3://b", no_secret)
+                .unwrap_err()
+                .contains("AWS_SECRET_ACCESS_KEY")
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! What a path names in the bucket: a file (its object), a collection (a marker or any
+//! key below it), or nothing.
+
+use super::keys::Keys;
+use crate::s3::{ObjectInfo, S3Client};
+use kubedav_api::fileio::FileInfo;
+use kubedav_api::path::VolumePath;
+use tonic::Status;
+
+/// What a path names.
+#[derive(Clone, Debug)]
+pub enum Found {
+    /// A file: its object.
+    File(ObjectInfo),
+    /// A collection, modified when its marker was written (0 without a marker).
+    Collection {
+        /// Nanoseconds since the epoch.
+        modified_unix_ns: i64,
+    },
+    /// Nothing.
+    Missing,
+}
+
+impl Found {
+    /// The metadata of what was found at `path` (`None` for [`Found::Missing`]).
+    pub fn info(&self, path: &VolumePath) -> Option<FileInfo> {
+        match self {
+            Found::File(object) => Some(file_info(path, object)),
+            Found::Collection { modified_unix_ns } => Some(collection_info(path, *modified_unix_ns)),
+            Found::Missing => None,
+        }
+    }
+
+    /// Whether it is a collection.
+    pub fn is_collection(&self) -> bool {
+        matches!(self, Found::Collection { .. })
+    }
+}
+
+/// What `path` names: the object first (one HEAD), then anything below it (a listing
+/// of one key). The root is always a collection.
+pub async fn find(s3: &S3Client, keys: &Keys, path: &VolumePath) -> Result<Found, Status> {
+    if path.is_root() {
+        return Ok(Found::Collection { modified_unix_ns: 0 });
+    }
+    if let Some(object) = s3.head(&keys.object(path)).await? {
+        return Ok(Found::File(object));
+    }
+    collection(s3, keys, path).await
+}
+
+/// [`Found::Collection`] if `path` is one, else [`Found::Missing`] (also for a file).
+pub async fn collection(s3: &S3Client, keys: &Keys, path: &VolumePath) -> Result<Found, Status> {
+    if path.is_root() {
+        return Ok(Found::Collection { modified_unix_ns: 0 });
+    }
+    let children = keys.children(path);
+    Ok(match s3.first_under(&children).await? {
+        Some(first) if first.key == children => Found::Collection {
+            modified_unix_ns: first.modified_unix_ns,
+        },
+        Some(_) => Found::Collection { modified_unix_ns: 0 },
+        None => Found::Missing,
+    })
+}
+
+/// FAILED_PRECONDITION unless the parent of `path` is a collection (RFC 4918 9.7.1:
+/// 409 Conflict).
+pub async fn require_parent(s3: &S3Client, keys: &Keys, path: &VolumePath) -> Result<(), Status> {
+    let Some((parent, _)) = path.split_last() else {
+        return Ok(());
+    };
+    match collection(s3, keys, &parent).await? {
+        Found::Collection { .. } => Ok(()),
+        _ => Err(Status::failed_precondition(format!(
+            "the parent collection {parent} does not exist"
+        ))),
+    }
+}
+
+/// Whole seconds: HEAD answers carry no finer time than that and listings do, so every
+/// time kubedav reports from a bucket is cut to the second and the two always agree.
+fn seconds(unix_ns: i64) -> i64 {
+    unix_ns - unix_ns.rem_euclid(1_000_000_000)
+}
+
+/// The metadata of the file `path`, stored as `object`.
+pub fn file_info(path: &VolumePath, object: &ObjectInfo) -> FileInfo {
+    let modified = seconds(object.modified_unix_ns);
+    FileInfo {
+        path: path.as_str().to_owned(),
+        is_collection: false,
+        size: object.size,
+        modified_unix_ns: modified,
+        created_unix_ns: modified,
+        etag: object.etag.clone(),
+    }
+}
+
+/// The metadata of the collection `path`, its marker written at `modified_unix_ns`.
+pub fn collection_info(path: &VolumePath, modified_unix_ns: i64) -> FileInfo {
+    let modified = seconds(modified_unix_ns);
+    FileInfo {
+        path: path.as_str().to_owned(),
+        is_collection: true,
+        size: 0,
+        modified_unix_ns: modified,
+        created_unix_ns: modified,
+        etag: format!("c{modified:x}"),
+    }
+}

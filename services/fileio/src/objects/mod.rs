@@ -1,0 +1,215 @@
+//! fileio's second backend: [`ObjectFileIo`] serves a prefix of an S3-compatible bucket
+//! behind the same [`FileIo`] port as the volume, so the gRPC contract, the gateway and
+//! the other services do not change.
+//!
+//! The bucket stays a plain bucket: the file `/a/b.txt` is the object `PREFIX/a/b.txt`
+//! ([`keys`]), collections are `dir/` markers or simply keys below a prefix ([`find`]),
+//! and the only objects of kubedav's own are the property indexes ([`properties`]),
+//! which no client can name. Nothing is kept in memory between calls: any number of
+//! replicas may serve one bucket.
+
+pub mod config;
+pub mod find;
+pub mod keys;
+pub mod listing;
+pub mod properties;
+pub mod read;
+pub mod sweep;
+pub mod tree;
+pub mod write;
+
+use crate::s3::S3Client;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use keys::Keys;
+use kubedav_api::BoxStream;
+use kubedav_api::fileio::{
+    CopyRequest, DeleteRequest, DeleteResponse, Depth, FileInfo, FileIo, ListRequest, ListResponse,
+    MkdirRequest, MkdirResponse, MoveRequest, PatchPropertiesRequest, PatchPropertiesResponse, ReadReply,
+    ReadRequest, StatRequest, TransferResponse, UsageRequest, UsageResponse, WriteHeader, WriteResponse,
+};
+use kubedav_api::path::VolumePath;
+use tonic::Status;
+
+/// The fileio core over a prefix of an S3-compatible bucket.
+#[derive(Clone)]
+pub struct ObjectFileIo {
+    s3: S3Client,
+    keys: Keys,
+}
+
+impl std::fmt::Debug for ObjectFileIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectFileIo")
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectFileIo {
+    /// Serves `storage`, once the bucket answers; uploads a crash left incomplete are
+    /// aborted in the background.
+    pub async fn open(storage: &config::Storage) -> Result<Self, String> {
+        let s3 = S3Client::new(&storage.s3)?;
+        let keys = Keys::new(&storage.prefix);
+        let core = Self { s3, keys };
+        core.check().await.map_err(|e| {
+            format!(
+                "{e} (check --storage, AWS_ENDPOINT_URL and the credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+            )
+        })?;
+        crate::metrics::register();
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos() as i64);
+        let swept = core.clone();
+        tokio::spawn(async move {
+            let aborted = sweep::abandoned_uploads(&swept.s3, swept.keys.prefix(), started).await;
+            if aborted > 0 {
+                tracing::warn!(target: "kubedav", "aborted {aborted} uploads left incomplete by an earlier run");
+            }
+        });
+        Ok(core)
+    }
+
+    /// Whether the bucket answers (for `/readyz`).
+    pub async fn check(&self) -> Result<(), String> {
+        self.s3
+            .first_under(self.keys.prefix())
+            .await
+            .map(|_| ())
+            .map_err(|status| status.message().to_owned())
+    }
+}
+
+fn parse(path: &str) -> Result<VolumePath, Status> {
+    Ok(VolumePath::parse(path)?)
+}
+
+#[async_trait::async_trait]
+impl FileIo for ObjectFileIo {
+    #[tracing::instrument(skip_all, name = "fileio.stat", fields(path = %request.path))]
+    async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
+        let path = parse(&request.path)?;
+        find::find(&self.s3, &self.keys, &path)
+            .await?
+            .info(&path)
+            .ok_or_else(|| Status::not_found(format!("{path} does not exist")))
+    }
+
+    #[tracing::instrument(skip_all, name = "fileio.list", fields(path = %request.path, depth = request.depth))]
+    async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
+        let path = parse(&request.path)?;
+        let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
+        let selection = request.properties.unwrap_or_default();
+        if depth == Depth::Zero {
+            let listing = listing::Listing {
+                s3: &self.s3,
+                keys: &self.keys,
+                selection: &selection,
+                max_entries: request.max_entries,
+            };
+            let entries = vec![listing.single(&path).await?];
+            return Ok(futures_util::stream::iter([Ok(ListResponse { entries })]).boxed());
+        }
+        crate::metrics::scan(crate::metrics::ScanPath::ObjectStore);
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let (s3, keys, max_entries) = (self.s3.clone(), self.keys.clone(), request.max_entries);
+        tokio::spawn(async move {
+            let listing = listing::Listing {
+                s3: &s3,
+                keys: &keys,
+                selection: &selection,
+                max_entries,
+            };
+            listing.walk(path, depth, &tx).await;
+        });
+        // The first batch (or the error) decides the call's own status.
+        match rx.recv().await {
+            Some(Ok(first)) => {
+                let rest = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+                Ok(futures_util::stream::iter([Ok(first)]).chain(rest).boxed())
+            }
+            Some(Err(status)) => Err(status),
+            None => Err(Status::internal("the listing ended without an answer")),
+        }
+    }
+
+    #[tracing::instrument(skip_all, name = "fileio.read", fields(path = %request.path))]
+    async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
+        let path = parse(&request.path)?;
+        read::read(&self.s3, &self.keys, &path, &request.ranges).await
+    }
+
+    #[tracing::instrument(skip_all, name = "fileio.write", fields(path = %header.path))]
+    async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
+        let path = parse(&header.path)?;
+        write::write(&self.s3, &self.keys, &path, &header, body).await
+    }
+
+    #[tracing::instrument(skip_all, name = "fileio.delete", fields(path = %request.path))]
+    async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
+        let path = parse(&request.path)?;
+        let failures = tree::delete(&self.s3, &self.keys, &path, request.if_match.as_deref()).await?;
+        Ok(DeleteResponse { failures })
+    }
+
+    #[tracing::instrument(skip_all, name = "fileio.mkdir", fields(path = %request.path))]
+    async fn mkdir(&self, request: MkdirRequest) -> Result<MkdirResponse, Status> {
+        let path = parse(&request.path)?;
+        let info = tree::mkdir(&self.s3, &self.keys, &path).await?;
+        Ok(MkdirResponse { info: Some(info) })
+    }
+
+    #[tracing::instrument(skip_all, name = "fileio.copy", fields(source = %request.source, destination = %request.destination))]
+    async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status> {
+        let (source, destination) = (parse(&request.source)?, parse(&request.destination)?);
+        let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
+        tree::copy(
+            &self.s3,
+            &self.keys,
+            &source,
+            &destination,
+            depth,
+            request.overwrite,
+        )
+        .await
+    }
+
+    #[tracing::instrument(skip_all, name = "fileio.move", fields(source = %request.source, destination = %request.destination))]
+    async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
+        let (source, destination) = (parse(&request.source)?, parse(&request.destination)?);
+        tree::rename(&self.s3, &self.keys, &source, &destination, request.overwrite).await
+    }
+
+    #[tracing::instrument(skip_all, name = "fileio.proppatch", fields(path = %request.path))]
+    async fn patch_properties(
+        &self,
+        request: PatchPropertiesRequest,
+    ) -> Result<PatchPropertiesResponse, Status> {
+        let path = parse(&request.path)?;
+        let found = find::find(&self.s3, &self.keys, &path).await?;
+        if matches!(found, find::Found::Missing) {
+            return Err(Status::not_found(format!("{path} does not exist")));
+        }
+        let (parent, name) = Keys::index_entry(&path, found.is_collection());
+        properties::update(&self.s3, &self.keys, &parent, |entries| {
+            let mut current = entries.remove(&name).unwrap_or_default();
+            crate::props::apply(&mut current, &request);
+            if !current.is_empty() {
+                entries.insert(name.clone(), current);
+            }
+            true
+        })
+        .await?;
+        Ok(PatchPropertiesResponse {})
+    }
+
+    /// A bucket's usage is not known without listing all of it: the quota properties
+    /// are left out (RFC 4331 allows it).
+    async fn usage(&self, _request: UsageRequest) -> Result<UsageResponse, Status> {
+        Err(Status::unimplemented(
+            "object storage reports no quota: its usage is not known without listing the whole bucket",
+        ))
+    }
+}

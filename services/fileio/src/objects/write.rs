@@ -1,0 +1,222 @@
+//! PUT into a bucket. A body up to [`PART_BYTES`] is one PutObject, conditional on
+//! what the client's preconditions saw; a longer one is a multipart upload of parts of
+//! [`PART_BYTES`], one part sent while the next is received, so an upload holds at most
+//! two parts (16 MiB) whatever its size. S3 makes the object appear only when the upload
+//! completes; an upload that fails, is cut or is dropped is aborted, and one left by a
+//! crash is swept at start ([`super::sweep`]).
+
+use super::find::{file_info, require_parent};
+use super::keys::Keys;
+use crate::s3::{ObjectInfo, S3Client};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use kubedav_api::BoxStream;
+use kubedav_api::fileio::{WriteHeader, WriteResponse};
+use kubedav_api::path::VolumePath;
+use tokio::task::JoinHandle;
+use tonic::Status;
+
+/// The size of a part of a multipart upload, and the largest body sent in one request.
+pub const PART_BYTES: usize = 8 << 20;
+
+/// Writes the body to `path`, replacing any file there.
+pub async fn write(
+    s3: &S3Client,
+    keys: &Keys,
+    path: &VolumePath,
+    header: &WriteHeader,
+    mut body: BoxStream<Bytes>,
+) -> Result<WriteResponse, Status> {
+    if path.is_root() {
+        return Err(Status::failed_precondition(
+            "the root is a collection; a file cannot replace it",
+        ));
+    }
+    let key = keys.object(path);
+    let children = keys.children(path);
+    let (parent, existing, below) = tokio::join!(
+        require_parent(s3, keys, path),
+        s3.head(&key),
+        s3.first_under(&children)
+    );
+    parent?;
+    let existing = existing?;
+    if below?.is_some() {
+        return Err(Status::failed_precondition(format!(
+            "{path} is a collection; a file cannot replace it"
+        )));
+    }
+    check(header, path, existing.as_ref())?;
+    let mut part = BytesMut::new();
+    let mut multipart: Option<Multipart> = None;
+    let mut received = 0u64;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk?;
+        received += chunk.len() as u64;
+        if let Some(limit) = header.expected_size
+            && received > limit
+        {
+            return Err(Status::invalid_argument(format!(
+                "the body is longer than the {limit} bytes declared; nothing was written"
+            )));
+        }
+        part.extend_from_slice(&chunk);
+        if part.len() >= PART_BYTES {
+            let full = part.split().freeze();
+            match &mut multipart {
+                Some(upload) => upload.send(full).await?,
+                None => multipart = Some(Multipart::start(s3, &key, full).await?),
+            }
+        }
+    }
+    if let Some(expected) = header.expected_size
+        && expected != received
+    {
+        return Err(Status::cancelled(format!(
+            "the body had {received} bytes but {expected} were declared; nothing was written"
+        )));
+    }
+    let etag = match multipart {
+        None => {
+            let condition = match (&header.if_match, header.create_only) {
+                (Some(etag), _) => Some(etag.as_str()),
+                (None, true) => Some(""),
+                (None, false) => None,
+            };
+            s3.put_if(&key, part.freeze(), condition)
+                .await
+                .map_err(|status| conflict(status, header, path))?
+        }
+        Some(mut upload) => {
+            if !part.is_empty() {
+                upload.send(part.freeze()).await?;
+            }
+            // S3 has no condition on completing an upload that every server honours:
+            // the preconditions are checked again just before it (a window of one
+            // request, written down in docs/architecture.md).
+            check(header, path, s3.head(&key).await?.as_ref())?;
+            upload.complete().await?
+        }
+    };
+    crate::metrics::written_bytes(received);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as i64);
+    let object = ObjectInfo {
+        key,
+        size: received,
+        etag,
+        modified_unix_ns: now,
+    };
+    Ok(WriteResponse {
+        info: Some(file_info(path, &object)),
+        created: existing.is_none(),
+    })
+}
+
+/// The preconditions of `header` against what is stored: ABORTED for an If-Match that
+/// no longer holds, ALREADY_EXISTS for a create-only write onto a file.
+fn check(header: &WriteHeader, path: &VolumePath, existing: Option<&ObjectInfo>) -> Result<(), Status> {
+    if let Some(wanted) = &header.if_match
+        && existing.is_none_or(|object| &object.etag != wanted)
+    {
+        return Err(Status::aborted(format!(
+            "{path} changed: its etag is no longer {wanted}"
+        )));
+    }
+    if header.create_only && existing.is_some() {
+        return Err(Status::already_exists(format!("{path} exists")));
+    }
+    Ok(())
+}
+
+/// A refused conditional PutObject, in the terms of the header's preconditions.
+fn conflict(status: Status, header: &WriteHeader, path: &VolumePath) -> Status {
+    if status.code() == tonic::Code::Aborted && header.if_match.is_none() && header.create_only {
+        return Status::already_exists(format!("{path} exists"));
+    }
+    status
+}
+
+/// A multipart upload under way: at most one part in flight. Dropped before
+/// [`Multipart::complete`], it is aborted.
+struct Multipart {
+    s3: S3Client,
+    key: String,
+    id: String,
+    etags: Vec<String>,
+    in_flight: Option<JoinHandle<Result<String, Status>>>,
+    done: bool,
+}
+
+impl Multipart {
+    /// Starts the upload of `key` with its first part.
+    async fn start(s3: &S3Client, key: &str, first: Bytes) -> Result<Self, Status> {
+        let id = s3.start_upload(key).await?;
+        let mut upload = Self {
+            s3: s3.clone(),
+            key: key.to_owned(),
+            id,
+            etags: Vec::new(),
+            in_flight: None,
+            done: false,
+        };
+        upload.send(first).await?;
+        Ok(upload)
+    }
+
+    /// Waits for the part in flight, then sends `part`.
+    async fn send(&mut self, part: Bytes) -> Result<(), Status> {
+        self.settle().await?;
+        let number = u16::try_from(self.etags.len() + 1)
+            .ok()
+            .filter(|&n| n <= 10_000)
+            .ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "the body is larger than S3's 10,000 parts of {} MiB",
+                    PART_BYTES >> 20
+                ))
+            })?;
+        let (s3, key, id) = (self.s3.clone(), self.key.clone(), self.id.clone());
+        self.in_flight = Some(tokio::spawn(async move {
+            s3.upload_part(&key, &id, number, part).await
+        }));
+        Ok(())
+    }
+
+    /// Waits for the part in flight and keeps its ETag.
+    async fn settle(&mut self) -> Result<(), Status> {
+        if let Some(part) = self.in_flight.take() {
+            let etag = part.await.map_err(crate::errors::join_status)??;
+            self.etags.push(etag);
+        }
+        Ok(())
+    }
+
+    /// Sends the last part and makes the object appear; its ETag.
+    async fn complete(mut self) -> Result<String, Status> {
+        self.settle().await?;
+        let etag = self.s3.complete_upload(&self.key, &self.id, &self.etags).await?;
+        self.done = true;
+        Ok(etag)
+    }
+}
+
+impl Drop for Multipart {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(part) = self.in_flight.take() {
+            part.abort();
+        }
+        let (s3, key, id) = (self.s3.clone(), self.key.clone(), self.id.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(status) = s3.abort_upload(&key, &id).await {
+                    tracing::warn!(%key, error = %status.message(), "an interrupted upload could not be aborted; the sweep at the next start removes it");
+                }
+            });
+        }
+    }
+}

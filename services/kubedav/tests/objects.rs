@@ -1,0 +1,458 @@
+//! fileio on S3-compatible object storage, against a real S3 server (versitygw), in both
+//! run modes: the bucket stays a plain bucket that other tools read and write, dead
+//! properties cost a constant number of S3 requests per PROPFIND and follow COPY, MOVE
+//! and DELETE, and an S3 server that stops, or a fileio killed in the middle of an
+//! upload or a MOVE, loses nothing. The WebDAV suites (http, webdav, hostile, faults,
+//! litmus) run on S3 too; this suite holds what only object storage has.
+
+#[macro_use]
+mod common;
+
+use bytes::Bytes;
+use common::{BACKEND, Backend, Mode, S3_PREFIX, Server, client};
+use kubedav_fileio::s3::{S3Client, S3Config};
+use reqwest::{Method, StatusCode};
+use std::time::Duration;
+
+/// A client of the test server's bucket, as another tool writing into it would be.
+fn bucket(server: &Server) -> S3Client {
+    let s3 = server.s3.as_ref().expect("a server on S3");
+    S3Client::new(&S3Config {
+        endpoint: s3.endpoint().parse().unwrap(),
+        bucket: s3.bucket().to_owned(),
+        region: kubedav_testkit::S3_REGION.to_owned(),
+        access_key: kubedav_testkit::S3_ACCESS_KEY.to_owned(),
+        secret_key: kubedav_testkit::S3_SECRET_KEY.to_owned(),
+        session_token: None,
+        path_style: true,
+    })
+    .unwrap()
+}
+
+fn key(path: &str) -> String {
+    format!("{S3_PREFIX}/{path}")
+}
+
+fn dav(server: &Server, verb: &str, path: &str) -> reqwest::RequestBuilder {
+    client().request(Method::from_bytes(verb.as_bytes()).unwrap(), server.url(path))
+}
+
+async fn send(request: reqwest::RequestBuilder) -> (StatusCode, String) {
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.text().await.unwrap())
+}
+
+async fn propfind(server: &Server, path: &str, depth: &str) -> (StatusCode, String) {
+    send(dav(server, "PROPFIND", path).header("depth", depth)).await
+}
+
+/// The process that runs fileio.
+fn fileio(mode: Mode) -> &'static str {
+    match mode {
+        Mode::AllInOne => "all",
+        Mode::Microservices => "fileio",
+    }
+}
+
+/// S3 requests fileio has made so far.
+async fn s3_requests(server: &Server, mode: Mode) -> f64 {
+    let admin = server
+        .admin
+        .iter()
+        .find(|(name, _)| *name == fileio(mode))
+        .unwrap()
+        .1;
+    common::metric_sum(admin, "kubedav_fileio_s3_requests_total").await
+}
+
+/// Objects another S3 client wrote, under keys kubedav never made and without any
+/// collection marker, are listed and served; what kubedav writes is a plain object under
+/// the key its path names.
+async fn foreign_objects_are_listed_and_served(mode: Mode) {
+    let server = Server::start(mode).await;
+    let s3 = bucket(&server);
+    s3.put(
+        &key("outside/deep/a.txt"),
+        Bytes::from_static(b"from another tool"),
+    )
+    .await
+    .unwrap();
+    s3.put(&key("x y%#.txt"), Bytes::from_static(b"odd name"))
+        .await
+        .unwrap();
+    // Keys no WebDAV path can name are left out, and break nothing. (A key with a control
+    // character cannot be tried here: versitygw lists it with U+FFFD in its place.)
+    s3.put(&key(".kubedav-upload-stray"), Bytes::from_static(b"b"))
+        .await
+        .unwrap();
+    // (An S3 server may refuse such a key itself; either way nothing breaks.)
+    let _ = s3.put(&key("empty//segment"), Bytes::from_static(b"e")).await;
+
+    let (status, xml) = propfind(&server, "/", "1").await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert!(xml.contains("<D:href>/outside/</D:href>"), "{xml}");
+    assert!(xml.contains("<D:href>/x%20y%25%23.txt</D:href>"), "{xml}");
+    assert!(!xml.contains("stray") && !xml.contains("segment"), "{xml}");
+    let (status, xml) = propfind(&server, "/outside/deep/", "1").await;
+    assert_eq!(
+        status,
+        StatusCode::MULTI_STATUS,
+        "a prefix with no marker is a collection"
+    );
+    assert!(xml.contains("<D:href>/outside/deep/a.txt</D:href>"), "{xml}");
+    let response = client()
+        .get(server.url("/outside/deep/a.txt"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.bytes().await.unwrap().as_ref(), b"from another tool");
+
+    assert_eq!(send(dav(&server, "MKCOL", "/made/")).await.0, StatusCode::CREATED);
+    let response = client()
+        .put(server.url("/made/b.txt"))
+        .body("written by kubedav")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(
+        s3.get(&key("made/b.txt")).await.unwrap().as_ref(),
+        b"written by kubedav"
+    );
+    assert!(
+        s3.head(&key("made/")).await.unwrap().is_some(),
+        "a collection marker, as S3 consoles make"
+    );
+}
+
+/// PROPFIND Depth 1 with every property of a collection of 998 objects costs 3 S3
+/// requests (one listing page of the members, the collection's marker and its property
+/// index; then the two property indexes), not one per member. Each further 1,000 keys
+/// cost one listing page more (docs/architecture.md).
+async fn propfind_depth_one_costs_three_s3_requests(mode: Mode) {
+    let server = Server::start_with(mode, &["--gateway-cache-mib", "0"]).await;
+    let s3 = bucket(&server);
+    assert_eq!(send(dav(&server, "MKCOL", "/many/")).await.0, StatusCode::CREATED);
+    let puts = (0..998).map(|i| {
+        let s3 = s3.clone();
+        async move {
+            s3.put(&key(&format!("many/f{i:04}")), Bytes::from_static(b"x"))
+                .await
+        }
+    });
+    for result in futures_util::future::join_all(puts).await {
+        result.unwrap();
+    }
+    let set = r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:z="urn:z"><D:set><D:prop><z:color>teal</z:color></D:prop></D:set></D:propertyupdate>"#;
+    let (status, _) = send(dav(&server, "PROPPATCH", "/many/f0500").body(set)).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+
+    let before = s3_requests(&server, mode).await;
+    let (status, xml) = send(
+        dav(&server, "PROPFIND", "/many/")
+            .header("depth", "1")
+            .body(r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:allprop/></D:propfind>"#),
+    )
+    .await;
+    let spent = s3_requests(&server, mode).await - before;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert_eq!(xml.matches("<D:response>").count(), 999);
+    assert!(xml.contains(">teal</"), "the dead property is listed");
+    eprintln!("{mode:?}: PROPFIND Depth 1 allprop on 998 objects: {spent} S3 requests");
+    assert!(spent <= 3.0, "{spent} S3 requests");
+}
+
+/// Dead properties follow COPY and MOVE, of files and of collections with their
+/// members, and go with DELETE: a new file of the same name starts with none.
+async fn dead_properties_follow_copy_move_delete(mode: Mode) {
+    let server = Server::start(mode).await;
+    let set = |value: &str| {
+        format!(
+            r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:z="urn:z"><D:set><D:prop><z:tag>{value}</z:tag></D:prop></D:set></D:propertyupdate>"#
+        )
+    };
+    // The value of the one property asked for (`<N0:tag>value</N0:tag>`); None for an
+    // empty element or one reported missing.
+    let tag = |xml: &str| {
+        if xml.contains("404 Not Found") {
+            return None;
+        }
+        let open_end = xml.find(":tag>")? + ":tag>".len();
+        let close = xml[open_end..].find("</")? + open_end;
+        Some(xml[open_end..close].to_owned())
+    };
+    let get_tag = |path: &'static str| {
+        let server = &server;
+        async move {
+            let body = r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:" xmlns:z="urn:z"><D:prop><z:tag/></D:prop></D:propfind>"#;
+            let (status, xml) = send(dav(server, "PROPFIND", path).header("depth", "0").body(body)).await;
+            assert_eq!(status, StatusCode::MULTI_STATUS, "{path}: {xml}");
+            tag(&xml)
+        }
+    };
+    assert_eq!(send(dav(&server, "MKCOL", "/d/")).await.0, StatusCode::CREATED);
+    assert_eq!(
+        send(dav(&server, "MKCOL", "/d/sub/")).await.0,
+        StatusCode::CREATED
+    );
+    for path in ["/d/a.txt", "/d/sub/b.txt"] {
+        let status = client()
+            .put(server.url(path))
+            .body("x")
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    for (path, value) in [
+        ("/d/", "dir"),
+        ("/d/a.txt", "file"),
+        ("/d/sub/", "subdir"),
+        ("/d/sub/b.txt", "deep"),
+    ] {
+        assert_eq!(
+            send(dav(&server, "PROPPATCH", path).body(set(value))).await.0,
+            StatusCode::MULTI_STATUS
+        );
+    }
+    // A PUT replaces the body, not the properties.
+    client()
+        .put(server.url("/d/a.txt"))
+        .body("y")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get_tag("/d/a.txt").await.as_deref(), Some("file"));
+
+    let copy = dav(&server, "COPY", "/d/").header("destination", "/c/");
+    assert_eq!(send(copy).await.0, StatusCode::CREATED);
+    let moved = dav(&server, "MOVE", "/d/").header("destination", "/m/");
+    assert_eq!(send(moved).await.0, StatusCode::CREATED);
+    for root in ["/c", "/m"] {
+        let at = |rest: &str| -> &'static str { Box::leak(format!("{root}{rest}").into_boxed_str()) };
+        assert_eq!(get_tag(at("/")).await.as_deref(), Some("dir"), "{root}");
+        assert_eq!(get_tag(at("/a.txt")).await.as_deref(), Some("file"), "{root}");
+        assert_eq!(get_tag(at("/sub/")).await.as_deref(), Some("subdir"), "{root}");
+        assert_eq!(get_tag(at("/sub/b.txt")).await.as_deref(), Some("deep"), "{root}");
+    }
+    assert_eq!(propfind(&server, "/d/", "0").await.0, StatusCode::NOT_FOUND);
+
+    let copy = dav(&server, "COPY", "/m/a.txt").header("destination", "/lone.txt");
+    assert_eq!(send(copy).await.0, StatusCode::CREATED);
+    assert_eq!(get_tag("/lone.txt").await.as_deref(), Some("file"));
+    assert_eq!(
+        send(dav(&server, "DELETE", "/lone.txt")).await.0,
+        StatusCode::NO_CONTENT
+    );
+    client()
+        .put(server.url("/lone.txt"))
+        .body("new")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get_tag("/lone.txt").await, None, "a new file does not inherit");
+    assert_eq!(
+        send(dav(&server, "DELETE", "/m/")).await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(send(dav(&server, "MKCOL", "/m/")).await.0, StatusCode::CREATED);
+    assert_eq!(get_tag("/m/").await, None, "a new collection does not inherit");
+}
+
+/// The S3 server stopped: 503 with Retry-After, never a hang or a 404; started again:
+/// served again, with no restart of kubedav.
+async fn store_down_gives_503_then_recovers(mode: Mode) {
+    let mut server = Server::start(mode).await;
+    let status = client()
+        .put(server.url("/kept.txt"))
+        .body("kept")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, StatusCode::CREATED);
+    server.s3.as_mut().unwrap().stop();
+    for request in [
+        client().get(server.url("/kept.txt")),
+        client().put(server.url("/new.txt")).body("n"),
+        dav(&server, "PROPFIND", "/").header("depth", "1"),
+    ] {
+        let response = tokio::time::timeout(Duration::from_secs(30), request.send())
+            .await
+            .expect("an answer, not a hang")
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(response.headers().contains_key("retry-after"));
+    }
+    server.s3.as_mut().unwrap().restart();
+    let recovered = common::eventually_async(Duration::from_secs(20), || async {
+        let response = client().get(server.url("/kept.txt")).send().await;
+        match response {
+            Ok(r) if r.status() == StatusCode::OK => r.bytes().await.is_ok_and(|b| b.as_ref() == b"kept"),
+            _ => false,
+        }
+    })
+    .await;
+    assert!(recovered, "kubedav did not recover by itself");
+}
+
+/// A client that goes away in the middle of a large PUT: the multipart upload is
+/// aborted (its parts dropped at once, not at the next start), no object appears and
+/// the old content stays.
+async fn a_cut_upload_is_aborted_and_keeps_old_content(mode: Mode) {
+    let server = Server::start(mode).await;
+    let s3 = bucket(&server);
+    s3.put(&key("keep.bin"), Bytes::from_static(b"the old content"))
+        .await
+        .unwrap();
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    use tokio::io::AsyncWriteExt;
+    let head = "PUT /keep.bin HTTP/1.1\r\nHost: t\r\nContent-Length: 33554432\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&vec![b'N'; 12 << 20]).await.unwrap();
+    stream.flush().await.unwrap();
+    let started = common::eventually_async(Duration::from_secs(20), || async {
+        s3.uploads(&key("")).await.is_ok_and(|u| u.len() == 1)
+    })
+    .await;
+    assert!(started, "the multipart upload never started");
+    drop(stream);
+    let aborted = common::eventually_async(Duration::from_secs(20), || async {
+        s3.uploads(&key("")).await.is_ok_and(|u| u.is_empty())
+    })
+    .await;
+    assert!(aborted, "the cut upload was not aborted");
+    assert_eq!(
+        s3.get(&key("keep.bin")).await.unwrap().as_ref(),
+        b"the old content"
+    );
+}
+
+/// fileio killed (SIGKILL) in the middle of multipart uploads: no object appears, the
+/// old content stays, and the next start aborts the uploads left behind.
+async fn kill_during_multipart_upload_keeps_old_content(mode: Mode) {
+    const UPLOADS: usize = 3;
+    let mut server = Server::start(mode).await;
+    let s3 = bucket(&server);
+    for i in 0..UPLOADS {
+        s3.put(
+            &key(&format!("f{i}.bin")),
+            Bytes::from(format!("old content {i}")),
+        )
+        .await
+        .unwrap();
+    }
+    let mut senders = Vec::new();
+    let mut uploads = Vec::new();
+    for i in 0..UPLOADS {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+        let url = server.url(&format!("/f{i}.bin"));
+        let stream =
+            futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+        uploads.push(tokio::spawn(async move {
+            client()
+                .put(url)
+                .header("content-length", 32 << 20)
+                .body(reqwest::Body::wrap_stream(stream))
+                .send()
+                .await
+        }));
+        // More than one part (8 MiB): the upload is under way at the S3 server.
+        for _ in 0..10 {
+            tx.send(Ok(vec![b'n'; 1 << 20])).await.unwrap();
+        }
+        senders.push(tx);
+    }
+    let started = common::eventually_async(Duration::from_secs(20), || async {
+        s3.uploads(&key("")).await.is_ok_and(|u| u.len() == UPLOADS)
+    })
+    .await;
+    assert!(started, "the multipart uploads never started");
+    server.process(fileio(mode)).child.kill().await.unwrap();
+    drop(senders);
+    for upload in uploads {
+        if let Ok(response) = upload.await.unwrap() {
+            assert!(!response.status().is_success(), "an interrupted upload succeeded");
+        }
+    }
+    for i in 0..UPLOADS {
+        assert_eq!(
+            s3.get(&key(&format!("f{i}.bin"))).await.unwrap(),
+            Bytes::from(format!("old content {i}")),
+            "a target lost its previous content"
+        );
+    }
+    assert_eq!(
+        s3.uploads(&key("")).await.unwrap().len(),
+        UPLOADS,
+        "the crash left its uploads"
+    );
+    server.process(fileio(mode)).restart().await;
+    let swept = common::eventually_async(Duration::from_secs(20), || async {
+        s3.uploads(&key("")).await.is_ok_and(|u| u.is_empty())
+    })
+    .await;
+    assert!(swept, "the uploads left by the crash were not aborted at start");
+}
+
+/// fileio killed in the middle of a collection MOVE: the source is whole (copied first,
+/// deleted only after), the destination partly there; the MOVE again with Overwrite
+/// finishes it.
+async fn kill_during_collection_move_keeps_the_source_whole(mode: Mode) {
+    const FILES: usize = 400;
+    let mut server = Server::start(mode).await;
+    let s3 = bucket(&server);
+    assert_eq!(send(dav(&server, "MKCOL", "/src/")).await.0, StatusCode::CREATED);
+    let puts = (0..FILES).map(|i| {
+        let s3 = s3.clone();
+        async move {
+            s3.put(&key(&format!("src/f{i:03}")), Bytes::from(format!("file {i}")))
+                .await
+        }
+    });
+    for result in futures_util::future::join_all(puts).await {
+        result.unwrap();
+    }
+    let moving = tokio::spawn(send(dav(&server, "MOVE", "/src/").header("destination", "/dst/")));
+    let copying = common::eventually_async(Duration::from_secs(20), || async {
+        s3.list_all(&key("dst/"), None)
+            .await
+            .is_ok_and(|page| page.objects.len() > 20)
+    })
+    .await;
+    assert!(copying, "the MOVE never began to copy");
+    server.process(fileio(mode)).child.kill().await.unwrap();
+    let _ = moving.await;
+    for i in 0..FILES {
+        assert_eq!(
+            s3.get(&key(&format!("src/f{i:03}"))).await.unwrap(),
+            Bytes::from(format!("file {i}")),
+            "the source lost a member"
+        );
+    }
+    server.process(fileio(mode)).restart().await;
+    let again = common::eventually_async(Duration::from_secs(20), || async {
+        let request = dav(&server, "MOVE", "/src/")
+            .header("destination", "/dst/")
+            .header("overwrite", "T");
+        matches!(request.send().await, Ok(r) if r.status() == StatusCode::NO_CONTENT)
+    })
+    .await;
+    assert!(again, "the MOVE did not complete when tried again");
+    assert_eq!(propfind(&server, "/src/", "0").await.0, StatusCode::NOT_FOUND);
+    let (_, xml) = propfind(&server, "/dst/", "1").await;
+    assert_eq!(xml.matches("<D:response>").count(), FILES + 1);
+}
+
+on_s3!(
+    foreign_objects_are_listed_and_served,
+    propfind_depth_one_costs_three_s3_requests,
+    dead_properties_follow_copy_move_delete,
+    store_down_gives_503_then_recovers,
+    a_cut_upload_is_aborted_and_keeps_old_content,
+    kill_during_multipart_upload_keeps_old_content,
+    kill_during_collection_move_keeps_the_source_whole,
+);
