@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs the litmus WebDAV suites against kubedav in both run modes (all-in-one, and
 # gateway + fileio + locks over gRPC), then once more in microservices mode with the
-# locks in a real redis-server. Prints litmus's summary lines and fails on any failed
-# test. Installs litmus and redis-server (Debian packages) when they are missing.
+# locks in a real redis-server, then both modes again with fileio on S3-compatible
+# object storage (a real versitygw, built by scripts/need-versitygw.sh). Prints litmus's
+# summary lines and fails on any failed test. Installs litmus and redis-server (Debian
+# packages) when they are missing.
 #
-# Env: LITMUS_SUITES (default: basic copymove props locks http), KUBEDAV_BIN.
+# Env: LITMUS_SUITES (default: basic copymove props locks http), KUBEDAV_BIN,
+# KUBEDAV_VERSITYGW (the versitygw binary; built when unset).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${KUBEDAV_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav}"
@@ -53,9 +56,10 @@ mkdir -p "$WORK/all" "$WORK/micro" "$WORK/redis" "$WORK/micro-redis"
 start "$WORK/all.log" --target=all --root "$WORK/all" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 run_litmus all-in-one "http://$(announced "gateway HTTP" "$WORK/all.log")/"
 
-microservices() {  # name, root, locks args...
-  local name="$1" root="$2"; shift 2
-  start "$WORK/$name-fileio.log" --target=fileio --root "$root" --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+microservices() {  # name, storage ("--root DIR" or "--storage s3://..."), locks args...
+  local name="$1" storage="$2"; shift 2
+  # shellcheck disable=SC2086 # the storage flag and its value
+  start "$WORK/$name-fileio.log" --target=fileio $storage --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
   local grpc locks
   grpc=$(announced "fileio gRPC" "$WORK/$name-fileio.log")
   start "$WORK/$name-locks.log" --target=locks --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 "$@"
@@ -64,7 +68,7 @@ microservices() {  # name, root, locks args...
     --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
   run_litmus "$name" "http://$(announced "gateway HTTP" "$WORK/$name-gateway.log")/"
 }
-microservices microservices "$WORK/micro"
+microservices microservices "--root $WORK/micro"
 
 # The same with the locks in Redis: a real redis-server on a unix socket in $WORK.
 redis-server --port 0 --unixsocket "$WORK/redis.sock" --dir "$WORK/redis" --save "" --daemonize no \
@@ -74,7 +78,25 @@ for _ in $(seq 1 100); do
   [ -S "$WORK/redis.sock" ] && redis-cli -s "$WORK/redis.sock" ping 2>/dev/null | grep -q PONG && break
   sleep 0.1
 done
-microservices microservices-redis "$WORK/micro-redis" --lock-store "redis+unix://$WORK/redis.sock"
+microservices microservices-redis "--root $WORK/micro-redis" --lock-store "redis+unix://$WORK/redis.sock"
+
+# fileio on object storage: versitygw's posix backend on a free loopback port, where a
+# bucket is a directory of its data directory.
+VERSITYGW="${KUBEDAV_VERSITYGW:-$(bash "$REPO/scripts/need-versitygw.sh")}"
+S3_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$WORK/s3/litmus"
+"$VERSITYGW" --access litmus-key --secret litmus-secret-key --port "127.0.0.1:$S3_PORT" posix "$WORK/s3" \
+  > "$WORK/versitygw.log" 2>&1 < /dev/null &
+PIDS+=($!)
+for _ in $(seq 1 200); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$S3_PORT") 2>/dev/null && break
+  sleep 0.1
+done
+export AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT" AWS_REGION=us-east-1 \
+  AWS_ACCESS_KEY_ID=litmus-key AWS_SECRET_ACCESS_KEY=litmus-secret-key
+start "$WORK/s3-all.log" --target=all --storage s3://litmus/all --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+run_litmus s3-all-in-one "http://$(announced "gateway HTTP" "$WORK/s3-all.log")/"
+microservices s3-microservices "--storage s3://litmus/micro"
 
 [ "$failed" = 0 ] && echo "litmus: every suite passed in every mode ($SUITES)"
 exit "$failed"
