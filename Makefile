@@ -13,17 +13,18 @@ run: build
 	@echo "kubedav: serving $(ROOT) at http://$(LISTEN)/  (Ctrl-C stops it)"
 	./target/release/kubedav --target=all --root $(ROOT) --listen $(LISTEN)
 
-# Unit tests, the HTTP suites against both run modes (and the many-replica suite on a
-# real redis-server, installed when missing; the S3 suites on a real versitygw, built by
-# scripts/need-versitygw.sh when missing), then the litmus WebDAV suites against both
-# modes and against the Redis lock store, the k6 smoke and 30-second webdav-mixed load
+# Unit tests, the HTTP suites against both run modes and both backends (a volume, and
+# fileio on S3 on a real versitygw, built by scripts/need-versitygw.sh when missing; the
+# many-replica suite on a real redis-server; rclone, cadaver and davfs2 as real clients;
+# all installed when missing), then the litmus WebDAV suites against both modes, the
+# Redis lock store and object storage, the k6 smoke and 30-second webdav-mixed load
 # tests against both modes with their thresholds, a rolling restart of two gateways
 # behind nginx under k6 with no request lost (scripts/rolling-restart.sh), then the Helm chart checks (scripts/chart-test.sh:
 # lint, schema, offline validation, checkov, wiring, and a live install on a local
 # control plane). Release build: the suites move gigabytes and share the build with
 # `make run` and `make bench`.
 test:
-	bash scripts/need.sh redis-server:redis-server prometheus:prometheus
+	bash scripts/need.sh redis-server:redis-server prometheus:prometheus rclone:rclone cadaver:cadaver mount.davfs:davfs2
 	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" $(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=all

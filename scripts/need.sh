@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian package of each missing command: need.sh COMMAND:PACKAGE ...
-# (`make test` uses it for the real peers its suites start: redis-server, prometheus,
-# litmus).
+# (`make test` uses it for the real peers and clients its suites start: redis-server,
+# prometheus, litmus, rclone, cadaver, davfs2).
 set -euo pipefail
 missing=()
 for pair in "$@"; do
