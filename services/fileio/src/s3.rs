@@ -88,12 +88,15 @@ pub struct S3Client {
 }
 
 impl S3Client {
-    /// A client of the bucket `config` names. Plain HTTP only for now: TLS comes with
-    /// the backend that uses this client.
+    /// A client of the bucket `config` names. Plain HTTP only in this build (a loopback
+    /// or in-cluster S3 server): an `https://` endpoint is refused with a message that
+    /// says so.
     pub fn new(config: &S3Config) -> Result<Self, String> {
         if config.endpoint.scheme() != "http" {
             return Err(format!(
-                "the S3 endpoint {} is not plain HTTP, which is all this build speaks to S3",
+                "the S3 endpoint {} is not plain HTTP, and this build speaks to S3 over plain HTTP \
+                 only: set AWS_ENDPOINT_URL to an http:// endpoint (a loopback or in-cluster S3 \
+                 server such as MinIO or Ceph RGW)",
                 config.endpoint
             ));
         }
