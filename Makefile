@@ -81,6 +81,7 @@ bench: build
 	$(CARGO) bench --locked -p kubedav-markdown --bench convert
 	bash scripts/bench-markdown.sh
 	python3 scripts/bench_edge.py target/release/kubedav
+	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" python3 scripts/bench_s3.py
 
 # The one container image every target runs (needs a Docker engine; CI lints the
 # Dockerfile with hadolint instead).
