@@ -69,7 +69,9 @@ fmt:
 # and criterion for the lock check with 10 and 10,000 locks), criterion for the gateway's
 # hot functions, then the auth figures
 # (criterion for the crypt cost, wrk for auth on the request path and under a flood), the
-# markdown figures, and what a client can cost the HTTP edge at most (scripts/bench_edge.py).
+# markdown figures, what a client can cost the HTTP edge at most (scripts/bench_edge.py),
+# and object storage: kubedav on versitygw beside rclone serve webdav on the same bucket
+# (scripts/bench_s3.py).
 bench: build
 	$(CARGO) build --release --locked -p kubedav-gateway --example floor
 	bash scripts/bench.sh
