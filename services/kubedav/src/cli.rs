@@ -122,8 +122,8 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_RPC_TIMEOUT_SECONDS", default_value_t = 30)]
     pub rpc_timeout_seconds: u64,
 
-    /// Memory for what a gateway keeps of fileio's answers, in MiB (target gateway):
-    /// files (1 MiB at most), single resources and Depth 1 listings of collections
+    /// Memory for what a gateway keeps of fileio's answers, in MiB (target gateway, and
+    /// target all with --storage s3://, where every answer costs S3 requests): files (1 MiB at most), single resources and Depth 1 listings of collections
     /// (4,096 entries at most) with their dead properties, plus lock discovery when the
     /// locks service offers leases. Kept under the services' leases, so a change made
     /// through any gateway is seen at once by every other; 0 turns it off
@@ -132,8 +132,9 @@ pub struct Cli {
     pub gateway_cache_mib: u64,
 
     /// The longest a gateway serves a kept copy without asking fileio again, in
-    /// milliseconds (target gateway): how long a change made to the volume behind
-    /// kubedav's back (not through a gateway) may go unseen.
+    /// milliseconds (target gateway, and all with --storage s3://): how long a change
+    /// made to the volume or the bucket behind kubedav's back (not through a gateway) may
+    /// go unseen.
     #[arg(long, env = "KUBEDAV_GATEWAY_CACHE_FRESHNESS_MS", default_value_t = 1000)]
     pub gateway_cache_freshness_ms: u64,
 

@@ -76,7 +76,15 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 
 /// The ports of `--target=all`: every core in this process.
 async fn local_ports(cli: &Cli) -> Result<Ports, String> {
-    let (fileio, _) = open_storage(cli).await?;
+    let (mut fileio, _) = open_storage(cli).await?;
+    // A volume answers from the kernel's caches and fileio's own; a bucket answers
+    // nothing without S3 requests, so the gateway keeps what it was told, under an
+    // in-process lease, as it does from a remote fileio.
+    if cli.storage.is_some() && cli.gateway_cache_mib > 0 {
+        kubedav_gateway::cache::register_metrics();
+        let leased = kubedav_remote::server::LeasedFileIo::new(fileio);
+        fileio = Arc::new(CachedFileIo::in_process(leased, cache_config(cli)));
+    }
     let (locks, _) = lock_store(cli)?;
     let markdown = Some(Arc::new(cli.markdown_core()) as Arc<dyn Markdown>);
     let auth = match &cli.users_file {
@@ -104,12 +112,8 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
         (Arc::new(fileio), Arc::new(locks))
     } else {
         kubedav_gateway::cache::register_metrics();
-        let config = CacheConfig {
-            capacity_bytes: cli.gateway_cache_mib << 20,
-            freshness: Duration::from_millis(cli.gateway_cache_freshness_ms),
-        };
         (
-            Arc::new(CachedFileIo::new(fileio, config)),
+            Arc::new(CachedFileIo::new(fileio, cache_config(cli))),
             Arc::new(CachedLocks::new(locks)),
         )
     };
@@ -137,6 +141,14 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
         auth,
         markdown,
     })
+}
+
+/// What `--gateway-cache-mib` and `--gateway-cache-freshness-ms` say a gateway keeps.
+fn cache_config(cli: &Cli) -> CacheConfig {
+    CacheConfig {
+        capacity_bytes: cli.gateway_cache_mib << 20,
+        freshness: Duration::from_millis(cli.gateway_cache_freshness_ms),
+    }
 }
 
 /// The auth core for `users_file`, sharing verifications through Redis when configured,

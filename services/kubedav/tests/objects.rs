@@ -127,6 +127,59 @@ async fn foreign_objects_are_listed_and_served(mode: Mode) {
     );
 }
 
+/// What kubedav keeps of the bucket's answers (in microservices mode in the gateway,
+/// all-in-one in front of fileio) is dropped at once by a change made through kubedav,
+/// and a change another tool makes in the bucket shows within the freshness bound.
+async fn kept_answers_follow_changes(mode: Mode) {
+    let server = Server::start_with(mode, &["--gateway-cache-freshness-ms", "500"]).await;
+    let s3 = bucket(&server);
+    let get = |path: &'static str| {
+        let server = &server;
+        async move {
+            let response = client().get(server.url(path)).send().await.unwrap();
+            (response.status(), response.text().await.unwrap())
+        }
+    };
+    let status = client()
+        .put(server.url("/f.txt"))
+        .body("one")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(get("/f.txt").await, (StatusCode::OK, "one".to_owned()));
+    assert_eq!(
+        get("/f.txt").await,
+        (StatusCode::OK, "one".to_owned()),
+        "now kept"
+    );
+    let status = client()
+        .put(server.url("/f.txt"))
+        .body("two")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        get("/f.txt").await,
+        (StatusCode::OK, "two".to_owned()),
+        "a change through kubedav is seen at once"
+    );
+    s3.put(&key("f.txt"), Bytes::from_static(b"three")).await.unwrap();
+    s3.put(&key("g.txt"), Bytes::from_static(b"new")).await.unwrap();
+    let seen = common::eventually_async(Duration::from_secs(10), || async {
+        get("/f.txt").await.1 == "three"
+            && propfind(&server, "/", "1")
+                .await
+                .1
+                .contains("<D:href>/g.txt</D:href>")
+    })
+    .await;
+    assert!(seen, "a change made by another tool never showed");
+}
+
 /// PROPFIND Depth 1 with every property of a collection of 998 objects costs 3 S3
 /// requests (one listing page of the members, the collection's marker and its property
 /// index; then the two property indexes), not one per member. Each further 1,000 keys
@@ -449,6 +502,7 @@ async fn kill_during_collection_move_keeps_the_source_whole(mode: Mode) {
 
 on_s3!(
     foreign_objects_are_listed_and_served,
+    kept_answers_follow_changes,
     propfind_depth_one_costs_three_s3_requests,
     dead_properties_follow_copy_move_delete,
     store_down_gives_503_then_recovers,

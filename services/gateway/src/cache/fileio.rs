@@ -15,6 +15,7 @@ use kubedav_api::lease::Invalidation;
 use kubedav_api::pb::fileio::v1::{Depth, PropertySelection, property_selection};
 use kubedav_remote::client::RemoteFileIo;
 use kubedav_remote::lease::{self, Lease};
+use kubedav_remote::server::LeasedFileIo;
 use quick_cache::sync::Cache;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -145,11 +146,12 @@ impl Kept {
     }
 }
 
-/// [`FileIo`] over gRPC that answers reads of files of up to 1 MiB, Depth 0 and Depth 1
-/// listings and stats from what it kept while its lease from fileio holds; every other
-/// call, and every miss, goes to fileio.
+/// [`FileIo`] that answers reads of files of up to 1 MiB, Depth 0 and Depth 1 listings
+/// and stats from what it kept while its lease from fileio holds; every other call, and
+/// every miss, goes to fileio: over gRPC ([`CachedFileIo::new`]), or in this process
+/// ([`CachedFileIo::in_process`]).
 pub struct CachedFileIo {
-    remote: RemoteFileIo,
+    remote: Arc<dyn FileIo>,
     /// The largest file kept: [`MAX_FILE_BYTES`], or less if a shard holds less.
     max_file_bytes: u64,
     filling: Filling,
@@ -165,6 +167,24 @@ impl CachedFileIo {
     /// Wraps `remote` and starts holding a lease from the fileio it reaches (a task on
     /// the current runtime, for as long as this lives).
     pub fn new(remote: RemoteFileIo, config: CacheConfig) -> Self {
+        let watcher = remote.clone();
+        Self::over(Arc::new(remote), move |requests| watcher.watch(requests), config)
+    }
+
+    /// Wraps a fileio core in this process, under a lease from it as from a remote one.
+    pub fn in_process(core: LeasedFileIo, config: CacheConfig) -> Self {
+        let watcher = core.clone();
+        Self::over(Arc::new(core), move |requests| watcher.watch(requests), config)
+    }
+
+    /// Wraps `remote`, holding a lease through the streams `open` opens.
+    fn over<Open, Opened>(remote: Arc<dyn FileIo>, open: Open, config: CacheConfig) -> Self
+    where
+        Open: Fn(lease::Requests) -> Opened + Send + 'static,
+        Opened: std::future::Future<
+                Output = Result<kubedav_api::BoxStream<kubedav_api::lease::WatchEvent>, Status>,
+            > + Send,
+    {
         let third = (config.capacity_bytes / 3).max(1);
         let items = (third / 1024).max(16) as usize;
         let files = quick_cache::OptionsBuilder::new()
@@ -181,13 +201,10 @@ impl CachedFileIo {
             resources: Cache::with_weighter(items, third, Weight),
             listings: Cache::with_weighter((items / 64).max(16), third, Weight),
         });
-        let watcher = remote.clone();
         let dropper = kept.clone();
-        let lease = lease::hold(
-            "fileio",
-            move |requests| watcher.watch(requests),
-            move |invalidation| dropper.drop_invalidated(invalidation),
-        );
+        let lease = lease::hold("fileio", open, move |invalidation| {
+            dropper.drop_invalidated(invalidation)
+        });
         Self {
             remote,
             max_file_bytes,

@@ -1,47 +1,35 @@
 //! [`FileIoGrpc`]: any [`FileIo`] as the `kubedav.fileio.v1.FileIo` gRPC service.
 
+use super::LeasedFileIo;
 use crate::lease::Leases;
 use crate::stubs::fileio as stubs;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use kubedav_api::BoxStream;
 use kubedav_api::fileio::*;
-use kubedav_api::lease::{Invalidation, WatchEvent, WatchRequest};
+use kubedav_api::lease::{WatchEvent, WatchRequest};
 use kubedav_api::pb::fileio::v1 as pb;
 use std::sync::Arc;
 use tonic::Status;
 
 /// Exposes any [`FileIo`] implementation as the `kubedav.fileio.v1.FileIo` gRPC service,
-/// with leases on what its callers keep ([`Leases`]): every change is announced to
+/// with leases on what its callers keep ([`LeasedFileIo`]): every change is announced to
 /// the lease holders before it is answered.
 pub struct FileIoGrpc {
-    inner: Arc<dyn FileIo>,
-    leases: Arc<Leases>,
+    inner: LeasedFileIo,
 }
 
 impl FileIoGrpc {
     /// Wraps a fileio core.
     pub fn new(inner: Arc<dyn FileIo>) -> Self {
         Self {
-            inner,
-            leases: Leases::new("fileio"),
+            inner: LeasedFileIo::new(inner),
         }
     }
 
     /// The leases it hands out, to close them when the service stops.
     pub fn leases(&self) -> Arc<Leases> {
-        self.leases.clone()
-    }
-
-    /// Makes a change through the core under the leases ([`Leases::change`]), announcing
-    /// `invalidation` whatever the outcome: a change that failed partway (a tree half
-    /// deleted) may have changed something too.
-    async fn change<T>(
-        &self,
-        change: impl std::future::Future<Output = Result<T, Status>>,
-        invalidation: Invalidation,
-    ) -> Result<T, Status> {
-        self.leases.change(change, |_| Some(invalidation)).await
+        self.inner.leases()
     }
 
     /// The tonic service, ready to be added to a server.
@@ -108,59 +96,50 @@ impl stubs::file_io_server::FileIo for FileIoGrpc {
             ended: false,
         }
         .boxed();
-        let changed = member(&header.path);
-        let answer = self.change(self.inner.write(header, body), changed).await?;
-        Ok(tonic::Response::new(answer))
+        Ok(tonic::Response::new(self.inner.write(header, body).await?))
     }
 
     async fn delete(
         &self,
         request: tonic::Request<DeleteRequest>,
     ) -> Result<tonic::Response<DeleteResponse>, Status> {
-        let request = request.into_inner();
-        let changed = tree(&request.path);
-        let answer = self.change(self.inner.delete(request), changed).await?;
-        Ok(tonic::Response::new(answer))
+        Ok(tonic::Response::new(
+            self.inner.delete(request.into_inner()).await?,
+        ))
     }
 
     async fn mkdir(
         &self,
         request: tonic::Request<MkdirRequest>,
     ) -> Result<tonic::Response<MkdirResponse>, Status> {
-        let request = request.into_inner();
-        let changed = member(&request.path);
-        let answer = self.change(self.inner.mkdir(request), changed).await?;
-        Ok(tonic::Response::new(answer))
+        Ok(tonic::Response::new(
+            self.inner.mkdir(request.into_inner()).await?,
+        ))
     }
 
     async fn copy(
         &self,
         request: tonic::Request<CopyRequest>,
     ) -> Result<tonic::Response<TransferResponse>, Status> {
-        let request = request.into_inner();
-        let changed = tree(&request.destination);
-        let answer = self.change(self.inner.copy(request), changed).await?;
-        Ok(tonic::Response::new(answer))
+        Ok(tonic::Response::new(self.inner.copy(request.into_inner()).await?))
     }
 
     async fn r#move(
         &self,
         request: tonic::Request<MoveRequest>,
     ) -> Result<tonic::Response<TransferResponse>, Status> {
-        let request = request.into_inner();
-        let changed = moved(&request.source, &request.destination);
-        let answer = self.change(self.inner.r#move(request), changed).await?;
-        Ok(tonic::Response::new(answer))
+        Ok(tonic::Response::new(
+            self.inner.r#move(request.into_inner()).await?,
+        ))
     }
 
     async fn patch_properties(
         &self,
         request: tonic::Request<PatchPropertiesRequest>,
     ) -> Result<tonic::Response<PatchPropertiesResponse>, Status> {
-        let request = request.into_inner();
-        let changed = member(&request.path);
-        let answer = self.change(self.inner.patch_properties(request), changed).await?;
-        Ok(tonic::Response::new(answer))
+        Ok(tonic::Response::new(
+            self.inner.patch_properties(request.into_inner()).await?,
+        ))
     }
 
     async fn usage(
@@ -177,40 +156,9 @@ impl stubs::file_io_server::FileIo for FileIoGrpc {
         request: tonic::Request<tonic::Streaming<WatchRequest>>,
     ) -> Result<tonic::Response<Self::WatchStream>, Status> {
         Ok(tonic::Response::new(
-            self.leases.watch(request.into_inner().boxed()),
+            self.inner.leases().watch(request.into_inner().boxed()),
         ))
     }
-}
-
-/// What a change of one resource invalidates: it, and its parent collection (whose
-/// modification time and members change with it, and whose Depth 1 listing shows the
-/// resource's properties).
-fn member(path: &str) -> Invalidation {
-    Invalidation::paths([path.to_owned(), parent(path).to_owned()])
-}
-
-/// What a change of a tree (DELETE, the destination of a COPY) invalidates: the tree
-/// and the parent collection.
-fn tree(path: &str) -> Invalidation {
-    Invalidation {
-        trees: vec![path.to_owned()],
-        paths: vec![parent(path).to_owned()],
-        ..Invalidation::default()
-    }
-}
-
-/// What a MOVE invalidates: both trees and both parents.
-fn moved(source: &str, destination: &str) -> Invalidation {
-    Invalidation {
-        trees: vec![source.to_owned(), destination.to_owned()],
-        paths: vec![parent(source).to_owned(), parent(destination).to_owned()],
-        ..Invalidation::default()
-    }
-}
-
-/// The wire path of the collection holding `path` (`""`, the root, for a top-level name).
-fn parent(path: &str) -> &str {
-    path.rsplit_once('/').map_or("", |(parent, _)| parent)
 }
 
 /// The body of a Write as fileio's core sees it: the data messages, ending cleanly only

@@ -2,10 +2,12 @@
 
 mod auth;
 mod fileio;
+mod leased;
 mod locks;
 mod markdown;
 
 pub use auth::AuthGrpc;
 pub use fileio::FileIoGrpc;
+pub use leased::LeasedFileIo;
 pub use locks::LocksGrpc;
 pub use markdown::MarkdownGrpc;

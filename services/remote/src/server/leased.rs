@@ -1,0 +1,140 @@
+//! [`LeasedFileIo`]: a fileio core whose every change is announced to the holders of
+//! leases on its answers before it is answered. [`super::FileIoGrpc`] serves one over
+//! gRPC; `--target=all` on object storage keeps the gateway's cache in front of one
+//! in-process (an S3 request costs what a gRPC call does, and more).
+
+use crate::lease::{Leases, Requests};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use kubedav_api::BoxStream;
+use kubedav_api::fileio::*;
+use kubedav_api::lease::{Invalidation, WatchEvent};
+use std::sync::Arc;
+use tonic::Status;
+
+/// A fileio core under leases: reads pass through, changes are announced
+/// ([`Leases::change`]).
+#[derive(Clone)]
+pub struct LeasedFileIo {
+    inner: Arc<dyn FileIo>,
+    leases: Arc<Leases>,
+}
+
+impl LeasedFileIo {
+    /// Wraps a fileio core.
+    pub fn new(inner: Arc<dyn FileIo>) -> Self {
+        Self {
+            inner,
+            leases: Leases::new("fileio"),
+        }
+    }
+
+    /// The leases it hands out, to close them when the service stops.
+    pub fn leases(&self) -> Arc<Leases> {
+        self.leases.clone()
+    }
+
+    /// A lease stream for a holder in this process, as the `Watch` call opens one over
+    /// gRPC.
+    pub fn watch(
+        &self,
+        requests: Requests,
+    ) -> impl Future<Output = Result<BoxStream<WatchEvent>, Status>> + Send + use<> {
+        let leases = self.leases.clone();
+        async move { Ok(leases.watch(requests.map(Ok).boxed())) }
+    }
+
+    /// Makes a change through the core under the leases, announcing `invalidation`
+    /// whatever the outcome: a change that failed partway (a tree half deleted) may have
+    /// changed something too.
+    async fn change<T>(
+        &self,
+        change: impl Future<Output = Result<T, Status>>,
+        invalidation: Invalidation,
+    ) -> Result<T, Status> {
+        self.leases.change(change, |_| Some(invalidation)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl FileIo for LeasedFileIo {
+    async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
+        self.inner.stat(request).await
+    }
+
+    async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
+        self.inner.list(request).await
+    }
+
+    async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
+        self.inner.read(request).await
+    }
+
+    async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
+        let changed = member(&header.path);
+        self.change(self.inner.write(header, body), changed).await
+    }
+
+    async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
+        let changed = tree(&request.path);
+        self.change(self.inner.delete(request), changed).await
+    }
+
+    async fn mkdir(&self, request: MkdirRequest) -> Result<MkdirResponse, Status> {
+        let changed = member(&request.path);
+        self.change(self.inner.mkdir(request), changed).await
+    }
+
+    async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status> {
+        let changed = tree(&request.destination);
+        self.change(self.inner.copy(request), changed).await
+    }
+
+    async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
+        let changed = moved(&request.source, &request.destination);
+        self.change(self.inner.r#move(request), changed).await
+    }
+
+    async fn patch_properties(
+        &self,
+        request: PatchPropertiesRequest,
+    ) -> Result<PatchPropertiesResponse, Status> {
+        let changed = member(&request.path);
+        self.change(self.inner.patch_properties(request), changed).await
+    }
+
+    async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status> {
+        self.inner.usage(request).await
+    }
+}
+
+/// What a change of one resource invalidates: it, and its parent collection (whose
+/// modification time and members change with it, and whose Depth 1 listing shows the
+/// resource's properties).
+fn member(path: &str) -> Invalidation {
+    Invalidation::paths([path.to_owned(), parent(path).to_owned()])
+}
+
+/// What a change of a tree (DELETE, the destination of a COPY) invalidates: the tree
+/// and the parent collection.
+fn tree(path: &str) -> Invalidation {
+    Invalidation {
+        trees: vec![path.to_owned()],
+        paths: vec![parent(path).to_owned()],
+        ..Invalidation::default()
+    }
+}
+
+/// What a MOVE invalidates: both trees and both parents.
+fn moved(source: &str, destination: &str) -> Invalidation {
+    Invalidation {
+        trees: vec![source.to_owned(), destination.to_owned()],
+        paths: vec![parent(source).to_owned(), parent(destination).to_owned()],
+        ..Invalidation::default()
+    }
+}
+
+/// The wire path of the collection holding `path` (`""`, the root, for a top-level name).
+fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(parent, _)| parent)
+}
