@@ -182,7 +182,7 @@ impl FileIo for LocalFileIo {
             let entries = vec![scan.single(&path, &self.resolved)?];
             return Ok(futures_util::stream::iter([Ok(ListResponse { entries })]).boxed());
         }
-        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
         let volume = self.volume.clone();
         let cache = self.property_cache.clone();
         let names = self.name_cache.clone();
@@ -206,16 +206,7 @@ impl FileIo for LocalFileIo {
                 let _ = outlet.send(Err(status));
             }
         });
-        // The first batch (or the error) decides the call's own status: a missing
-        // resource is a NOT_FOUND answer, not a stream that fails later.
-        match rx.recv().await {
-            Some(Ok(first)) => {
-                let rest = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
-                Ok(futures_util::stream::iter([Ok(first)]).chain(rest).boxed())
-            }
-            Some(Err(status)) => Err(status),
-            None => Err(Status::internal("the listing ended without an answer")),
-        }
+        first_batch_decides(rx).await
     }
 
     #[tracing::instrument(skip_all, name = "fileio.read", fields(path = %request.path))]
@@ -405,6 +396,22 @@ impl FileIo for LocalFileIo {
             })
         })
         .await
+    }
+}
+
+/// The answer to a List whose batches come through `rx`: the first batch (or the error)
+/// decides the call's own status, so a missing resource is a NOT_FOUND answer, not a
+/// stream that fails later.
+pub(crate) async fn first_batch_decides(
+    mut rx: tokio::sync::mpsc::Receiver<Result<ListResponse, Status>>,
+) -> Result<BoxStream<ListResponse>, Status> {
+    match rx.recv().await {
+        Some(Ok(first)) => {
+            let rest = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+            Ok(futures_util::stream::iter([Ok(first)]).chain(rest).boxed())
+        }
+        Some(Err(status)) => Err(status),
+        None => Err(Status::internal("the listing ended without an answer")),
     }
 }
 

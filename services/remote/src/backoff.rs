@@ -5,6 +5,9 @@
 //! once (the call gets UNAVAILABLE, the client 503 with Retry-After) instead of dialling,
 //! and the first success resets it. So a service back from a restart is found again
 //! within about a second, and a dead one costs about one connection attempt a second.
+//! An attempt whose pause ends within [`PATIENCE`] waits for it instead: right after a
+//! pod restarts, its first pauses are that short, and a call that comes a few
+//! milliseconds too early should reach the new pod rather than fail.
 
 use http::Uri;
 use hyper_util::rt::TokioIo;
@@ -21,6 +24,8 @@ use tokio::time::Instant;
 pub const FIRST_PAUSE: Duration = Duration::from_millis(50);
 /// The longest pause.
 pub const MAX_PAUSE: Duration = Duration::from_secs(1);
+/// How long an attempt waits for a pause to end rather than fail at once.
+pub const PATIENCE: Duration = Duration::from_millis(250);
 
 /// The pause after `failures` failed attempts in a row: [`FIRST_PAUSE`] doubling up to
 /// [`MAX_PAUSE`], then ±20 % jitter so that many gateways do not dial in step.
@@ -71,6 +76,9 @@ impl Connector {
     async fn connect(self, uri: Uri) -> io::Result<TokioIo<TcpStream>> {
         let host = uri.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
         let port = uri.port_u16().unwrap_or(80);
+        if let Some((_, left)) = self.paused().filter(|(_, left)| *left <= PATIENCE) {
+            tokio::time::sleep(left).await;
+        }
         if let Some((failures, left)) = self.paused() {
             return Err(io::Error::new(
                 io::ErrorKind::ConnectionRefused,
@@ -151,6 +159,8 @@ mod tests {
         let mut connector = Connector::new(Duration::from_secs(2));
         let refused = connector.call(uri.clone()).await.unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
+        // A long pause (many failures in a row) refuses at once.
+        connector.state.lock().unwrap().retry_at = Some(Instant::now() + MAX_PAUSE);
         let paused = connector.call(uri.clone()).await.unwrap_err();
         assert!(paused.to_string().contains("the next one in"), "{paused}");
 
@@ -163,5 +173,24 @@ mod tests {
         drop(listener);
         let failures = connector.state.lock().unwrap().failures;
         assert_eq!(failures, 0, "a success resets the count");
+    }
+
+    /// A service restarted: the attempt that failed while it was down paused the next
+    /// ones for 50 ms, and a call that comes during that pause, once the service is back,
+    /// waits the pause out and reaches it instead of failing.
+    #[tokio::test]
+    async fn a_short_pause_is_waited_out() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let mut connector = Connector::new(Duration::from_secs(2));
+        connector.failed();
+        let left = connector.paused().expect("paused").1;
+        assert!(left <= PATIENCE, "{left:?}");
+        connector
+            .call(uri)
+            .await
+            .expect("the attempt waits for the pause to end, then connects");
     }
 }

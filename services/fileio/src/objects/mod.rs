@@ -113,7 +113,7 @@ impl FileIo for ObjectFileIo {
             return Ok(futures_util::stream::iter([Ok(ListResponse { entries })]).boxed());
         }
         crate::metrics::scan(crate::metrics::ScanPath::ObjectStore);
-        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
         let (s3, keys, max_entries) = (self.s3.clone(), self.keys.clone(), request.max_entries);
         tokio::spawn(async move {
             let listing = listing::Listing {
@@ -124,15 +124,7 @@ impl FileIo for ObjectFileIo {
             };
             listing.walk(path, depth, &tx).await;
         });
-        // The first batch (or the error) decides the call's own status.
-        match rx.recv().await {
-            Some(Ok(first)) => {
-                let rest = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
-                Ok(futures_util::stream::iter([Ok(first)]).chain(rest).boxed())
-            }
-            Some(Err(status)) => Err(status),
-            None => Err(Status::internal("the listing ended without an answer")),
-        }
+        crate::first_batch_decides(rx).await
     }
 
     #[tracing::instrument(skip_all, name = "fileio.read", fields(path = %request.path))]
