@@ -214,7 +214,10 @@ async fn propfind_depth_one_costs_three_s3_requests(mode: Mode) {
     assert_eq!(xml.matches("<D:response>").count(), 999);
     assert!(xml.contains(">teal</"), "the dead property is listed");
     eprintln!("{mode:?}: PROPFIND Depth 1 allprop on 998 objects: {spent} S3 requests");
-    assert!(spent <= 3.0, "{spent} S3 requests");
+    assert!(
+        (1.0..=3.0).contains(&spent),
+        "{spent} S3 requests (kubedav_fileio_s3_requests_total counts them)"
+    );
 }
 
 /// Dead properties follow COPY and MOVE, of files and of collections with their
