@@ -73,10 +73,20 @@ impl Listing<'_> {
         out: &Sender<Result<ListResponse, Status>>,
     ) -> Result<(), Status> {
         let children = self.keys.children(&path);
-        // The first page and the properties of the collection's own entry at once.
+        // The first page, the members' properties and the collection's own, at once (the
+        // root's own are in its own index, read once).
         let (own_parent, own_name) = Keys::index_entry(&path, true);
-        let (first, own_index) = tokio::join!(self.s3.list(&children, None), self.index(&own_parent));
+        let own_index = async {
+            if path.is_root() {
+                Ok(None)
+            } else {
+                self.index(&own_parent).await.map(Some)
+            }
+        };
+        let (first, members_index, own_index) =
+            tokio::join!(self.s3.list(&children, None), self.index(&path), own_index);
         let first = first?;
+        let members_index = members_index?;
         if first.objects.is_empty() && first.prefixes.is_empty() && !path.is_root() {
             // Not a collection: a file lists as itself alone.
             let entry = self.single(&path).await?;
@@ -90,14 +100,21 @@ impl Listing<'_> {
             .map_or(0, |object| object.modified_unix_ns);
         let own = ListEntry {
             info: Some(collection_info(&path, marker)),
-            properties: select(own_index?.get(&own_name), self.selection),
+            properties: select(
+                own_index?.as_ref().unwrap_or(&members_index).get(&own_name),
+                self.selection,
+            ),
         };
         let mut sent = 0u64;
         let mut batch = vec![own];
         let mut pending = VecDeque::new();
         let mut current = Some((path, first));
+        let mut read_already = Some(members_index);
         while let Some((collection, page)) = current.take() {
-            let index = self.index(&collection).await?;
+            let index = match read_already.take() {
+                Some(index) => index,
+                None => self.index(&collection).await?,
+            };
             let children = self.keys.children(&collection);
             let mut next_page = page.next.clone();
             let mut page = Some(page);

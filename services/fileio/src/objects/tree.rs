@@ -223,8 +223,12 @@ async fn prepare(
             ));
         }
     }
-    let (parent, name) = Keys::index_entry(destination, existing.is_collection());
-    properties::remove_entry(s3, keys, &parent, &name).await?;
+    // The copy's own properties replace those of a destination of its kind (same entry
+    // name); one of the other kind has its entry under the other name, which goes now.
+    if existing.is_collection() != found.is_collection() {
+        let (parent, name) = Keys::index_entry(destination, existing.is_collection());
+        properties::remove_entry(s3, keys, &parent, &name).await?;
+    }
     Ok((found, true))
 }
 

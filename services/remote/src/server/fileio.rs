@@ -48,7 +48,7 @@ impl stubs::file_io_server::FileIo for FileIoGrpc {
         &self,
         request: tonic::Request<StatRequest>,
     ) -> Result<tonic::Response<pb::StatResponse>, Status> {
-        let info = self.inner.stat(request.into_inner()).await?;
+        let info = self.inner.core().stat(request.into_inner()).await?;
         Ok(tonic::Response::new(pb::StatResponse { info: Some(info) }))
     }
 
@@ -56,14 +56,16 @@ impl stubs::file_io_server::FileIo for FileIoGrpc {
         &self,
         request: tonic::Request<ListRequest>,
     ) -> Result<tonic::Response<Self::ListStream>, Status> {
-        Ok(tonic::Response::new(self.inner.list(request.into_inner()).await?))
+        Ok(tonic::Response::new(
+            self.inner.core().list(request.into_inner()).await?,
+        ))
     }
 
     async fn read(
         &self,
         request: tonic::Request<ReadRequest>,
     ) -> Result<tonic::Response<Self::ReadStream>, Status> {
-        let ReadReply { header, chunks } = self.inner.read(request.into_inner()).await?;
+        let ReadReply { header, chunks } = self.inner.core().read(request.into_inner()).await?;
         let header = pb::ReadResponse {
             item: Some(pb::read_response::Item::Header(header)),
         };
@@ -147,7 +149,7 @@ impl stubs::file_io_server::FileIo for FileIoGrpc {
         request: tonic::Request<UsageRequest>,
     ) -> Result<tonic::Response<UsageResponse>, Status> {
         Ok(tonic::Response::new(
-            self.inner.usage(request.into_inner()).await?,
+            self.inner.core().usage(request.into_inner()).await?,
         ))
     }
 

@@ -29,6 +29,11 @@ impl LeasedFileIo {
         }
     }
 
+    /// The core itself, for the calls that change nothing (no lease work to add).
+    pub fn core(&self) -> &Arc<dyn FileIo> {
+        &self.inner
+    }
+
     /// The leases it hands out, to close them when the service stops.
     pub fn leases(&self) -> Arc<Leases> {
         self.leases.clone()
