@@ -1,11 +1,13 @@
-//! The S3 client fileio's object-storage backend talks through (issue 25, under way):
-//! requests built and signed by rusty-s3 (keys used as they are, so the bucket stays a
-//! plain bucket), sent with hyper, and every failure mapped to the gRPC status the rest
-//! of kubedav understands. docs/architecture.md says why rusty-s3 and not object_store.
+//! The S3 client fileio's object-storage backend talks through: requests built and
+//! signed by rusty-s3 (keys used as they are, so the bucket stays a plain bucket), sent
+//! with hyper over plain HTTP or rustls, and every failure mapped to the gRPC status the
+//! rest of kubedav understands. docs/architecture.md says why rusty-s3 and not
+//! object_store.
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use rusty_s3::actions::{
@@ -13,6 +15,8 @@ use rusty_s3::actions::{
     HeadObject, ListObjectsV2, PutObject, UploadPart,
 };
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tonic::Status;
 
@@ -45,6 +49,9 @@ pub struct S3Config {
     pub session_token: Option<String>,
     /// Path-style addressing (`endpoint/bucket/key`), as non-AWS servers want.
     pub path_style: bool,
+    /// PEM certificates to trust besides the public roots (`AWS_CA_BUNDLE`), for an
+    /// `https://` endpoint whose certificate a private CA issued.
+    pub ca_bundle: Option<PathBuf>,
 }
 
 /// An object's metadata, as HEAD and listings give it.
@@ -84,19 +91,18 @@ pub struct ListPage {
 pub struct S3Client {
     bucket: Bucket,
     credentials: Credentials,
-    http: Client<HttpConnector, Full<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl S3Client {
-    /// A client of the bucket `config` names. Plain HTTP only in this build (a loopback
-    /// or in-cluster S3 server): an `https://` endpoint is refused with a message that
-    /// says so.
+    /// A client of the bucket `config` names, over plain HTTP or TLS as its endpoint
+    /// says. TLS trusts the public (Mozilla) roots and the certificates of
+    /// `config.ca_bundle`; an unreadable bundle is an error that names it.
     pub fn new(config: &S3Config) -> Result<Self, String> {
-        if config.endpoint.scheme() != "http" {
+        if !matches!(config.endpoint.scheme(), "http" | "https") {
             return Err(format!(
-                "the S3 endpoint {} is not plain HTTP, and this build speaks to S3 over plain HTTP \
-                 only: set AWS_ENDPOINT_URL to an http:// endpoint (a loopback or in-cluster S3 \
-                 server such as MinIO or Ceph RGW)",
+                "the S3 endpoint {} is neither http:// nor https://: set AWS_ENDPOINT_URL to \
+                 the S3 server's URL",
                 config.endpoint
             ));
         }
@@ -112,7 +118,12 @@ impl S3Client {
             config.region.clone(),
         )
         .map_err(|e| format!("the S3 bucket {} at {}: {e}", config.bucket, config.endpoint))?;
-        let http = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(config.ca_bundle.as_deref())?)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let http = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
         Ok(Self {
             bucket,
             credentials: match &config.session_token {
@@ -495,12 +506,63 @@ impl S3Client {
             Err(e) => {
                 crate::metrics::s3_request(action, "failed");
                 Err(Status::unavailable(format!(
-                    "the S3 server at {} cannot be reached: {e}",
-                    self.bucket.base_url()
+                    "the S3 server at {} cannot be reached: {}",
+                    self.bucket.base_url(),
+                    with_causes(&e)
                 )))
             }
         }
     }
+}
+
+/// What TLS to an `https://` endpoint trusts: the public roots, and the PEM
+/// certificates in `ca_bundle`.
+fn tls_config(ca_bundle: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
+    use rustls::pki_types::{CertificateDer, pem::PemObject};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca_bundle {
+        let unreadable = |e: &dyn std::fmt::Display| format!("AWS_CA_BUNDLE {}: {e}", path.display());
+        let mut added = 0;
+        for certificate in CertificateDer::pem_file_iter(path).map_err(|e| unreadable(&e))? {
+            roots
+                .add(certificate.map_err(|e| unreadable(&e))?)
+                .map_err(|e| unreadable(&e))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(unreadable(&"holds no PEM certificate"));
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS for the S3 endpoint: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// An error and every cause under it, `outer: inner: innermost`: hyper's own message
+/// ("client error (Connect)") says nothing of an untrusted certificate or a refused
+/// connection, its causes do.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let inner_text = inner.to_string();
+        if !text.contains(&inner_text) {
+            text.push_str(": ");
+            text.push_str(&inner_text);
+        }
+        cause = inner.source();
+    }
+    if text.contains("UnknownIssuer") || text.contains("invalid peer certificate") {
+        text.push_str(
+            " (the S3 server's certificate is not issued by a trusted CA: put the CA's \
+             certificate in a PEM file and name it in AWS_CA_BUNDLE)",
+        );
+    }
+    text
 }
 
 /// The whole of an answer's body; UNAVAILABLE when it breaks off.

@@ -9,7 +9,11 @@ use kubedav_testkit::{S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, S3Server};
 use tonic::Code;
 
 fn client(server: &S3Server, secret: &str) -> S3Client {
-    S3Client::new(&S3Config {
+    S3Client::new(&config(server, secret)).unwrap()
+}
+
+fn config(server: &S3Server, secret: &str) -> S3Config {
+    S3Config {
         endpoint: server.endpoint().parse().unwrap(),
         bucket: server.bucket().to_owned(),
         region: S3_REGION.to_owned(),
@@ -17,8 +21,8 @@ fn client(server: &S3Server, secret: &str) -> S3Client {
         secret_key: secret.to_owned(),
         path_style: true,
         session_token: None,
-    })
-    .unwrap()
+        ca_bundle: server.ca_bundle(),
+    }
 }
 
 #[tokio::test]
@@ -168,4 +172,43 @@ async fn copies_and_ranged_reads_keep_keys_and_versions() {
     let past = s3.open(source, Some((100, 200)), None).await;
     assert_eq!(past.err().map(|s| s.code()), Some(Code::OutOfRange));
     assert!(s3.open("no/such", None, None).await.unwrap().is_none());
+}
+
+/// An `https://` endpoint whose certificate a private CA issued: trusted once the CA is
+/// in `AWS_CA_BUNDLE`; without it every request is refused as UNAVAILABLE with a
+/// message that says to set it.
+#[tokio::test]
+async fn tls_to_a_server_of_a_private_ca() {
+    let server = S3Server::start_tls("files");
+    assert!(server.endpoint().starts_with("https://"));
+    let s3 = client(&server, S3_SECRET_KEY);
+    s3.put("secret.txt", Bytes::from_static(b"over TLS"))
+        .await
+        .unwrap();
+    assert_eq!(
+        s3.get("secret.txt").await.unwrap(),
+        Bytes::from_static(b"over TLS")
+    );
+
+    let untrusting = S3Client::new(&S3Config {
+        ca_bundle: None,
+        ..config(&server, S3_SECRET_KEY)
+    })
+    .unwrap();
+    let refused = untrusting.head("secret.txt").await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.message().contains("AWS_CA_BUNDLE"),
+        "says what to do: {}",
+        refused.message()
+    );
+
+    let missing = S3Client::new(&S3Config {
+        ca_bundle: Some("/nonexistent/ca.pem".into()),
+        ..config(&server, S3_SECRET_KEY)
+    });
+    assert!(
+        missing.is_err_and(|e| e.contains("AWS_CA_BUNDLE /nonexistent/ca.pem")),
+        "an unreadable bundle is named at start"
+    );
 }

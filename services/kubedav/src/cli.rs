@@ -99,7 +99,8 @@ pub struct Cli {
     /// Serve a prefix of an S3-compatible bucket instead of --root (targets all,
     /// fileio): s3://BUCKET or s3://BUCKET/PREFIX. The endpoint, region and credentials
     /// come from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
-    /// and AWS_SESSION_TOKEN.
+    /// and AWS_SESSION_TOKEN; an https:// endpoint of a private CA needs the CA's PEM
+    /// file in AWS_CA_BUNDLE.
     #[arg(long, env = "KUBEDAV_STORAGE")]
     pub storage: Option<String>,
 

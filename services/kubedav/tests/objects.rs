@@ -25,6 +25,7 @@ fn bucket(server: &Server) -> S3Client {
         secret_key: kubedav_testkit::S3_SECRET_KEY.to_owned(),
         session_token: None,
         path_style: true,
+        ca_bundle: s3.ca_bundle(),
     })
     .unwrap()
 }
@@ -501,6 +502,85 @@ async fn kill_during_collection_move_keeps_the_source_whole(mode: Mode) {
     assert_eq!(propfind(&server, "/src/", "0").await.0, StatusCode::NOT_FOUND);
     let (_, xml) = propfind(&server, "/dst/", "1").await;
     assert_eq!(xml.matches("<D:response>").count(), FILES + 1);
+}
+
+/// An `https://` S3 endpoint whose certificate a private CA issued: with the CA named in
+/// `AWS_CA_BUNDLE`, files small and large (a multipart upload) go to the bucket and back
+/// over TLS; without it, fileio refuses to start and says to set it.
+async fn served_over_tls_with_a_private_ca(mode: Mode) {
+    let server = Server::start(mode).await;
+    let s3 = bucket(&server);
+    assert!(s3_endpoint(&server).starts_with("https://"));
+    let large: Vec<u8> = (0..10 * 1024 * 1024 + 7).map(|i| (i % 251) as u8).collect();
+    for (path, body) in [("/small.txt", b"over TLS".to_vec()), ("/large.bin", large)] {
+        let response = client()
+            .put(server.url(path))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED, "PUT {path}");
+        let response = client().get(server.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(
+            response.bytes().await.unwrap() == body,
+            "GET {path} gives what was PUT"
+        );
+        assert!(
+            s3.get(&key(&path[1..])).await.unwrap() == body,
+            "{path} in the bucket"
+        );
+    }
+    let (status, xml) = propfind(&server, "/", "1").await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert!(xml.contains("<D:href>/large.bin</D:href>"), "{xml}");
+
+    let storage = format!("s3://{}/{S3_PREFIX}", server.s3.as_ref().unwrap().bucket());
+    let untrusting = [
+        ("AWS_ENDPOINT_URL", s3_endpoint(&server)),
+        ("AWS_ACCESS_KEY_ID", kubedav_testkit::S3_ACCESS_KEY.to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", kubedav_testkit::S3_SECRET_KEY.to_owned()),
+    ]
+    .map(|(name, value)| (name.to_owned(), value));
+    let target = match mode {
+        Mode::AllInOne => "--target=all",
+        Mode::Microservices => "--target=fileio",
+    };
+    let args = [target, "--storage", &storage, "--listen", "127.0.0.1:0"]
+        .map(str::to_owned)
+        .to_vec();
+    let mut refused = common::Process::spawn("untrusting", &args, &untrusting);
+    let line = refused.logged("AWS_CA_BUNDLE").await;
+    assert!(line.contains("certificate"), "names the cause: {line}");
+}
+
+/// The S3 server's URL.
+fn s3_endpoint(server: &Server) -> String {
+    server.s3.as_ref().expect("a server on S3").endpoint()
+}
+
+mod s3_over_tls {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn all_in_one() {
+        BACKEND
+            .scope(
+                Backend::S3OverTls,
+                served_over_tls_with_a_private_ca(Mode::AllInOne),
+            )
+            .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn microservices() {
+        BACKEND
+            .scope(
+                Backend::S3OverTls,
+                served_over_tls_with_a_private_ca(Mode::Microservices),
+            )
+            .await
+    }
 }
 
 on_s3!(

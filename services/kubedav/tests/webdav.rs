@@ -286,7 +286,7 @@ async fn partial_tree_failures_give_207(mode: Mode) {
     // is kubedav's 503: worth a retry, never a 404.
     let refused = match common::backend() {
         Backend::Volume => "403 Forbidden",
-        Backend::S3 => "503 Service Unavailable",
+        Backend::S3 | Backend::S3OverTls => "503 Service Unavailable",
     };
     assert!(
         xml.contains("<D:href>/t/stuck/kept.txt</D:href>") && xml.contains(refused),

@@ -140,6 +140,8 @@ pub struct S3Server {
     port: u16,
     dir: tempfile::TempDir,
     bucket: String,
+    /// Whether it speaks TLS (see [`S3Server::start_tls`]).
+    tls: bool,
 }
 
 impl S3Server {
@@ -151,6 +153,7 @@ impl S3Server {
                 port: free_port(),
                 dir: tempfile::tempdir().expect("a temporary directory"),
                 bucket: bucket.to_owned(),
+                tls: false,
             };
             if server.spawn() {
                 server.create_bucket();
@@ -158,6 +161,25 @@ impl S3Server {
             }
         }
         panic!("versitygw did not start on any of 5 free ports");
+    }
+
+    /// Starts a server with the bucket `bucket` that speaks only TLS, with a certificate
+    /// for `127.0.0.1` and `localhost` issued by a CA made for it, whose certificate
+    /// [`S3Server::ca_bundle`] names (the bucket is made over plain HTTP first).
+    pub fn start_tls(bucket: &str) -> S3Server {
+        let mut server = Self::start(bucket);
+        server.stop();
+        write_certificates(server.dir.path());
+        server.tls = true;
+        let port = server.port;
+        respawn("versitygw", port, || server.spawn());
+        server
+    }
+
+    /// The PEM file of the CA that issued a TLS server's certificate; `None` for a
+    /// plain HTTP server.
+    pub fn ca_bundle(&self) -> Option<std::path::PathBuf> {
+        self.tls.then(|| self.dir.path().join("ca.pem"))
     }
 
     /// The versitygw binary.
@@ -184,7 +206,13 @@ impl S3Server {
     fn spawn(&mut self) -> bool {
         let data = self.dir.path().join("data");
         std::fs::create_dir_all(&data).expect("the server's data directory");
-        let child = Command::new(Self::binary())
+        let mut command = Command::new(Self::binary());
+        if self.tls {
+            let file = |name: &str| self.dir.path().join(name);
+            command.arg("--cert").arg(file("server.pem"));
+            command.arg("--key").arg(file("server.key"));
+        }
+        let child = command
             .args(["--access", S3_ACCESS_KEY, "--secret", S3_SECRET_KEY])
             .args(["--port", &format!("127.0.0.1:{}", self.port)])
             .arg("posix")
@@ -285,9 +313,10 @@ impl S3Server {
         (status, body)
     }
 
-    /// The server's URL, `http://127.0.0.1:PORT`.
+    /// The server's URL, `http://127.0.0.1:PORT` (`https://` when it speaks TLS).
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The bucket's name.
@@ -317,6 +346,26 @@ impl Drop for S3Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Writes into `dir` a CA (`ca.pem`) and a server certificate it issued for `127.0.0.1`
+/// and `localhost` (`server.pem`, its key `server.key`).
+fn write_certificates(dir: &std::path::Path) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().expect("a CA key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "kubedav test CA");
+    let ca_certificate = ca.self_signed(&ca_key).expect("a CA certificate");
+    let issuer = Issuer::new(ca, ca_key);
+    let server_key = KeyPair::generate().expect("a server key");
+    let server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .expect("server parameters")
+        .signed_by(&server_key, &issuer)
+        .expect("a server certificate");
+    std::fs::write(dir.join("ca.pem"), ca_certificate.pem()).expect("ca.pem");
+    std::fs::write(dir.join("server.pem"), server.pem()).expect("server.pem");
+    std::fs::write(dir.join("server.key"), server_key.serialize_pem()).expect("server.key");
 }
 
 /// Kills a peer's process, if it runs, and reaps it.

@@ -14,8 +14,8 @@ pub struct Storage {
 
 /// The storage `--storage` names, with the environment read through `env`:
 /// `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT_URL_S3`), `AWS_REGION` (or
-/// `AWS_DEFAULT_REGION`), `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
-/// `AWS_SESSION_TOKEN`.
+/// `AWS_DEFAULT_REGION`), `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+/// `AWS_SESSION_TOKEN` and `AWS_CA_BUNDLE`.
 pub fn parse(storage: &str, env: impl Fn(&str) -> Option<String>) -> Result<Storage, String> {
     let rest = storage.strip_prefix("s3://").ok_or_else(|| {
         format!("--storage {storage} is not an s3://BUCKET/PREFIX URL (for a directory, use --root DIR)")
@@ -52,9 +52,33 @@ pub fn parse(storage: &str, env: impl Fn(&str) -> Option<String>) -> Result<Stor
             secret_key,
             session_token: var("AWS_SESSION_TOKEN"),
             path_style,
+            ca_bundle: var("AWS_CA_BUNDLE").map(Into::into),
         },
         prefix: prefix.trim_matches('/').to_owned(),
     })
+}
+
+/// Whether `endpoint` is plain HTTP to a host that may be beyond the cluster: anything
+/// but a loopback, private or link-local address, `localhost`, a name without a dot (a
+/// Service in the same namespace) or a `.svc` / `.cluster.local` name.
+pub fn in_the_clear(endpoint: &url::Url) -> bool {
+    if endpoint.scheme() != "http" {
+        return false;
+    }
+    let near = match endpoint.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback() || ip.is_unique_local() || ip.is_unicast_link_local(),
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.');
+            name == "localhost"
+                || !name.contains('.')
+                || name.ends_with(".svc")
+                || name.ends_with(".cluster.local")
+                || name.ends_with(".localhost")
+        }
+        None => true,
+    };
+    !near
 }
 
 #[cfg(test)]
@@ -78,6 +102,25 @@ mod tests {
         assert_eq!(storage.s3.region, "us-east-1");
         assert!(storage.s3.path_style);
         assert_eq!(parse("s3://files", env).unwrap().prefix, "");
+    }
+
+    #[test]
+    fn plain_http_beyond_the_cluster_is_told_apart() {
+        let clear = |url: &str| in_the_clear(&url.parse().unwrap());
+        for near in [
+            "http://127.0.0.1:7070",
+            "http://10.0.3.4",
+            "http://[::1]:9000",
+            "http://minio:9000",
+            "http://minio.storage.svc:9000",
+            "http://minio.storage.svc.cluster.local",
+            "https://s3.example.com",
+        ] {
+            assert!(!clear(near), "{near}");
+        }
+        for far in ["http://s3.example.com", "http://203.0.113.9:9000"] {
+            assert!(clear(far), "{far}");
+        }
     }
 
     #[test]

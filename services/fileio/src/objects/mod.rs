@@ -51,6 +51,14 @@ impl ObjectFileIo {
     /// aborted in the background.
     pub async fn open(storage: &config::Storage) -> Result<Self, String> {
         let s3 = S3Client::new(&storage.s3)?;
+        if config::in_the_clear(&storage.s3.endpoint) {
+            tracing::warn!(
+                target: "kubedav",
+                "the S3 endpoint {} is plain HTTP and not on this host or in the cluster: the \
+                 files cross the network unencrypted; use its https:// URL",
+                storage.s3.endpoint
+            );
+        }
         let keys = Keys::new(&storage.prefix);
         let core = Self { s3, keys };
         core.check().await.map_err(|e| {

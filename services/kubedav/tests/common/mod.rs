@@ -94,6 +94,9 @@ pub enum Backend {
     Volume,
     /// `--storage s3://files/served`: a prefix of a bucket on a real S3 server.
     S3,
+    /// The same, with the S3 server speaking only TLS, under a certificate of a private
+    /// CA that fileio is told to trust through `AWS_CA_BUNDLE`.
+    S3OverTls,
 }
 
 tokio::task_local! {
@@ -317,8 +320,15 @@ impl Server {
                 let root_arg = root.to_str().unwrap().to_owned();
                 (root, vec!["--root".to_owned(), root_arg], None)
             }
-            Backend::S3 => {
-                let s3 = kubedav_testkit::S3Server::start("files");
+            Backend::S3 | Backend::S3OverTls => {
+                let s3 = if backend() == Backend::S3OverTls {
+                    kubedav_testkit::S3Server::start_tls("files")
+                } else {
+                    kubedav_testkit::S3Server::start("files")
+                };
+                if let Some(bundle) = s3.ca_bundle() {
+                    envs.push(("AWS_CA_BUNDLE".to_owned(), bundle.display().to_string()));
+                }
                 envs.extend(
                     [
                         ("AWS_ENDPOINT_URL", s3.endpoint()),
