@@ -261,16 +261,10 @@ impl S3Client {
     /// whatever is there. ABORTED when it is not; its ETag otherwise.
     pub async fn put_if(&self, key: &str, data: Bytes, expected: Option<&str>) -> Result<String, Status> {
         let url = PutObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let quoted;
-        let condition: &[(&str, &str)] = match expected {
-            None => &[],
-            Some("") => &[("if-none-match", "*")],
-            Some(etag) => {
-                quoted = format!("\"{etag}\"");
-                &[("if-match", quoted.as_str())]
-            }
-        };
-        let (status, headers, body) = self.send("PutObject", Method::PUT, url, condition, data).await?;
+        let condition = Condition::new(expected);
+        let (status, headers, body) = self
+            .send("PutObject", Method::PUT, url, &condition.headers(), data)
+            .await?;
         if !status.is_success() {
             return Err(refused("PutObject", key, status, &body));
         }
@@ -292,17 +286,23 @@ impl S3Client {
     /// One page of the objects and prefixes directly under `prefix` (`/` delimited),
     /// from `from` (the previous page's `next`).
     pub async fn list(&self, prefix: &str, from: Option<&str>) -> Result<ListPage, Status> {
-        self.list_page(prefix, from, true, None).await
+        self.list_page(prefix, from, true, None, None).await
+    }
+
+    /// The first page of [`S3Client::list`] without the key `prefix` itself (a
+    /// collection's marker, which sorts first): 1,000 members fit one page.
+    pub async fn list_members(&self, prefix: &str) -> Result<ListPage, Status> {
+        self.list_page(prefix, None, true, None, Some(prefix)).await
     }
 
     /// One page of every object whose key starts with `prefix`, however deep.
     pub async fn list_all(&self, prefix: &str, from: Option<&str>) -> Result<ListPage, Status> {
-        self.list_page(prefix, from, false, None).await
+        self.list_page(prefix, from, false, None, None).await
     }
 
     /// Whether any object's key starts with `prefix`, and the first such object.
     pub async fn first_under(&self, prefix: &str) -> Result<Option<ObjectInfo>, Status> {
-        let page = self.list_page(prefix, None, false, Some(1)).await?;
+        let page = self.list_page(prefix, None, false, Some(1), None).await?;
         Ok(page.objects.into_iter().next())
     }
 
@@ -312,9 +312,13 @@ impl S3Client {
         from: Option<&str>,
         delimited: bool,
         max_keys: Option<usize>,
+        start_after: Option<&str>,
     ) -> Result<ListPage, Status> {
         let mut list = ListObjectsV2::new(&self.bucket, Some(&self.credentials));
         list.with_prefix(prefix);
+        if let Some(key) = start_after {
+            list.with_start_after(key);
+        }
         if delimited {
             list.with_delimiter("/");
         }
@@ -392,7 +396,16 @@ impl S3Client {
 
     /// Completes an upload from its parts' ETags, in order: the object appears whole.
     /// The object's ETag.
-    pub async fn complete_upload(&self, key: &str, upload: &str, etags: &[String]) -> Result<String, Status> {
+    /// `expected` is a condition as [`S3Client::put_if`] takes it, which servers that
+    /// know conditional completion (AWS S3 since 2024, versitygw) check atomically and
+    /// others ignore.
+    pub async fn complete_upload(
+        &self,
+        key: &str,
+        upload: &str,
+        etags: &[String],
+        expected: Option<&str>,
+    ) -> Result<String, Status> {
         let action = CompleteMultipartUpload::new(
             &self.bucket,
             Some(&self.credentials),
@@ -402,8 +415,15 @@ impl S3Client {
         );
         let url = action.sign(SIGNED_FOR);
         let body = Bytes::from(action.body());
+        let condition = Condition::new(expected);
         let (status, _, answer) = self
-            .send("CompleteMultipartUpload", Method::POST, url, &[], body)
+            .send(
+                "CompleteMultipartUpload",
+                Method::POST,
+                url,
+                &condition.headers(),
+                body,
+            )
             .await?;
         // S3 may answer 200 with an error in the body when completing fails late.
         if !status.is_success() || String::from_utf8_lossy(&answer).contains("<Error>") {
@@ -512,6 +532,27 @@ impl S3Client {
                 )))
             }
         }
+    }
+}
+
+/// The precondition of a write: none, `If-None-Match: *` (`Some("")`: only if there is
+/// no object), or `If-Match` on an ETag.
+struct Condition(Option<(&'static str, String)>);
+
+impl Condition {
+    fn new(expected: Option<&str>) -> Self {
+        Self(match expected {
+            None => None,
+            Some("") => Some(("if-none-match", "*".to_owned())),
+            Some(etag) => Some(("if-match", format!("\"{etag}\""))),
+        })
+    }
+
+    fn headers(&self) -> Vec<(&str, &str)> {
+        self.0
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
+            .collect()
     }
 }
 

@@ -100,7 +100,9 @@ async fn a_multipart_upload_appears_only_when_complete() {
         None,
         "nothing before it completes"
     );
-    s3.complete_upload("big.bin", &upload, &etags).await.unwrap();
+    s3.complete_upload("big.bin", &upload, &etags, None)
+        .await
+        .unwrap();
     let whole = s3.get("big.bin").await.unwrap();
     assert_eq!(whole.len(), first.len() + last.len());
     assert!(whole.ends_with(b"tail"));
@@ -113,6 +115,39 @@ async fn a_multipart_upload_appears_only_when_complete() {
         None,
         "an aborted upload leaves nothing"
     );
+}
+
+/// A completion conditional on the object's ETag (or on there being none) is refused
+/// when the condition no longer holds, and nothing changes: the check is the S3
+/// server's, atomic with the completion.
+#[tokio::test]
+async fn a_conditional_completion_is_refused_when_the_object_changed() {
+    let server = S3Server::start("conditions");
+    let s3 = client(&server, S3_SECRET_KEY);
+    let old = s3.put("doc.bin", Bytes::from_static(b"old")).await.unwrap();
+    let complete = |condition: Option<String>| {
+        let s3 = s3.clone();
+        async move {
+            let condition = condition.as_deref();
+            let upload = s3.start_upload("doc.bin").await.unwrap();
+            let part = s3
+                .upload_part("doc.bin", &upload, 1, Bytes::from_static(b"new"))
+                .await
+                .unwrap();
+            let done = s3.complete_upload("doc.bin", &upload, &[part], condition).await;
+            if done.is_err() {
+                s3.abort_upload("doc.bin", &upload).await.unwrap();
+            }
+            done
+        }
+    };
+    for condition in ["0123456789abcdef0123456789abcdef", ""] {
+        let refused = complete(Some(condition.to_owned())).await.unwrap_err();
+        assert_eq!(refused.code(), Code::Aborted, "{condition:?}: {refused:?}");
+        assert_eq!(s3.get("doc.bin").await.unwrap(), Bytes::from_static(b"old"));
+    }
+    complete(Some(old)).await.unwrap();
+    assert_eq!(s3.get("doc.bin").await.unwrap(), Bytes::from_static(b"new"));
 }
 
 #[tokio::test]

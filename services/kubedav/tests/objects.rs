@@ -181,15 +181,15 @@ async fn kept_answers_follow_changes(mode: Mode) {
     assert!(seen, "a change made by another tool never showed");
 }
 
-/// PROPFIND Depth 1 with every property of a collection of 998 objects costs 3 S3
-/// requests (one listing page of the members, the collection's marker and its property
-/// index; then the two property indexes), not one per member. Each further 1,000 keys
+/// PROPFIND Depth 1 with every property of a collection of 1,000 objects costs 3 S3
+/// requests (one listing page of the members, read at once with the collection's
+/// property index and its parent's), not one per member. Each further 1,000 members
 /// cost one listing page more (docs/architecture.md).
 async fn propfind_depth_one_costs_three_s3_requests(mode: Mode) {
     let server = Server::start_with(mode, &["--gateway-cache-mib", "0"]).await;
     let s3 = bucket(&server);
     assert_eq!(send(dav(&server, "MKCOL", "/many/")).await.0, StatusCode::CREATED);
-    let puts = (0..998).map(|i| {
+    let puts = (0..1000).map(|i| {
         let s3 = s3.clone();
         async move {
             s3.put(&key(&format!("many/f{i:04}")), Bytes::from_static(b"x"))
@@ -212,9 +212,9 @@ async fn propfind_depth_one_costs_three_s3_requests(mode: Mode) {
     .await;
     let spent = s3_requests(&server, mode).await - before;
     assert_eq!(status, StatusCode::MULTI_STATUS);
-    assert_eq!(xml.matches("<D:response>").count(), 999);
+    assert_eq!(xml.matches("<D:response>").count(), 1001);
     assert!(xml.contains(">teal</"), "the dead property is listed");
-    eprintln!("{mode:?}: PROPFIND Depth 1 allprop on 998 objects: {spent} S3 requests");
+    eprintln!("{mode:?}: PROPFIND Depth 1 allprop on 1,000 objects: {spent} S3 requests");
     assert!(
         (1.0..=3.0).contains(&spent),
         "{spent} S3 requests (kubedav_fileio_s3_requests_total counts them)"
@@ -504,6 +504,35 @@ async fn kill_during_collection_move_keeps_the_source_whole(mode: Mode) {
     assert_eq!(xml.matches("<D:response>").count(), FILES + 1);
 }
 
+/// The getlastmodified of `href` in a multistatus answer.
+fn modified_of(xml: &str, href: &str) -> String {
+    let response = xml
+        .split("<D:response>")
+        .find(|r| r.contains(&format!("<D:href>{href}</D:href>")))
+        .unwrap_or_else(|| panic!("no response for {href}: {xml}"));
+    let start = response.find("<D:getlastmodified>").expect("a getlastmodified") + 19;
+    let end = response[start..].find('<').unwrap();
+    response[start..start + end].to_owned()
+}
+
+/// A collection reports one time whichever way it is asked for: alone (Depth 0), as
+/// the subject of a Depth 1 listing, and as a member of its parent's (a sync client
+/// comparing them must not see a change that did not happen).
+async fn collection_times_agree_at_every_depth(mode: Mode) {
+    let server = Server::start_with(mode, &["--gateway-cache-mib", "0"]).await;
+    for path in ["/c/", "/c/sub/"] {
+        assert_eq!(send(dav(&server, "MKCOL", path)).await.0, StatusCode::CREATED);
+    }
+    let alone = modified_of(&propfind(&server, "/c/", "0").await.1, "/c/");
+    let as_subject = modified_of(&propfind(&server, "/c/", "1").await.1, "/c/");
+    let as_member = modified_of(&propfind(&server, "/", "1").await.1, "/c/");
+    assert_eq!(alone, as_subject);
+    assert_eq!(alone, as_member, "/c/ in the root's listing");
+    let sub_alone = modified_of(&propfind(&server, "/c/sub/", "0").await.1, "/c/sub/");
+    let sub_as_member = modified_of(&propfind(&server, "/c/", "1").await.1, "/c/sub/");
+    assert_eq!(sub_alone, sub_as_member, "/c/sub/ in its parent's listing");
+}
+
 /// An `https://` S3 endpoint whose certificate a private CA issued: with the CA named in
 /// `AWS_CA_BUNDLE`, files small and large (a multipart upload) go to the bucket and back
 /// over TLS; without it, fileio refuses to start and says to set it.
@@ -585,6 +614,7 @@ mod s3_over_tls {
 
 on_s3!(
     foreign_objects_are_listed_and_served,
+    collection_times_agree_at_every_depth,
     kept_answers_follow_changes,
     propfind_depth_one_costs_three_s3_requests,
     dead_properties_follow_copy_move_delete,

@@ -12,11 +12,8 @@ use tonic::Status;
 pub enum Found {
     /// A file: its object.
     File(ObjectInfo),
-    /// A collection, modified when its marker was written (0 without a marker).
-    Collection {
-        /// Nanoseconds since the epoch.
-        modified_unix_ns: i64,
-    },
+    /// A collection (a marker, or keys below it).
+    Collection,
     /// Nothing.
     Missing,
 }
@@ -26,14 +23,14 @@ impl Found {
     pub fn info(&self, path: &VolumePath) -> Option<FileInfo> {
         match self {
             Found::File(object) => Some(file_info(path, object)),
-            Found::Collection { modified_unix_ns } => Some(collection_info(path, *modified_unix_ns)),
+            Found::Collection => Some(collection_info(path)),
             Found::Missing => None,
         }
     }
 
     /// Whether it is a collection.
     pub fn is_collection(&self) -> bool {
-        matches!(self, Found::Collection { .. })
+        matches!(self, Found::Collection)
     }
 }
 
@@ -41,7 +38,7 @@ impl Found {
 /// of one key). The root is always a collection.
 pub async fn find(s3: &S3Client, keys: &Keys, path: &VolumePath) -> Result<Found, Status> {
     if path.is_root() {
-        return Ok(Found::Collection { modified_unix_ns: 0 });
+        return Ok(Found::Collection);
     }
     if let Some(object) = s3.head(&keys.object(path)).await? {
         return Ok(Found::File(object));
@@ -52,14 +49,10 @@ pub async fn find(s3: &S3Client, keys: &Keys, path: &VolumePath) -> Result<Found
 /// [`Found::Collection`] if `path` is one, else [`Found::Missing`] (also for a file).
 pub async fn collection(s3: &S3Client, keys: &Keys, path: &VolumePath) -> Result<Found, Status> {
     if path.is_root() {
-        return Ok(Found::Collection { modified_unix_ns: 0 });
+        return Ok(Found::Collection);
     }
-    let children = keys.children(path);
-    Ok(match s3.first_under(&children).await? {
-        Some(first) if first.key == children => Found::Collection {
-            modified_unix_ns: first.modified_unix_ns,
-        },
-        Some(_) => Found::Collection { modified_unix_ns: 0 },
+    Ok(match s3.first_under(&keys.children(path)).await? {
+        Some(_) => Found::Collection,
         None => Found::Missing,
     })
 }
@@ -71,7 +64,7 @@ pub async fn require_parent(s3: &S3Client, keys: &Keys, path: &VolumePath) -> Re
         return Ok(());
     };
     match collection(s3, keys, &parent).await? {
-        Found::Collection { .. } => Ok(()),
+        Found::Collection => Ok(()),
         _ => Err(Status::failed_precondition(format!(
             "the parent collection {parent} does not exist"
         ))),
@@ -97,15 +90,17 @@ pub fn file_info(path: &VolumePath, object: &ObjectInfo) -> FileInfo {
     }
 }
 
-/// The metadata of the collection `path`, its marker written at `modified_unix_ns`.
-pub fn collection_info(path: &VolumePath, modified_unix_ns: i64) -> FileInfo {
-    let modified = seconds(modified_unix_ns);
+/// The metadata of the collection `path`. A bucket keeps no time for a collection that
+/// a listing could give for every member at once (a marker's time comes only from a
+/// request of its own, and a collection another tool made has no marker), so every
+/// collection reports the epoch, at every depth alike (docs/architecture.md).
+pub fn collection_info(path: &VolumePath) -> FileInfo {
     FileInfo {
         path: path.as_str().to_owned(),
         is_collection: true,
         size: 0,
-        modified_unix_ns: modified,
-        created_unix_ns: modified,
-        etag: format!("c{modified:x}"),
+        modified_unix_ns: 0,
+        created_unix_ns: 0,
+        etag: "c0".to_owned(),
     }
 }

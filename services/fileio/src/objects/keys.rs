@@ -1,13 +1,19 @@
 //! Where each resource lives in the bucket: the object for `/a/b.txt` is the key
 //! `PREFIX/a/b.txt`, a collection is every key under `PREFIX/a/` (with a `PREFIX/a/`
-//! marker object once kubedav made it, as the S3 consoles do), and a collection's dead
-//! properties are one object beside its members ([`PROPERTY_INDEX`]).
+//! marker object once kubedav made it, as the S3 consoles do), and the dead properties
+//! of a collection's members are one index object in a tree of their own
+//! ([`PROPERTY_TREE`]), out of the collection's listing.
 
 use kubedav_api::path::VolumePath;
 
-/// The name of a collection's property index object. It starts with
+/// The folder under the served prefix that holds the property indexes, one per
+/// collection at the collection's own path. It starts with
 /// [`kubedav_api::path::RESERVED_PREFIX`], so no client can name, list or overwrite it.
-pub const PROPERTY_INDEX: &str = ".kubedav-properties";
+pub const PROPERTY_TREE: &str = ".kubedav-properties";
+
+/// The name of an index object in [`PROPERTY_TREE`]: reserved too, so no collection can
+/// share its key.
+pub const PROPERTY_INDEX: &str = ".kubedav-index";
 
 /// The keys of one served prefix of a bucket.
 #[derive(Clone, Debug)]
@@ -49,9 +55,20 @@ impl Keys {
         }
     }
 
-    /// The key of the property index of the collection `path`.
+    /// The key of the property index of the collection `path`: kept apart from its
+    /// members, so a listing of 1,000 members is one page.
     pub fn index(&self, collection: &VolumePath) -> String {
-        format!("{}{PROPERTY_INDEX}", self.children(collection))
+        format!("{}{PROPERTY_INDEX}", self.indexes_below(collection))
+    }
+
+    /// The prefix of the property indexes of `collection` and every collection below
+    /// it, which go where the collection goes.
+    pub fn indexes_below(&self, collection: &VolumePath) -> String {
+        if collection.is_root() {
+            format!("{}{PROPERTY_TREE}/", self.prefix)
+        } else {
+            format!("{}{PROPERTY_TREE}/{}/", self.prefix, collection.as_str())
+        }
     }
 
     /// The collection whose index holds the dead properties of `path`, and the entry's
@@ -75,7 +92,7 @@ pub enum Member<'k> {
     Collection(&'k str),
     /// The collection's own marker.
     Marker,
-    /// Not a member a client can see: the property index, or a name kubedav cannot serve
+    /// Not a member a client can see: the property tree, or a name kubedav cannot serve
     /// (written by another tool: empty segments, control characters, `.` or `..`).
     Hidden,
 }
@@ -117,11 +134,18 @@ mod tests {
             assert_eq!(keys.object(&path("a/b.txt")), "files/a/b.txt");
             assert_eq!(keys.children(&path("a")), "files/a/");
             assert_eq!(keys.children(&VolumePath::root()), "files/");
-            assert_eq!(keys.index(&path("a")), "files/a/.kubedav-properties");
+            assert_eq!(
+                keys.index(&path("a/b")),
+                "files/.kubedav-properties/a/b/.kubedav-index"
+            );
+            assert_eq!(keys.indexes_below(&path("a")), "files/.kubedav-properties/a/");
         }
         let whole = Keys::new("");
         assert_eq!(whole.object(&path("a b%.txt")), "a b%.txt");
-        assert_eq!(whole.index(&VolumePath::root()), ".kubedav-properties");
+        assert_eq!(
+            whole.index(&VolumePath::root()),
+            ".kubedav-properties/.kubedav-index"
+        );
     }
 
     #[test]
@@ -145,7 +169,8 @@ mod tests {
         assert_eq!(member("p/a/", "p/a/x.txt"), Member::File("x.txt"));
         assert_eq!(member("p/a/", "p/a/sub/"), Member::Collection("sub"));
         assert_eq!(member("p/a/", "p/a/"), Member::Marker);
-        assert_eq!(member("p/a/", "p/a/.kubedav-properties"), Member::Hidden);
+        assert_eq!(member("p/", "p/.kubedav-properties/"), Member::Hidden);
+        assert_eq!(member("p/a/", "p/a/.kubedav-upload-1"), Member::Hidden);
         assert_eq!(member("p/a/", "p/a//"), Member::Hidden);
         assert_eq!(member("p/a/", "p/a/../"), Member::Hidden);
         assert_eq!(member("p/a/", "p/a/bell\u{7}"), Member::Hidden);

@@ -1,12 +1,13 @@
 //! PROPFIND's listings from a bucket: one delimited listing per 1,000 members of a
-//! collection, plus, when dead properties are asked for, the collection's own property
-//! index and its parent's (for the collection itself). PROPFIND Depth 1 on a
-//! collection of 1,000 files is 3 S3 requests, or 1 with no dead properties asked.
+//! collection (its marker skipped, its property index kept elsewhere), plus, when dead
+//! properties are asked for, the collection's property index and its parent's (for the
+//! collection itself). PROPFIND Depth 1 on a collection of 1,000 files is 3 S3
+//! requests, or 1 with no dead properties asked.
 
 use super::find::{collection_info, file_info, find};
 use super::keys::{Keys, Member, member};
 use super::properties::{self, Index};
-use crate::s3::S3Client;
+use crate::s3::{ListPage, S3Client};
 use kubedav_api::fileio::{Depth, ListEntry, ListResponse};
 use kubedav_api::path::VolumePath;
 use kubedav_api::pb::fileio::v1::PropertySelection;
@@ -43,6 +44,16 @@ impl Listing<'_> {
         }
     }
 
+    /// The first page of the members of `collection`, without its marker.
+    async fn first_page(&self, collection: &VolumePath) -> Result<ListPage, Status> {
+        let children = self.keys.children(collection);
+        if collection.is_root() {
+            self.s3.list(&children, None).await
+        } else {
+            self.s3.list_members(&children).await
+        }
+    }
+
     /// The entry of `path` alone (Depth 0), NOT_FOUND when there is nothing.
     pub async fn single(&self, path: &VolumePath) -> Result<ListEntry, Status> {
         let found = find(self.s3, self.keys, path).await?;
@@ -72,7 +83,6 @@ impl Listing<'_> {
         depth: Depth,
         out: &Sender<Result<ListResponse, Status>>,
     ) -> Result<(), Status> {
-        let children = self.keys.children(&path);
         // The first page, the members' properties and the collection's own, at once (the
         // root's own are in its own index, read once).
         let (own_parent, own_name) = Keys::index_entry(&path, true);
@@ -84,22 +94,17 @@ impl Listing<'_> {
             }
         };
         let (first, members_index, own_index) =
-            tokio::join!(self.s3.list(&children, None), self.index(&path), own_index);
+            tokio::join!(self.first_page(&path), self.index(&path), own_index);
         let first = first?;
         let members_index = members_index?;
         if first.objects.is_empty() && first.prefixes.is_empty() && !path.is_root() {
-            // Not a collection: a file lists as itself alone.
+            // An empty collection (its marker alone), a file, or nothing.
             let entry = self.single(&path).await?;
             let _ = out.send(Ok(ListResponse { entries: vec![entry] })).await;
             return Ok(());
         }
-        let marker = first
-            .objects
-            .iter()
-            .find(|object| object.key == children)
-            .map_or(0, |object| object.modified_unix_ns);
         let own = ListEntry {
-            info: Some(collection_info(&path, marker)),
+            info: Some(collection_info(&path)),
             properties: select(
                 own_index?.as_ref().unwrap_or(&members_index).get(&own_name),
                 self.selection,
@@ -132,7 +137,7 @@ impl Listing<'_> {
                     if let Member::Collection(name) = member(&children, prefix) {
                         let sub = collection.join(name)?;
                         batch.push(ListEntry {
-                            info: Some(collection_info(&sub, 0)),
+                            info: Some(collection_info(&sub)),
                             properties: select(index.get(&format!("{name}/")), self.selection),
                         });
                         if depth == Depth::Infinity {
@@ -164,7 +169,7 @@ impl Listing<'_> {
                 }
             }
             if let Some(sub) = pending.pop_front() {
-                let listed = self.s3.list(&self.keys.children(&sub), None).await?;
+                let listed = self.first_page(&sub).await?;
                 current = Some((sub, listed));
             }
         }

@@ -64,7 +64,7 @@ pub async fn read(
 /// The answer for a path that is no file: a collection's header alone, or NOT_FOUND.
 async fn not_a_file(s3: &S3Client, keys: &Keys, path: &VolumePath) -> Result<ReadReply, Status> {
     match collection(s3, keys, path).await? {
-        found @ Found::Collection { .. } => Ok(ReadReply {
+        found @ Found::Collection => Ok(ReadReply {
             header: ReadHeader {
                 info: found.info(path),
                 ranges: Vec::new(),

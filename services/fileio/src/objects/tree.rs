@@ -34,10 +34,7 @@ pub async fn mkdir(s3: &S3Client, keys: &Keys, path: &VolumePath) -> Result<File
         }
         Err(status) => return Err(status),
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos() as i64);
-    Ok(collection_info(path, now))
+    Ok(collection_info(path))
 }
 
 /// Deletes `path`: a file's object, or every key of a collection and its marker last;
@@ -82,15 +79,30 @@ async fn remove(
         return Ok(Vec::new());
     }
     let children = keys.children(path);
+    // The members, then their property indexes, then the marker: a DELETE cut short
+    // leaves a collection (its marker) with what was not deleted yet.
+    let mut failures = delete_under(s3, keys, &children).await?;
+    if failures.is_empty() {
+        failures = delete_under(s3, keys, &keys.indexes_below(path)).await?;
+    }
+    if failures.is_empty() {
+        s3.delete(&children).await?;
+    }
+    Ok(failures)
+}
+
+/// Deletes every key below `prefix` but `prefix` itself (a marker); the keys that could
+/// not be deleted.
+async fn delete_under(s3: &S3Client, keys: &Keys, prefix: &str) -> Result<Vec<Failure>, Status> {
     let mut failures = Vec::new();
     let mut from = None;
     loop {
-        let page = s3.list_all(&children, from.as_deref()).await?;
+        let page = s3.list_all(prefix, from.as_deref()).await?;
         let doomed: Vec<String> = page
             .objects
             .into_iter()
             .map(|object| object.key)
-            .filter(|key| key != &children)
+            .filter(|key| key != prefix)
             .collect();
         failures.extend(
             for_each(
@@ -102,13 +114,9 @@ async fn remove(
         );
         match page.next {
             Some(next) => from = Some(next),
-            None => break,
+            None => return Ok(failures),
         }
     }
-    if failures.is_empty() {
-        s3.delete(&children).await?;
-    }
-    Ok(failures)
 }
 
 /// Runs `request` for every key, [`CONCURRENT_REQUESTS`] at a time; the failures.
@@ -249,6 +257,10 @@ async fn duplicate(
         s3.put(&to, Bytes::new()).await?;
         if members {
             failures = copy_members(s3, keys, &from, &to).await?;
+            if failures.is_empty() {
+                let (from, to) = (keys.indexes_below(source), keys.indexes_below(destination));
+                failures = copy_members(s3, keys, &from, &to).await?;
+            }
         }
     } else {
         s3.copy(&keys.object(source), &keys.object(destination)).await?;
@@ -260,9 +272,9 @@ async fn duplicate(
     Ok(failures)
 }
 
-/// Copies every key below `from` to the same place below `to`, property indexes
-/// included (their entries are names, valid wherever the collection goes); the keys that
-/// failed.
+/// Copies every key below `from` to the same place below `to`: a collection's members,
+/// or its property indexes (their entries are names, valid wherever the collection
+/// goes); the keys that failed.
 async fn copy_members(s3: &S3Client, keys: &Keys, from: &str, to: &str) -> Result<Vec<Failure>, Status> {
     let mut failures = Vec::new();
     let mut token = None;

@@ -76,26 +76,30 @@ pub async fn write(
             "the body had {received} bytes but {expected} were declared; nothing was written"
         )));
     }
+    let condition = match (&header.if_match, header.create_only) {
+        (Some(etag), _) => Some(etag.as_str()),
+        (None, true) => Some(""),
+        (None, false) => None,
+    };
     let etag = match multipart {
-        None => {
-            let condition = match (&header.if_match, header.create_only) {
-                (Some(etag), _) => Some(etag.as_str()),
-                (None, true) => Some(""),
-                (None, false) => None,
-            };
-            s3.put_if(&key, part.freeze(), condition)
-                .await
-                .map_err(|status| conflict(status, header, path))?
-        }
+        None => s3
+            .put_if(&key, part.freeze(), condition)
+            .await
+            .map_err(|status| conflict(status, header, path))?,
         Some(mut upload) => {
             if !part.is_empty() {
                 upload.send(part.freeze()).await?;
             }
-            // S3 has no condition on completing an upload that every server honours:
-            // the preconditions are checked again just before it (a window of one
-            // request, written down in docs/architecture.md).
-            check(header, path, s3.head(&key).await?.as_ref())?;
-            upload.complete().await?
+            // The condition goes on the completion, where servers that know conditional
+            // completion check it atomically; for those that ignore it, it is checked
+            // again just before (a window of one request, docs/architecture.md).
+            if condition.is_some() {
+                check(header, path, s3.head(&key).await?.as_ref())?;
+            }
+            upload
+                .complete(condition)
+                .await
+                .map_err(|status| conflict(status, header, path))?
         }
     };
     crate::metrics::written_bytes(received);
@@ -193,10 +197,14 @@ impl Multipart {
         Ok(())
     }
 
-    /// Sends the last part and makes the object appear; its ETag.
-    async fn complete(mut self) -> Result<String, Status> {
+    /// Waits for the last part and makes the object appear, if `condition` (as
+    /// [`S3Client::put_if`] takes it) holds; its ETag.
+    async fn complete(mut self, condition: Option<&str>) -> Result<String, Status> {
         self.settle().await?;
-        let etag = self.s3.complete_upload(&self.key, &self.id, &self.etags).await?;
+        let etag = self
+            .s3
+            .complete_upload(&self.key, &self.id, &self.etags, condition)
+            .await?;
         self.done = true;
         Ok(etag)
     }
