@@ -24,7 +24,7 @@ run: build
 # control plane). Release build: the suites move gigabytes and share the build with
 # `make run` and `make bench`.
 test:
-	bash scripts/need.sh redis-server:redis-server prometheus:prometheus rclone:rclone cadaver:cadaver mount.davfs:davfs2
+	bash scripts/need.sh curl:curl redis-server:redis-server prometheus:prometheus rclone:rclone cadaver:cadaver mount.davfs:davfs2
 	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" $(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=all

@@ -141,14 +141,8 @@ impl S3Client {
     /// The metadata of `key`; `None` when there is no such object.
     pub async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, Status> {
         let url = HeadObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let (status, headers, _) = self
-            .send("HeadObject", Method::HEAD, url, &[], Bytes::new())
-            .await?;
-        match status {
-            StatusCode::NOT_FOUND => Ok(None),
-            status if status.is_success() => Ok(Some(object_info(key, &headers))),
-            status => Err(refused("HeadObject", key, status, &Bytes::new())),
-        }
+        let found = self.fetch("HeadObject", Method::HEAD, url, key).await?;
+        Ok(found.map(|(headers, _)| object_info(key, &headers)))
     }
 
     /// Opens `key` for reading, the bytes `first..=last` of it when `range` is given, and
@@ -211,19 +205,11 @@ impl S3Client {
             .headers_mut()
             .insert("x-amz-copy-source", copy_source.clone());
         let url = action.sign(SIGNED_FOR);
-        let (status, _, body) = self
-            .send(
-                "CopyObject",
-                Method::PUT,
-                url,
-                &[("x-amz-copy-source", &copy_source)],
-                Bytes::new(),
-            )
+        let headers = [("x-amz-copy-source", copy_source.as_str())];
+        let (_, body) = self
+            .succeed("CopyObject", source, Method::PUT, url, &headers, Bytes::new())
             .await?;
-        // Like CompleteMultipartUpload, a copy may fail after its 200 has been sent.
-        if !status.is_success() || String::from_utf8_lossy(&body).contains("<Error>") {
-            return Err(refused("CopyObject", source, status, &body));
-        }
+        failed_late("CopyObject", source, &body)?;
         Ok(etag_in(&body))
     }
 
@@ -238,17 +224,8 @@ impl S3Client {
     /// The whole object `key` and its ETag; `None` when there is none.
     pub async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, Status> {
         let url = GetObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let (status, headers, body) = self
-            .send("GetObject", Method::GET, url, &[], Bytes::new())
-            .await?;
-        match status {
-            StatusCode::NOT_FOUND => Ok(None),
-            status if status.is_success() => Ok(Some((
-                body,
-                header(&headers, "etag").trim_matches('"').to_owned(),
-            ))),
-            status => Err(refused("GetObject", key, status, &body)),
-        }
+        let found = self.fetch("GetObject", Method::GET, url, key).await?;
+        Ok(found.map(|(headers, body)| (body, header(&headers, "etag").trim_matches('"').to_owned())))
     }
 
     /// Writes `data` as the object `key` in one request; its ETag.
@@ -262,24 +239,17 @@ impl S3Client {
     pub async fn put_if(&self, key: &str, data: Bytes, expected: Option<&str>) -> Result<String, Status> {
         let url = PutObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
         let condition = Condition::new(expected);
-        let (status, headers, body) = self
-            .send("PutObject", Method::PUT, url, &condition.headers(), data)
+        let (headers, _) = self
+            .succeed("PutObject", key, Method::PUT, url, &condition.headers(), data)
             .await?;
-        if !status.is_success() {
-            return Err(refused("PutObject", key, status, &body));
-        }
         Ok(header(&headers, "etag").trim_matches('"').to_owned())
     }
 
     /// Removes the object `key` (no error when there is none, as S3 does).
     pub async fn delete(&self, key: &str) -> Result<(), Status> {
         let url = DeleteObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let (status, _, body) = self
-            .send("DeleteObject", Method::DELETE, url, &[], Bytes::new())
+        self.succeed("DeleteObject", key, Method::DELETE, url, &[], Bytes::new())
             .await?;
-        if !status.is_success() {
-            return Err(refused("DeleteObject", key, status, &body));
-        }
         Ok(())
     }
 
@@ -328,18 +298,10 @@ impl S3Client {
         if let Some(max) = max_keys {
             list.with_max_keys(max);
         }
-        let (status, _, body) = self
-            .send(
-                "ListObjectsV2",
-                Method::GET,
-                list.sign(SIGNED_FOR),
-                &[],
-                Bytes::new(),
-            )
+        let url = list.sign(SIGNED_FOR);
+        let (_, body) = self
+            .succeed("ListObjectsV2", prefix, Method::GET, url, &[], Bytes::new())
             .await?;
-        if !status.is_success() {
-            return Err(refused("ListObjectsV2", prefix, status, &body));
-        }
         let text = String::from_utf8_lossy(&body);
         let parsed = ListObjectsV2::parse_response(&text).map_err(|e| {
             Status::internal(format!("the S3 server's listing of {prefix} did not parse: {e}"))
@@ -363,12 +325,9 @@ impl S3Client {
     /// Starts a multipart upload of `key`; its upload id.
     pub async fn start_upload(&self, key: &str) -> Result<String, Status> {
         let url = CreateMultipartUpload::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        let (status, _, body) = self
-            .send("CreateMultipartUpload", Method::POST, url, &[], Bytes::new())
+        let (_, body) = self
+            .succeed("CreateMultipartUpload", key, Method::POST, url, &[], Bytes::new())
             .await?;
-        if !status.is_success() {
-            return Err(refused("CreateMultipartUpload", key, status, &body));
-        }
         let parsed = CreateMultipartUpload::parse_response(&String::from_utf8_lossy(&body)).map_err(|e| {
             Status::internal(format!(
                 "the S3 server's answer to CreateMultipartUpload did not parse: {e}"
@@ -387,10 +346,9 @@ impl S3Client {
     ) -> Result<String, Status> {
         let url =
             UploadPart::new(&self.bucket, Some(&self.credentials), key, number, upload).sign(SIGNED_FOR);
-        let (status, headers, body) = self.send("UploadPart", Method::PUT, url, &[], data).await?;
-        if !status.is_success() {
-            return Err(refused("UploadPart", key, status, &body));
-        }
+        let (headers, _) = self
+            .succeed("UploadPart", key, Method::PUT, url, &[], data)
+            .await?;
         Ok(header(&headers, "etag").to_owned())
     }
 
@@ -416,19 +374,17 @@ impl S3Client {
         let url = action.sign(SIGNED_FOR);
         let body = Bytes::from(action.body());
         let condition = Condition::new(expected);
-        let (status, _, answer) = self
-            .send(
+        let (_, answer) = self
+            .succeed(
                 "CompleteMultipartUpload",
+                key,
                 Method::POST,
                 url,
                 &condition.headers(),
                 body,
             )
             .await?;
-        // S3 may answer 200 with an error in the body when completing fails late.
-        if !status.is_success() || String::from_utf8_lossy(&answer).contains("<Error>") {
-            return Err(refused("CompleteMultipartUpload", key, status, &answer));
-        }
+        failed_late("CompleteMultipartUpload", key, &answer)?;
         Ok(etag_in(&answer))
     }
 
@@ -436,9 +392,10 @@ impl S3Client {
     pub async fn abort_upload(&self, key: &str, upload: &str) -> Result<(), Status> {
         let url =
             AbortMultipartUpload::new(&self.bucket, Some(&self.credentials), key, upload).sign(SIGNED_FOR);
-        let (status, _, body) = self
-            .send("AbortMultipartUpload", Method::DELETE, url, &[], Bytes::new())
+        let answer = self
+            .request("AbortMultipartUpload", Method::DELETE, url, &[], Bytes::new())
             .await?;
+        let (status, _, body) = whole(answer).await?;
         if !status.is_success() && status != StatusCode::NOT_FOUND {
             return Err(refused("AbortMultipartUpload", key, status, &body));
         }
@@ -460,12 +417,16 @@ impl S3Client {
             [("prefix", prefix), ("uploads", "")].into_iter(),
             std::iter::empty(),
         );
-        let (status, _, body) = self
-            .send("ListMultipartUploads", Method::GET, url, &[], Bytes::new())
+        let (_, body) = self
+            .succeed(
+                "ListMultipartUploads",
+                prefix,
+                Method::GET,
+                url,
+                &[],
+                Bytes::new(),
+            )
             .await?;
-        if !status.is_success() {
-            return Err(refused("ListMultipartUploads", prefix, status, &body));
-        }
         let text = String::from_utf8_lossy(&body);
         Ok(text
             .split("<Upload>")
@@ -479,21 +440,40 @@ impl S3Client {
             .collect())
     }
 
-    /// Sends one signed request; the status, headers and whole body of the answer.
-    /// UNAVAILABLE when the server cannot be reached.
-    async fn send(
+    /// Sends one signed read of `key` (GET or HEAD): `None` when there is no such
+    /// object, else the answer's headers and whole body.
+    async fn fetch(
         &self,
         action: &'static str,
         method: Method,
         url: url::Url,
+        key: &str,
+    ) -> Result<Option<(http::HeaderMap, Bytes)>, Status> {
+        let (status, headers, body) =
+            whole(self.request(action, method, url, &[], Bytes::new()).await?).await?;
+        match status {
+            StatusCode::NOT_FOUND => Ok(None),
+            status if status.is_success() => Ok(Some((headers, body))),
+            status => Err(refused(action, key, status, &body)),
+        }
+    }
+
+    /// Sends one signed request about `subject` (a key or prefix) that must succeed: the
+    /// answer's headers and whole body, or the refusal mapped by [`refused`].
+    async fn succeed(
+        &self,
+        action: &'static str,
+        subject: &str,
+        method: Method,
+        url: url::Url,
         headers: &[(&str, &str)],
         body: Bytes,
-    ) -> Result<(StatusCode, http::HeaderMap, Bytes), Status> {
-        let (parts, body) = self
-            .request(action, method, url, headers, body)
-            .await?
-            .into_parts();
-        Ok((parts.status, parts.headers, collect(body).await?))
+    ) -> Result<(http::HeaderMap, Bytes), Status> {
+        let (status, headers, body) = whole(self.request(action, method, url, headers, body).await?).await?;
+        if !status.is_success() {
+            return Err(refused(action, subject, status, &body));
+        }
+        Ok((headers, body))
     }
 
     /// Sends one signed request of `action` (counted in
@@ -606,6 +586,14 @@ fn with_causes(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// An answer's status, headers and whole body; UNAVAILABLE when the body breaks off.
+async fn whole(
+    response: http::Response<hyper::body::Incoming>,
+) -> Result<(StatusCode, http::HeaderMap, Bytes), Status> {
+    let (parts, body) = response.into_parts();
+    Ok((parts.status, parts.headers, collect(body).await?))
+}
+
 /// The whole of an answer's body; UNAVAILABLE when it breaks off.
 async fn collect(body: hyper::body::Incoming) -> Result<Bytes, Status> {
     Ok(body
@@ -663,6 +651,15 @@ fn refused(action: &str, key: &str, status: StatusCode, body: &Bytes) -> Status 
         _ if status.is_server_error() => Status::unavailable(detail),
         _ => Status::internal(detail),
     }
+}
+
+/// The failure in the body of a 200 answer: CopyObject and CompleteMultipartUpload may
+/// fail after their status has been sent.
+fn failed_late(action: &str, subject: &str, body: &Bytes) -> Result<(), Status> {
+    if String::from_utf8_lossy(body).contains("<Error>") {
+        return Err(refused(action, subject, StatusCode::OK, body));
+    }
+    Ok(())
 }
 
 /// The ETag in an XML answer (CopyObject, CompleteMultipartUpload), without quotes.

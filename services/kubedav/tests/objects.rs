@@ -90,9 +90,42 @@ async fn foreign_objects_are_listed_and_served(mode: Mode) {
     // (An S3 server may refuse such a key itself; either way nothing breaks.)
     let _ = s3.put(&key("empty//segment"), Bytes::from_static(b"e")).await;
 
+    // And one written by a client that shares no code with kubedav: curl's own SigV4.
+    let by_curl = std::env::temp_dir().join(format!("kubedav-curl-{}", std::process::id()));
+    std::fs::write(&by_curl, "signed by curl").unwrap();
+    let s3_server = server.s3.as_ref().unwrap();
+    let curl = std::process::Command::new("curl")
+        .args(["-sS", "--fail", "--aws-sigv4", "aws:amz:us-east-1:s3"])
+        .args([
+            "--user",
+            &format!(
+                "{}:{}",
+                kubedav_testkit::S3_ACCESS_KEY,
+                kubedav_testkit::S3_SECRET_KEY
+            ),
+        ])
+        .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-T"])
+        .arg(&by_curl)
+        .arg(format!(
+            "{}/{}/{S3_PREFIX}/by%20curl.txt",
+            s3_server.endpoint(),
+            s3_server.bucket()
+        ))
+        .output()
+        .expect("curl runs (make test installs it)");
+    let _ = std::fs::remove_file(&by_curl);
+    assert!(
+        curl.status.success(),
+        "curl's PUT: {}",
+        String::from_utf8_lossy(&curl.stderr)
+    );
+
     let (status, xml) = propfind(&server, "/", "1").await;
     assert_eq!(status, StatusCode::MULTI_STATUS);
     assert!(xml.contains("<D:href>/outside/</D:href>"), "{xml}");
+    assert!(xml.contains("<D:href>/by%20curl.txt</D:href>"), "{xml}");
+    let response = client().get(server.url("/by%20curl.txt")).send().await.unwrap();
+    assert_eq!(response.text().await.unwrap(), "signed by curl");
     assert!(xml.contains("<D:href>/x%20y%25%23.txt</D:href>"), "{xml}");
     assert!(!xml.contains("stray") && !xml.contains("segment"), "{xml}");
     let (status, xml) = propfind(&server, "/outside/deep/", "1").await;
