@@ -12,7 +12,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use rusty_s3::actions::{
     AbortMultipartUpload, CompleteMultipartUpload, CreateMultipartUpload, DeleteObject, GetObject,
-    HeadObject, ListObjectsV2, PutObject, UploadPart,
+    HeadObject, ListObjectsV2, ListParts, PutObject, UploadPart,
 };
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 use std::path::PathBuf;
@@ -400,6 +400,33 @@ impl S3Client {
             return Err(refused("AbortMultipartUpload", key, status, &body));
         }
         Ok(())
+    }
+
+    /// When a part of the upload `upload` of `key` was last stored, in nanoseconds since
+    /// the epoch (0 when it has none yet); NOT_FOUND once it is gone.
+    pub async fn last_part(&self, key: &str, upload: &str) -> Result<i64, Status> {
+        let mut latest = 0;
+        let mut marker = None;
+        loop {
+            let mut action = ListParts::new(&self.bucket, Some(&self.credentials), key, upload);
+            if let Some(number) = marker {
+                action.set_part_number_marker(number);
+            }
+            let url = action.sign(SIGNED_FOR);
+            let (_, body) = self
+                .succeed("ListParts", key, Method::GET, url, &[], Bytes::new())
+                .await?;
+            let parsed = ListParts::parse_response(&String::from_utf8_lossy(&body)).map_err(|e| {
+                Status::internal(format!("the S3 server's parts of {key} did not parse: {e}"))
+            })?;
+            for part in &parsed.parts {
+                latest = latest.max(rfc3339_ns(&part.last_modified));
+            }
+            match parsed.next_part_number_marker {
+                Some(next) => marker = Some(next),
+                None => return Ok(latest),
+            }
+        }
     }
 
     /// The multipart uploads under way below `prefix` (the first 1,000): each one's key,

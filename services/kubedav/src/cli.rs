@@ -104,6 +104,13 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_STORAGE")]
     pub storage: Option<String>,
 
+    /// With --storage: how long an incomplete multipart upload may store nothing (no part)
+    /// before fileio aborts it as abandoned, by a crash or a client gone. Swept at start
+    /// and every half of it (at most every 10 minutes); uploads in flight on other
+    /// replicas store a part every few seconds and are left alone.
+    #[arg(long, env = "KUBEDAV_ABANDONED_UPLOAD_SECONDS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub abandoned_upload_seconds: u64,
+
     /// Batch the `statx` calls of collection listings through io_uring (targets all,
     /// fileio), where the kernel and seccomp allow it. Off by default: with metadata in
     /// memory one `statx` per member is faster (docs/benchmarks.md); on a cold cache or

@@ -224,7 +224,8 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
 /// The fileio core `--storage` or `--root` names, and its readiness check.
 async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), String> {
     if let Some(storage) = &cli.storage {
-        let storage = kubedav_fileio::objects::config::parse(storage, |name| std::env::var(name).ok())?;
+        let mut storage = kubedav_fileio::objects::config::parse(storage, |name| std::env::var(name).ok())?;
+        storage.sweep.idle = std::time::Duration::from_secs(cli.abandoned_upload_seconds);
         let core = ObjectFileIo::open(&storage).await?;
         tracing::info!(
             target: "kubedav",

@@ -56,15 +56,15 @@ fn fileio(mode: Mode) -> &'static str {
     }
 }
 
+/// The admin address of the process that runs fileio.
+fn fileio_admin(server: &Server, mode: Mode) -> std::net::SocketAddr {
+    let process = fileio(mode);
+    server.admin.iter().find(|(name, _)| *name == process).unwrap().1
+}
+
 /// S3 requests fileio has made so far.
 async fn s3_requests(server: &Server, mode: Mode) -> f64 {
-    let admin = server
-        .admin
-        .iter()
-        .find(|(name, _)| *name == fileio(mode))
-        .unwrap()
-        .1;
-    common::metric_sum(admin, "kubedav_fileio_s3_requests_total").await
+    common::metric_sum(fileio_admin(server, mode), "kubedav_fileio_s3_requests_total").await
 }
 
 /// Objects another S3 client wrote, under keys kubedav never made and without any
@@ -422,10 +422,11 @@ async fn a_cut_upload_is_aborted_and_keeps_old_content(mode: Mode) {
 }
 
 /// fileio killed (SIGKILL) in the middle of multipart uploads: no object appears, the
-/// old content stays, and the next start aborts the uploads left behind.
+/// old content stays, and the sweep of the restarted fileio aborts the uploads left
+/// behind once they have stored nothing for the idle time (3 s here).
 async fn kill_during_multipart_upload_keeps_old_content(mode: Mode) {
     const UPLOADS: usize = 3;
-    let mut server = Server::start(mode).await;
+    let mut server = Server::start_full(mode, &[], &[("KUBEDAV_ABANDONED_UPLOAD_SECONDS", "3")]).await;
     let s3 = bucket(&server);
     for i in 0..UPLOADS {
         s3.put(
@@ -485,7 +486,51 @@ async fn kill_during_multipart_upload_keeps_old_content(mode: Mode) {
         s3.uploads(&key("")).await.is_ok_and(|u| u.is_empty())
     })
     .await;
-    assert!(swept, "the uploads left by the crash were not aborted at start");
+    assert!(swept, "the uploads left by the crash were not aborted");
+}
+
+/// S3 requests of `action` fileio has made so far.
+async fn s3_requests_of(server: &Server, mode: Mode, action: &str) -> f64 {
+    let needle = format!("action=\"{action}\"");
+    common::metric_text(fileio_admin(server, mode))
+        .await
+        .lines()
+        .filter(|line| line.starts_with("kubedav_fileio_s3_requests_total") && line.contains(&needle))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A fileio that starts while another replica's upload is in flight over the same
+/// bucket (begun before the start, storing parts) leaves it alone: its sweep aborts
+/// only uploads that stored nothing for the idle time, so the other replica completes
+/// its upload.
+async fn a_starting_fileio_leaves_uploads_in_flight_alone(mode: Mode) {
+    let mut server = Server::start(mode).await;
+    let s3 = bucket(&server);
+    let other = key("other-replica.bin");
+    let upload = s3.start_upload(&other).await.unwrap();
+    let part = s3
+        .upload_part(&other, &upload, 1, Bytes::from(vec![b'p'; 5 << 20]))
+        .await
+        .unwrap();
+    server.process(fileio(mode)).restart().await;
+    let swept = common::eventually_async(Duration::from_secs(20), || async {
+        s3_requests_of(&server, mode, "ListMultipartUploads").await >= 1.0
+    })
+    .await;
+    assert!(swept, "the started fileio never swept");
+    let uploads = s3.uploads(&key("")).await.unwrap();
+    assert!(
+        uploads.iter().any(|(_, id, _)| *id == upload),
+        "the other replica's upload was aborted: {uploads:?}"
+    );
+    s3.complete_upload(&other, &upload, &[part], None).await.unwrap();
+    let response = client()
+        .get(server.url("/other-replica.bin"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.bytes().await.unwrap().len(), 5 << 20);
 }
 
 /// fileio killed in the middle of a collection MOVE: the source is whole (copied first,
@@ -654,5 +699,6 @@ on_s3!(
     store_down_gives_503_then_recovers,
     a_cut_upload_is_aborted_and_keeps_old_content,
     kill_during_multipart_upload_keeps_old_content,
+    a_starting_fileio_leaves_uploads_in_flight_alone,
     kill_during_collection_move_keeps_the_source_whole,
 );

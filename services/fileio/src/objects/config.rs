@@ -1,6 +1,7 @@
 //! `--storage s3://BUCKET/PREFIX`, and the endpoint, region and credentials from the
 //! environment as every AWS tool reads them.
 
+use super::sweep::Sweep;
 use crate::s3::S3Config;
 
 /// A bucket and the prefix served from it.
@@ -10,6 +11,8 @@ pub struct Storage {
     pub s3: S3Config,
     /// The served prefix (`""` for the whole bucket).
     pub prefix: String,
+    /// When an incomplete multipart upload counts as abandoned.
+    pub sweep: Sweep,
 }
 
 /// The storage `--storage` names, with the environment read through `env`:
@@ -55,6 +58,9 @@ pub fn parse(storage: &str, env: impl Fn(&str) -> Option<String>) -> Result<Stor
             ca_bundle: var("AWS_CA_BUNDLE").map(Into::into),
         },
         prefix: prefix.trim_matches('/').to_owned(),
+        sweep: Sweep {
+            idle: std::time::Duration::from_secs(3600),
+        },
     })
 }
 

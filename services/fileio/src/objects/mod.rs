@@ -47,8 +47,8 @@ impl std::fmt::Debug for ObjectFileIo {
 }
 
 impl ObjectFileIo {
-    /// Serves `storage`, once the bucket answers; uploads a crash left incomplete are
-    /// aborted in the background.
+    /// Serves `storage`, once the bucket answers; uploads that stored nothing for the
+    /// storage's idle time (left by a crash) are aborted in the background.
     pub async fn open(storage: &config::Storage) -> Result<Self, String> {
         let s3 = S3Client::new(&storage.s3)?;
         if config::in_the_clear(&storage.s3.endpoint) {
@@ -67,16 +67,7 @@ impl ObjectFileIo {
             )
         })?;
         crate::metrics::register();
-        let started = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_nanos() as i64);
-        let swept = core.clone();
-        tokio::spawn(async move {
-            let aborted = sweep::abandoned_uploads(&swept.s3, swept.keys.prefix(), started).await;
-            if aborted > 0 {
-                tracing::warn!(target: "kubedav", "aborted {aborted} uploads left incomplete by an earlier run");
-            }
-        });
+        tokio::spawn(storage.sweep.run(core.s3.clone(), core.keys.prefix().to_owned()));
         Ok(core)
     }
 

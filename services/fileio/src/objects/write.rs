@@ -222,7 +222,7 @@ impl Drop for Multipart {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 if let Err(status) = s3.abort_upload(&key, &id).await {
-                    tracing::warn!(%key, error = %status.message(), "an interrupted upload could not be aborted; the sweep at the next start removes it");
+                    tracing::warn!(%key, error = %status.message(), "an interrupted upload could not be aborted; the sweep of abandoned uploads removes it (--abandoned-upload-seconds)");
                 }
             });
         }
