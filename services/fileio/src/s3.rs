@@ -262,7 +262,8 @@ impl S3Client {
     /// The first page of [`S3Client::list`] without the key `prefix` itself (a
     /// collection's marker, which sorts first): 1,000 members fit one page.
     pub async fn list_members(&self, prefix: &str) -> Result<ListPage, Status> {
-        self.list_page(prefix, None, true, None, Some(prefix)).await
+        let marker = (!prefix.is_empty()).then_some(prefix);
+        self.list_page(prefix, None, true, None, marker).await
     }
 
     /// One page of every object whose key starts with `prefix`, however deep.

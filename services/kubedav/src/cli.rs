@@ -108,7 +108,7 @@ pub struct Cli {
     /// before fileio aborts it as abandoned, by a crash or a client gone. Swept at start
     /// and every half of it (at most every 10 minutes); uploads in flight on other
     /// replicas store a part every few seconds and are left alone.
-    #[arg(long, env = "KUBEDAV_ABANDONED_UPLOAD_SECONDS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "KUBEDAV_ABANDONED_UPLOAD_SECONDS", default_value_t = kubedav_fileio::objects::sweep::DEFAULT_IDLE.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     pub abandoned_upload_seconds: u64,
 
     /// Batch the `statx` calls of collection listings through io_uring (targets all,

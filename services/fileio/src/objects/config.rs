@@ -1,7 +1,7 @@
 //! `--storage s3://BUCKET/PREFIX`, and the endpoint, region and credentials from the
 //! environment as every AWS tool reads them.
 
-use super::sweep::Sweep;
+use super::sweep::{DEFAULT_IDLE, Sweep};
 use crate::s3::S3Config;
 
 /// A bucket and the prefix served from it.
@@ -58,9 +58,7 @@ pub fn parse(storage: &str, env: impl Fn(&str) -> Option<String>) -> Result<Stor
             ca_bundle: var("AWS_CA_BUNDLE").map(Into::into),
         },
         prefix: prefix.trim_matches('/').to_owned(),
-        sweep: Sweep {
-            idle: std::time::Duration::from_secs(3600),
-        },
+        sweep: Sweep { idle: DEFAULT_IDLE },
     })
 }
 

@@ -46,12 +46,7 @@ impl Listing<'_> {
 
     /// The first page of the members of `collection`, without its marker.
     async fn first_page(&self, collection: &VolumePath) -> Result<ListPage, Status> {
-        let children = self.keys.children(collection);
-        if collection.is_root() {
-            self.s3.list(&children, None).await
-        } else {
-            self.s3.list_members(&children).await
-        }
+        self.s3.list_members(&self.keys.children(collection)).await
     }
 
     /// The entry of `path` alone (Depth 0), NOT_FOUND when there is nothing.

@@ -9,6 +9,9 @@
 use crate::s3::S3Client;
 use std::time::Duration;
 
+/// The idle time `--abandoned-upload-seconds` defaults to.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(3600);
+
 /// How long an upload may store nothing before it counts as abandoned, and how often
 /// the sweep looks: half the idle time, within a second and ten minutes.
 #[derive(Clone, Copy, Debug)]
