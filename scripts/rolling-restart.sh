@@ -23,7 +23,19 @@ cleanup() {
 trap cleanup EXIT
 source "$REPO/scripts/bench-lib.sh"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A port free now and not handed out before: the kernel may offer a closed probe's
+# port again, and two listeners on one port would fail the run.
+HANDED_OUT=" "
+# Sets the variable named by $1 (a command substitution would lose HANDED_OUT).
+free_port() {
+  local port
+  while :; do
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    case "$HANDED_OUT" in *" $port "*) continue ;; esac
+    HANDED_OUT+="$port "
+    printf -v "$1" '%s' "$port"; return
+  done
+}
 
 mkdir -p "$WORK/root"
 printf 'load-pw\n' | "$BIN" passwd "$WORK/users" load >/dev/null
@@ -54,7 +66,8 @@ ready() {
   echo "rolling-restart: $1 never became ready" >&2; return 1
 }
 for g in 1 2; do
-  LISTEN[$g]="127.0.0.1:$(free_port)"; ADMIN[$g]="127.0.0.1:$(free_port)"
+  free_port port; LISTEN[$g]="127.0.0.1:$port"
+  free_port port; ADMIN[$g]="127.0.0.1:$port"
   start_gateway "$g"
   ready "${ADMIN[$g]}"
 done
@@ -63,7 +76,7 @@ done
 # connection (a draining gateway has closed its port) goes to the other one. No passive
 # marking of a gateway as down (max_fails=0): an Ingress follows the Endpoints, which
 # list a restarted gateway again as soon as it is ready.
-FRONT="127.0.0.1:$(free_port)"
+free_port port; FRONT="127.0.0.1:$port"
 cat > "$WORK/nginx.conf" <<CONF
 worker_processes 1;
 pid $WORK/nginx.pid;
