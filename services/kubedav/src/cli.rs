@@ -339,6 +339,21 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_REDIS_PREFIX", default_value = "kubedav:")]
     pub redis_prefix: String,
 
+    /// Where fileio replicas that serve the same storage register: a Redis URL (targets
+    /// fileio and gateway), needed for more than one fileio replica. Each replica
+    /// registers its --advertise-address; each gateway sends fileio calls to the
+    /// registered replicas and holds a lease from every one, so a change through any
+    /// replica is dropped from every gateway's copies before it is answered. A gateway
+    /// with it refuses to start while the locks service keeps its locks in memory.
+    #[arg(long, env = "KUBEDAV_FILEIO_REGISTRY", default_value = "")]
+    pub fileio_registry: String,
+
+    /// The host:port gateways reach this fileio replica at (target fileio with
+    /// --fileio-registry): in Kubernetes, the pod's IP and the gRPC port. Defaults to
+    /// the bound --grpc-listen address, unless that is 0.0.0.0 or [::].
+    #[arg(long, env = "KUBEDAV_ADVERTISE_ADDRESS")]
+    pub advertise_address: Option<String>,
+
     /// Serve PROPFIND with Depth: infinity (refused with 403 otherwise).
     #[arg(long, env = "KUBEDAV_PROPFIND_DEPTH_INFINITY")]
     pub propfind_depth_infinity: bool,
@@ -455,6 +470,7 @@ impl Cli {
             grpc: self.grpc_listen(),
             admin: self.admin_listen(),
             token: self.require_token(),
+            on_bound: None,
         }
     }
 

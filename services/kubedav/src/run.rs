@@ -51,7 +51,38 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             let (core, ready) = open_storage(&cli).await?;
             let service = FileIoGrpc::new(core);
             close_on_shutdown(service.leases(), &shutdown);
-            grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await
+            let mut listen = cli.listen();
+            let Some(registry) = fileio_registry(&cli)? else {
+                return grpc::serve_target(listen, service.into_service(), ready, shutdown).await;
+            };
+            // One replica of several: registered under the address it is bound to (or the
+            // one given), answering changes only while the registration is open.
+            let (bound, address) = tokio::sync::oneshot::channel();
+            listen.on_bound = Some(Box::new(move |at| {
+                let _ = bound.send(at);
+            }));
+            let advertised = cli.advertise_address.clone();
+            let unspecified = cli
+                .grpc_listen()
+                .parse::<std::net::SocketAddr>()
+                .is_ok_and(|at| at.ip().is_unspecified());
+            if advertised.is_none() && unspecified {
+                return Err(format!(
+                    "--fileio-registry: gateways cannot reach {} (listening on every address): \
+                     give --advertise-address host:port (in Kubernetes, the pod's IP and port)",
+                    cli.grpc_listen()
+                ));
+            }
+            let registration = registry.keep_registered(async move {
+                let bound = address.await.ok()?;
+                Some(advertised.unwrap_or_else(|| bound.to_string()))
+            });
+            service.leases().admit_through(registration.standing());
+            let ready = registered_and(ready, registration.standing());
+            let served = grpc::serve_target(listen, service.into_service(), ready, shutdown).await;
+            // Only now, with no call left to answer: gateways stop waiting for it.
+            registration.leave().await;
+            served
         }
         Target::Auth => {
             let file = cli
@@ -76,11 +107,25 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 
 /// The ports of `--target=all`: every core in this process.
 async fn local_ports(cli: &Cli) -> Result<Ports, String> {
+    if !cli.fileio_registry.is_empty() {
+        return Err(
+            "--fileio-registry is for fileio replicas and the gateways in front of them \
+                    (targets fileio, gateway); all-in-one processes sharing a volume or a bucket \
+                    need only --lock-store redis://..."
+                .into(),
+        );
+    }
     let (mut fileio, _) = open_storage(cli).await?;
-    // A volume answers from the kernel's caches and fileio's own; a bucket answers
-    // nothing without S3 requests, so the gateway keeps what it was told, under an
-    // in-process lease, as it does from a remote fileio.
-    if cli.storage.is_some() && cli.gateway_cache_mib > 0 {
+    // A volume answers from the kernel's caches and fileio's own (each checked against
+    // the volume, so other processes' changes show at once); a bucket answers nothing
+    // without S3 requests, so the gateway keeps what it was told, under an in-process
+    // lease, as it does from a remote fileio. Not when locks are shared through Redis:
+    // then other processes share the bucket, and they announce nothing to this one.
+    let shared = cli.lock_store != "memory";
+    if shared && cli.storage.is_some() && cli.gateway_cache_mib > 0 {
+        tracing::info!(target: "kubedav", "locks shared through Redis: other processes may change the bucket, so nothing is kept of it");
+    }
+    if cli.storage.is_some() && cli.gateway_cache_mib > 0 && !shared {
         kubedav_gateway::cache::register_metrics();
         let leased = kubedav_remote::server::LeasedFileIo::new(fileio);
         fileio = Arc::new(CachedFileIo::in_process(leased, cache_config(cli)));
@@ -104,18 +149,32 @@ async fn local_ports(cli: &Cli) -> Result<Ports, String> {
 fn remote_ports(cli: &Cli) -> Result<Ports, String> {
     kubedav_remote::observe::register_client_metrics();
     kubedav_remote::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
-    let fileio = RemoteFileIo::new(channel("fileio", &cli.fileio_url, cli.grpc_token.as_deref())?);
-    let locks = RemoteLocks::new(channel("locks", &cli.locks_url, cli.grpc_token.as_deref())?);
+    let token = cli.grpc_token.as_deref();
+    let replicas = fileio_registry(cli)?.map(|registry| registry.follow());
+    let fileio = match &replicas {
+        None => RemoteFileIo::new(channel("fileio", &cli.fileio_url, token)?),
+        Some(view) => {
+            let backends = kubedav_remote::balance::registered(&cli.fileio_url, view.clone(), |url| {
+                endpoint("fileio", url)
+            })?;
+            RemoteFileIo::new(ObservedChannel::balanced(backends, &cli.fileio_url).with_token(token)?)
+        }
+    };
+    let locks = RemoteLocks::new(channel("locks", &cli.locks_url, token)?);
+    if replicas.is_some() {
+        require_shared_locks(locks.clone());
+    }
     // What the gateway keeps of fileio's and the locks service's answers, under
     // their leases: off with --gateway-cache-mib 0.
     let (fileio, locks): (Arc<dyn FileIo>, Arc<dyn Locks>) = if cli.gateway_cache_mib == 0 {
         (Arc::new(fileio), Arc::new(locks))
     } else {
         kubedav_gateway::cache::register_metrics();
-        (
-            Arc::new(CachedFileIo::new(fileio, cache_config(cli))),
-            Arc::new(CachedLocks::new(locks)),
-        )
+        let fileio = match replicas {
+            None => CachedFileIo::new(fileio, cache_config(cli)),
+            Some(view) => CachedFileIo::over_replicas(fileio, view, replica_watch(token)?, cache_config(cli)),
+        };
+        (Arc::new(fileio), Arc::new(CachedLocks::new(locks)))
     };
     let auth = if cli.auth_url.is_empty() {
         None
@@ -141,6 +200,84 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
         auth,
         markdown,
     })
+}
+
+/// The registry of fileio replicas `--fileio-registry` names, if any.
+fn fileio_registry(cli: &Cli) -> Result<Option<kubedav_kit::registry::Registry>, String> {
+    if cli.fileio_registry.is_empty() {
+        return Ok(None);
+    }
+    let registry = kubedav_kit::registry::Registry::connect(&cli.fileio_registry, &cli.redis_prefix)
+        .map_err(|e| format!("--fileio-registry: {e}"))?;
+    tracing::info!(
+        target: "kubedav",
+        "fileio replicas registered in Redis at {} under {}fileio:",
+        kubedav_kit::redis::redacted(&cli.fileio_registry),
+        cli.redis_prefix
+    );
+    Ok(Some(registry))
+}
+
+/// Ready when `storage` is and the replica's registration lets it answer changes.
+fn registered_and(
+    storage: ReadinessCheck,
+    standing: tokio::sync::watch::Receiver<kubedav_kit::registry::Standing>,
+) -> ReadinessCheck {
+    Arc::new(move || {
+        let storage = storage.clone();
+        let open = standing.borrow().open_at(tokio::time::Instant::now());
+        Box::pin(async move {
+            if !open {
+                return Err(
+                    "not registered in the fileio registry yet (or Redis is out of reach)".to_owned(),
+                );
+            }
+            storage().await
+        })
+    })
+}
+
+/// Opens a lease stream to the fileio replica at an address.
+fn replica_watch(token: Option<&str>) -> Result<kubedav_remote::lease::OpenAt, String> {
+    let token = token.map(str::to_owned);
+    Ok(Arc::new(move |address: &str, requests| {
+        let url = format!("http://{address}");
+        let client = endpoint("fileio", &url).and_then(|made| {
+            let channel = made.connect_with_connector_lazy(kubedav_remote::backoff::Connector::new(
+                kubedav_remote::balance::CONNECT_TIMEOUT,
+            ));
+            let backends = kubedav_remote::balance::Backends::single(channel);
+            ObservedChannel::balanced(backends, &url).with_token(token.as_deref())
+        });
+        Box::pin(async move {
+            let client = RemoteFileIo::new(client.map_err(tonic::Status::internal)?);
+            client.watch(requests).await
+        })
+    }))
+}
+
+/// Exits the process if the locks service offers leases, which it does only while it
+/// keeps its locks in memory: one locks process would be the single point that many
+/// fileio replicas are meant to remove, and the chart runs it with several replicas
+/// only on Redis. Checked in the background until the locks service first answers.
+fn require_shared_locks(locks: RemoteLocks) {
+    tokio::spawn(async move {
+        loop {
+            let (_requests, stream) = tokio::sync::mpsc::unbounded_channel();
+            match locks.watch(kubedav_remote::lease::Requests::from(stream)).await {
+                Ok(_) => {
+                    let message = "--fileio-registry: fileio has replicas, but the locks service keeps its \
+                                   locks in memory: run it with --lock-store redis://... (the chart's \
+                                   locks.store: redis)";
+                    tracing::error!(target: "kubedav", "{message}");
+                    eprintln!("kubedav: {message}");
+                    std::process::exit(1);
+                }
+                Err(status) if status.code() == tonic::Code::FailedPrecondition => return,
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    });
 }
 
 /// What `--gateway-cache-mib` and `--gateway-cache-freshness-ms` say a gateway keeps.

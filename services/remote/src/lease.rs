@@ -10,18 +10,24 @@
 //!   [`Lease::keep`] stores an answer only if nothing was invalidated since the call that
 //!   fetched it began.
 //!
+//! * [`ReplicaLeases`] holds a lease from every replica of a service that the registry
+//!   shows (`kubedav_kit::registry`), and [`Leases::admit_through`] makes a replica's
+//!   changes wait for its registration: a change through any replica reaches every copy.
+//!
 //! A holder that stops answering (paused, partitioned) delays the changes made meanwhile
 //! by at most [`LEASE`]; a holder that cannot reach the service keeps nothing.
 
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use kubedav_api::BoxStream;
+pub use kubedav_kit::registry::{Standing, View};
 use prometheus::{Histogram, IntGauge, register_histogram, register_int_gauge};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock};
 use std::time::Duration;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 use tonic::Status;
 
@@ -29,6 +35,12 @@ pub use kubedav_api::lease::{Invalidation, Pong, WatchEvent, WatchRequest, watch
 
 /// What a holder sends on its `Watch` stream.
 pub struct Requests(mpsc::UnboundedReceiver<WatchRequest>);
+
+impl From<mpsc::UnboundedReceiver<WatchRequest>> for Requests {
+    fn from(requests: mpsc::UnboundedReceiver<WatchRequest>) -> Self {
+        Self(requests)
+    }
+}
 
 impl futures_util::Stream for Requests {
     type Item = WatchRequest;
@@ -56,6 +68,11 @@ const RETRY_MOST: Duration = Duration::from_secs(1);
 const RETRY_NOT_OFFERED: Duration = Duration::from_secs(30);
 /// How many pings a holder keeps track of while their pongs are outstanding.
 const MAX_OUTSTANDING_PINGS: usize = 16;
+/// The longest a replica's change waits for its registration to open
+/// ([`Leases::admit_through`]) before it is answered 503: a registration renewed late
+/// reopens within a registry view's freshness, so this is reached only when Redis
+/// stays out of reach.
+const ADMISSION_WAIT: Duration = Duration::from_secs(5);
 
 // One `Leases` per process (fileio's or the locks service's), so no label names the
 // service: the scrape's job does.
@@ -88,6 +105,8 @@ pub struct Leases {
     state: Mutex<State>,
     /// Woken whenever a holder acknowledges, renews or goes away.
     changed: Notify,
+    /// The replica's standing in the registry, when it is one of several.
+    admission: OnceLock<watch::Receiver<Standing>>,
 }
 
 #[derive(Default)]
@@ -126,7 +145,56 @@ impl Leases {
             grace_until: Instant::now() + lease + CLOCK_MARGIN,
             state: Mutex::new(State::default()),
             changed: Notify::new(),
+            admission: OnceLock::new(),
         })
+    }
+
+    /// Makes every change wait until this replica's registration is open
+    /// (`kubedav_kit::registry::Standing`): gateways that have not yet seen it in the
+    /// registry hold no lease from it and would not be told. Set once, at start.
+    pub fn admit_through(&self, standing: watch::Receiver<Standing>) {
+        if self.admission.set(standing).is_err() {
+            tracing::warn!(service = self.service, "admission set twice; the first one stays");
+        }
+    }
+
+    /// Waits until the registration (if any) lets changes be answered, for at most
+    /// [`ADMISSION_WAIT`].
+    async fn admitted(&self) -> Result<(), Status> {
+        let Some(standing) = self.admission.get() else {
+            return Ok(());
+        };
+        let mut standing = standing.clone();
+        let started = Instant::now();
+        let deadline = started + ADMISSION_WAIT;
+        loop {
+            let now = Instant::now();
+            let current = *standing.borrow_and_update();
+            if current.open_at(now) {
+                if now > started {
+                    WAITS.observe(started.elapsed().as_secs_f64());
+                }
+                return Ok(());
+            }
+            if now >= deadline {
+                return Err(Status::unavailable(format!(
+                    "this {} replica's registration is not current (is Redis reachable?): \
+                     try again shortly",
+                    self.service
+                )));
+            }
+            let wake = if current.open_from > now && now < current.open_until {
+                current.open_from.min(deadline)
+            } else {
+                deadline
+            };
+            tokio::select! {
+                changed = standing.changed() => if changed.is_err() {
+                    tokio::time::sleep_until(wake).await;
+                },
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -221,6 +289,11 @@ impl Leases {
     /// change, announces what `changed` names of its outcome (nothing for `None`), and
     /// only then hands the outcome on. Waiting before the change, not after, keeps a lock
     /// granted in the grace period from losing time off its timeout.
+    ///
+    /// A replica of several ([`Leases::admit_through`]) also waits until its registration
+    /// is open, before the change and again before announcing it (a registration that
+    /// lapsed meanwhile reopens only once every gateway has seen it again). If it does not
+    /// reopen in time the change, made, is announced anyway and answered UNAVAILABLE.
     pub async fn change<T>(
         &self,
         change: impl Future<Output = Result<T, Status>>,
@@ -231,9 +304,12 @@ impl Leases {
             tokio::time::sleep_until(self.grace_until).await;
             WAITS.observe(started.elapsed().as_secs_f64());
         }
+        self.admitted().await?;
         let outcome = change.await;
         if let Some(invalidation) = changed(&outcome) {
+            let admitted = self.admitted().await;
             self.invalidate(invalidation).await;
+            admitted?;
         }
         outcome
     }
@@ -323,6 +399,30 @@ fn connected(state: &State) -> i64 {
     state.holders.values().filter(|h| h.events.is_some()).count() as i64
 }
 
+/// What a cache keeps copies under: a [`Lease`] from one service, or [`ReplicaLeases`]
+/// from each of its replicas.
+pub trait Coherence: Send + Sync {
+    /// Whether what was kept may be served now.
+    fn valid(&self) -> bool;
+    /// Read before a call whose answer may be kept, then given to `keep`.
+    fn epoch(&self) -> u64;
+}
+
+impl dyn Coherence + '_ {
+    /// Keeps an answer fetched by a call that began at `epoch`: `insert` stores it, and
+    /// `undo` removes it again if an invalidation slipped in meanwhile (an invalidation
+    /// bumps the epoch before it drops anything, so one of the two always catches it).
+    pub fn keep(&self, epoch: u64, insert: impl FnOnce(), undo: impl FnOnce()) {
+        if !self.valid() || self.epoch() != epoch {
+            return;
+        }
+        insert();
+        if self.epoch() != epoch {
+            undo();
+        }
+    }
+}
+
 /// The holder's side of a lease, shared by the cache that uses it and the task that
 /// keeps its stream ([`hold`]).
 pub struct Lease {
@@ -330,16 +430,17 @@ pub struct Lease {
     /// End of the lease in nanoseconds after `base`; 0 while there is none.
     deadline: AtomicU64,
     /// Bumped on every invalidation and whenever the lease (re)starts: an answer is kept
-    /// only if this did not move while it was fetched.
-    epoch: AtomicU64,
+    /// only if this did not move while it was fetched. Shared by the leases from the
+    /// replicas of one service ([`ReplicaLeases`]).
+    epoch: Arc<AtomicU64>,
 }
 
 impl Lease {
-    fn new() -> Self {
+    fn sharing(epoch: Arc<AtomicU64>) -> Self {
         Self {
             base: Instant::now(),
             deadline: AtomicU64::new(0),
-            epoch: AtomicU64::new(0),
+            epoch,
         }
     }
 
@@ -358,21 +459,23 @@ impl Lease {
         self.epoch.load(Ordering::SeqCst)
     }
 
-    /// Keeps an answer fetched by a call that began at `epoch`: `insert` stores it, and
-    /// `undo` removes it again if an invalidation slipped in meanwhile (an invalidation
-    /// bumps the epoch before it drops anything, so one of the two always catches it).
+    /// See [`Coherence`]'s `keep`.
     pub fn keep(&self, epoch: u64, insert: impl FnOnce(), undo: impl FnOnce()) {
-        if !self.valid() || self.epoch() != epoch {
-            return;
-        }
-        insert();
-        if self.epoch() != epoch {
-            undo();
-        }
+        (self as &dyn Coherence).keep(epoch, insert, undo)
     }
 
     fn bump(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Coherence for Lease {
+    fn valid(&self) -> bool {
+        Lease::valid(self)
+    }
+
+    fn epoch(&self) -> u64 {
+        Lease::epoch(self)
     }
 }
 
@@ -389,9 +492,23 @@ where
     Open: Fn(Requests) -> Opened + Send + 'static,
     Opened: Future<Output = Result<BoxStream<WatchEvent>, Status>> + Send,
 {
-    let lease = Arc::new(Lease::new());
+    hold_sharing(service, Arc::default(), open, drop_kept).0
+}
+
+/// [`hold`], with the epoch shared with other leases, and the task's handle to end it.
+fn hold_sharing<Open, Opened>(
+    service: &'static str,
+    epoch: Arc<AtomicU64>,
+    open: Open,
+    drop_kept: impl Fn(&Invalidation) + Send + Sync + 'static,
+) -> (Arc<Lease>, tokio::task::AbortHandle)
+where
+    Open: Fn(Requests) -> Opened + Send + 'static,
+    Opened: Future<Output = Result<BoxStream<WatchEvent>, Status>> + Send,
+{
+    let lease = Arc::new(Lease::sharing(epoch));
     let weak = Arc::downgrade(&lease);
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let mut backoff = RETRY_FIRST;
         let mut told_not_offered = false;
         loop {
@@ -440,7 +557,102 @@ where
             backoff = (backoff * 2).min(RETRY_MOST);
         }
     });
-    lease
+    (lease, task.abort_handle())
+}
+
+/// Opens a lease stream to the replica at an address (`host:port`).
+pub type OpenAt =
+    Arc<dyn Fn(&str, Requests) -> BoxFuture<'static, Result<BoxStream<WatchEvent>, Status>> + Send + Sync>;
+
+/// A lease from every replica the registry shows (`kubedav_kit::registry::View`): what
+/// was kept may be served only while the view is fresh and each of its replicas' leases
+/// holds. A replica's announcement drops copies whichever replica they came from, since
+/// copies are dropped by path. A replica joining the view holds nothing up: its lease
+/// starts invalid, and when it starts, everything kept is dropped.
+pub struct ReplicaLeases {
+    epoch: Arc<AtomicU64>,
+    view: watch::Receiver<View>,
+    members: Arc<RwLock<HashMap<String, Member>>>,
+}
+
+/// The lease from one replica, and the task that keeps it.
+struct Member {
+    lease: Arc<Lease>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ReplicaLeases {
+    /// Follows `view`, holding a lease from each replica through `open` and handing every
+    /// invalidation to `drop_kept` (a task, for as long as this lives).
+    pub fn follow(
+        service: &'static str,
+        view: watch::Receiver<View>,
+        open: OpenAt,
+        drop_kept: Arc<dyn Fn(&Invalidation) + Send + Sync>,
+    ) -> Arc<Self> {
+        let epoch: Arc<AtomicU64> = Arc::default();
+        let members: Arc<RwLock<HashMap<String, Member>>> = Arc::default();
+        let this = Arc::new(Self {
+            epoch: epoch.clone(),
+            view: view.clone(),
+            members: members.clone(),
+        });
+        let members = Arc::downgrade(&members);
+        let mut view = view;
+        tokio::spawn(async move {
+            loop {
+                let addresses = view.borrow_and_update().addresses.clone();
+                let Some(members) = members.upgrade() else { return };
+                {
+                    let mut members = members.write().unwrap_or_else(|p| p.into_inner());
+                    members.retain(|address, _| addresses.contains(address));
+                    for address in addresses {
+                        if members.contains_key(&address) {
+                            continue;
+                        }
+                        let open = open.clone();
+                        let drop_kept = drop_kept.clone();
+                        let at = address.clone();
+                        let (lease, task) = hold_sharing(
+                            service,
+                            epoch.clone(),
+                            move |requests| open(&at, requests),
+                            move |invalidation| drop_kept(invalidation),
+                        );
+                        members.insert(address, Member { lease, task });
+                    }
+                }
+                drop(members);
+                if view.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        this
+    }
+}
+
+impl Coherence for ReplicaLeases {
+    fn valid(&self) -> bool {
+        let view = self.view.borrow();
+        if view.addresses.is_empty() || !view.fresh_at(Instant::now()) {
+            return false;
+        }
+        let members = self.members.read().unwrap_or_else(|p| p.into_inner());
+        view.addresses
+            .iter()
+            .all(|address| members.get(address).is_some_and(|member| member.lease.valid()))
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
 }
 
 /// One stream: pings every quarter lease, pongs extend the lease, invalidations are
@@ -477,8 +689,12 @@ async fn run(
                     outstanding.drain(..=position);
                     let until = lease.nanos(sent + Duration::from_millis(pong.lease_millis));
                     if !lease.valid() {
-                        // Answers fetched while there was no lease are not kept.
+                        // Answers fetched while there was no lease are not kept, and
+                        // nothing kept before it is served: changes made meanwhile did
+                        // not wait for this holder (with several replicas, copies are
+                        // kept under the other leases too).
                         lease.bump();
+                        drop_kept(&Invalidation::everything());
                     }
                     lease.deadline.fetch_max(until, Ordering::SeqCst);
                 }
@@ -661,6 +877,123 @@ mod tests {
         let epoch = lease.epoch();
         lease.keep(epoch, || kept.set(true), || kept.set(false));
         assert!(kept.get(), "an answer from after it was not kept");
+    }
+
+    /// Leases from two replicas, `a` and `b`, followed through a view the test controls.
+    async fn two_replicas() -> (
+        Arc<Leases>,
+        Arc<Leases>,
+        watch::Sender<View>,
+        Arc<ReplicaLeases>,
+        Arc<AtomicUsize>,
+    ) {
+        let (a, b) = (leases().await, leases().await);
+        let fresh = || View {
+            addresses: vec!["a".to_owned(), "b".to_owned()],
+            fresh_until: Some(Instant::now() + Duration::from_secs(3600)),
+        };
+        let (publish, view) = watch::channel(fresh());
+        let services = HashMap::from([("a".to_owned(), a.clone()), ("b".to_owned(), b.clone())]);
+        let open: OpenAt = Arc::new(move |address, requests| {
+            let events = services[address].watch(requests.map(Ok).boxed());
+            Box::pin(async move { Ok(events) })
+        });
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let counted = dropped.clone();
+        let replicas = ReplicaLeases::follow(
+            "test",
+            view,
+            open,
+            Arc::new(move |invalidation: &Invalidation| {
+                if !invalidation.everything {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }
+            }),
+        );
+        (a, b, publish, replicas, dropped)
+    }
+
+    async fn until(check: impl Fn() -> bool, what: &str) {
+        for _ in 0..400 {
+            if check() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("never: {what}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn copies_are_kept_only_under_a_lease_from_every_replica_and_a_fresh_view() {
+        let (a, b, publish, replicas, dropped) = two_replicas().await;
+        until(|| replicas.valid(), "valid with both leases").await;
+        // Either replica's change reaches the holder before it is answered.
+        a.invalidate(Invalidation::paths(["x".to_owned()])).await;
+        b.invalidate(Invalidation::paths(["y".to_owned()])).await;
+        assert_eq!(dropped.load(Ordering::SeqCst), 2);
+        // A stale view of the registry keeps nothing.
+        publish.send_modify(|view| view.fresh_until = Some(Instant::now()));
+        assert!(!replicas.valid(), "served copies under a stale view");
+        publish.send_modify(|view| view.fresh_until = Some(Instant::now() + Duration::from_secs(3600)));
+        assert!(replicas.valid());
+        // A registered replica without a lease keeps nothing either.
+        b.close();
+        until(|| !replicas.valid(), "invalid once b's lease is gone").await;
+        // ... until it leaves the registry.
+        publish.send_modify(|view| view.addresses.retain(|a| a == "a"));
+        until(|| replicas.valid(), "valid with a alone").await;
+        // A replica joining keeps everything from being served until its lease holds.
+        publish.send_modify(|view| view.addresses.push("c".to_owned()));
+        assert!(
+            !replicas.valid(),
+            "served copies before holding the new replica's lease"
+        );
+        drop(a);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_changes_nothing_until_its_registration_is_open() {
+        let leases = leases().await;
+        let now = Instant::now();
+        let (publish, standing) = watch::channel(Standing {
+            generation: 0,
+            open_from: now,
+            open_until: now,
+        });
+        leases.admit_through(standing);
+        // Never opened: refused after the longest wait, the change not made.
+        let made = std::sync::atomic::AtomicBool::new(false);
+        let refused = leases
+            .change(
+                async {
+                    made.store(true, Ordering::SeqCst);
+                    Ok(())
+                },
+                |_| None,
+            )
+            .await;
+        assert_eq!(refused.unwrap_err().code(), tonic::Code::Unavailable);
+        assert!(
+            !made.load(Ordering::SeqCst),
+            "a change was made without a registration"
+        );
+        // Opening later: the change waits for it, then is made.
+        let opens = Instant::now() + Duration::from_secs(1);
+        let opener = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            publish.send_replace(Standing {
+                generation: 1,
+                open_from: opens,
+                open_until: opens + Duration::from_secs(3),
+            });
+            publish
+        });
+        let made_at = leases
+            .change(async { Ok(Instant::now()) }, |_| None)
+            .await
+            .unwrap();
+        assert!(made_at >= opens, "made before the registration opened");
+        drop(opener.await);
     }
 
     #[tokio::test(start_paused = true)]

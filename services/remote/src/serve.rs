@@ -104,6 +104,8 @@ pub struct Listen<'a> {
     pub admin: &'a str,
     /// The shared token calls must carry.
     pub token: RequireToken,
+    /// Told the gRPC address once it is bound (a replica registers it).
+    pub on_bound: Option<Box<dyn FnOnce(std::net::SocketAddr) + Send>>,
 }
 
 /// Runs a service target: binds its gRPC address and its admin address (announcing
@@ -133,8 +135,12 @@ where
         grpc,
         admin,
         token,
+        on_bound,
     } = at;
-    let (grpc_listener, _) = kubedav_kit::listen::bind(&format!("{name} gRPC"), grpc).await?;
+    let (grpc_listener, bound) = kubedav_kit::listen::bind(&format!("{name} gRPC"), grpc).await?;
+    if let Some(tell) = on_bound {
+        tell(bound);
+    }
     let (admin_listener, _) = kubedav_kit::listen::bind(&format!("{name} admin"), admin).await?;
     let service = Routes::new(InterceptedService::new(service, token.clone()));
     let main = serve(

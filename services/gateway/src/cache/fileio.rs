@@ -1,5 +1,5 @@
 //! [`CachedFileIo`]: files of up to 1 MiB, single resources and Depth 1 listings kept
-//! under fileio's lease.
+//! under fileio's lease, or under a lease from each of its replicas.
 
 use super::{CacheConfig, Lookups};
 use bytes::{Bytes, BytesMut};
@@ -14,7 +14,7 @@ use kubedav_api::fileio::{
 use kubedav_api::lease::Invalidation;
 use kubedav_api::pb::fileio::v1::{Depth, PropertySelection, property_selection};
 use kubedav_remote::client::RemoteFileIo;
-use kubedav_remote::lease::{self, Lease};
+use kubedav_remote::lease::{self, Coherence, OpenAt, ReplicaLeases};
 use kubedav_remote::server::LeasedFileIo;
 use quick_cache::sync::Cache;
 use std::collections::HashSet;
@@ -155,7 +155,7 @@ pub struct CachedFileIo {
     /// The largest file kept: [`MAX_FILE_BYTES`], or less if a shard holds less.
     max_file_bytes: u64,
     filling: Filling,
-    lease: Arc<Lease>,
+    lease: Arc<dyn Coherence>,
     kept: Arc<Kept>,
     freshness: std::time::Duration,
     files: Lookups,
@@ -168,23 +168,47 @@ impl CachedFileIo {
     /// the current runtime, for as long as this lives).
     pub fn new(remote: RemoteFileIo, config: CacheConfig) -> Self {
         let watcher = remote.clone();
-        Self::over(Arc::new(remote), move |requests| watcher.watch(requests), config)
+        Self::over(Arc::new(remote), config, |drop_kept| {
+            lease::hold(
+                "fileio",
+                move |requests| watcher.watch(requests),
+                move |i| drop_kept(i),
+            )
+        })
     }
 
     /// Wraps a fileio core in this process, under a lease from it as from a remote one.
     pub fn in_process(core: LeasedFileIo, config: CacheConfig) -> Self {
         let watcher = core.clone();
-        Self::over(Arc::new(core), move |requests| watcher.watch(requests), config)
+        Self::over(Arc::new(core), config, |drop_kept| {
+            lease::hold(
+                "fileio",
+                move |requests| watcher.watch(requests),
+                move |i| drop_kept(i),
+            )
+        })
     }
 
-    /// Wraps `remote`, holding a lease through the streams `open` opens.
-    fn over<Open, Opened>(remote: Arc<dyn FileIo>, open: Open, config: CacheConfig) -> Self
-    where
-        Open: Fn(lease::Requests) -> Opened + Send + 'static,
-        Opened: std::future::Future<
-                Output = Result<kubedav_api::BoxStream<kubedav_api::lease::WatchEvent>, Status>,
-            > + Send,
-    {
+    /// Wraps `remote`, which reaches several fileio replicas, holding a lease from each
+    /// replica that `replicas` shows through the streams `open` opens to its address.
+    pub fn over_replicas(
+        remote: RemoteFileIo,
+        replicas: tokio::sync::watch::Receiver<lease::View>,
+        open: OpenAt,
+        config: CacheConfig,
+    ) -> Self {
+        Self::over(Arc::new(remote), config, |drop_kept| {
+            ReplicaLeases::follow("fileio", replicas, open, drop_kept)
+        })
+    }
+
+    /// Wraps `remote`, keeping copies under what `coherence` makes of the function
+    /// that drops what an invalidation names.
+    fn over<C: Coherence + 'static>(
+        remote: Arc<dyn FileIo>,
+        config: CacheConfig,
+        coherence: impl FnOnce(Arc<dyn Fn(&Invalidation) + Send + Sync>) -> Arc<C>,
+    ) -> Self {
         let third = (config.capacity_bytes / 3).max(1);
         let items = (third / 1024).max(16) as usize;
         let files = quick_cache::OptionsBuilder::new()
@@ -202,9 +226,9 @@ impl CachedFileIo {
             listings: Cache::with_weighter((items / 64).max(16), third, Weight),
         });
         let dropper = kept.clone();
-        let lease = lease::hold("fileio", open, move |invalidation| {
+        let lease = coherence(Arc::new(move |invalidation| {
             dropper.drop_invalidated(invalidation)
-        });
+        }));
         Self {
             remote,
             max_file_bytes,

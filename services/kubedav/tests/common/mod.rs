@@ -326,18 +326,7 @@ impl Server {
                 } else {
                     kubedav_testkit::S3Server::start("files")
                 };
-                if let Some(bundle) = s3.ca_bundle() {
-                    envs.push(("AWS_CA_BUNDLE".to_owned(), bundle.display().to_string()));
-                }
-                envs.extend(
-                    [
-                        ("AWS_ENDPOINT_URL", s3.endpoint()),
-                        ("AWS_REGION", kubedav_testkit::S3_REGION.to_owned()),
-                        ("AWS_ACCESS_KEY_ID", kubedav_testkit::S3_ACCESS_KEY.to_owned()),
-                        ("AWS_SECRET_ACCESS_KEY", kubedav_testkit::S3_SECRET_KEY.to_owned()),
-                    ]
-                    .map(|(name, value)| (name.to_owned(), value)),
-                );
+                envs.extend(s3_envs(&s3));
                 let root = s3.bucket_dir().join(S3_PREFIX);
                 std::fs::create_dir_all(&root).unwrap();
                 let storage = vec![
@@ -484,6 +473,23 @@ impl Server {
             .map(|p| proc_status_kib(p.pid(), field))
             .sum()
     }
+}
+
+/// The environment that points fileio at `s3`: endpoint, region, credentials, and the
+/// CA bundle of a TLS server.
+pub fn s3_envs(s3: &kubedav_testkit::S3Server) -> Vec<(String, String)> {
+    let mut envs: Vec<(String, String)> = [
+        ("AWS_ENDPOINT_URL", s3.endpoint()),
+        ("AWS_REGION", kubedav_testkit::S3_REGION.to_owned()),
+        ("AWS_ACCESS_KEY_ID", kubedav_testkit::S3_ACCESS_KEY.to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", kubedav_testkit::S3_SECRET_KEY.to_owned()),
+    ]
+    .map(|(name, value)| (name.to_owned(), value))
+    .into();
+    if let Some(bundle) = s3.ca_bundle() {
+        envs.push(("AWS_CA_BUNDLE".to_owned(), bundle.display().to_string()));
+    }
+    envs
 }
 
 /// Writes `dir/users`, a users file with a SHA-512 crypt entry for each (user, password),

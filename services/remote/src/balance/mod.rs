@@ -96,6 +96,59 @@ pub fn channel(
     Ok(backends)
 }
 
+/// The backends of the replicas a registry shows (`kubedav_kit::registry`): one channel
+/// per registered address, following `view`; while none is registered, calls go to
+/// `url` (and fail or succeed as it does). Replicas announce their own addresses there,
+/// so a gateway reaches a new replica as soon as it may change anything, without
+/// waiting for DNS.
+pub fn registered(
+    url: &str,
+    mut view: tokio::sync::watch::Receiver<kubedav_kit::registry::View>,
+    endpoint: impl Fn(&str) -> Result<Endpoint, String> + Send + 'static,
+) -> Result<Arc<Backends>, String> {
+    let named = endpoint(url)?;
+    let scheme = named.uri().scheme_str().unwrap_or("http").to_owned();
+    let lazy = |endpoint: &Endpoint| -> Channel {
+        endpoint.connect_with_connector_lazy(crate::backoff::Connector::new(CONNECT_TIMEOUT))
+    };
+    let fallback = lazy(&named);
+    let backends = Backends::single(fallback.clone());
+    let updated = Arc::downgrade(&backends);
+    tokio::spawn(async move {
+        let mut current: HashMap<String, Channel> = HashMap::new();
+        loop {
+            let addresses = view.borrow_and_update().addresses.clone();
+            let Some(updated) = updated.upgrade() else { return };
+            let mut next = HashMap::with_capacity(addresses.len());
+            for address in &addresses {
+                let channel = match current.remove(address) {
+                    Some(kept) => kept,
+                    None => match endpoint(&format!("{scheme}://{address}")) {
+                        Ok(made) => lazy(&made),
+                        Err(e) => {
+                            tracing::warn!("registered fileio replica {address}: {e}");
+                            continue;
+                        }
+                    },
+                };
+                next.insert(address.clone(), channel);
+            }
+            let channels: Vec<Channel> = addresses.iter().filter_map(|a| next.get(a).cloned()).collect();
+            if channels.is_empty() {
+                updated.replace(vec![fallback.clone()]);
+            } else {
+                updated.replace(channels);
+            }
+            current = next;
+            drop(updated);
+            if view.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(backends)
+}
+
 /// One balanced backend: an address the name resolved to, or the name itself.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Target {
