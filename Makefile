@@ -3,7 +3,7 @@ CARGO ?= cargo
 ROOT ?= ./data
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run build test lint fmt bench clean markdown-corpus image loadtest fuzz rolling-restart
+.PHONY: run build test lint fmt bench clean markdown-corpus image loadtest fuzz rolling-restart replica-kill
 
 build:
 	$(CARGO) build --release --locked -p kubedav
@@ -17,9 +17,11 @@ run: build
 # fileio on S3 on a real versitygw, built by scripts/need-versitygw.sh when missing; the
 # many-replica suite on a real redis-server; rclone, cadaver and davfs2 as real clients;
 # all installed when missing), then the litmus WebDAV suites against both modes, the
-# Redis lock store and object storage, the k6 smoke and 30-second webdav-mixed load
+# Redis lock store, object storage, and two gateways over two fileio replicas on S3, the k6 smoke and 30-second webdav-mixed load
 # tests against both modes with their thresholds, a rolling restart of two gateways
-# behind nginx under k6 with no request lost (scripts/rolling-restart.sh), then the Helm chart checks (scripts/chart-test.sh:
+# behind nginx under k6 with no request lost (scripts/rolling-restart.sh), a fileio replica
+# on S3 killed with SIGKILL under k6 with no request lost (scripts/replica-kill.sh), then
+# the Helm chart checks (scripts/chart-test.sh:
 # lint, schema, offline validation, checkov, wiring, and a live install on a local
 # control plane). Release build: the suites move gigabytes and share the build with
 # `make run` and `make bench`.
@@ -32,6 +34,7 @@ test:
 	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=all DURATION=30s LATENCY_SCALE=4
 	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=microservices DURATION=30s LATENCY_SCALE=4
 	bash scripts/rolling-restart.sh
+	bash scripts/replica-kill.sh
 	bash scripts/chart-test.sh
 
 # One k6 scenario of loadtests/ against one mode, thresholds enforced (k6 is built with
@@ -55,6 +58,12 @@ fuzz:
 # made, refused with 503 + Retry-After, and lost (must be 0).
 rolling-restart: build
 	bash scripts/rolling-restart.sh
+
+# Two fileio replicas on versitygw behind two gateways, one killed with SIGKILL under k6
+# and started again: prints the requests made, refused with 503 + Retry-After, and lost
+# (must be 0), and the calls each replica served.
+replica-kill: build
+	bash scripts/replica-kill.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -6,11 +6,15 @@ bucket:
 
   kubedav all-in-one      --target=all --storage s3://bench/kd-all
   kubedav microservices   fileio --storage s3://bench/kd-micro, locks, gateway
+  kubedav, N replicas     N fileio replicas (--replicas, default 1,2,4) registered in a
+                          redis-server (--fileio-registry), locks on it, one gateway
   rclone                  rclone serve webdav on :s3 ...:bench/rclone
 and, for scale, kubedav all-in-one on a volume (--root).
 
 For each: GET 1 KiB and GET 1 MiB (wrk), PROPFIND Depth 1 allprop on 1,000 files and
-Depth 0 on one (wrk), and PUT 10 MiB (sequential curl uploads). Each figure is the
+Depth 0 on one (wrk), PUT 4 KiB (wrk, replacing files: the write whose latency
+coherence adds to; its median latency is printed too) and PUT 10 MiB (sequential curl
+uploads). Each figure is the
 median of ROUNDS alternating rounds (the order of the servers turns each round), with
 the server's CPU time per request (the VM is shared and noisy: CPU per request is the
 figure that survives it), the S3 server's CPU per request, and S3 requests per WebDAV
@@ -155,6 +159,8 @@ class Bench:
             "--locks-url", "http://" + announced(llog, "locks gRPC")])
         servers.append({"name": "kubedav microservices (S3)", "url": "http://" + announced(glog, "gateway HTTP"),
                         "pids": [fileio.pid, locks.pid, gateway.pid], "fileio": fileio.pid})
+        for count in self.args.replicas:
+            servers.append(self.replicated(count))
         port = free_port()
         env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
         remote = (f":s3,provider=Other,access_key_id={KEY},secret_access_key={SECRET},"
@@ -170,6 +176,40 @@ class Bench:
         servers.append({"name": "kubedav all-in-one (volume)", "url": "http://" + announced(log, "gateway HTTP"),
                         "pids": [proc.pid], "fileio": proc.pid, "volume": True})
         return servers
+
+    def replicated(self, count):
+        """kubedav in microservices mode with `count` fileio replicas on one prefix,
+        registered in a Redis of their own, locks there too, one gateway."""
+        name = f"kd-{count}x"
+        redis_port = free_port()
+        redis = self.spawn(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+                            "--appendonly", "no"], f"{self.work}/{name}-redis.log")
+        wait_port(redis_port, "redis-server")
+        url = f"redis://127.0.0.1:{redis_port}/0"
+        replicas = []
+        for i in range(count):
+            proc, log = self.kubedav(f"{name}-fileio{i}", [
+                "--target=fileio", "--storage", f"s3://bench/{name}", "--grpc-listen", "127.0.0.1:0",
+                "--fileio-registry", url], self.s3_env)
+            replicas.append((proc, log))
+        locks, llog = self.kubedav(f"{name}-locks", ["--target=locks", "--grpc-listen", "127.0.0.1:0",
+                                                     "--lock-store", url])
+        gateway, glog = self.kubedav(f"{name}-gateway", [
+            "--target=gateway", "--listen", "127.0.0.1:0", "--fileio-registry", url,
+            "--fileio-url", "http://" + announced(replicas[0][1], "fileio gRPC"),
+            "--locks-url", "http://" + announced(llog, "locks gRPC")])
+        for _, log in replicas:
+            admin = announced(log, "fileio admin")
+            deadline = time.time() + 20
+            while self.request("GET", f"http://{admin}/readyz") != 200:
+                if time.time() > deadline:
+                    sys.exit(f"bench_s3: {name}: a fileio replica never became ready")
+                time.sleep(0.05)
+        return {"name": f"kubedav microservices, {count} fileio {'replica' if count == 1 else 'replicas'} "
+                        "(S3, registry)",
+                "url": "http://" + announced(glog, "gateway HTTP"),
+                "pids": [p.pid for p, _ in replicas] + [locks.pid, gateway.pid, redis.pid],
+                "fileio": replicas[0][0].pid}
 
     def s3_requests(self):
         with open(self.s3_log, errors="replace") as f:
@@ -197,14 +237,17 @@ class Bench:
                 sys.exit(f"bench_s3: {server['name']}: PUT fixture -> {status}")
 
     def wrk(self, url, extra, env=None):
+        """Requests made, and their median latency in ms."""
         out = subprocess.run(
-            ["wrk", "-t2", f"-c{self.args.conns}", f"-d{self.args.seconds}s", "--timeout", "10s"] + extra + [url],
+            ["wrk", "-t2", f"-c{self.args.conns}", f"-d{self.args.seconds}s", "--timeout", "10s", "--latency"]
+            + extra + [url],
             capture_output=True, text=True, env=env, timeout=self.args.seconds + 60).stdout
         total = int(re.search(r"(\d+) requests in", out).group(1))
         non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
         if non2xx:
             sys.exit(f"bench_s3: {url}: {non2xx.group(1)} failed requests\n{out}")
-        return total
+        value, unit = re.search(r"^\s+50%\s+([\d.]+)(us|ms|s)\s*$", out, re.M).groups()
+        return total, float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
     def measure(self, server, op):
         """One figure of `op` on `server`: (throughput, server CPU ms/request, S3 server CPU
@@ -213,6 +256,7 @@ class Bench:
         cpu0, s3cpu0, s3n0 = cpu_seconds(server["pids"]), cpu_seconds([self.s3_pid]), self.s3_requests()
         started = time.time()
         lua = f"{self.work}/propfind.lua"
+        p50 = None
         if op == "PUT 10 MiB":
             body = f"{self.work}/10m.bin"
             count = self.args.puts
@@ -220,13 +264,15 @@ class Bench:
                 subprocess.run(["curl", "-sf", "-o", "/dev/null", "-T", body, f"{base}/bench/put/f{i}.bin"],
                                check=True, timeout=120)
         elif op == "GET 1 KiB":
-            count = self.wrk(f"{base}/bench/1k.bin", [])
+            count, p50 = self.wrk(f"{base}/bench/1k.bin", [])
         elif op == "GET 1 MiB":
-            count = self.wrk(f"{base}/bench/1m.bin", [])
+            count, p50 = self.wrk(f"{base}/bench/1m.bin", [])
+        elif op == "PUT 4 KiB":
+            count, p50 = self.wrk(base, ["-s", self.args.put_lua], dict(os.environ, PUTDIR="/bench/put/"))
         elif op == "PROPFIND d1":
-            count = self.wrk(f"{base}/bench/dir1000/", ["-s", lua], dict(os.environ, DEPTH="1"))
+            count, p50 = self.wrk(f"{base}/bench/dir1000/", ["-s", lua], dict(os.environ, DEPTH="1"))
         elif op == "PROPFIND d0":
-            count = self.wrk(f"{base}/bench/1k.bin", ["-s", lua], dict(os.environ, DEPTH="0"))
+            count, p50 = self.wrk(f"{base}/bench/1k.bin", ["-s", lua], dict(os.environ, DEPTH="0"))
         elapsed = time.time() - started
         cpu = (cpu_seconds(server["pids"]) - cpu0) * 1000 / count
         s3cpu = (cpu_seconds([self.s3_pid]) - s3cpu0) * 1000 / count
@@ -237,7 +283,7 @@ class Bench:
             rate = count * (1 << 20) / 1e6 / elapsed
         else:
             rate = count / elapsed
-        return rate, cpu, s3cpu, s3n
+        return rate, cpu, s3cpu, s3n, p50
 
     def streaming_memory(self, server):
         """fileio's peak resident set after a 1 GiB PUT and GET through the server."""
@@ -255,7 +301,7 @@ class Bench:
         servers = self.start_servers()
         for server in servers:
             self.load_fixtures(server)
-        ops = ["GET 1 KiB", "GET 1 MiB", "PUT 10 MiB", "PROPFIND d1", "PROPFIND d0"]
+        ops = ["GET 1 KiB", "GET 1 MiB", "PUT 4 KiB", "PUT 10 MiB", "PROPFIND d1", "PROPFIND d0"]
         results = {(s["name"], op): [] for s in servers for op in ops}
         for round_ in range(self.args.rounds):
             order = servers[round_ % len(servers):] + servers[:round_ % len(servers)]
@@ -266,16 +312,19 @@ class Bench:
         print(f"Object storage: {self.args.rounds} alternating rounds of {self.args.seconds} s, wrk -t2 "
               f"-c{self.args.conns}, {self.args.puts} sequential PUTs of 10 MiB; medians. versitygw "
               f"(posix) on loopback; CPU is the server's processes' user+system time per request.\n")
-        print("| operation | server | throughput | server CPU ms/req | S3 server CPU ms/req | S3 requests/req |")
-        print("|---|---|---|---|---|---|")
+        print("| operation | server | throughput | p50 ms | server CPU ms/req | S3 server CPU ms/req | "
+              "S3 requests/req |")
+        print("|---|---|---|---|---|---|---|")
         for op in ops:
             unit = "MB/s" if op in ("GET 1 MiB", "PUT 10 MiB") else "req/s"
             for server in servers:
                 figures = results[(server["name"], op)]
                 rate, cpu, s3cpu, s3n = (statistics.median(f[i] for f in figures) for i in range(4))
+                p50s = [f[4] for f in figures if f[4] is not None]
+                p50 = f"{statistics.median(p50s):.2f}" if p50s else "—"
                 s3 = "—" if server.get("volume") else f"{s3n:.2f}"
                 s3c = "—" if server.get("volume") else f"{s3cpu:.3f}"
-                print(f"| {op} | {server['name']} | {rate:,.1f} {unit} | {cpu:.3f} | {s3c} | {s3} |")
+                print(f"| {op} | {server['name']} | {rate:,.1f} {unit} | {p50} | {cpu:.3f} | {s3c} | {s3} |")
         if self.args.gib:
             with open(f"{self.work}/1g.bin", "wb") as f:
                 for _ in range(1024):
@@ -303,8 +352,12 @@ def main():
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--conns", type=int, default=16)
     parser.add_argument("--puts", type=int, default=5)
+    parser.add_argument("--replicas", default="1,2,4",
+                        help="fileio replica counts of the registered setups, comma-separated ('' for none)")
     parser.add_argument("--no-gib", dest="gib", action="store_false", help="skip the 1 GiB memory figure")
     args = parser.parse_args()
+    args.replicas = [int(n) for n in args.replicas.split(",") if n.strip()]
+    args.put_lua = os.path.join(repo, "scripts/put4k.lua")
     if not args.versitygw:
         args.versitygw = subprocess.run(["bash", os.path.join(repo, "scripts/need-versitygw.sh")],
                                         capture_output=True, text=True, check=True).stdout.strip()

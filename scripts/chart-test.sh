@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make test's checks of the container image and the Helm chart (charts/kubedav): hadolint
-# on the Dockerfile (no Docker engine here to build it), then, for three value sets: the
-# defaults (microservices, bundled Redis), ci/monolithic-values.yaml and
-# ci/ha-values.yaml:
+# on the Dockerfile (no Docker engine here to build it), then, for five value sets: the
+# defaults (microservices, bundled Redis), ci/monolithic-values.yaml, ci/ha-values.yaml,
+# ci/s3-values.yaml (fileio replicas on a bucket) and ci/rwx-values.yaml (two fileio
+# replicas sharing a ReadWriteMany volume):
 #
 #   1. helm lint --strict
 #   2. values.schema.json and the chart's own checks refuse bad values, readably, and
@@ -13,9 +14,11 @@
 #   4. checkov's best-practice scan is clean (each skipped check is explained in
 #      charts/kubedav/.checkov.yaml)
 #   5. wiring: the rendered workloads run as local processes and pass the smoke test
-#      that `helm test` runs (scripts/chart_wiring.py)
+#      that `helm test` runs (scripts/chart_wiring.py); the s3 set runs against a real
+#      versitygw, with two fileio replicas, as the rwx set runs two on one directory
 #   6. live, on a real control plane (scripts/k8s/cluster.sh) in namespaces that enforce
-#      Pod Security "restricted", in both modes: install --wait, helm test, upgrade (the
+#      Pod Security "restricted", in both modes and on both storage backends (s3, and a
+#      ReadWriteMany volume): install --wait, helm test, upgrade (the
 #      workloads roll), uninstall (only the PersistentVolumeClaims stay)
 #
 # Installs what it needs: the control plane and helm (cluster.sh build, cached), a Python
@@ -56,7 +59,7 @@ CRDS="$(go mod download -json "github.com/prometheus-operator/prometheus-operato
 CRD_FILES=("$CRDS/monitoring.coreos.com_servicemonitors.yaml" "$CRDS/monitoring.coreos.com_prometheusrules.yaml")
 helm version --short
 
-SETS=(default monolithic ha)
+SETS=(default monolithic ha s3 rwx)
 values() {  # set -> helm args
   case "$1" in
     default) ;;
@@ -93,6 +96,12 @@ refused "log.format: log.format must be one of the following" --set log.format=x
 refused "several locks replicas must share their locks through Redis" --set redis.bundled.enabled=false --set auth.replicas=1
 refused "several auth replicas need Redis" --set redis.bundled.enabled=false --set locks.replicas=1
 refused "either in auth.users or in auth.existingSecret" --set auth.existingSecret=mine --set 'auth.users[0]=a:$6$x$y'
+refused "a ReadWriteOnce volume has one owner" --set fileio.replicas=2
+refused "storage.s3.bucket is empty" --set storage.backend=s3 --set storage.s3.existingSecret=s3
+refused "storage.s3.existingSecret is empty" --set storage.backend=s3 --set storage.s3.bucket=files
+refused "need Redis for their registry and for the locks" --set storage.backend=s3 --set storage.s3.bucket=files \
+  --set storage.s3.existingSecret=s3 --set redis.bundled.enabled=false --set locks.replicas=1 --set auth.replicas=1
+refused "storage.backend must be one of the following" --set storage.backend=nfs
 
 step "2b. what the chart must never render (scripts/chart_security.py)"
 for set in "${SETS[@]}"; do
@@ -130,11 +139,30 @@ for set in "${SETS[@]}"; do
 done
 
 step "5. wiring: the rendered workloads, run locally, pass the helm test smoke test"
+# The s3 set against a real versitygw (scripts/need-versitygw.sh) on a free port, with
+# the Secret its values name.
+VERSITYGW="$(bash "$REPO/scripts/need-versitygw.sh")"
+S3_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+mkdir -p "$WORK/s3/files"  # the bucket: a directory of versitygw's posix backend
+"$VERSITYGW" --access wiring-key --secret wiring-secret --port "127.0.0.1:$S3_PORT" posix "$WORK/s3" > "$WORK/s3.log" 2>&1 &
+S3_PID=$!
+for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$S3_PORT/" && break; sleep 0.1; done
+printf '%s\n' "apiVersion: v1" "kind: Secret" "metadata: {name: kubedav-s3, namespace: kubedav}" \
+  "stringData: {AWS_ACCESS_KEY_ID: wiring-key, AWS_SECRET_ACCESS_KEY: wiring-secret}" > "$WORK/s3-secret.yaml"
+# shellcheck disable=SC2046
+helm template kd "$CHART" -n kubedav $(values s3) --set "storage.s3.endpoint=http://127.0.0.1:$S3_PORT" > "$WORK/s3-wiring.yaml"
 for set in "${SETS[@]}"; do
-  WIRING_NAMESPACE=kubedav "$VENV/bin/python" "$REPO/scripts/chart_wiring.py" "$WORK/$set.yaml" "$BIN" > "$WORK/wiring.txt" 2>&1 \
-    || { cat "$WORK/wiring.txt"; fail "wiring ($set)"; }
-  echo "ok  wiring $set: $(grep -c '^ok ' "$WORK/wiring.txt") smoke steps passed"
+  manifests=("$WORK/$set.yaml")
+  [ "$set" = s3 ] && manifests=("$WORK/s3-wiring.yaml" "$WORK/s3-secret.yaml")
+  WIRING_NAMESPACE=kubedav "$VENV/bin/python" "$REPO/scripts/chart_wiring.py" "${manifests[0]}" "$BIN" "${manifests[@]:1}" \
+    > "$WORK/wiring.txt" 2>&1 || { cat "$WORK/wiring.txt"; fail "wiring ($set)"; }
+  replicas=$(grep -c 'registered as fileio replica' "$WORK/wiring.txt" || true)
+  case "$set" in
+    s3|rwx) [ "$replicas" -ge 2 ] || { cat "$WORK/wiring.txt"; fail "wiring ($set): $replicas fileio replicas registered, not 2"; } ;;
+  esac
+  echo "ok  wiring $set: $(grep -c '^ok ' "$WORK/wiring.txt") smoke steps passed, $replicas fileio replicas registered"
 done
+kill "$S3_PID" 2>/dev/null || true
 
 step "6. live: install, test, upgrade, uninstall on a local control plane"
 eval "$(bash "$CLUSTER" up "$WORK/cluster" 2> "$WORK/cluster-up.log")" || { cat "$WORK/cluster-up.log"; fail "cluster up"; }
@@ -154,11 +182,26 @@ spec:
   hostPath: {path: /tmp/kubedav-test-$i}
 EOF
 done
+# ... and one ReadWriteMany volume for the rwx set's shared claim.
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: kubedav-test-shared}
+spec:
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteMany]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: /tmp/kubedav-test-shared}
+EOF
 
 live() {  # namespace values-set
   local ns="$1" set="$2"
   kubectl create namespace "$ns" > /dev/null
   kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest > /dev/null
+  if [ "$set" = s3 ]; then  # the credentials the s3 set's values name
+    kubectl -n "$ns" create secret generic kubedav-s3 --from-literal=AWS_ACCESS_KEY_ID=key \
+      --from-literal=AWS_SECRET_ACCESS_KEY=secret > /dev/null
+  fi
   # shellcheck disable=SC2046
   helm install kd "$CHART" -n "$ns" $(values "$set") --wait --timeout 3m > "$WORK/install.txt" 2>&1 \
     || { cat "$WORK/install.txt"; kubectl -n "$ns" get events; fail "helm install ($set)"; }
@@ -193,7 +236,7 @@ live() {  # namespace values-set
   kubectl -n "$ns" wait --for=delete pod --all --timeout 60s > /dev/null 2>&1 || true
   local left
   left=$(kubectl -n "$ns" get all,configmap,secret,serviceaccount,pdb,hpa,networkpolicy,ingress,servicemonitor,prometheusrule,pvc -o name \
-    | grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true)
+    | grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' -e '^secret/kubedav-s3$' || true)
   local not_pvc
   not_pvc=$(grep -v '^persistentvolumeclaim/' <<< "$left" || true)
   [ -z "$not_pvc" ] || fail "helm uninstall left behind ($set): $not_pvc"
@@ -201,4 +244,6 @@ live() {  # namespace values-set
 }
 live kubedav-micro default
 live kubedav-mono monolithic
+live kubedav-s3 s3
+live kubedav-rwx rwx
 echo "chart: every check passed"

@@ -7,9 +7,13 @@ with exactly the args and env the chart renders (Secrets and ConfigMap values re
 Secret volumes written to files), rewriting only what a pod has and a laptop has not:
 Service host names and listen addresses become 127.0.0.1 on free ports, mount paths
 become temporary directories, and the bundled Redis image becomes a local
-redis-server. Then it runs the chart's `helm test` pod (`kubedav smoke ...`) the same way.
+redis-server. A workload of several replicas (its replicas, or its autoscaler's minimum,
+two at most) runs that many processes, each on its own ports and announcing its own
+address (status.podIP is 127.0.0.1), sharing the workload's volumes. Then it runs the
+chart's `helm test` pod (`kubedav smoke ...`) the same way.
 
-usage: chart_wiring.py MANIFESTS.yaml KUBEDAV_BINARY
+usage: chart_wiring.py MANIFESTS.yaml KUBEDAV_BINARY [EXISTING.yaml...]
+(EXISTING: objects the values name but the chart does not render, such as a Secret.)
 """
 
 import base64
@@ -76,13 +80,22 @@ class Wiring:
         self.binary = binary
         self.work = work
         self.processes = []
-        # (workload name, container port) -> local port
+        # (workload name, container port) -> local port of its first replica; the
+        # others' in self.replica_ports.
         self.local = {}
+        # (workload name, replica) -> {container port: local port}
+        self.replica_ports = {}
         self.workloads = self.m.of("Deployment") + self.m.of("StatefulSet")
         for w in self.workloads:
-            for c in w["spec"]["template"]["spec"]["containers"]:
-                for p in c.get("ports", []):
-                    self.local[(w["metadata"]["name"], p["containerPort"])] = free_port()
+            name = w["metadata"]["name"]
+            for replica in range(self.replicas(w)):
+                ports = {}
+                for c in w["spec"]["template"]["spec"]["containers"]:
+                    for p in c.get("ports", []):
+                        ports[p["containerPort"]] = free_port()
+                self.replica_ports[(name, replica)] = ports
+            for port, local in self.replica_ports[(name, 0)].items():
+                self.local[(name, port)] = local
         # "service:port" -> "127.0.0.1:local"
         self.hosts = {}
         for svc in self.m.of("Service"):
@@ -101,6 +114,16 @@ class Wiring:
                     if sp["port"] == 80:
                         self.hosts[f"{host}/"] = f"127.0.0.1:{local}/"
 
+    def replicas(self, workload):
+        """The pods a workload runs: its replicas, or its autoscaler's minimum (two at
+        most here: enough to run the replicas side by side)."""
+        count = workload["spec"].get("replicas")
+        if count is None:
+            for hpa in self.m.of("HorizontalPodAutoscaler"):
+                if hpa["spec"]["scaleTargetRef"]["name"] == workload["metadata"]["name"]:
+                    count = hpa["spec"]["minReplicas"]
+        return max(1, min(int(count or 1), 2))
+
     def namespace(self):
         return os.environ.get("WIRING_NAMESPACE", "default")
 
@@ -117,8 +140,23 @@ class Wiring:
             value = re.sub(r"(?:(?<=//)|(?<=@))" + re.escape(host), self.hosts[host], value)
         return value
 
-    def env(self, container, mounts):
+    def env(self, container, mounts, ports=None):
+        """The container's environment as the kubelet resolves it; `ports` (container
+        port -> local port) turns the pod's own address, 127.0.0.1:PORT once status.podIP
+        is 127.0.0.1, into the replica's local port."""
         out = {}
+        for source in container.get("envFrom", []):
+            ref = source.get("secretRef")
+            if not ref:
+                raise SystemExit(f"wiring: cannot resolve envFrom {source}")
+            for s in self.m.of("Secret"):
+                if s["metadata"]["name"] == ref["name"]:
+                    data = {k: base64.b64decode(v).decode() for k, v in s.get("data", {}).items()}
+                    data.update(s.get("stringData", {}))
+                    out.update(data)
+                    break
+            else:
+                raise SystemExit(f"wiring: envFrom names Secret {ref['name']}, which is neither rendered nor given")
         for e in container.get("env", []):
             if "value" in e:
                 value = str(e["value"])
@@ -126,10 +164,14 @@ class Wiring:
                 ref = e["valueFrom"]["secretKeyRef"]
                 value = self.m.secret(ref["name"], ref["key"])
             elif "fieldRef" in e.get("valueFrom", {}):
-                value = "wiring-test-pod"
+                field = e["valueFrom"]["fieldRef"]["fieldPath"]
+                value = "127.0.0.1" if field == "status.podIP" else "wiring-test-pod"
             else:
                 raise SystemExit(f"wiring: cannot resolve env {e}")
             value = re.sub(r"\$\((\w+)\)", lambda g: out.get(g.group(1), ""), value)
+            if ports:
+                value = re.sub(r"^127\.0\.0\.1:(\d+)$",
+                               lambda g: f"127.0.0.1:{ports.get(int(g.group(1)), g.group(1))}", value)
             out[e["name"]] = self.paths(self.rewrite_hosts(value), mounts)
         return out
 
@@ -156,20 +198,25 @@ class Wiring:
             out[vm["mountPath"]] = local
         return out
 
-    def args(self, workload, args):
-        name = workload["metadata"]["name"]
+    def args(self, args, ports):
         out = []
         for a in args:
             m = re.match(r"^(--(?:listen|grpc-listen|admin-listen))=0\.0\.0\.0:(\d+)$", a)
             if m:
-                a = f"{m.group(1)}=127.0.0.1:{self.local[(name, int(m.group(2)))]}"
+                a = f"{m.group(1)}=127.0.0.1:{ports[int(m.group(2))]}"
             out.append(self.rewrite_hosts(a))
         return out
 
     def start(self, workload):
+        for replica in range(self.replicas(workload)):
+            self.start_replica(workload, replica)
+
+    def start_replica(self, workload, replica):
         name = workload["metadata"]["name"]
+        ports = self.replica_ports[(name, replica)]
+        pname = name if replica == 0 else f"{name}-{replica}"
         container = workload["spec"]["template"]["spec"]["containers"][0]
-        log = open(os.path.join(self.work, f"{name}.log"), "w")
+        log = open(os.path.join(self.work, f"{pname}.log"), "w")
         if is_redis(container["image"]):
             port = self.local[(name, 6379)]
             data = os.path.join(self.work, name, "data")
@@ -182,15 +229,21 @@ class Wiring:
             cmd += ["--port", str(port), "--bind", "127.0.0.1"]
             env = dict(os.environ)
         else:
+            # Replicas share the workload's volumes, as pods share a ReadWriteMany claim.
             mounts = self.mounts(workload, container)
-            cmd = [self.binary] + self.args(workload, container.get("args", []))
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBEDAV_", "OTEL_"))}
-            env.update(self.env(container, mounts))
-        print(f"wiring: start {name}: {' '.join(cmd)}", flush=True)
-        self.processes.append((name, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)))
+            cmd = [self.binary] + self.args(container.get("args", []), ports)
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBEDAV_", "OTEL_", "AWS_"))}
+            env.update(self.env(container, mounts, ports))
+        print(f"wiring: start {pname}: {' '.join(cmd)}", flush=True)
+        self.processes.append((pname, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)))
 
     def wait_ready(self, workload):
+        for replica in range(self.replicas(workload)):
+            self.wait_replica_ready(workload, replica)
+
+    def wait_replica_ready(self, workload, replica):
         name = workload["metadata"]["name"]
+        ports = self.replica_ports[(name, replica)]
         container = workload["spec"]["template"]["spec"]["containers"][0]
         probe = container.get("readinessProbe", {})
         deadline = time.time() + 30
@@ -201,7 +254,7 @@ class Wiring:
                                      open(os.path.join(self.work, f"{pname}.log")).read())
             try:
                 if "httpGet" in probe:
-                    port = self.local[(name, self.container_port(workload, probe["httpGet"]["port"]))]
+                    port = ports[self.container_port(workload, probe["httpGet"]["port"])]
                     url = f"http://127.0.0.1:{port}{probe['httpGet']['path']}"
                     with urllib.request.urlopen(url, timeout=2) as r:
                         if r.status == 200:
@@ -212,8 +265,9 @@ class Wiring:
             except OSError:
                 pass
             time.sleep(0.2)
-        raise SystemExit(f"wiring: {name} did not become ready; log:\n" +
-                         open(os.path.join(self.work, f"{name}.log")).read())
+        pname = name if replica == 0 else f"{name}-{replica}"
+        raise SystemExit(f"wiring: {pname} did not become ready; log:\n" +
+                         open(os.path.join(self.work, f"{pname}.log")).read())
 
     def run(self):
         # Redis first, then the gRPC services, then the HTTP edge: the order Kubernetes
@@ -240,6 +294,11 @@ class Wiring:
                 for name, _ in self.processes:
                     print(f"--- {name} log ---\n" + open(os.path.join(self.work, f"{name}.log")).read())
                 raise SystemExit(f"wiring: the smoke test failed with {result.returncode}")
+        # Which fileio replicas registered (several, on a bucket or a shared volume).
+        for name, _ in self.processes:
+            for line in open(os.path.join(self.work, f"{name}.log")):
+                if "registered as fileio replica" in line:
+                    print(f"wiring: {name}: {line.strip()}")
 
     def stop(self):
         for _, p in self.processes:
@@ -253,9 +312,13 @@ class Wiring:
 
 
 def main():
-    manifests, binary = sys.argv[1], sys.argv[2]
-    with open(manifests) as f:
-        m = Manifests(f.read())
+    # Further files: objects the chart expects to exist (an existingSecret).
+    manifests, binary, given = sys.argv[1], sys.argv[2], sys.argv[3:]
+    text = ""
+    for path in [manifests] + given:
+        with open(path) as f:
+            text += f.read() + "\n---\n"
+    m = Manifests(text)
     with tempfile.TemporaryDirectory(prefix="kubedav-wiring-") as work:
         wiring = Wiring(m, binary, work)
         try:

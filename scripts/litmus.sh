@@ -2,9 +2,11 @@
 # Runs the litmus WebDAV suites against kubedav in both run modes (all-in-one, and
 # gateway + fileio + locks over gRPC), then once more in microservices mode with the
 # locks in a real redis-server, then both modes again with fileio on S3-compatible
-# object storage (a real versitygw, built by scripts/need-versitygw.sh). Prints litmus's
-# summary lines and fails on any failed test. Installs litmus and redis-server (Debian
-# packages) when they are missing.
+# object storage (a real versitygw, built by scripts/need-versitygw.sh), and last
+# through nginx alternating between two gateways over two fileio replicas on S3,
+# registered in Redis, with the locks there too. Prints litmus's summary lines and fails
+# on any failed test. Installs litmus, redis-server and nginx (Debian packages) when they
+# are missing.
 #
 # Env: LITMUS_SUITES (default: basic copymove props locks http), KUBEDAV_BIN,
 # KUBEDAV_VERSITYGW (the versitygw binary; built when unset).
@@ -13,11 +15,13 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${KUBEDAV_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav}"
 SUITES="${LITMUS_SUITES:-basic copymove props locks http}"
 [ -x "$BIN" ] || { echo "litmus.sh: $BIN is missing; build with: cargo build --release" >&2; exit 1; }
-bash "$REPO/scripts/need.sh" litmus:litmus redis-server:redis-server
+bash "$REPO/scripts/need.sh" litmus:litmus redis-server:redis-server nginx:nginx
+NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 
 WORK="$(mktemp -d /tmp/kubedav-litmus.XXXXXX)"
 PIDS=()
 cleanup() {
+  [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
@@ -97,6 +101,57 @@ export AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT" AWS_REGION=us-east-1 \
 start "$WORK/s3-all.log" --target=all --storage s3://litmus/all --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 run_litmus s3-all-in-one "http://$(announced "gateway HTTP" "$WORK/s3-all.log")/"
 microservices s3-microservices "--storage s3://litmus/micro"
+
+# Two fileio replicas on one prefix, registered in Redis, two gateways following the
+# registry, locks in Redis, and nginx sending each request to the next gateway (no
+# kept connections): every step of a suite may cross gateways and replicas.
+registry=(--fileio-registry "redis+unix://$WORK/redis.sock")
+for r in a b; do
+  start "$WORK/replica-$r.log" --target=fileio --storage s3://litmus/replicas --grpc-listen 127.0.0.1:0 \
+    --admin-listen 127.0.0.1:0 "${registry[@]}"
+done
+replica=$(announced "fileio gRPC" "$WORK/replica-a.log")
+announced "fileio gRPC" "$WORK/replica-b.log" > /dev/null
+start "$WORK/replicas-locks.log" --target=locks --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+  --lock-store "redis+unix://$WORK/redis.sock"
+locks=$(announced "locks gRPC" "$WORK/replicas-locks.log")
+upstreams=""
+for g in 1 2; do
+  start "$WORK/replicas-gateway-$g.log" --target=gateway --fileio-url "http://$replica" --locks-url "http://$locks" \
+    "${registry[@]}" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+  upstreams+="server $(announced "gateway HTTP" "$WORK/replicas-gateway-$g.log"); "
+done
+for r in a b; do  # registered and answering changes
+  admin=$(announced "fileio admin" "$WORK/replica-$r.log")
+  for _ in $(seq 1 200); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$admin/readyz")" = 200 ] && break
+    sleep 0.05
+  done
+done
+FRONT_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat > "$WORK/nginx.conf" <<CONF
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/body;
+  proxy_temp_path $WORK/proxy;
+  client_max_body_size 0;
+  upstream gateways { $upstreams }
+  server {
+    listen 127.0.0.1:$FRONT_PORT;
+    location / {
+      proxy_pass http://gateways;
+      proxy_request_buffering off;
+      proxy_set_header Host \$host:$FRONT_PORT;
+    }
+  }
+}
+CONF
+"$NGINX" -c "$WORK/nginx.conf" -p "$WORK" -g 'daemon on;'
+run_litmus s3-2-gateways-2-replicas "http://127.0.0.1:$FRONT_PORT/"
 
 [ "$failed" = 0 ] && echo "litmus: every suite passed in every mode ($SUITES)"
 exit "$failed"

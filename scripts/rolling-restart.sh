@@ -28,12 +28,12 @@ source "$REPO/scripts/bench-lib.sh"
 HANDED_OUT=" "
 # Sets the variable named by $1 (a command substitution would lose HANDED_OUT).
 free_port() {
-  local port
+  local candidate
   while :; do
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    case "$HANDED_OUT" in *" $port "*) continue ;; esac
-    HANDED_OUT+="$port "
-    printf -v "$1" '%s' "$port"; return
+    candidate=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    case "$HANDED_OUT" in *" $candidate "*) continue ;; esac
+    HANDED_OUT+="$candidate "
+    printf -v "$1" '%s' "$candidate"; return
   done
 }
 

@@ -135,9 +135,75 @@ app.kubernetes.io/component: {{ .component }}
 {{- fail (printf "auth.replicas is %d, but several auth replicas need Redis to share their verifications: set redis.url (or redis.existingSecret), enable redis.bundled, or set auth.replicas to 1" (int .Values.auth.replicas)) -}}
 {{- end -}}
 {{- end -}}
+{{- if and (include "kubedav.onS3" .) (not .Values.storage.s3.bucket) -}}
+{{- fail "storage.backend is s3, but storage.s3.bucket is empty: name the bucket fileio serves" -}}
+{{- end -}}
+{{- if and (include "kubedav.onS3" .) (not .Values.storage.s3.existingSecret) -}}
+{{- fail "storage.backend is s3, but storage.s3.existingSecret is empty: create a Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY and name it there" -}}
+{{- end -}}
+{{- if and (not (include "kubedav.onS3" .)) (gt (int .Values.fileio.replicas) 1) (not (include "kubedav.sharedVolume" .)) -}}
+{{- fail (printf "fileio.replicas is %d on a ReadWriteOnce volume, which one pod owns: set fileio.persistence.accessModes to [ReadWriteMany] (NFS, CephFS) or storage.backend to s3" (int .Values.fileio.replicas)) -}}
+{{- end -}}
+{{- if and (include "kubedav.fileioReplicated" .) (not $redis) -}}
+{{- fail "fileio runs as several replicas (storage.backend s3, or a ReadWriteMany volume), which need Redis for their registry and for the locks (kept in memory, locks would be a single point of failure): set redis.url (or redis.existingSecret) or enable redis.bundled" -}}
+{{- end -}}
 {{- if and .Values.auth.enabled .Values.auth.existingSecret .Values.auth.users -}}
 {{- fail "give the users either in auth.users or in auth.existingSecret, not both" -}}
 {{- end -}}
+{{- end -}}
+
+{{/* Whether fileio runs on object storage. */}}
+{{- define "kubedav.onS3" -}}
+{{- if eq .Values.storage.backend "s3" -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether fileio's volume is ReadWriteMany (shared by its replicas). */}}
+{{- define "kubedav.sharedVolume" -}}
+{{- if has "ReadWriteMany" .Values.fileio.persistence.accessModes -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether fileio runs as a Deployment of replicas registered in Redis (microservices
+     mode on a bucket, or on a ReadWriteMany volume), rather than as the one owner of a
+     ReadWriteOnce volume. */}}
+{{- define "kubedav.fileioReplicated" -}}
+{{- if and (eq .Values.deploymentMode "microservices") (or (include "kubedav.onS3" .) (include "kubedav.sharedVolume" .)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The registry of fileio replicas, for fileio and the gateway. */}}
+{{- define "kubedav.fileioRegistryEnv" -}}
+{{- if include "kubedav.fileioReplicated" . }}
+{{- include "kubedav.redisUrlEnv" (dict "root" . "name" "KUBEDAV_FILEIO_REGISTRY") }}
+- name: KUBEDAV_REDIS_PREFIX
+  value: {{ .Values.redis.prefix | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* fileio's storage: the bucket's settings and credentials, or the volume's mount point. */}}
+{{- define "kubedav.storageEnv" -}}
+{{- if include "kubedav.onS3" . }}
+{{- $s3 := .Values.storage.s3 }}
+- name: KUBEDAV_STORAGE
+  value: {{ printf "s3://%s/%s" $s3.bucket (trimAll "/" $s3.prefix) | trimSuffix "/" | quote }}
+- name: AWS_REGION
+  value: {{ $s3.region | quote }}
+{{- with $s3.endpoint }}
+- name: AWS_ENDPOINT_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- if ne (toString $s3.pathStyle) "" }}
+- name: KUBEDAV_S3_PATH_STYLE
+  value: {{ toString $s3.pathStyle | quote }}
+{{- end }}
+{{- if $s3.caSecret }}
+- name: AWS_CA_BUNDLE
+  value: /etc/kubedav/s3-ca/ca.crt
+{{- end }}
+- name: KUBEDAV_ABANDONED_UPLOAD_SECONDS
+  value: {{ $s3.abandonedUploadSeconds | int64 | quote }}
+{{- else }}
+- name: KUBEDAV_ROOT
+  value: /data
+{{- end }}
 {{- end -}}
 
 {{/* Whether this release uses Redis at all (microservices with a Redis configured). */}}

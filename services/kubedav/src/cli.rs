@@ -335,7 +335,8 @@ pub struct Cli {
     pub lock_store: String,
 
     /// Prefix of every Redis key kubedav writes: locks live under `<prefix>locks:`, the
-    /// shared auth cache under `<prefix>auth:`. Give deployments sharing a Redis their own.
+    /// shared auth cache under `<prefix>auth:`, the fileio registry at
+    /// `<prefix>fileio:replicas`. Give deployments sharing a Redis their own.
     #[arg(long, env = "KUBEDAV_REDIS_PREFIX", default_value = "kubedav:")]
     pub redis_prefix: String,
 

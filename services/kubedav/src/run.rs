@@ -151,12 +151,19 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
     kubedav_remote::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
     let token = cli.grpc_token.as_deref();
     let replicas = fileio_registry(cli)?.map(|registry| registry.follow());
+    // Which replicas answer, known once the cache holds their leases (below).
+    let leases: Arc<std::sync::OnceLock<Arc<kubedav_remote::lease::ReplicaLeases>>> = Arc::default();
     let fileio = match &replicas {
         None => RemoteFileIo::new(channel("fileio", &cli.fileio_url, token)?),
         Some(view) => {
-            let backends = kubedav_remote::balance::registered(&cli.fileio_url, view.clone(), |url| {
-                endpoint("fileio", url)
-            })?;
+            let known = leases.clone();
+            let answering = Arc::new(move |address: &str| known.get().is_none_or(|l| l.answering(address)));
+            let backends = kubedav_remote::balance::registered(
+                &cli.fileio_url,
+                view.clone(),
+                |url| endpoint("fileio", url),
+                answering,
+            )?;
             RemoteFileIo::new(ObservedChannel::balanced(backends, &cli.fileio_url).with_token(token)?)
         }
     };
@@ -172,7 +179,14 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
         kubedav_gateway::cache::register_metrics();
         let fileio = match replicas {
             None => CachedFileIo::new(fileio, cache_config(cli)),
-            Some(view) => CachedFileIo::over_replicas(fileio, view, replica_watch(token)?, cache_config(cli)),
+            Some(view) => {
+                let cached =
+                    CachedFileIo::over_replicas(fileio, view, replica_watch(token)?, cache_config(cli));
+                if let Some(replica_leases) = cached.replica_leases() {
+                    let _ = leases.set(replica_leases);
+                }
+                cached
+            }
         };
         (Arc::new(fileio), Arc::new(CachedLocks::new(locks)))
     };

@@ -396,77 +396,92 @@ async fn the_checks_see_stale_copies_without_the_registry() {
     }
 }
 
-/// A replica paused with SIGSTOP: after its lease and registration lapse, writes go to
-/// the other replica and complete as usual, and no gateway serves a stale copy.
+/// A replica paused with SIGSTOP. A write already sent to it waits for
+/// `--rpc-timeout-seconds` (3 here), then 504. Once its lease has lapsed (0.5 s), writes
+/// go to the other replica and complete as usual, long before its registration lapses
+/// (3.25 s). No gateway serves a stale copy meanwhile, and none shows the paused
+/// replica's write once it runs again.
 #[tokio::test]
 async fn a_paused_replica_delays_writes_by_a_bounded_time_and_nothing_stale_is_served() {
     for storage in [Storage::Bucket, Storage::SharedDirectory] {
         let mut fleet = Fleet::start(storage, Wiring::Registry, &["--rpc-timeout-seconds", "3"]).await;
-        assert!(
-            send("PUT", &fleet.url(0, "/p.txt"), &[], "before")
-                .await
-                .0
-                .is_success()
-        );
-        assert_eq!(send("GET", &fleet.url(1, "/p.txt"), &[], "").await.1, "before");
+        let url = |gateway: usize| fleet.url(gateway, "/p.txt");
+        assert!(send("PUT", &url(0), &[], "before").await.0.is_success());
+        assert_eq!(send("GET", &url(1), &[], "").await.1, "before");
         let paused = fleet.replicas[1].pid();
         common::stop(paused);
-        let started = Instant::now();
+        let paused_at = Instant::now();
+        // Writes at once, three per gateway: those that reach the paused replica hang.
+        let early = [0, 1, 0, 1, 0, 1].map(|gateway| {
+            let url = url(gateway);
+            tokio::spawn(async move {
+                let sent = Instant::now();
+                let (status, _) = send("PUT", &url, &[], "early").await;
+                (status, sent.elapsed())
+            })
+        });
+        // What this test is about is the lapse of the paused replica's lease; nothing
+        // reports it, so wait it out (twice over).
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let mut last_written = None;
         let mut slowest = Duration::ZERO;
-        let mut last_written = "before".to_owned();
         for round in 0..12 {
             let body = format!("during {round}");
             let sent = Instant::now();
-            let (status, _) = send("PUT", &fleet.url(round % 2, "/p.txt"), &[], &body).await;
+            let (status, _) = send("PUT", &url(round % 2), &[], &body).await;
             slowest = slowest.max(sent.elapsed());
-            if status.is_success() {
-                last_written = body.clone();
-                let (read, seen) = send("GET", &fleet.url(1 - round % 2, "/p.txt"), &[], "").await;
-                if read.is_success() {
-                    assert_eq!(
-                        seen, body,
-                        "{storage:?}: a stale copy was served while a replica was paused"
-                    );
-                } else {
-                    assert!(
-                        matches!(read.as_u16(), 503 | 504),
-                        "{storage:?}: a read during the pause got {read}"
-                    );
-                }
-            } else {
-                // A write that went to the paused replica before it was noticed.
-                assert!(
-                    matches!(status.as_u16(), 503 | 504),
-                    "{storage:?}: a write during the pause got {status}"
-                );
-            }
-        }
-        common::signal(paused, rustix::process::Signal::CONT);
-        // The bound: --rpc-timeout-seconds for a call already sent to the paused
-        // replica, plus a margin for a loaded machine.
-        assert!(
-            slowest < Duration::from_secs(3) + Duration::from_secs(5),
-            "{storage:?}: a write took {slowest:?} while a replica was paused"
-        );
-        // Once the replica runs again, neither gateway shows anything but the last write
-        // answered: not an older one the paused replica had been sent and then resumed.
-        common::eventually_async(Duration::from_secs(5), || async {
-            send("PROPFIND", &fleet.url(0, "/"), &[("Depth", "0")], "")
-                .await
-                .0
-                == 207
-        })
-        .await;
-        for gateway in 0..2 {
-            let (_, seen) = send("GET", &fleet.url(gateway, "/p.txt"), &[], "").await;
+            assert!(
+                status.is_success(),
+                "{storage:?}: a write after the lease lapsed got {status}"
+            );
+            last_written = Some(body.clone());
+            let (read, seen) = send("GET", &url(1 - round % 2), &[], "").await;
+            assert!(
+                read.is_success(),
+                "{storage:?}: a read after the lease lapsed got {read}"
+            );
             assert_eq!(
-                seen, last_written,
-                "{storage:?}: gateway {gateway} after the pause"
+                seen, body,
+                "{storage:?}: a stale copy was served while a replica was paused"
             );
         }
+        let batch = paused_at.elapsed();
+        assert!(
+            batch < kubedav_kit::registry::TTL,
+            "{storage:?}: the writes took until {batch:?} after the pause: they waited for the \
+             registration to lapse, not the lease"
+        );
+        let mut early_slowest = Duration::ZERO;
+        for write in early {
+            let (status, took) = write.await.unwrap();
+            early_slowest = early_slowest.max(took);
+            assert!(
+                status.is_success() || status == 504,
+                "{storage:?}: a write sent as the replica paused got {status}"
+            );
+            // The bound: --rpc-timeout-seconds, and a margin for a loaded machine.
+            assert!(
+                took < Duration::from_secs(3 + 5),
+                "{storage:?}: a write took {took:?}"
+            );
+        }
+        common::signal(paused, rustix::process::Signal::CONT);
+        // Once the replica runs again, neither gateway shows anything but the last write
+        // answered: not the early one the paused replica had been sent.
+        let last_written = last_written.unwrap();
+        let agreed = common::eventually_async(Duration::from_secs(10), || async {
+            send("PUT", &url(0), &[], "after").await.0.is_success()
+        })
+        .await;
+        assert!(agreed, "{storage:?}: writes failed after the replica ran again");
+        for gateway in 0..2 {
+            let (_, seen) = send("GET", &url(gateway), &[], "").await;
+            assert_eq!(seen, "after", "{storage:?}: gateway {gateway} after the pause");
+        }
         eprintln!(
-            "{storage:?}: 12 writes during the pause, slowest {slowest:?}, in {:?}",
-            started.elapsed()
+            "{storage:?}: writes sent as the replica paused took up to {early_slowest:?}; 12 writes \
+             after its lease lapsed, slowest {slowest:?}, all done {batch:?} after the pause \
+             (last {last_written:?})"
         );
         drop(fleet.replicas.remove(1));
     }

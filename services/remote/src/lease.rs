@@ -638,6 +638,15 @@ impl ReplicaLeases {
     }
 }
 
+impl ReplicaLeases {
+    /// Whether the replica at `address` holds a lease with this gateway now: it answered a
+    /// ping within the last lease. One that died or hangs does not.
+    pub fn answering(&self, address: &str) -> bool {
+        let members = self.members.read().unwrap_or_else(|p| p.into_inner());
+        members.get(address).is_some_and(|member| member.lease.valid())
+    }
+}
+
 impl Coherence for ReplicaLeases {
     fn valid(&self) -> bool {
         let view = self.view.borrow();

@@ -42,10 +42,21 @@ pub fn parse(storage: &str, env: impl Fn(&str) -> Option<String>) -> Result<Stor
     let missing = |name: &str| format!("--storage s3:// needs {name} in the environment");
     let access_key = var("AWS_ACCESS_KEY_ID").ok_or_else(|| missing("AWS_ACCESS_KEY_ID"))?;
     let secret_key = var("AWS_SECRET_ACCESS_KEY").ok_or_else(|| missing("AWS_SECRET_ACCESS_KEY"))?;
-    // AWS itself takes virtual-hosted names; every other S3 server is addressed by path.
-    let path_style = !endpoint
-        .host_str()
-        .is_some_and(|host| host.ends_with(".amazonaws.com"));
+    // AWS itself takes virtual-hosted names; every other S3 server is addressed by path,
+    // unless KUBEDAV_S3_PATH_STYLE says otherwise.
+    let path_style = match var("KUBEDAV_S3_PATH_STYLE").as_deref() {
+        None => !endpoint
+            .host_str()
+            .is_some_and(|host| host.ends_with(".amazonaws.com")),
+        Some("true") => true,
+        Some("false") => false,
+        Some(other) => {
+            return Err(format!(
+                "KUBEDAV_S3_PATH_STYLE is {other:?}: write true (BUCKET in the path), false \
+                 (BUCKET.host) or leave it unset (false on amazonaws.com, true elsewhere)"
+            ));
+        }
+    };
     Ok(Storage {
         s3: S3Config {
             endpoint,
@@ -106,6 +117,23 @@ mod tests {
         assert_eq!(storage.s3.region, "us-east-1");
         assert!(storage.s3.path_style);
         assert_eq!(parse("s3://files", env).unwrap().prefix, "");
+    }
+
+    #[test]
+    fn path_style_can_be_set_either_way_and_nothing_else() {
+        let with = |value: &'static str| {
+            move |name: &str| {
+                if name == "KUBEDAV_S3_PATH_STYLE" {
+                    Some(value.to_owned())
+                } else {
+                    env(name)
+                }
+            }
+        };
+        assert!(!parse("s3://files", with("false")).unwrap().s3.path_style);
+        assert!(parse("s3://files", with("true")).unwrap().s3.path_style);
+        let refused = parse("s3://files", with("yes")).err().unwrap();
+        assert!(refused.contains("KUBEDAV_S3_PATH_STYLE"), "{refused}");
     }
 
     #[test]

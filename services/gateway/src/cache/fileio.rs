@@ -156,6 +156,8 @@ pub struct CachedFileIo {
     max_file_bytes: u64,
     filling: Filling,
     lease: Arc<dyn Coherence>,
+    /// The leases from each fileio replica, when there are several.
+    replicas: Option<Arc<ReplicaLeases>>,
     kept: Arc<Kept>,
     freshness: std::time::Duration,
     files: Lookups,
@@ -197,9 +199,20 @@ impl CachedFileIo {
         open: OpenAt,
         config: CacheConfig,
     ) -> Self {
-        Self::over(Arc::new(remote), config, |drop_kept| {
-            ReplicaLeases::follow("fileio", replicas, open, drop_kept)
-        })
+        let mut leases = None;
+        let mut cached = Self::over(Arc::new(remote), config, |drop_kept| {
+            let followed = ReplicaLeases::follow("fileio", replicas, open, drop_kept);
+            leases = Some(followed.clone());
+            followed
+        });
+        cached.replicas = leases;
+        cached
+    }
+
+    /// The leases from each fileio replica ([`CachedFileIo::over_replicas`]): which
+    /// replicas answer now.
+    pub fn replica_leases(&self) -> Option<Arc<ReplicaLeases>> {
+        self.replicas.clone()
     }
 
     /// Wraps `remote`, keeping copies under what `coherence` makes of the function
@@ -234,6 +247,7 @@ impl CachedFileIo {
             max_file_bytes,
             filling: Filling::default(),
             lease,
+            replicas: None,
             kept,
             freshness: config.freshness,
             files: Lookups::of("file"),

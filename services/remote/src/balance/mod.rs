@@ -5,7 +5,7 @@
 //! so the pods' loads even out). [`channel`] re-resolves the name every few seconds, adds
 //! new pods and drops gone ones.
 
-pub use backends::Backends;
+pub use backends::{Backends, Usable};
 mod backends;
 
 use std::collections::HashMap;
@@ -100,11 +100,14 @@ pub fn channel(
 /// per registered address, following `view`; while none is registered, calls go to
 /// `url` (and fail or succeed as it does). Replicas announce their own addresses there,
 /// so a gateway reaches a new replica as soon as it may change anything, without
-/// waiting for DNS.
+/// waiting for DNS. Calls skip a replica for which `answering(address)` is false (its
+/// lease has lapsed: it died or hangs) while another answers, instead of waiting for its
+/// registration to lapse.
 pub fn registered(
     url: &str,
     mut view: tokio::sync::watch::Receiver<kubedav_kit::registry::View>,
     endpoint: impl Fn(&str) -> Result<Endpoint, String> + Send + 'static,
+    answering: Arc<dyn Fn(&str) -> bool + Send + Sync>,
 ) -> Result<Arc<Backends>, String> {
     let named = endpoint(url)?;
     let scheme = named.uri().scheme_str().unwrap_or("http").to_owned();
@@ -133,11 +136,19 @@ pub fn registered(
                 };
                 next.insert(address.clone(), channel);
             }
-            let channels: Vec<Channel> = addresses.iter().filter_map(|a| next.get(a).cloned()).collect();
+            let channels: Vec<(Channel, Usable)> = addresses
+                .iter()
+                .filter_map(|address| {
+                    let channel = next.get(address)?.clone();
+                    let answering = answering.clone();
+                    let address = address.clone();
+                    Some((channel, Arc::new(move || answering(&address)) as Usable))
+                })
+                .collect();
             if channels.is_empty() {
                 updated.replace(vec![fallback.clone()]);
             } else {
-                updated.replace(channels);
+                updated.replace_checked(channels);
             }
             current = next;
             drop(updated);
