@@ -96,7 +96,7 @@ refused "log.format: log.format must be one of the following" --set log.format=x
 refused "several locks replicas must share their locks through Redis" --set redis.bundled.enabled=false --set auth.replicas=1
 refused "several auth replicas need Redis" --set redis.bundled.enabled=false --set locks.replicas=1
 refused "either in auth.users or in auth.existingSecret" --set auth.existingSecret=mine --set 'auth.users[0]=a:$6$x$y'
-refused "a ReadWriteOnce volume has one owner" --set fileio.replicas=2
+refused "fileio.persistence.accessModes: At least one of the items must match" --set fileio.replicas=2
 refused "storage.s3.bucket is empty" --set storage.backend=s3 --set storage.s3.existingSecret=s3
 refused "storage.s3.existingSecret is empty" --set storage.backend=s3 --set storage.s3.bucket=files
 refused "need Redis for their registry and for the locks" --set storage.backend=s3 --set storage.s3.bucket=files \
