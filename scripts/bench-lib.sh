@@ -1,5 +1,5 @@
 # Shared by the bench scripts (source it): starting kubedav and finding its addresses,
-# and running wrk with its figures parsed. Expects BIN, WORK, DURATION, THREADS, CONNS
+# free ports and readiness, and running wrk with its figures parsed. Expects BIN, WORK, DURATION, THREADS, CONNS
 # and an array PIDS that the caller's cleanup kills.
 
 # Starts kubedav in the background with "$@", logging to $1.
@@ -17,6 +17,29 @@ announced() {
     sleep 0.1
   done
   echo "kubedav did not start; log:" >&2; cat "$log" >&2; exit 1
+}
+
+# A port free now and not handed out before in this shell (the kernel may offer a
+# closed probe's port again, and two listeners on one port would fail the run). Sets the
+# variable named by $1: a command substitution would lose what was handed out.
+HANDED_OUT=" "
+free_port() {
+  local candidate
+  while :; do
+    candidate=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    case "$HANDED_OUT" in *" $candidate "*) continue ;; esac
+    HANDED_OUT+="$candidate "
+    printf -v "$1" '%s' "$candidate"; return
+  done
+}
+
+# Waits until the admin address $1 answers /readyz with 200 (20 s at most).
+wait_ready() {
+  for _ in $(seq 1 400); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$1/readyz")" = 200 ] && return 0
+    sleep 0.05
+  done
+  echo "$1 never became ready" >&2; return 1
 }
 
 # Stops every process started so far.

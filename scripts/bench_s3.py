@@ -7,7 +7,7 @@ bucket:
   kubedav all-in-one      --target=all --storage s3://bench/kd-all
   kubedav microservices   fileio --storage s3://bench/kd-micro, locks, gateway
   kubedav, N replicas     N fileio replicas (--replicas, default 1,2,4) registered in a
-                          redis-server (--fileio-registry), locks on it, one gateway
+                          redis-server (--registry), locks on it, one gateway
   rclone                  rclone serve webdav on :s3 ...:bench/rclone
 and, for scale, kubedav all-in-one on a volume (--root).
 
@@ -38,6 +38,8 @@ import tempfile
 import time
 import urllib.request
 
+from ports import free_port
+
 KEY, SECRET = "bench-key", "bench-secret-key"
 TICK = os.sysconf("SC_CLK_TCK")
 PROPFIND_LUA = """wrk.method = "PROPFIND"
@@ -47,19 +49,6 @@ wrk.body = '<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:
 """
 
 
-_handed_out = set()
-
-
-def free_port():
-    """A port free now and not handed out before by this script (the kernel may
-    offer a closed probe's port again)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
 
 
 def wait_port(port, what, seconds=30):
@@ -179,7 +168,8 @@ class Bench:
 
     def replicated(self, count):
         """kubedav in microservices mode with `count` fileio replicas on one prefix,
-        registered in a Redis of their own, locks there too, one gateway."""
+        registered in a Redis of their own, locks there too (registered as well), one
+        gateway."""
         name = f"kd-{count}x"
         redis_port = free_port()
         redis = self.spawn(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
@@ -190,20 +180,20 @@ class Bench:
         for i in range(count):
             proc, log = self.kubedav(f"{name}-fileio{i}", [
                 "--target=fileio", "--storage", f"s3://bench/{name}", "--grpc-listen", "127.0.0.1:0",
-                "--fileio-registry", url], self.s3_env)
+                "--registry", url], self.s3_env)
             replicas.append((proc, log))
         locks, llog = self.kubedav(f"{name}-locks", ["--target=locks", "--grpc-listen", "127.0.0.1:0",
-                                                     "--lock-store", url])
+                                                     "--lock-store", url, "--registry", url])
         gateway, glog = self.kubedav(f"{name}-gateway", [
-            "--target=gateway", "--listen", "127.0.0.1:0", "--fileio-registry", url,
+            "--target=gateway", "--listen", "127.0.0.1:0", "--registry", url,
             "--fileio-url", "http://" + announced(replicas[0][1], "fileio gRPC"),
             "--locks-url", "http://" + announced(llog, "locks gRPC")])
-        for _, log in replicas:
-            admin = announced(log, "fileio admin")
+        for log, what in [(log, "fileio admin") for _, log in replicas] + [(llog, "locks admin")]:
+            admin = announced(log, what)
             deadline = time.time() + 20
             while self.request("GET", f"http://{admin}/readyz") != 200:
                 if time.time() > deadline:
-                    sys.exit(f"bench_s3: {name}: a fileio replica never became ready")
+                    sys.exit(f"bench_s3: {name}: a replica never became ready ({what})")
                 time.sleep(0.05)
         return {"name": f"kubedav microservices, {count} fileio {'replica' if count == 1 else 'replicas'} "
                         "(S3, registry)",

@@ -29,23 +29,9 @@ import urllib.request
 
 import yaml
 
+from ports import free_port
 
-_handed_out = set()
 
-
-def free_port():
-    """A port free now and not handed out before by this script.
-
-    The kernel may offer a port again once its probe socket is closed, so two
-    workloads could otherwise get the same one (CI saw a gateway and an admin
-    listener collide)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
 
 
 class Manifests:

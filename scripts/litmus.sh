@@ -105,7 +105,7 @@ microservices s3-microservices "--storage s3://litmus/micro"
 # Two fileio replicas on one prefix, registered in Redis, two gateways following the
 # registry, locks in Redis, and nginx sending each request to the next gateway (no
 # kept connections): every step of a suite may cross gateways and replicas.
-registry=(--fileio-registry "redis+unix://$WORK/redis.sock")
+registry=(--registry "redis+unix://$WORK/redis.sock")
 for r in a b; do
   start "$WORK/replica-$r.log" --target=fileio --storage s3://litmus/replicas --grpc-listen 127.0.0.1:0 \
     --admin-listen 127.0.0.1:0 "${registry[@]}"
@@ -113,7 +113,7 @@ done
 replica=$(announced "fileio gRPC" "$WORK/replica-a.log")
 announced "fileio gRPC" "$WORK/replica-b.log" > /dev/null
 start "$WORK/replicas-locks.log" --target=locks --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
-  --lock-store "redis+unix://$WORK/redis.sock"
+  --lock-store "redis+unix://$WORK/redis.sock" "${registry[@]}"
 locks=$(announced "locks gRPC" "$WORK/replicas-locks.log")
 upstreams=""
 for g in 1 2; do
@@ -121,8 +121,8 @@ for g in 1 2; do
     "${registry[@]}" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
   upstreams+="server $(announced "gateway HTTP" "$WORK/replicas-gateway-$g.log"); "
 done
-for r in a b; do  # registered and answering changes
-  admin=$(announced "fileio admin" "$WORK/replica-$r.log")
+for pair in fileio:replica-a fileio:replica-b locks:replicas-locks; do  # registered, answering changes
+  admin=$(announced "${pair%%:*} admin" "$WORK/${pair#*:}.log")
   for _ in $(seq 1 200); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$admin/readyz")" = 200 ] && break
     sleep 0.05

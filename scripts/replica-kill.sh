@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Requests lost when a fileio replica dies under load: kubedav in microservices mode on a
 # bucket of a real versitygw, two fileio replicas registered in a real redis-server
-# (--fileio-registry), locks and auth on that Redis, two gateways behind nginx, and
+# (--registry), locks and auth on that Redis, two gateways behind nginx, and
 # loadtests/rolling-restart.js (the webdav-mixed workload) running through nginx. A
 # quarter in, one replica is killed with SIGKILL; half-way, it is started again and
 # rejoins. Prints the requests made, refused with 503 + Retry-After, and lost, and the
@@ -27,25 +27,6 @@ cleanup() {
 trap cleanup EXIT
 source "$REPO/scripts/bench-lib.sh"
 
-# A port free now and not handed out before (sets the variable named by $1).
-HANDED_OUT=" "
-free_port() {
-  local candidate
-  while :; do
-    candidate=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    case "$HANDED_OUT" in *" $candidate "*) continue ;; esac
-    HANDED_OUT+="$candidate "
-    printf -v "$1" '%s' "$candidate"; return
-  done
-}
-ready() {
-  for _ in $(seq 1 400); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$1/readyz")" = 200 ] && return 0
-    sleep 0.05
-  done
-  echo "replica-kill: $1 never became ready" >&2; return 1
-}
-
 free_port port; REDIS="127.0.0.1:$port"
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no > "$WORK/redis.log" 2>&1 &
 PIDS+=($!)
@@ -57,7 +38,7 @@ for _ in $(seq 1 200); do curl -s -o /dev/null "http://$S3/" && redis-cli -p "${
 export AWS_ENDPOINT_URL="http://$S3" AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=kill-key AWS_SECRET_ACCESS_KEY=kill-secret
 
 printf 'load-pw\n' | "$BIN" passwd "$WORK/users" load >/dev/null
-registry=(--fileio-registry "redis://$REDIS/0")
+registry=(--registry "redis://$REDIS/0")
 declare -A FILEIO_GRPC FILEIO_ADMIN FPID
 start_fileio() {
   local r="$1"
@@ -73,13 +54,13 @@ done
 urls=(--fileio-url "http://${FILEIO_GRPC[a]}" "${registry[@]}")
 for target in locks auth; do
   args=(--target="$target" --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0)
-  [ "$target" = locks ] && args+=(--lock-store "redis://$REDIS/0")
+  [ "$target" = locks ] && args+=(--lock-store "redis://$REDIS/0" "${registry[@]}")
   [ "$target" = auth ] && args+=(--users-file "$WORK/users")
   start_kubedav "$WORK/$target.log" "${args[@]}"
   urls+=("--$target-url" "http://$(announced "$target gRPC" "$WORK/$target.log")")
 done
 urls+=(--markdown-url "")
-for r in a b; do ready "${FILEIO_ADMIN[$r]}"; done
+for r in a b; do wait_ready "${FILEIO_ADMIN[$r]}"; done
 GATEWAYS=()
 for g in 1 2; do
   start_kubedav "$WORK/gateway$g.log" --target=gateway --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
@@ -133,7 +114,7 @@ sleep $((seconds / 4))
 survivor=$(( $(served a) - killed_at ))
 echo "replica-kill: while b was dead, a served $survivor calls"
 start_fileio b
-ready "${FILEIO_ADMIN[b]}"
+wait_ready "${FILEIO_ADMIN[b]}"
 echo "replica-kill: fileio b started again and registered"
 status=0
 wait "$K6PID" || status=$?

@@ -23,20 +23,6 @@ cleanup() {
 trap cleanup EXIT
 source "$REPO/scripts/bench-lib.sh"
 
-# A port free now and not handed out before: the kernel may offer a closed probe's
-# port again, and two listeners on one port would fail the run.
-HANDED_OUT=" "
-# Sets the variable named by $1 (a command substitution would lose HANDED_OUT).
-free_port() {
-  local candidate
-  while :; do
-    candidate=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    case "$HANDED_OUT" in *" $candidate "*) continue ;; esac
-    HANDED_OUT+="$candidate "
-    printf -v "$1" '%s' "$candidate"; return
-  done
-}
-
 mkdir -p "$WORK/root"
 printf 'load-pw\n' | "$BIN" passwd "$WORK/users" load >/dev/null
 any=(--admin-listen 127.0.0.1:0)
@@ -58,18 +44,11 @@ start_gateway() {
     --admin-listen "${ADMIN[$g]}" --trusted-proxies 127.0.0.1/32 "${urls[@]}"
   GPID[$g]=${PIDS[-1]}
 }
-ready() {
-  for _ in $(seq 1 200); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$1/readyz")" = 200 ] && return 0
-    sleep 0.05
-  done
-  echo "rolling-restart: $1 never became ready" >&2; return 1
-}
 for g in 1 2; do
   free_port port; LISTEN[$g]="127.0.0.1:$port"
   free_port port; ADMIN[$g]="127.0.0.1:$port"
   start_gateway "$g"
-  ready "${ADMIN[$g]}"
+  wait_ready "${ADMIN[$g]}"
 done
 
 # nginx as the Ingress: a new connection per request to the gateways; a refused
@@ -116,7 +95,7 @@ for g in 1 2; do
   while kill -0 "${GPID[$g]}" 2>/dev/null; do sleep 0.05; done
   drained=$(date +%s.%N)
   start_gateway "$g"
-  ready "${ADMIN[$g]}"
+  wait_ready "${ADMIN[$g]}"
   back=$(date +%s.%N)
   awk -v g="$g" -v s="$started" -v d="$drained" -v b="$back" \
     'BEGIN {printf "rolling-restart: gateway %d drained in %.2f s, ready again %.2f s later\n", g, d-s, b-d}'

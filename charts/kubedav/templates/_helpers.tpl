@@ -169,12 +169,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and (eq .Values.deploymentMode "microservices") (or (include "kubedav.onS3" .) (include "kubedav.sharedVolume" .)) -}}true{{- end -}}
 {{- end -}}
 
-{{/* The registry of fileio replicas, for fileio and the gateway. */}}
-{{- define "kubedav.fileioRegistryEnv" -}}
-{{- if include "kubedav.fileioReplicated" . }}
-{{- include "kubedav.redisUrlEnv" (dict "root" . "name" "KUBEDAV_FILEIO_REGISTRY") }}
-- name: KUBEDAV_REDIS_PREFIX
-  value: {{ .Values.redis.prefix | quote }}
+{{/* With Redis, fileio and locks replicas register there and the gateways follow them
+     (docs/architecture.md, "Many fileio replicas"): the registry's URL for all three, and
+     for the replicas the address they register (`registered`: true). Call with
+     (dict "root" $ "registered" true). */}}
+{{- define "kubedav.registryEnv" -}}
+{{- if include "kubedav.usesRedis" .root }}
+{{- include "kubedav.redisUrlEnv" (dict "root" .root "name" "KUBEDAV_REGISTRY") }}
+{{- if .registered }}
+- name: POD_IP
+  valueFrom:
+    fieldRef: {fieldPath: status.podIP}
+- name: KUBEDAV_ADVERTISE_ADDRESS
+  value: "$(POD_IP):9090"
+{{- end }}
 {{- end }}
 {{- end -}}
 

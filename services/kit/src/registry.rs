@@ -1,5 +1,6 @@
-//! The registry of fileio replicas in Redis: how many fileio processes serving the same
-//! storage and the gateways in front of them know of each other.
+//! The registry of service replicas in Redis: how the replicas of fileio (serving the
+//! same storage) and of the locks service (sharing one lock store), and the gateways in
+//! front of them, know of each other.
 //!
 //! * A replica [`Registry::keep_registered`] its address (a sorted set member whose score
 //!   is its expiry by Redis' clock, renewed every [`RENEW`], lapsing after [`TTL`]) and
@@ -53,11 +54,12 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')",
     )
 });
 
-/// The fileio replicas registered in one Redis under one key prefix.
+/// The replicas of one service registered in one Redis under one key prefix.
 #[derive(Clone)]
 pub struct Registry {
     connection: ConnectionManager,
     key: String,
+    service: &'static str,
 }
 
 /// A replica's standing: when it may answer changes.
@@ -121,12 +123,26 @@ impl View {
 }
 
 impl Registry {
-    /// The registry at `url` (a Redis URL), under `<prefix>fileio:replicas`.
-    pub fn connect(url: &str, prefix: &str) -> Result<Self, String> {
+    /// The registry at `url` (a Redis URL), under `<prefix><service>:replicas`.
+    pub fn connect(url: &str, prefix: &str, service: &'static str) -> Result<Self, String> {
         Ok(Self {
             connection: crate::redis::connect(url)?,
-            key: format!("{prefix}fileio:replicas"),
+            key: format!("{prefix}{service}:replicas"),
+            service,
         })
+    }
+
+    /// The same Redis, for the replicas of another service.
+    pub fn of(&self, service: &'static str) -> Self {
+        let prefix = self
+            .key
+            .strip_suffix(&format!("{}:replicas", self.service))
+            .unwrap_or_default();
+        Self {
+            connection: self.connection.clone(),
+            key: format!("{prefix}{service}:replicas"),
+            service,
+        }
     }
 
     async fn register(&self, address: &str) -> Result<bool, ::redis::RedisError> {
@@ -149,7 +165,10 @@ impl Registry {
             .query_async(&mut connection)
             .await;
         if let Err(e) = removed {
-            tracing::warn!("cannot remove {address} from the fileio registry: {e}; it lapses in {TTL:?}");
+            tracing::warn!(
+                "cannot remove {address} from the {} registry: {e}; it lapses in {TTL:?}",
+                self.service
+            );
         }
     }
 
@@ -204,13 +223,14 @@ impl Registry {
                         };
                         if anew {
                             tracing::info!(
-                                "registered as fileio replica {address}; answering changes in {:?}",
+                                "registered as {} replica {address}; answering changes in {:?}",
+                                registry.service,
                                 next.open_from - answered
                             );
                         }
                         if told_failure {
                             told_failure = false;
-                            tracing::info!("the fileio registry answers again");
+                            tracing::info!("the {} registry answers again", registry.service);
                         }
                         publish.send_replace(next);
                     }
@@ -256,7 +276,7 @@ impl Registry {
                         publish.send_if_modified(|view| {
                             let changed = view.addresses != addresses;
                             if changed {
-                                tracing::info!(replicas = ?addresses, "fileio replicas");
+                                tracing::info!(replicas = ?addresses, "{} replicas", registry.service);
                             }
                             view.addresses = addresses;
                             view.fresh_until = Some(asked + VIEW_FRESHNESS);
@@ -268,7 +288,8 @@ impl Registry {
                     Err(e) if !told_failure => {
                         told_failure = true;
                         tracing::warn!(
-                            "cannot read the fileio registry ({e}): the gateway keeps nothing until it can"
+                            "cannot read the {} registry ({e}): the gateway keeps nothing of it until it can",
+                            registry.service
                         );
                     }
                     Err(_) => {}

@@ -131,7 +131,9 @@ pub struct Cli {
     pub rpc_timeout_seconds: u64,
 
     /// Memory for what a gateway keeps of fileio's answers, in MiB (target gateway, and
-    /// target all with --storage s3://, where every answer costs S3 requests): files (1 MiB at most), single resources and Depth 1 listings of collections
+    /// target all with --storage s3://, where every answer costs S3 requests, unless its
+    /// locks are in Redis: then other processes share the bucket and announce nothing to
+    /// it): files (1 MiB at most), single resources and Depth 1 listings of collections
     /// (4,096 entries at most) with their dead properties, plus lock discovery when the
     /// locks service offers leases. Kept under the services' leases, so a change made
     /// through any gateway is seen at once by every other; 0 turns it off
@@ -340,17 +342,18 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_REDIS_PREFIX", default_value = "kubedav:")]
     pub redis_prefix: String,
 
-    /// Where fileio replicas that serve the same storage register: a Redis URL (targets
-    /// fileio and gateway), needed for more than one fileio replica. Each replica
-    /// registers its --advertise-address; each gateway sends fileio calls to the
-    /// registered replicas and holds a lease from every one, so a change through any
-    /// replica is dropped from every gateway's copies before it is answered. A gateway
-    /// with it refuses to start while the locks service keeps its locks in memory.
-    #[arg(long, env = "KUBEDAV_FILEIO_REGISTRY", default_value = "")]
-    pub fileio_registry: String,
+    /// Where the replicas of fileio (serving the same storage) and of locks (sharing one
+    /// Redis store) register: a Redis URL (targets fileio, locks, gateway), needed for
+    /// more than one fileio replica. Each replica registers its --advertise-address;
+    /// each gateway sends calls to the registered replicas and holds a lease from every
+    /// one, so a change through any replica is dropped from every gateway's copies
+    /// before it is answered. A gateway with it refuses to start while the locks service
+    /// keeps its locks in memory.
+    #[arg(long, env = "KUBEDAV_REGISTRY", default_value = "")]
+    pub registry: String,
 
-    /// The host:port gateways reach this fileio replica at (target fileio with
-    /// --fileio-registry): in Kubernetes, the pod's IP and the gRPC port. Defaults to
+    /// The host:port gateways reach this replica at (targets fileio and locks with
+    /// --registry): in Kubernetes, the pod's IP and the gRPC port. Defaults to
     /// the bound --grpc-listen address, unless that is 0.0.0.0 or [::].
     #[arg(long, env = "KUBEDAV_ADVERTISE_ADDRESS")]
     pub advertise_address: Option<String>,

@@ -14,11 +14,11 @@ use kubedav_kit::shutdown::Shutdown;
 use kubedav_kit::{admin, listen, telemetry};
 use kubedav_locks::{MemoryLocks, RedisLocks};
 use kubedav_remote::client::{RemoteAuth, RemoteFileIo, RemoteLocks, RemoteMarkdown};
-use kubedav_remote::lease::Leases;
+use kubedav_remote::lease::{Leases, OpenAt, ReplicaLeases, View};
 use kubedav_remote::observe::ObservedChannel;
 use kubedav_remote::serve as grpc;
 use kubedav_remote::server::{AuthGrpc, FileIoGrpc, LocksGrpc, MarkdownGrpc};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tonic::transport::Endpoint;
 
@@ -36,53 +36,42 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Target::Gateway => run_gateway(&cli, remote_ports(&cli)?, shutdown).await,
         Target::Locks => {
             let (locks, ready) = lock_store(&cli)?;
+            let registry = registry(&cli, "locks")?;
+            if registry.is_some() && cli.lock_store == "memory" {
+                return Err(
+                    "--registry: locks kept in memory belong to this process alone, so it cannot \
+                            be one of several replicas: give --lock-store redis://... (or no --registry)"
+                        .into(),
+                );
+            }
             let mut service = LocksGrpc::new(locks);
-            // Leases on the gateways' copies of lock discovery, only while this service
-            // is the sole keeper of its locks: a Redis store changes behind its back.
-            if cli.lock_store == "memory" {
+            // Leases on the gateways' copies of lock discovery: while this service is the
+            // sole keeper of its locks, or when every replica sharing the Redis store
+            // registers (each then announces its changes to every gateway).
+            if cli.lock_store == "memory" || registry.is_some() {
                 service = service.with_leases();
             }
             if let Some(leases) = service.leases() {
                 close_on_shutdown(leases, &shutdown);
             }
-            grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await
+            match (registry, service.leases()) {
+                (Some(registry), Some(leases)) => {
+                    serve_registered(&cli, registry, leases, service.into_service(), ready, shutdown).await
+                }
+                _ => grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await,
+            }
         }
         Target::Fileio => {
             let (core, ready) = open_storage(&cli).await?;
             let service = FileIoGrpc::new(core);
-            close_on_shutdown(service.leases(), &shutdown);
-            let mut listen = cli.listen();
-            let Some(registry) = fileio_registry(&cli)? else {
-                return grpc::serve_target(listen, service.into_service(), ready, shutdown).await;
-            };
-            // One replica of several: registered under the address it is bound to (or the
-            // one given), answering changes only while the registration is open.
-            let (bound, address) = tokio::sync::oneshot::channel();
-            listen.on_bound = Some(Box::new(move |at| {
-                let _ = bound.send(at);
-            }));
-            let advertised = cli.advertise_address.clone();
-            let unspecified = cli
-                .grpc_listen()
-                .parse::<std::net::SocketAddr>()
-                .is_ok_and(|at| at.ip().is_unspecified());
-            if advertised.is_none() && unspecified {
-                return Err(format!(
-                    "--fileio-registry: gateways cannot reach {} (listening on every address): \
-                     give --advertise-address host:port (in Kubernetes, the pod's IP and port)",
-                    cli.grpc_listen()
-                ));
+            let leases = service.leases();
+            close_on_shutdown(leases.clone(), &shutdown);
+            match registry(&cli, "fileio")? {
+                Some(registry) => {
+                    serve_registered(&cli, registry, leases, service.into_service(), ready, shutdown).await
+                }
+                None => grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await,
             }
-            let registration = registry.keep_registered(async move {
-                let bound = address.await.ok()?;
-                Some(advertised.unwrap_or_else(|| bound.to_string()))
-            });
-            service.leases().admit_through(registration.standing());
-            let ready = registered_and(ready, registration.standing());
-            let served = grpc::serve_target(listen, service.into_service(), ready, shutdown).await;
-            // Only now, with no call left to answer: gateways stop waiting for it.
-            registration.leave().await;
-            served
         }
         Target::Auth => {
             let file = cli
@@ -107,11 +96,11 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 
 /// The ports of `--target=all`: every core in this process.
 async fn local_ports(cli: &Cli) -> Result<Ports, String> {
-    if !cli.fileio_registry.is_empty() {
+    if !cli.registry.is_empty() {
         return Err(
-            "--fileio-registry is for fileio replicas and the gateways in front of them \
-                    (targets fileio, gateway); all-in-one processes sharing a volume or a bucket \
-                    need only --lock-store redis://..."
+            "--registry is for replicas of fileio and locks and the gateways in front of \
+                    them (targets fileio, locks, gateway); all-in-one processes sharing a volume \
+                    or a bucket need only --lock-store redis://..."
                 .into(),
         );
     }
@@ -150,26 +139,29 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
     kubedav_remote::observe::register_client_metrics();
     kubedav_remote::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
     let token = cli.grpc_token.as_deref();
-    let replicas = fileio_registry(cli)?.map(|registry| registry.follow());
-    // Which replicas answer, known once the cache holds their leases (below).
-    let leases: Arc<std::sync::OnceLock<Arc<kubedav_remote::lease::ReplicaLeases>>> = Arc::default();
-    let fileio = match &replicas {
-        None => RemoteFileIo::new(channel("fileio", &cli.fileio_url, token)?),
-        Some(view) => {
-            let known = leases.clone();
-            let answering = Arc::new(move |address: &str| known.get().is_none_or(|l| l.answering(address)));
-            let backends = kubedav_remote::balance::registered(
-                &cli.fileio_url,
-                view.clone(),
-                |url| endpoint("fileio", url),
-                answering,
-            )?;
-            RemoteFileIo::new(ObservedChannel::balanced(backends, &cli.fileio_url).with_token(token)?)
-        }
-    };
-    let locks = RemoteLocks::new(channel("locks", &cli.locks_url, token)?);
-    if replicas.is_some() {
-        require_shared_locks(locks.clone());
+    // With --registry: the replicas of fileio and locks, where calls go and whose
+    // leases the caches hold (which of them answer is known once the caches hold them).
+    let registry = registry(cli, "fileio")?;
+    let fileio_replicas = registry.as_ref().map(|r| r.follow());
+    let locks_replicas = registry.as_ref().map(|r| r.of("locks").follow());
+    let fileio_leases: Arc<OnceLock<Arc<ReplicaLeases>>> = Arc::default();
+    let locks_leases: Arc<OnceLock<Arc<ReplicaLeases>>> = Arc::default();
+    let fileio = RemoteFileIo::new(service_channel(
+        "fileio",
+        &cli.fileio_url,
+        &fileio_replicas,
+        &fileio_leases,
+        token,
+    )?);
+    let locks = RemoteLocks::new(service_channel(
+        "locks",
+        &cli.locks_url,
+        &locks_replicas,
+        &locks_leases,
+        token,
+    )?);
+    if let Some(view) = &locks_replicas {
+        require_shared_locks(locks.clone(), view.clone());
     }
     // What the gateway keeps of fileio's and the locks service's answers, under
     // their leases: off with --gateway-cache-mib 0.
@@ -177,18 +169,33 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
         (Arc::new(fileio), Arc::new(locks))
     } else {
         kubedav_gateway::cache::register_metrics();
-        let fileio = match replicas {
+        let fileio = match fileio_replicas {
             None => CachedFileIo::new(fileio, cache_config(cli)),
             Some(view) => {
-                let cached =
-                    CachedFileIo::over_replicas(fileio, view, replica_watch(token)?, cache_config(cli));
-                if let Some(replica_leases) = cached.replica_leases() {
-                    let _ = leases.set(replica_leases);
+                let open = replica_watch("fileio", token, |channel, requests| {
+                    Box::pin(RemoteFileIo::new(channel).watch(requests))
+                });
+                let cached = CachedFileIo::over_replicas(fileio, view, open, cache_config(cli));
+                if let Some(leases) = cached.replica_leases() {
+                    let _ = fileio_leases.set(leases);
                 }
                 cached
             }
         };
-        (Arc::new(fileio), Arc::new(CachedLocks::new(locks)))
+        let locks = match locks_replicas {
+            None => CachedLocks::new(locks),
+            Some(view) => {
+                let open = replica_watch("locks", token, |channel, requests| {
+                    Box::pin(RemoteLocks::new(channel).watch(requests))
+                });
+                let cached = CachedLocks::over_replicas(locks, view, open);
+                if let Some(leases) = cached.replica_leases() {
+                    let _ = locks_leases.set(leases);
+                }
+                cached
+            }
+        };
+        (Arc::new(fileio), Arc::new(locks))
     };
     let auth = if cli.auth_url.is_empty() {
         None
@@ -216,20 +223,72 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
     })
 }
 
-/// The registry of fileio replicas `--fileio-registry` names, if any.
-fn fileio_registry(cli: &Cli) -> Result<Option<kubedav_kit::registry::Registry>, String> {
-    if cli.fileio_registry.is_empty() {
+/// The registry of `service`'s replicas that `--registry` names, if any.
+fn registry(cli: &Cli, service: &'static str) -> Result<Option<kubedav_kit::registry::Registry>, String> {
+    if cli.registry.is_empty() {
         return Ok(None);
     }
-    let registry = kubedav_kit::registry::Registry::connect(&cli.fileio_registry, &cli.redis_prefix)
-        .map_err(|e| format!("--fileio-registry: {e}"))?;
+    let registry = kubedav_kit::registry::Registry::connect(&cli.registry, &cli.redis_prefix, service)
+        .map_err(|e| format!("--registry: {e}"))?;
     tracing::info!(
         target: "kubedav",
-        "fileio replicas registered in Redis at {} under {}fileio:",
-        kubedav_kit::redis::redacted(&cli.fileio_registry),
+        "{service} replicas registered in Redis at {} under {}{service}:",
+        kubedav_kit::redis::redacted(&cli.registry),
         cli.redis_prefix
     );
     Ok(Some(registry))
+}
+
+/// Serves one replica of several: registered under the address it is bound to (or
+/// `--advertise-address`), answering changes only while the registration is open, and
+/// removed from the registry once it has stopped answering calls.
+async fn serve_registered<S>(
+    cli: &Cli,
+    registry: kubedav_kit::registry::Registry,
+    leases: Arc<Leases>,
+    service: S,
+    ready: ReadinessCheck,
+    shutdown: Shutdown,
+) -> Result<(), String>
+where
+    S: tower_service::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let advertised = cli.advertise_address.clone();
+    let unspecified = cli
+        .grpc_listen()
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|at| at.ip().is_unspecified());
+    if advertised.is_none() && unspecified {
+        return Err(format!(
+            "--registry: gateways cannot reach {} (listening on every address): \
+             give --advertise-address host:port (in Kubernetes, the pod's IP and port)",
+            cli.grpc_listen()
+        ));
+    }
+    let mut listen = cli.listen();
+    let (bound, address) = tokio::sync::oneshot::channel();
+    listen.on_bound = Some(Box::new(move |at| {
+        let _ = bound.send(at);
+    }));
+    let registration = registry.keep_registered(async move {
+        let bound = address.await.ok()?;
+        Some(advertised.unwrap_or_else(|| bound.to_string()))
+    });
+    leases.admit_through(registration.standing());
+    let ready = registered_and(ready, registration.standing());
+    let served = grpc::serve_target(listen, service, ready, shutdown).await;
+    // Only now, with no call left to answer: gateways stop waiting for it.
+    registration.leave().await;
+    served
 }
 
 /// Ready when `storage` is and the replica's registration lets it answer changes.
@@ -251,38 +310,80 @@ fn registered_and(
     })
 }
 
-/// Opens a lease stream to the fileio replica at an address.
-fn replica_watch(token: Option<&str>) -> Result<kubedav_remote::lease::OpenAt, String> {
+/// The channel to a service: its registered replicas with `--registry` (skipping those
+/// whose lease has lapsed, once `leases` knows them), or else the pods its URL resolves to.
+fn service_channel(
+    service: &'static str,
+    url: &str,
+    replicas: &Option<tokio::sync::watch::Receiver<View>>,
+    leases: &Arc<OnceLock<Arc<ReplicaLeases>>>,
+    token: Option<&str>,
+) -> Result<ObservedChannel, String> {
+    let Some(view) = replicas else {
+        return channel(service, url, token);
+    };
+    let known = leases.clone();
+    let answering = Arc::new(move |address: &str| known.get().is_none_or(|l| l.answering(address)));
+    let backends =
+        kubedav_remote::balance::registered(url, view.clone(), move |url| endpoint(service, url), answering)?;
+    ObservedChannel::balanced(backends, url).with_token(token)
+}
+
+/// Opens a lease stream to the replica of `service` at an address, through `watch` on a
+/// channel to it alone.
+fn replica_watch(
+    service: &'static str,
+    token: Option<&str>,
+    watch: impl Fn(
+        ObservedChannel,
+        kubedav_remote::lease::Requests,
+    ) -> futures_util::future::BoxFuture<
+        'static,
+        Result<kubedav_api::BoxStream<kubedav_api::lease::WatchEvent>, tonic::Status>,
+    > + Send
+    + Sync
+    + 'static,
+) -> OpenAt {
     let token = token.map(str::to_owned);
-    Ok(Arc::new(move |address: &str, requests| {
+    Arc::new(move |address: &str, requests| {
         let url = format!("http://{address}");
-        let client = endpoint("fileio", &url).and_then(|made| {
+        let channel = endpoint(service, &url).and_then(|made| {
             let channel = made.connect_with_connector_lazy(kubedav_remote::backoff::Connector::new(
                 kubedav_remote::balance::CONNECT_TIMEOUT,
             ));
-            let backends = kubedav_remote::balance::Backends::single(channel);
-            ObservedChannel::balanced(backends, &url).with_token(token.as_deref())
+            ObservedChannel::balanced(kubedav_remote::balance::Backends::single(channel), &url)
+                .with_token(token.as_deref())
         });
-        Box::pin(async move {
-            let client = RemoteFileIo::new(client.map_err(tonic::Status::internal)?);
-            client.watch(requests).await
-        })
-    }))
+        match channel {
+            Ok(channel) => watch(channel, requests),
+            Err(e) => Box::pin(async move { Err(tonic::Status::internal(e)) }),
+        }
+    })
 }
 
-/// Exits the process if the locks service offers leases, which it does only while it
-/// keeps its locks in memory: one locks process would be the single point that many
-/// fileio replicas are meant to remove, and the chart runs it with several replicas
-/// only on Redis. Checked in the background until the locks service first answers.
-fn require_shared_locks(locks: RemoteLocks) {
+/// Exits the process if the locks service keeps its locks in memory while fileio has
+/// replicas: one locks process would be the single point of failure that replicas are
+/// meant to remove (the chart runs locks replicas on Redis). A locks service offers
+/// leases on memory, or on Redis when its replicas register; one on Redis that does not
+/// register offers none. Checked in the background until the locks service answers.
+fn require_shared_locks(locks: RemoteLocks, registered: tokio::sync::watch::Receiver<View>) {
     tokio::spawn(async move {
         loop {
             let (_requests, stream) = tokio::sync::mpsc::unbounded_channel();
             match locks.watch(kubedav_remote::lease::Requests::from(stream)).await {
                 Ok(_) => {
-                    let message = "--fileio-registry: fileio has replicas, but the locks service keeps its \
-                                   locks in memory: run it with --lock-store redis://... (the chart's \
-                                   locks.store: redis)";
+                    // Offered: registered replicas on Redis show in the registry by now
+                    // or soon; memory never does.
+                    let deadline = tokio::time::Instant::now() + 2 * kubedav_kit::registry::TTL;
+                    while tokio::time::Instant::now() < deadline {
+                        if !registered.borrow().addresses.is_empty() {
+                            return;
+                        }
+                        tokio::time::sleep(kubedav_kit::registry::POLL).await;
+                    }
+                    let message = "--registry: fileio has replicas, but the locks service keeps its \
+                                   locks in memory: run it with --lock-store redis://... and --registry \
+                                   (the chart does, with Redis)";
                     tracing::error!(target: "kubedav", "{message}");
                     eprintln!("kubedav: {message}");
                     std::process::exit(1);

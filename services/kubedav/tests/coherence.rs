@@ -2,7 +2,7 @@
 //! through either gateway, whichever replica served it, is seen at once through the
 //! other, although both gateways keep copies of what they read. On a bucket of a real S3
 //! server (versitygw) and on one directory shared by the replicas (as a ReadWriteMany
-//! volume is), with the replicas registered in a real Redis (`--fileio-registry`) and
+//! volume is), with the replicas registered in a real Redis (`--registry`) and
 //! locks on it too. The same holds for two all-in-one processes sharing the storage and
 //! the locks. Switched off (each gateway talking to its own replica without the
 //! registry, or all-in-one processes whose locks are not shared), the same checks see
@@ -29,7 +29,8 @@ enum Storage {
 /// How the processes are put together.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Wiring {
-    /// Two fileio replicas registered in Redis, two gateways following the registry.
+    /// Two fileio replicas and two locks replicas registered in Redis, two gateways
+    /// following the registry.
     Registry,
     /// Two fileio replicas, each gateway talking to its own one, no registry: the
     /// coherence across replicas switched off.
@@ -72,7 +73,7 @@ impl Fleet {
                 (args, common::s3_envs(&s3), Some(s3))
             }
         };
-        let registry = ["--fileio-registry".to_owned(), redis.url(0)];
+        let registry = ["--registry".to_owned(), redis.url(0)];
         let shared_locks = ["--lock-store".to_owned(), redis.url(0)];
         let extra: Vec<String> = gateway_args.iter().map(|s| s.to_string()).collect();
         let mut fleet = Fleet {
@@ -117,14 +118,23 @@ impl Fleet {
             replica_grpc.push(grpc);
             fleet.replica_admin.push(admin);
         }
-        let (locks, locks_grpc, _) = start_service("locks", "locks", &shared_locks, &[]).await;
-        fleet._others.push(locks);
+        let mut locks_grpc = Vec::new();
+        for name in ["locks-a", "locks-b"] {
+            let mut args = shared_locks.to_vec();
+            if wiring == Wiring::Registry {
+                args.extend(registry.iter().cloned());
+            }
+            let (locks, grpc, admin) = start_service(name, "locks", &args, &[]).await;
+            fleet._others.push(locks);
+            locks_grpc.push(grpc);
+            fleet.replica_admin.push(admin);
+        }
         for (i, name) in ["gateway-a", "gateway-b"].into_iter().enumerate() {
             let mut args = vec![
                 "--fileio-url".to_owned(),
                 format!("http://{}", replica_grpc[i]),
                 "--locks-url".to_owned(),
-                format!("http://{locks_grpc}"),
+                format!("http://{}", locks_grpc[i]),
                 "--markdown-url".to_owned(),
                 String::new(),
             ];
@@ -137,8 +147,8 @@ impl Fleet {
             fleet.gateway_admin.push(admin);
             fleet._others.push(process);
         }
-        // Registered replicas answer changes only once every gateway's view has seen
-        // them: their readiness says when.
+        // Registered replicas (fileio, then locks) answer changes only once every
+        // gateway's view has seen them: their readiness says when.
         for admin in &fleet.replica_admin {
             let ready = common::eventually_async(Duration::from_secs(20), || async {
                 let url = format!("http://{admin}/readyz");
@@ -158,13 +168,15 @@ impl Fleet {
         format!("http://{}{path}", self.gateways[gateway])
     }
 
-    /// Requests gateway `gateway` answered from what it kept.
-    async fn answered_from_copies(&self, gateway: usize) -> f64 {
+    /// Requests gateway `gateway` answered from what it kept in `cache`.
+    async fn answered_from_copies(&self, gateway: usize, cache: &str) -> f64 {
         common::metric_text(self.gateway_admin[gateway])
             .await
             .lines()
             .filter(|line| {
-                line.starts_with("kubedav_gateway_cache_lookups_total{") && line.contains(r#"result="hit""#)
+                line.starts_with("kubedav_gateway_cache_lookups_total{")
+                    && line.contains(r#"result="hit""#)
+                    && line.contains(&format!(r#"cache="{cache}""#))
             })
             .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
@@ -183,6 +195,8 @@ async fn send(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> 
 
 const PROPPATCH: &str = r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:test"><D:set><D:prop><Z:colour>VALUE</Z:colour></D:prop></D:set></D:propertyupdate>"#;
 const PROPFIND_COLOUR: &str = r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:" xmlns:Z="urn:test"><D:prop><Z:colour/></D:prop></D:propfind>"#;
+const PROPFIND_LOCKS: &str =
+    r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop><D:lockdiscovery/></D:prop></D:propfind>"#;
 const LOCKINFO: &str = r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>coherence</D:owner></D:lockinfo>"#;
 
 /// What a check saw through the second gateway that the first one had changed before.
@@ -296,7 +310,8 @@ async fn stale_answers(fleet: &Fleet, from: usize, to: usize, rounds: usize) -> 
             status == 207,
             format!("round {round}: PROPFIND of a new collection: {status}"),
         );
-        // LOCK and UNLOCK: a lock taken through one gateway binds the other at once.
+        // LOCK and UNLOCK: a lock taken through one gateway binds the other at once, and
+        // shows in its lock discovery, which it keeps.
         assert!(
             send("PUT", &fleet.url(from, &file), &[], "three")
                 .await
@@ -309,6 +324,10 @@ async fn stale_answers(fleet: &Fleet, from: usize, to: usize, rounds: usize) -> 
                 .0
                 .is_success()
         );
+        for _ in 0..2 {
+            let (_, body) = send("PROPFIND", &fleet.url(to, &file), &depth0, PROPFIND_LOCKS).await;
+            assert!(!body.contains("opaquelocktoken:"), "{body}");
+        }
         let response = client()
             .request(Method::from_bytes(b"LOCK").unwrap(), fleet.url(from, &file))
             .body(LOCKINFO)
@@ -317,6 +336,11 @@ async fn stale_answers(fleet: &Fleet, from: usize, to: usize, rounds: usize) -> 
             .unwrap();
         assert_eq!(response.status(), 200);
         let token = response.headers()["lock-token"].to_str().unwrap().to_owned();
+        let (_, body) = send("PROPFIND", &fleet.url(to, &file), &depth0, PROPFIND_LOCKS).await;
+        saw(
+            body.contains(token.trim_matches(['<', '>'])),
+            format!("round {round}: lockdiscovery after LOCK: {body}"),
+        );
         let (status, _) = send("PUT", &fleet.url(to, &file), &[], "five").await;
         saw(
             status == 423,
@@ -324,6 +348,11 @@ async fn stale_answers(fleet: &Fleet, from: usize, to: usize, rounds: usize) -> 
         );
         let (status, _) = send("UNLOCK", &fleet.url(from, &file), &[("Lock-Token", &token)], "").await;
         assert_eq!(status, 204);
+        let (_, body) = send("PROPFIND", &fleet.url(to, &file), &depth0, PROPFIND_LOCKS).await;
+        saw(
+            !body.contains("opaquelocktoken:"),
+            format!("round {round}: lockdiscovery after UNLOCK: {body}"),
+        );
         let (status, _) = send("PUT", &fleet.url(to, &file), &[], "six").await;
         saw(
             status.is_success(),
@@ -350,11 +379,13 @@ async fn coherent(storage: Storage, wiring: Wiring) {
     if wiring == Wiring::Registry {
         // Coherent because the copies are dropped in time, not because none were kept.
         for gateway in 0..2 {
-            let hits = fleet.answered_from_copies(gateway).await;
-            assert!(
-                hits > 0.0,
-                "{storage:?}: gateway {gateway} answered nothing from its copies"
-            );
+            for cache in ["file", "resource", "locks"] {
+                let hits = fleet.answered_from_copies(gateway, cache).await;
+                assert!(
+                    hits > 0.0,
+                    "{storage:?}: gateway {gateway} answered nothing from its {cache} copies"
+                );
+            }
         }
     }
 }
@@ -492,7 +523,7 @@ async fn a_paused_replica_delays_writes_by_a_bounded_time_and_nothing_stale_is_s
 async fn a_gateway_over_replicas_refuses_locks_kept_in_memory() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let registry = ["--fileio-registry".to_owned(), redis.url(0)];
+    let registry = ["--registry".to_owned(), redis.url(0)];
     let mut args = vec!["--root".to_owned(), dir.path().display().to_string()];
     args.extend(registry.iter().cloned());
     let (_fileio, fileio_grpc, _) = start_service("fileio", "fileio", &args, &[]).await;
@@ -509,7 +540,7 @@ async fn a_gateway_over_replicas_refuses_locks_kept_in_memory() {
             format!("http://{fileio_grpc}"),
             "--locks-url".into(),
             format!("http://{locks_grpc}"),
-            "--fileio-registry".into(),
+            "--registry".into(),
             redis.url(0),
         ],
         &[],
@@ -536,11 +567,25 @@ async fn a_gateway_over_replicas_refuses_locks_kept_in_memory() {
             dir.path().display().to_string(),
             "--listen".into(),
             "127.0.0.1:0".into(),
-            "--fileio-registry".into(),
+            "--registry".into(),
             redis.url(0),
         ],
         &[],
     );
-    let line = all.logged("--fileio-registry").await;
+    let line = all.logged("--registry").await;
+    assert!(line.contains("--lock-store redis://"), "{line}");
+
+    let mut locks = Process::spawn(
+        "locks",
+        &[
+            "--target=locks".to_owned(),
+            "--grpc-listen".into(),
+            "127.0.0.1:0".into(),
+            "--registry".into(),
+            redis.url(0),
+        ],
+        &[],
+    );
+    let line = locks.logged("--registry").await;
     assert!(line.contains("--lock-store redis://"), "{line}");
 }

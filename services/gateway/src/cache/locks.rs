@@ -1,4 +1,5 @@
-//! [`CachedLocks`]: lock discovery kept under the locks service's lease.
+//! [`CachedLocks`]: lock discovery kept under the locks service's lease, or under a lease
+//! from each of its registered replicas.
 
 use super::Lookups;
 use kubedav_api::locks::{
@@ -6,7 +7,7 @@ use kubedav_api::locks::{
     Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, UnlockRequest, UnlockResponse,
 };
 use kubedav_remote::client::RemoteLocks;
-use kubedav_remote::lease::{self, Lease};
+use kubedav_remote::lease::{self, Coherence, OpenAt, ReplicaLeases, View};
 use quick_cache::sync::Cache;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,12 +27,15 @@ struct KeptDiscovery {
 }
 
 /// [`Locks`] over gRPC that answers Discover from what it kept while its lease from the
-/// locks service holds (a service with the memory store offers one; a shared Redis store
-/// does not, and then every call goes to the service). Every other call goes to the
-/// service: a write's lock check is never answered from a copy.
+/// locks service holds (a service with the memory store offers one; replicas on a
+/// shared Redis store offer one each when they register, and a gateway then holds all of
+/// them; unregistered ones on Redis offer none, and every call goes to the service).
+/// Every other call goes to the service: a write's lock check is never answered from a
+/// copy.
 pub struct CachedLocks {
     remote: RemoteLocks,
-    lease: Arc<Lease>,
+    lease: Arc<dyn Coherence>,
+    replicas: Option<Arc<ReplicaLeases>>,
     kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>>,
     lookups: Lookups,
 }
@@ -52,9 +56,35 @@ impl CachedLocks {
         Self {
             remote,
             lease,
+            replicas: None,
             kept,
             lookups: Lookups::of("locks"),
         }
+    }
+
+    /// Wraps `remote`, which reaches several locks replicas on one store, holding a lease
+    /// from each replica that `replicas` shows through the streams `open` opens.
+    pub fn over_replicas(
+        remote: RemoteLocks,
+        replicas: tokio::sync::watch::Receiver<View>,
+        open: OpenAt,
+    ) -> Self {
+        let kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>> = Arc::new(Cache::new(CAPACITY));
+        let dropper = kept.clone();
+        let leases = ReplicaLeases::follow("locks", replicas, open, Arc::new(move |_| dropper.clear()));
+        Self {
+            remote,
+            lease: leases.clone(),
+            replicas: Some(leases),
+            kept,
+            lookups: Lookups::of("locks"),
+        }
+    }
+
+    /// The leases from each replica ([`CachedLocks::over_replicas`]): which replicas
+    /// answer now.
+    pub fn replica_leases(&self) -> Option<Arc<ReplicaLeases>> {
+        self.replicas.clone()
     }
 
     fn kept(&self, key: &(String, u32)) -> Option<DiscoverResponse> {
