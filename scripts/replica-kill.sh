@@ -108,6 +108,7 @@ K6PID=$!
 
 sleep $((seconds / 4))
 kill -KILL "${FPID[b]}"
+wait "${FPID[b]}" 2>/dev/null || true  # reaped here, so bash does not report it as "Killed"
 killed_at=$(served a)
 echo "replica-kill: fileio b killed (SIGKILL)"
 sleep $((seconds / 4))
