@@ -233,6 +233,8 @@ class Bench:
             + extra + [url],
             capture_output=True, text=True, env=env, timeout=self.args.seconds + 60).stdout
         total = int(re.search(r"(\d+) requests in", out).group(1))
+        if total == 0:
+            sys.exit(f"bench_s3: {url}: no request completed in {self.args.seconds} s\n{out}")
         non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
         if non2xx:
             sys.exit(f"bench_s3: {url}: {non2xx.group(1)} failed requests\n{out}")
@@ -325,12 +327,15 @@ class Bench:
                 if server["fileio"]:
                     print(f"| {server['name']} | {self.streaming_memory(server):.1f} |")
 
-    def close(self):
+    def close(self, keep=False):
         for proc in self.procs:
             proc.kill()
         for proc in self.procs:
             proc.wait()
-        shutil.rmtree(self.work, ignore_errors=True)
+        if keep:
+            print(f"bench_s3: logs kept in {self.work}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.work, ignore_errors=True)
 
 
 def main():
@@ -352,10 +357,12 @@ def main():
         args.versitygw = subprocess.run(["bash", os.path.join(repo, "scripts/need-versitygw.sh")],
                                         capture_output=True, text=True, check=True).stdout.strip()
     bench = Bench(args)
+    done = False
     try:
         bench.run()
+        done = True
     finally:
-        bench.close()
+        bench.close(keep=not done)
 
 
 if __name__ == "__main__":
