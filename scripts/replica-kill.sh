@@ -107,8 +107,8 @@ KUBEDAV_URL="http://$FRONT" KUBEDAV_USER=load KUBEDAV_PASSWORD=load-pw DURATION=
 K6PID=$!
 
 sleep $((seconds / 4))
-kill -KILL "${FPID[b]}"
-wait "${FPID[b]}" 2>/dev/null || true  # reaped here, so bash does not report it as "Killed"
+# Reaped at once with the shell's report silenced: bash would print "Killed".
+{ kill -KILL "${FPID[b]}"; wait "${FPID[b]}"; } 2>/dev/null || true
 killed_at=$(served a)
 echo "replica-kill: fileio b killed (SIGKILL)"
 sleep $((seconds / 4))
