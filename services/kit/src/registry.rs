@@ -58,8 +58,10 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')",
 #[derive(Clone)]
 pub struct Registry {
     connection: ConnectionManager,
-    key: String,
+    prefix: String,
     service: &'static str,
+    /// `<prefix><service>:replicas`.
+    key: String,
 }
 
 /// A replica's standing: when it may answer changes.
@@ -125,23 +127,20 @@ impl View {
 impl Registry {
     /// The registry at `url` (a Redis URL), under `<prefix><service>:replicas`.
     pub fn connect(url: &str, prefix: &str, service: &'static str) -> Result<Self, String> {
-        Ok(Self {
-            connection: crate::redis::connect(url)?,
-            key: format!("{prefix}{service}:replicas"),
-            service,
-        })
+        Ok(Self::on(crate::redis::connect(url)?, prefix, service))
     }
 
     /// The same Redis, for the replicas of another service.
     pub fn of(&self, service: &'static str) -> Self {
-        let prefix = self
-            .key
-            .strip_suffix(&format!("{}:replicas", self.service))
-            .unwrap_or_default();
+        Self::on(self.connection.clone(), &self.prefix, service)
+    }
+
+    fn on(connection: ConnectionManager, prefix: &str, service: &'static str) -> Self {
         Self {
-            connection: self.connection.clone(),
-            key: format!("{prefix}{service}:replicas"),
+            connection,
+            prefix: prefix.to_owned(),
             service,
+            key: format!("{prefix}{service}:replicas"),
         }
     }
 

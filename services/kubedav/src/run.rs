@@ -110,11 +110,12 @@ async fn local_ports(cli: &Cli) -> Result<Ports, String> {
     // without S3 requests, so the gateway keeps what it was told, under an in-process
     // lease, as it does from a remote fileio. Not when locks are shared through Redis:
     // then other processes share the bucket, and they announce nothing to this one.
+    let keeps_bucket = cli.storage.is_some() && cli.gateway_cache_mib > 0;
     let shared = cli.lock_store != "memory";
-    if shared && cli.storage.is_some() && cli.gateway_cache_mib > 0 {
+    if keeps_bucket && shared {
         tracing::info!(target: "kubedav", "locks shared through Redis: other processes may change the bucket, so nothing is kept of it");
     }
-    if cli.storage.is_some() && cli.gateway_cache_mib > 0 && !shared {
+    if keeps_bucket && !shared {
         kubedav_gateway::cache::register_metrics();
         let leased = kubedav_remote::server::LeasedFileIo::new(fileio);
         fileio = Arc::new(CachedFileIo::in_process(leased, cache_config(cli)));
@@ -251,16 +252,7 @@ async fn serve_registered<S>(
     shutdown: Shutdown,
 ) -> Result<(), String>
 where
-    S: tower_service::Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<tonic::body::Body>,
-            Error = std::convert::Infallible,
-        > + tonic::server::NamedService
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
+    S: grpc::GrpcService,
 {
     let advertised = cli.advertise_address.clone();
     let unspecified = cli
@@ -301,9 +293,7 @@ fn registered_and(
         let open = standing.borrow().open_at(tokio::time::Instant::now());
         Box::pin(async move {
             if !open {
-                return Err(
-                    "not registered in the fileio registry yet (or Redis is out of reach)".to_owned(),
-                );
+                return Err("this replica is not registered yet (or Redis is out of reach)".to_owned());
             }
             storage().await
         })
@@ -348,11 +338,7 @@ fn replica_watch(
     Arc::new(move |address: &str, requests| {
         let url = format!("http://{address}");
         let channel = endpoint(service, &url).and_then(|made| {
-            let channel = made.connect_with_connector_lazy(kubedav_remote::backoff::Connector::new(
-                kubedav_remote::balance::CONNECT_TIMEOUT,
-            ));
-            ObservedChannel::balanced(kubedav_remote::balance::Backends::single(channel), &url)
-                .with_token(token.as_deref())
+            ObservedChannel::new(kubedav_remote::balance::lazy(&made), &url).with_token(token.as_deref())
         });
         match channel {
             Ok(channel) => watch(channel, requests),

@@ -183,7 +183,8 @@ impl Leases {
                     self.service
                 )));
             }
-            let wake = if current.open_from > now && now < current.open_until {
+            // Not open yet: until it opens. Lapsed: until it is renewed, or the deadline.
+            let wake = if current.open_from > now {
                 current.open_from.min(deadline)
             } else {
                 deadline

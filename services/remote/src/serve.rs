@@ -94,6 +94,35 @@ async fn serve(
 /// protobuf framing fits in one.
 pub const MAX_FRAME_BYTES: u32 = 1 << 20;
 
+/// A gRPC service a target serves: what tonic's server takes, answering every request.
+pub trait GrpcService:
+    tower_service::Service<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<tonic::body::Body>,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + NamedService
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> GrpcService for S where
+    S: tower_service::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Where a service target listens, and the token its callers must carry.
 pub struct Listen<'a> {
     /// The target's name, in the announcements (`"<name> gRPC listening on ..."`).
@@ -119,16 +148,7 @@ pub async fn serve_target<S>(
     shutdown: kubedav_kit::shutdown::Shutdown,
 ) -> Result<(), String>
 where
-    S: tower_service::Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<tonic::body::Body>,
-            Error = std::convert::Infallible,
-        > + NamedService
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
+    S: GrpcService,
 {
     let Listen {
         name,

@@ -20,6 +20,12 @@ pub const REFRESH: Duration = Duration::from_secs(5);
 /// How long a connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// A channel to `endpoint` that connects on first use and reconnects with backoff
+/// ([`crate::backoff`]).
+pub fn lazy(endpoint: &Endpoint) -> Channel {
+    endpoint.connect_with_connector_lazy(crate::backoff::Connector::new(CONNECT_TIMEOUT))
+}
+
 /// The backends of `url` (`http://host:port`). An IP address gets one channel. A name
 /// gets one channel per address it resolves to, calls spread round-robin, re-resolved
 /// every [`REFRESH`]; while it resolves to nothing, calls go to the name itself and fail
@@ -32,9 +38,6 @@ pub fn channel(
 ) -> Result<Arc<Backends>, String> {
     let named = endpoint(url)?;
     let uri = named.uri().clone();
-    let lazy = |endpoint: &Endpoint| -> Channel {
-        endpoint.connect_with_connector_lazy(crate::backoff::Connector::new(CONNECT_TIMEOUT))
-    };
     let (Some(host), Some(port)) = (uri.host().map(str::to_owned), uri.port_u16()) else {
         return Ok(Backends::single(lazy(&named)));
     };
@@ -111,9 +114,6 @@ pub fn registered(
 ) -> Result<Arc<Backends>, String> {
     let named = endpoint(url)?;
     let scheme = named.uri().scheme_str().unwrap_or("http").to_owned();
-    let lazy = |endpoint: &Endpoint| -> Channel {
-        endpoint.connect_with_connector_lazy(crate::backoff::Connector::new(CONNECT_TIMEOUT))
-    };
     let fallback = lazy(&named);
     let backends = Backends::single(fallback.clone());
     let updated = Arc::downgrade(&backends);
@@ -123,28 +123,23 @@ pub fn registered(
             let addresses = view.borrow_and_update().addresses.clone();
             let Some(updated) = updated.upgrade() else { return };
             let mut next = HashMap::with_capacity(addresses.len());
-            for address in &addresses {
-                let channel = match current.remove(address) {
+            let mut channels: Vec<(Channel, Usable)> = Vec::with_capacity(addresses.len());
+            for address in addresses {
+                let channel = match current.remove(&address) {
                     Some(kept) => kept,
                     None => match endpoint(&format!("{scheme}://{address}")) {
                         Ok(made) => lazy(&made),
                         Err(e) => {
-                            tracing::warn!("registered fileio replica {address}: {e}");
+                            tracing::warn!("registered replica {address}: {e}");
                             continue;
                         }
                     },
                 };
-                next.insert(address.clone(), channel);
+                let answering = answering.clone();
+                let at = address.clone();
+                channels.push((channel.clone(), Arc::new(move || answering(&at))));
+                next.insert(address, channel);
             }
-            let channels: Vec<(Channel, Usable)> = addresses
-                .iter()
-                .filter_map(|address| {
-                    let channel = next.get(address)?.clone();
-                    let answering = answering.clone();
-                    let address = address.clone();
-                    Some((channel, Arc::new(move || answering(&address)) as Usable))
-                })
-                .collect();
             if channels.is_empty() {
                 updated.replace(vec![fallback.clone()]);
             } else {
