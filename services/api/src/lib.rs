@@ -13,6 +13,7 @@
 //! (see `docs/architecture.md`), so the local and the remote path fail identically.
 
 pub mod auth;
+pub mod checksums;
 pub mod fileio;
 pub mod lease;
 pub mod locks;

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod chunkpool;
+pub mod digest;
 pub mod errors;
 pub mod listing;
 pub mod metadata;
@@ -277,7 +278,9 @@ impl FileIo for LocalFileIo {
         let path = parse(&header.path)?;
         let volume = self.volume.clone();
         let expected_size = header.expected_size;
-        let upload = blocking(move || write::Upload::begin(&volume, path, expected_size)).await?;
+        let digester = digest::Digester::for_write(&header)?;
+        let mut upload = blocking(move || write::Upload::begin(&volume, path, expected_size)).await?;
+        upload.digest_with(digester);
         // Double buffering: while one batch is written on the blocking pool, the next is
         // received. Memory per upload is bounded by two batches.
         let mut slot = UploadSlot::Ready(upload);
@@ -322,6 +325,7 @@ impl FileIo for LocalFileIo {
         Ok(WriteResponse {
             info: Some(committed.info),
             created: committed.created,
+            checksums: committed.checksums,
         })
     }
 
@@ -362,6 +366,7 @@ impl FileIo for LocalFileIo {
         request: PatchPropertiesRequest,
     ) -> Result<PatchPropertiesResponse, Status> {
         let path = parse(&request.path)?;
+        props::check(&request)?;
         let volume = self.volume.clone();
         let stripes = self.property_locks.clone();
         let cache = self.property_cache.clone();
@@ -372,6 +377,12 @@ impl FileIo for LocalFileIo {
             let _guard = stripes.lock(&path);
             let mut current = props::read(&fd, &path)?;
             props::apply(&mut current, &request);
+            if let Some(modified) = request.modified_unix_ns {
+                let before = metadata::etag(&metadata::stat_fd(&fd, &path)?);
+                props::set_modified(&fd, modified, &path)?;
+                let after = metadata::etag(&metadata::stat_fd(&fd, &path)?);
+                props::rebind_checksums(&mut current, &before, &after);
+            }
             let written = props::write_raw(&fd, &props::encode_or_empty(&current), &path);
             if let Ok(stx) = metadata::stat_fd(&fd, &path) {
                 cache.forget(&stx);

@@ -229,6 +229,23 @@ pub fn write_raw(fd: impl AsFd, raw: &[u8], path: &VolumePath) -> Result<(), Sta
     })
 }
 
+/// Refuses, with INVALID_ARGUMENT, a PROPPATCH that touches properties in fileio's own
+/// namespace (`kubedav_api::checksums::RESERVED_NAMESPACE`). Checked before [`apply`].
+pub fn check(request: &PatchPropertiesRequest) -> Result<(), Status> {
+    let reserved = request.operations.iter().any(|op| match &op.op {
+        Some(property_operation::Op::Set(p)) => kubedav_api::checksums::is_reserved(&p.namespace),
+        Some(property_operation::Op::Remove(n)) => kubedav_api::checksums::is_reserved(&n.namespace),
+        None => false,
+    });
+    if reserved {
+        return Err(Status::invalid_argument(format!(
+            "properties in {} are kubedav's own and cannot be changed",
+            kubedav_api::checksums::RESERVED_NAMESPACE
+        )));
+    }
+    Ok(())
+}
+
 /// Applies a PROPPATCH's operations in order to `props`.
 pub fn apply(props: &mut Vec<DeadProperty>, request: &PatchPropertiesRequest) {
     for op in &request.operations {
@@ -242,6 +259,60 @@ pub fn apply(props: &mut Vec<DeadProperty>, request: &PatchPropertiesRequest) {
             }
             None => {}
         }
+    }
+}
+
+/// The raw attribute `raw` with its reserved checksums replaced by `stored` (or removed,
+/// when `None`): what a new version of a file keeps of the old one's properties.
+pub fn with_checksums(
+    raw: &[u8],
+    stored: Option<&kubedav_api::checksums::Stored>,
+    path: &VolumePath,
+) -> Result<Vec<u8>, Status> {
+    let Some(mut props) = decode_or_empty(raw) else {
+        if stored.is_none() {
+            // Not ours to judge: carried over as it is, as before checksums existed.
+            return Ok(raw.to_vec());
+        }
+        return Err(Status::data_loss(format!(
+            "the dead properties of {path} are unreadable"
+        )));
+    };
+    props.retain(|p| !kubedav_api::checksums::is_reserved(&p.namespace));
+    props.extend(stored.map(kubedav_api::checksums::Stored::to_property));
+    Ok(encode_or_empty(&props))
+}
+
+/// Sets the modification time of an open resource, leaving its access time.
+pub fn set_modified(fd: impl AsFd, unix_ns: i64, path: &VolumePath) -> Result<(), Status> {
+    let times = rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        last_modification: rustix::fs::Timespec {
+            tv_sec: unix_ns.div_euclid(1_000_000_000),
+            tv_nsec: unix_ns.rem_euclid(1_000_000_000) as _,
+        },
+    };
+    rustix::fs::futimens(fd, &times).map_err(|e| io_status(e, Op::Other, path))
+}
+
+/// Moves stored checksums that name the etag `before` to `after` (the content did not
+/// change, only its modification time).
+pub fn rebind_checksums(props: &mut [DeadProperty], before: &str, after: &str) {
+    use kubedav_api::checksums::Stored;
+    if let Some(stored) = Stored::find(props)
+        && stored.etag == before
+        && let Some(slot) = props
+            .iter_mut()
+            .find(|p| kubedav_api::checksums::is_reserved(&p.namespace))
+    {
+        *slot = Stored {
+            etag: after.to_owned(),
+            sums: stored.sums,
+        }
+        .to_property();
     }
 }
 
@@ -297,6 +368,7 @@ mod tests {
                     })),
                 },
             ],
+            modified_unix_ns: None,
         };
         apply(&mut props, &request);
         assert_eq!(props, vec![prop("n", "a", "3")]);

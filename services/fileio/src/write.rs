@@ -29,6 +29,8 @@ pub struct Upload {
     /// How far the body has been handed to the disk (`start_writeback`).
     handed_to_disk: u64,
     committed: bool,
+    /// The checksums the write computes while the body streams, if it asked for any.
+    digester: Option<crate::digest::Digester>,
 }
 
 /// How much of a body is written before its writeback is started.
@@ -40,6 +42,8 @@ pub struct Committed {
     pub info: FileInfo,
     /// Whether the target did not exist before.
     pub created: bool,
+    /// The checksums kept with the new content.
+    pub checksums: Vec<kubedav_api::checksums::Checksum>,
 }
 
 impl Upload {
@@ -108,6 +112,7 @@ impl Upload {
                         written: 0,
                         handed_to_disk: 0,
                         committed: false,
+                        digester: None,
                     });
                 }
                 Err(rustix::io::Errno::EXIST) => continue,
@@ -125,9 +130,17 @@ impl Upload {
         crate::props::write_raw(&self.file, &raw, &self.path)
     }
 
+    /// Computes these checksums over the body as it is written.
+    pub fn digest_with(&mut self, digester: Option<crate::digest::Digester>) {
+        self.digester = digester;
+    }
+
     /// Appends chunks to the temporary file.
     pub fn write_chunks(&mut self, chunks: &[Bytes]) -> Result<(), Status> {
         for chunk in chunks {
+            if let Some(digester) = &mut self.digester {
+                digester.update(chunk);
+            }
             self.file.write_all(chunk).map_err(|e| self.write_error(e))?;
             self.written += chunk.len() as u64;
         }
@@ -171,9 +184,11 @@ impl Upload {
     }
 
     /// Makes the upload durable and visible under its target name, if `header`'s
-    /// conditions still hold.
+    /// conditions still hold and the body has the checksums it names.
     /// With `keep_properties`, a replaced file's dead properties move to the new content
-    /// (a PUT changes the body, not the resource's properties).
+    /// (a PUT changes the body, not the resource's properties). The checksums computed
+    /// are kept with the content, named by its etag (`kubedav_api::checksums`), and the
+    /// modification time is the header's when it sets one.
     pub fn commit(mut self, header: &WriteHeader, keep_properties: bool) -> Result<Committed, Status> {
         if let Some(expected) = header.expected_size
             && expected != self.written
@@ -182,6 +197,13 @@ impl Upload {
                 "the body had {} bytes but {expected} were declared; nothing was written",
                 self.written
             )));
+        }
+        let checksums = match self.digester.take() {
+            Some(digester) => digester.finish(self.path.as_str())?,
+            None => Vec::new(),
+        };
+        if let Some(modified) = header.modified_unix_ns {
+            crate::props::set_modified(&self.file, modified, &self.path)?;
         }
         self.file.sync_data().map_err(|e| self.write_error(e))?;
         // From the check of what is there to the rename, no other commit to this path.
@@ -208,6 +230,7 @@ impl Upload {
                 self.path
             )));
         }
+        let mut kept = Vec::new();
         if keep_properties
             && existing
                 .as_ref()
@@ -215,10 +238,24 @@ impl Upload {
         {
             let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
             if let Ok(old) = rustix::fs::openat(&self.dir, self.name.as_str(), flags, Mode::empty()) {
-                let raw = crate::props::read_raw(&old, &self.path)?;
-                if !raw.is_empty() {
-                    crate::props::write_raw(&self.file, &raw, &self.path)?;
+                kept = crate::props::read_raw(&old, &self.path)?;
+            }
+        }
+        let stored = (!checksums.is_empty()).then(|| kubedav_api::checksums::Stored {
+            etag: String::new(),
+            sums: checksums.clone(),
+        });
+        if !kept.is_empty() || stored.is_some() {
+            let stored = match stored {
+                Some(mut stored) => {
+                    stored.etag = etag(&stat_fd(&self.file, &self.path)?);
+                    Some(stored)
                 }
+                None => None,
+            };
+            let raw = crate::props::with_checksums(&kept, stored.as_ref(), &self.path)?;
+            if !raw.is_empty() {
+                crate::props::write_raw(&self.file, &raw, &self.path)?;
             }
         }
         let flags = if header.create_only {
@@ -242,6 +279,7 @@ impl Upload {
         Ok(Committed {
             info: file_info(&self.path, &stx),
             created: existing.is_none(),
+            checksums,
         })
     }
 }

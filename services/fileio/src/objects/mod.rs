@@ -179,6 +179,12 @@ impl FileIo for ObjectFileIo {
         request: PatchPropertiesRequest,
     ) -> Result<PatchPropertiesResponse, Status> {
         let path = parse(&request.path)?;
+        crate::props::check(&request)?;
+        if request.modified_unix_ns.is_some() {
+            return Err(Status::unimplemented(
+                "object storage cannot set a modification time: an object's time is the time it was written",
+            ));
+        }
         let found = find::find(&self.s3, &self.keys, &path).await?;
         if matches!(found, find::Found::Missing) {
             return Err(Status::not_found(format!("{path} does not exist")));

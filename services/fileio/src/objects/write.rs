@@ -32,6 +32,7 @@ pub async fn write(
             "the root is a collection; a file cannot replace it",
         ));
     }
+    let mut digester = crate::digest::Digester::for_write(header)?;
     let key = keys.object(path);
     let children = keys.children(path);
     let (parent, existing, below) = tokio::join!(
@@ -60,6 +61,9 @@ pub async fn write(
                 "the body is longer than the {limit} bytes declared; nothing was written"
             )));
         }
+        if let Some(digester) = &mut digester {
+            digester.update(&chunk);
+        }
         part.extend_from_slice(&chunk);
         if part.len() >= PART_BYTES {
             let full = part.split().freeze();
@@ -76,6 +80,11 @@ pub async fn write(
             "the body had {received} bytes but {expected} were declared; nothing was written"
         )));
     }
+    // A mismatch returns here: nothing was put, and a multipart upload is aborted.
+    let checksums = match digester {
+        Some(digester) => digester.finish(path.as_str())?,
+        None => Vec::new(),
+    };
     let condition = match (&header.if_match, header.create_only) {
         (Some(etag), _) => Some(etag.as_str()),
         (None, true) => Some(""),
@@ -112,10 +121,41 @@ pub async fn write(
         etag,
         modified_unix_ns: now,
     };
+    let info = file_info(path, &object);
+    if !checksums.is_empty() {
+        keep_checksums(s3, keys, path, &info.etag, &checksums).await?;
+    }
     Ok(WriteResponse {
-        info: Some(file_info(path, &object)),
+        info: Some(info),
         created: existing.is_none(),
+        checksums,
     })
+}
+
+/// Keeps `checksums` in the property index of the file's collection, named by the etag
+/// of the content they were computed over (`kubedav_api::checksums::Stored`). A failure
+/// here fails the write, which was already made: the client sends it again.
+async fn keep_checksums(
+    s3: &S3Client,
+    keys: &Keys,
+    path: &VolumePath,
+    etag: &str,
+    checksums: &[kubedav_api::checksums::Checksum],
+) -> Result<(), Status> {
+    use kubedav_api::checksums::{Stored, is_reserved};
+    let stored = Stored {
+        etag: etag.to_owned(),
+        sums: checksums.to_vec(),
+    }
+    .to_property();
+    let (parent, name) = Keys::index_entry(path, false);
+    super::properties::update(s3, keys, &parent, |entries| {
+        let entry = entries.entry(name.clone()).or_default();
+        entry.retain(|p| !is_reserved(&p.namespace));
+        entry.push(stored.clone());
+        true
+    })
+    .await
 }
 
 /// The preconditions of `header` against what is stored: ABORTED for an If-Match that

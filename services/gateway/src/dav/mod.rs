@@ -1,7 +1,7 @@
 //! WebDAV's own pieces (RFC 4918): its [`method`]s, its request [`headers`], the
 //! [`xml`] it writes and the bodies it parses ([`xmldom`], remembered by
 //! [`bodymemo`]), [`properties`], the `If` header ([`ifheader`]) and what the locks
-//! service is asked around writes ([`locking`]). May import `http` and the state.
+//! service is asked around writes ([`locking`]), and what sync clients add ([`sync`]). May import `http` and the state.
 
 pub mod bodymemo;
 pub mod headers;
@@ -9,5 +9,6 @@ pub mod ifheader;
 pub mod locking;
 pub mod method;
 pub mod properties;
+pub mod sync;
 pub mod xml;
 pub mod xmldom;

@@ -310,7 +310,7 @@ impl Propfind {
                 names: vec![],
             },
             Propfind::Prop(names) => {
-                let dead: Vec<PropertyName> = names
+                let mut dead: Vec<PropertyName> = names
                     .iter()
                     .filter(|n| !n.is_live())
                     .map(|n| PropertyName {
@@ -318,6 +318,13 @@ impl Propfind {
                         name: n.local.clone(),
                     })
                     .collect();
+                // oc:checksums is presented from what fileio keeps (`dav::sync`).
+                if names
+                    .iter()
+                    .any(|n| crate::dav::sync::is_owncloud_checksums(&n.namespace, &n.local))
+                {
+                    dead.push(kubedav_api::checksums::checksums_property_name());
+                }
                 let mode = if dead.is_empty() {
                     property_selection::Mode::None
                 } else {

@@ -10,7 +10,7 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use http::{HeaderValue, StatusCode, header};
+use http::{HeaderName, HeaderValue, StatusCode, header};
 use kubedav_api::BoxStream;
 use kubedav_api::fileio::{FileInfo, ListRequest, ReadChunk, ReadReply, ReadRequest, StatRequest};
 use kubedav_api::path::VolumePath;
@@ -74,10 +74,44 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
         Some(_) => (Some(read_header.ranges), chunks),
         None => (None, chunks),
     };
+    let wanted = crate::dav::sync::wanted_digest(headers, "want-repr-digest");
     let mut response = body(&info, ranges, content_type, chunks, head).await?;
+    if let Some(algorithm) = wanted
+        && let Some(sums) = stored_checksums(gateway, &target.path, &info.etag).await
+        && let Some(value) = crate::dav::sync::repr_digest(&sums, &[algorithm])
+    {
+        insert(
+            response.headers_mut(),
+            HeaderName::from_static("repr-digest"),
+            value,
+        );
+    }
     let headers = response.headers_mut();
     representation_headers(headers, &info, content_type, negotiable, markdown_note);
     Ok(response)
+}
+
+/// The checksums fileio keeps for the content whose etag is `etag`, if any (one
+/// listing of the file, asked only when a client wants a digest).
+async fn stored_checksums(
+    gateway: &Gateway,
+    path: &VolumePath,
+    etag: &str,
+) -> Option<Vec<kubedav_api::checksums::Checksum>> {
+    use kubedav_api::pb::fileio::v1::{PropertySelection, property_selection};
+    let request = ListRequest {
+        path: path.as_str().to_owned(),
+        depth: kubedav_api::fileio::Depth::Zero as i32,
+        max_entries: 0,
+        properties: Some(PropertySelection {
+            mode: property_selection::Mode::Selected as i32,
+            names: vec![kubedav_api::checksums::checksums_property_name()],
+        }),
+    };
+    let mut batches = gateway.fileio.list(request).await.ok()?;
+    let batch = batches.next().await?.ok()?;
+    let entry = batch.entries.into_iter().next()?;
+    kubedav_api::checksums::Stored::find(&entry.properties)?.valid_for(etag)
 }
 
 /// The byte ranges a GET asks for, if it asks for any that parse (HEAD never reads

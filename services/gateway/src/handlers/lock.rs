@@ -113,6 +113,7 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
             expected_size: Some(0),
             if_match: None,
             create_only: true,
+            ..Default::default()
         };
         if let Err(status) = gateway
             .fileio

@@ -158,8 +158,9 @@ struct Render {
 impl Render {
     /// Appends the `response` elements of a batch of entries.
     fn batch(&mut self, out: &mut String, entries: Vec<ListEntry>) {
-        for entry in entries {
+        for mut entry in entries {
             let Some(info) = entry.info else { continue };
+            crate::dav::sync::present(&mut entry.properties, &info);
             self.link.clear();
             write_wire_href(&mut self.link, &info.path, info.is_collection);
             let name = kubedav_api::path::last_name(&info.path);

@@ -4,16 +4,20 @@ use super::guard::{Change, guard_write};
 use super::{request_path, xml_body};
 use crate::Gateway;
 use crate::dav::properties::{DAV, MULTISTATUS_CLOSE, Name, Prefixes, write_propstat};
+use crate::dav::sync;
 use crate::http::errors::{HttpError, HttpResult, http_status};
 use crate::http::paths::href;
 use axum::extract::Request;
 use http::StatusCode;
+use kubedav_api::checksums::is_reserved;
 use kubedav_api::fileio::PatchPropertiesRequest;
 use kubedav_api::pb::fileio::v1::{DeadProperty, PropertyName, PropertyOperation, property_operation};
 use std::fmt::Write;
 
 /// 207 with every property's outcome: all 200, or (nothing applied) 403
 /// `DAV:cannot-modify-protected-property` for live properties and 424 for the rest.
+/// Setting `DAV:lastmodified`, `DAV:getlastmodified` or `Win32LastModifiedTime` sets the
+/// resource's modification time in the same step ([`sync`]).
 pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
     let targets = vec![crate::dav::locking::target(&target.path, false)];
@@ -29,7 +33,9 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
         ));
     }
     let mut names = Vec::new();
+    let mut protected = Vec::new();
     let mut operations = Vec::new();
+    let mut modified = None;
     for instruction in body.elements() {
         let set = match (&*instruction.namespace, instruction.name.as_str()) {
             (DAV, "set") => true,
@@ -45,6 +51,22 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
             .ok_or_else(|| HttpError::bad_request("DAV:set and DAV:remove must hold a DAV:prop"))?;
         for property in prop.elements() {
             names.push(Name::of(property));
+            let (namespace, local) = (&*property.namespace, property.name.as_str());
+            if sync::is_modification_time(namespace, local) {
+                // Sets the file's time (sync clients, Windows); not kept as a property.
+                protected.push(!set);
+                if set {
+                    modified = Some(sync::modification_time(&property.text())?);
+                }
+                continue;
+            }
+            if sync::is_owncloud_checksums(namespace, local) {
+                // Computed from the content; rclone sends it back with the time. Nothing
+                // to store: the checksums kubedav keeps are those of the bytes it has.
+                protected.push(false);
+                continue;
+            }
+            protected.push(Name::of(property).is_live() || is_reserved(namespace));
             operations.push(PropertyOperation {
                 op: Some(if set {
                     property_operation::Op::Set(DeadProperty {
@@ -61,13 +83,13 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
             });
         }
     }
-    let protected = names.iter().any(Name::is_live);
-    let outcome = if protected {
+    let outcome = if protected.contains(&true) {
         None
     } else {
         let patch = PatchPropertiesRequest {
             path: target.path.as_str().to_owned(),
             operations,
+            modified_unix_ns: modified,
         };
         match gateway.fileio.patch_properties(patch).await {
             Ok(_) => Some(StatusCode::OK),
@@ -88,23 +110,27 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
         "<D:response><D:href>{}</D:href>",
         crate::dav::xml::escape(&href(&target.path, target.trailing_slash))
     );
-    let group = |filter: &dyn Fn(&Name) -> bool| {
+    let group = |wanted: Option<bool>| {
         let mut props = String::new();
-        for name in names.iter().filter(|n| filter(n)) {
+        for (name, _) in names
+            .iter()
+            .zip(&protected)
+            .filter(|(_, p)| wanted.is_none_or(|w| w == **p))
+        {
             prefixes.write_property(&mut props, name, |_| {});
         }
         props
     };
     match outcome {
-        Some(status) => write_propstat(&mut out, &group(&|_| true), status, None),
+        Some(status) => write_propstat(&mut out, &group(None), status, None),
         None => {
             write_propstat(
                 &mut out,
-                &group(&Name::is_live),
+                &group(Some(true)),
                 StatusCode::FORBIDDEN,
                 Some("cannot-modify-protected-property"),
             );
-            let others = group(&|n| !n.is_live());
+            let others = group(Some(false));
             if !others.is_empty() {
                 write_propstat(&mut out, &others, StatusCode::FAILED_DEPENDENCY, None);
             }

@@ -3,17 +3,21 @@
 use super::guard::{Change, guard_write};
 use super::{request_path, single_if_match, validator_headers};
 use crate::Gateway;
+use crate::dav::sync::{self, UploadChecks};
 use crate::http::errors::{HttpError, HttpResult};
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http::{StatusCode, header};
+use http::{HeaderValue, StatusCode, header};
+use kubedav_api::checksums::Algorithm;
 use kubedav_api::fileio::WriteHeader;
 use tonic::{Code, Status};
 
 /// 201 for a new file, 204 for a replaced one; 409 when the parent collection is
-/// missing; 412 when a precondition fails; 413 past the body limit.
+/// missing; 412 when a precondition fails; 413 past the body limit; 400 when the body
+/// does not have the checksum `OC-Checksum` or `Content-Digest` names (nothing is
+/// written). `X-OC-Mtime` sets the file's modification time ([`sync`]).
 pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
     if target.path.is_root() || target.trailing_slash {
@@ -44,8 +48,11 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
     {
         return Err(too_large(limit));
     }
+    let checks = UploadChecks::of(headers)?;
+    let modified = sync::oc_mtime(headers)?;
     let principal = crate::edge::auth::principal(&request);
     let must_still_be = guard_write(gateway, headers, principal, &target.path, Change::create()).await?;
+    let wanted_digest = sync::wanted_digest(headers, "want-repr-digest");
     let write = WriteHeader {
         path: target.path.as_str().to_owned(),
         expected_size: declared,
@@ -53,6 +60,9 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
         create_only: headers
             .get(header::IF_NONE_MATCH)
             .is_some_and(|v| v.as_bytes() == b"*"),
+        modified_unix_ns: modified,
+        checksums: checks.expected.clone(),
+        compute: checks.compute.iter().map(|name| (*name).to_owned()).collect(),
     };
     let body = limited_body(request.into_body(), limit);
     match gateway.fileio.write(write, body).await {
@@ -63,8 +73,28 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
                 StatusCode::NO_CONTENT
             };
             let mut response = status.into_response();
-            if let Some(info) = reply.info {
-                validator_headers(response.headers_mut(), &info.etag, info.modified_unix_ns);
+            let headers = response.headers_mut();
+            if let Some(info) = &reply.info {
+                validator_headers(headers, &info.etag, info.modified_unix_ns);
+                // rclone and the ownCloud clients set the time again with PROPPATCH
+                // unless told it was kept; a backend that cannot keep it does not say so.
+                if modified.is_some_and(|m| m == info.modified_unix_ns) {
+                    headers.insert("x-oc-mtime", HeaderValue::from_static("accepted"));
+                }
+            }
+            if checks.owncloud
+                && let Some(value) = sync::owncloud_header(&reply.checksums)
+            {
+                insert(headers, "oc-checksum", value);
+            }
+            if checks.digest {
+                let algorithms: Vec<Algorithm> = match wanted_digest {
+                    Some(algorithm) => vec![algorithm],
+                    None => Algorithm::ALL.to_vec(),
+                };
+                if let Some(value) = sync::repr_digest(&reply.checksums, &algorithms) {
+                    insert(headers, "repr-digest", value);
+                }
             }
             Ok(response)
         }
@@ -83,6 +113,12 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
             ),
             _ => status.into(),
         }),
+    }
+}
+
+fn insert(headers: &mut http::HeaderMap, name: &'static str, value: String) {
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(name, value);
     }
 }
 

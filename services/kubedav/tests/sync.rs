@@ -1,0 +1,287 @@
+//! What sync clients rely on beyond RFC 4918, spoken as they speak it, in both run modes
+//! and on both backends: `X-OC-Mtime` keeps a file's time, `OC-Checksum` and
+//! `Content-Digest` are checked against the body (a damaged upload is refused and the old
+//! content kept), the checksums come back as `oc:checksums` and `Repr-Digest` for that
+//! content only, and PROPPATCH of the modification time properties sets the time.
+
+#[macro_use]
+mod common;
+
+use common::{BACKEND, Backend, Mode, Server, backend, client};
+use reqwest::{Method, StatusCode};
+
+const HELLO: &[u8] = b"hello world";
+const HELLO_SHA1: &str = "2aae6c35c94fcfb415dbe95f408b9ce91ee846ed";
+const HELLO_MD5: &str = "5eb63bbbe01eeed093cb22bb8f5acdc3";
+const HELLO_ADLER32: &str = "1a0b045d";
+const HELLO_SHA256_B64: &str = "uU0nuZNNPgilLlLX2n2r+sSE7+N6U4DukIj3rOLvzek=";
+
+const OC_PROPS: &str = r#"<?xml version="1.0"?>
+<d:propfind xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">
+ <d:prop><d:getlastmodified/><d:getcontentlength/><d:getetag/><oc:checksums/><oc:permissions/></d:prop>
+</d:propfind>"#;
+
+fn verb(name: &str) -> Method {
+    Method::from_bytes(name.as_bytes()).unwrap()
+}
+
+async fn propfind(server: &Server, path: &str, depth: &str) -> String {
+    let response = client()
+        .request(verb("PROPFIND"), server.url(path))
+        .header("depth", depth)
+        .body(OC_PROPS)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::MULTI_STATUS);
+    response.text().await.unwrap()
+}
+
+async fn get(server: &Server, path: &str) -> (StatusCode, Vec<u8>) {
+    let response = client().get(server.url(path)).send().await.unwrap();
+    (response.status(), response.bytes().await.unwrap().to_vec())
+}
+
+/// `X-OC-Mtime` sets the time a PROPFIND and a GET report, and is answered `accepted`;
+/// on a bucket, which cannot keep a time of the client's, it is not.
+async fn oc_mtime_keeps_the_clients_time(mode: Mode) {
+    let server = Server::start(mode).await;
+    let put = client()
+        .put(server.url("/old.txt"))
+        .header("x-oc-mtime", "1500000000")
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    let accepted = put
+        .headers()
+        .get("x-oc-mtime")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let get = client().get(server.url("/old.txt")).send().await.unwrap();
+    let last_modified = get.headers()["last-modified"].to_str().unwrap().to_owned();
+    let listing = propfind(&server, "/old.txt", "0").await;
+    if backend() == Backend::Volume {
+        assert_eq!(accepted.as_deref(), Some("accepted"));
+        assert_eq!(last_modified, "Fri, 14 Jul 2017 02:40:00 GMT");
+        assert!(
+            listing.contains("<D:getlastmodified>Fri, 14 Jul 2017 02:40:00 GMT</D:getlastmodified>"),
+            "{listing}"
+        );
+    } else {
+        assert_eq!(accepted, None, "a bucket cannot keep the client's time");
+    }
+    let bad = client()
+        .put(server.url("/bad.txt"))
+        .header("x-oc-mtime", "yesterday")
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert!(bad.text().await.unwrap().contains("X-OC-Mtime"));
+    assert_eq!(get_status(&server, "/bad.txt").await, StatusCode::NOT_FOUND);
+}
+
+async fn get_status(server: &Server, path: &str) -> StatusCode {
+    get(server, path).await.0
+}
+
+/// An `OC-Checksum` that does not match the body is refused with 400 and the old content
+/// stays; one that matches is kept, and `oc:checksums` shows SHA1, MD5 and ADLER32 of
+/// that content, in a Depth 0 and a Depth 1 listing, until the file is replaced.
+async fn oc_checksum_is_checked_and_kept(mode: Mode) {
+    let server = Server::start(mode).await;
+    let first = client()
+        .put(server.url("/f.txt"))
+        .body("old content")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let damaged = client()
+        .put(server.url("/f.txt"))
+        .header("oc-checksum", "SHA1:0000000000000000000000000000000000000000")
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(damaged.status(), StatusCode::BAD_REQUEST);
+    let message = damaged.text().await.unwrap();
+    assert!(
+        message.contains("SHA1") && message.contains("nothing was written"),
+        "{message}"
+    );
+    assert_eq!(get(&server, "/f.txt").await.1, b"old content");
+
+    let good = client()
+        .put(server.url("/f.txt"))
+        .header("oc-checksum", format!("SHA1:{HELLO_SHA1}"))
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(good.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        good.headers()["oc-checksum"],
+        format!("SHA1:{HELLO_SHA1}").as_str()
+    );
+    let expected = format!("SHA1:{HELLO_SHA1} MD5:{HELLO_MD5} ADLER32:{HELLO_ADLER32}");
+    for depth in ["0", "1"] {
+        let path = if depth == "0" { "/f.txt" } else { "/" };
+        let listing = propfind(&server, path, depth).await;
+        assert!(listing.contains(&expected), "Depth {depth}: {listing}");
+    }
+    // Replaced without a checksum: the old checksums are not shown for the new content.
+    let plain = client()
+        .put(server.url("/f.txt"))
+        .body("new")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), StatusCode::NO_CONTENT);
+    let listing = propfind(&server, "/f.txt", "0").await;
+    assert!(!listing.contains("SHA1:"), "{listing}");
+    // A client cannot write kubedav's own checksum record.
+    let forged = client()
+        .request(verb("PROPPATCH"), server.url("/f.txt"))
+        .body(
+            r#"<D:propertyupdate xmlns:D="DAV:"><D:set><D:prop><k:checksums xmlns:k="urn:x-kubedav:content">x</k:checksums></D:prop></D:set></D:propertyupdate>"#,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::MULTI_STATUS);
+    assert!(forged.text().await.unwrap().contains("403"));
+}
+
+/// RFC 9530: a `Content-Digest` that does not match is refused (400) and nothing is
+/// written; one that matches is kept, and a GET or HEAD with `Want-Repr-Digest` gets the
+/// `Repr-Digest` of the content.
+async fn digests_are_checked_and_served(mode: Mode) {
+    let server = Server::start(mode).await;
+    let wrong = client()
+        .put(server.url("/d.txt"))
+        .header(
+            "content-digest",
+            "sha-256=:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=:",
+        )
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(get_status(&server, "/d.txt").await, StatusCode::NOT_FOUND);
+    let right = client()
+        .put(server.url("/d.txt"))
+        .header("content-digest", format!("sha-256=:{HELLO_SHA256_B64}:"))
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(right.status(), StatusCode::CREATED);
+    let digest = format!("sha-256=:{HELLO_SHA256_B64}:");
+    assert_eq!(right.headers()["repr-digest"], digest.as_str());
+    for method in [Method::GET, Method::HEAD] {
+        let response = client()
+            .request(method.clone(), server.url("/d.txt"))
+            .header("want-repr-digest", "sha-256=5")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.headers()["repr-digest"], digest.as_str(), "{method}");
+    }
+    let unasked = client().get(server.url("/d.txt")).send().await.unwrap();
+    assert!(unasked.headers().get("repr-digest").is_none());
+    // Want-Repr-Digest on the PUT keeps a digest the client did not send.
+    let wanting = client()
+        .put(server.url("/w.txt"))
+        .header("want-repr-digest", "sha-256=1")
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wanting.headers()["repr-digest"], digest.as_str());
+    let malformed = client()
+        .put(server.url("/m.txt"))
+        .header("content-digest", "sha-256=not-a-byte-sequence")
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(malformed.status(), StatusCode::BAD_REQUEST);
+    assert!(malformed.text().await.unwrap().contains("RFC 9530"));
+}
+
+/// PROPPATCH of `DAV:lastmodified` (rclone, ownCloud: Unix seconds), `DAV:getlastmodified`
+/// and Windows' `Win32LastModifiedTime` (HTTP dates) sets the modification time, and the
+/// checksums kept stay those of the (unchanged) content.
+async fn proppatch_sets_the_modification_time(mode: Mode) {
+    let server = Server::start(mode).await;
+    let put = client()
+        .put(server.url("/t.txt"))
+        .header("oc-checksum", format!("MD5:{HELLO_MD5}"))
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    let cases = [
+        (
+            r#"<lastmodified xmlns="DAV:">1500000000</lastmodified>"#,
+            "Fri, 14 Jul 2017 02:40:00 GMT",
+        ),
+        (
+            r#"<D:getlastmodified>Sat, 01 Jan 2000 00:00:00 GMT</D:getlastmodified>"#,
+            "Sat, 01 Jan 2000 00:00:00 GMT",
+        ),
+        (
+            r#"<Z:Win32LastModifiedTime xmlns:Z="urn:schemas-microsoft-com:">Wed, 02 Feb 2022 10:20:30 GMT</Z:Win32LastModifiedTime>"#,
+            "Wed, 02 Feb 2022 10:20:30 GMT",
+        ),
+    ];
+    for (property, shown) in cases {
+        let body = format!(
+            r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:"><D:set><D:prop>{property}<oc:checksums xmlns:oc="http://owncloud.org/ns"><oc:checksum>MD5:{HELLO_MD5}</oc:checksum></oc:checksums></D:prop></D:set></D:propertyupdate>"#
+        );
+        let response = client()
+            .request(verb("PROPPATCH"), server.url("/t.txt"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::MULTI_STATUS);
+        let text = response.text().await.unwrap();
+        if backend() != Backend::Volume {
+            assert!(
+                text.contains("501"),
+                "a bucket keeps no time of the client's: {text}"
+            );
+            return;
+        }
+        assert!(text.contains("200 OK") && !text.contains("403"), "{text}");
+        let listing = propfind(&server, "/t.txt", "0").await;
+        assert!(listing.contains(shown), "{property}: {listing}");
+        assert!(listing.contains(&format!("MD5:{HELLO_MD5}")), "{listing}");
+    }
+    let bad = client()
+        .request(verb("PROPPATCH"), server.url("/t.txt"))
+        .body(r#"<D:propertyupdate xmlns:D="DAV:"><D:set><D:prop><D:lastmodified>noon</D:lastmodified></D:prop></D:set></D:propertyupdate>"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+}
+
+in_both_modes!(
+    oc_mtime_keeps_the_clients_time,
+    oc_checksum_is_checked_and_kept,
+    digests_are_checked_and_served,
+    proppatch_sets_the_modification_time
+);
+on_s3!(
+    oc_mtime_keeps_the_clients_time,
+    oc_checksum_is_checked_and_kept,
+    digests_are_checked_and_served,
+    proppatch_sets_the_modification_time
+);
