@@ -7,7 +7,7 @@
 #[macro_use]
 mod common;
 
-use common::{BACKEND, Backend, Mode, Server, client};
+use common::{BACKEND, Backend, Mode, Server, backend, client};
 use reqwest::StatusCode;
 use std::path::Path;
 use tokio::process::Command;
@@ -44,6 +44,12 @@ async fn run(program: &str, args: &[&str], input: Option<&str>) -> String {
 
 /// rclone with no configuration file, on the WebDAV remote `:webdav:` at the server.
 async fn rclone(server: &Server, args: &[&str]) -> String {
+    rclone_as(server, "other", args).await
+}
+
+/// rclone as above, with `--webdav-vendor vendor` (`owncloud` sends `X-OC-Mtime` and
+/// `OC-Checksum` and reads `oc:checksums`).
+async fn rclone_as(server: &Server, vendor: &str, args: &[&str]) -> String {
     let url = server.url("/");
     let mut all = vec![
         "--config",
@@ -51,7 +57,7 @@ async fn rclone(server: &Server, args: &[&str]) -> String {
         "--webdav-url",
         url.as_str(),
         "--webdav-vendor",
-        "other",
+        vendor,
     ];
     all.extend_from_slice(args);
     run("rclone", &all, None).await
@@ -110,6 +116,79 @@ async fn rclone_round_trips_a_tree(mode: Mode) {
         .await
         .unwrap();
     assert_eq!(gone.status(), StatusCode::NOT_FOUND);
+}
+
+/// rclone as an ownCloud sync client: a tree copied in keeps its modification times
+/// (`rclone lsl` of both sides agree), `rclone check` compares hashes without
+/// downloading anything, and a second `rclone sync` uploads nothing (every etag stays).
+/// On a bucket, which cannot keep a client's time, only the hashes hold.
+async fn rclone_owncloud_keeps_times_and_hashes(mode: Mode) {
+    let server = Server::start(mode).await;
+    let local = tempfile::tempdir().unwrap();
+    let tree = local.path().join("tree");
+    let files: [(&str, &[u8], u64); 4] = [
+        ("a/x.txt", b"hello", 1_400_000_000),
+        ("a/empty", b"", 1_500_000_000),
+        ("a/b/odd name \u{fc}.txt", b"odd name", 1_600_000_000),
+        ("c.bin", &[7u8; 300_000], 1_650_000_000),
+    ];
+    for (name, data, seconds) in files {
+        let path = tree.join(name);
+        write(&path, data);
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds))
+            .unwrap();
+    }
+    let tree_arg = tree.to_str().unwrap();
+    rclone_as(&server, "owncloud", &["copy", tree_arg, ":webdav:up"]).await;
+
+    let sorted = |text: String| {
+        let mut lines: Vec<String> = text.lines().map(|l| l.trim().to_owned()).collect();
+        lines.sort_unstable();
+        lines
+    };
+    let remote = sorted(rclone_as(&server, "owncloud", &["lsl", ":webdav:up"]).await);
+    let source = sorted(rclone_as(&server, "owncloud", &["lsl", tree_arg]).await);
+    if backend() == Backend::Volume {
+        assert_eq!(remote, source, "modification times were not kept");
+    }
+    let check = rclone_as(&server, "owncloud", &["check", tree_arg, ":webdav:up"]).await;
+    assert!(check.contains("0 differences found"), "{check}");
+    assert!(check.contains("4 matching files"), "{check}");
+    assert!(
+        !check.contains("could not be checked"),
+        "hashes were not compared: {check}"
+    );
+
+    if backend() == Backend::Volume {
+        let before = etags(&server, &["/up/", "/up/a/", "/up/a/b/"]).await;
+        let again = rclone_as(&server, "owncloud", &["sync", "-v", tree_arg, ":webdav:up"]).await;
+        assert!(
+            !again.contains("Copied"),
+            "the second sync uploaded again: {again}"
+        );
+        let after = etags(&server, &["/up/", "/up/a/", "/up/a/b/"]).await;
+        assert_eq!(after, before, "the second sync changed files");
+    }
+}
+
+/// The Depth 1 listings of `collections`, one after the other: every member's etag.
+async fn etags(server: &Server, collections: &[&str]) -> Vec<String> {
+    let mut listings = Vec::new();
+    for path in collections {
+        let response = client()
+            .request(
+                reqwest::Method::from_bytes(b"PROPFIND").unwrap(),
+                server.url(path),
+            )
+            .header("depth", "1")
+            .body(r#"<D:propfind xmlns:D="DAV:"><D:prop><D:getetag/></D:prop></D:propfind>"#)
+            .send()
+            .await
+            .unwrap();
+        listings.push(response.text().await.unwrap());
+    }
+    listings
 }
 
 /// cadaver, scripted as a user would type: MKCOL, PUT, PROPPATCH and PROPFIND of a
@@ -222,11 +301,13 @@ async fn davfs2_mount_reads_and_writes(mode: Mode) {
 
 in_both_modes!(
     rclone_round_trips_a_tree,
+    rclone_owncloud_keeps_times_and_hashes,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );
 on_s3!(
     rclone_round_trips_a_tree,
+    rclone_owncloud_keeps_times_and_hashes,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );
