@@ -388,6 +388,11 @@ impl FileIo for LocalFileIo {
                 cache.forget(&stx);
             }
             written?;
+            if let Some((parent, _)) = path.split_last() {
+                let dir =
+                    volume.open_beneath(&parent, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK)?;
+                props::touch(&dir, &parent)?;
+            }
             Ok(PatchPropertiesResponse {})
         })
         .await

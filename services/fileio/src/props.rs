@@ -298,6 +298,23 @@ pub fn set_modified(fd: impl AsFd, unix_ns: i64, path: &VolumePath) -> Result<()
     rustix::fs::futimens(fd, &times).map_err(|e| io_status(e, Op::Other, path))
 }
 
+/// Sets the modification time of an open directory to now: a member of it changed in
+/// place (its properties or its time), and the collection's etag, which includes that
+/// time, must change with it for clients that poll the collection.
+pub fn touch(dir: impl AsFd, path: &VolumePath) -> Result<(), Status> {
+    let times = rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        last_modification: rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
+        },
+    };
+    rustix::fs::futimens(dir, &times).map_err(|e| io_status(e, Op::Other, path))
+}
+
 /// Moves stored checksums that name the etag `before` to `after` (the content did not
 /// change, only its modification time).
 pub fn rebind_checksums(props: &mut [DeadProperty], before: &str, after: &str) {

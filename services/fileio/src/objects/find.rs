@@ -28,6 +28,23 @@ impl Found {
         }
     }
 
+    /// As [`Found::info`], with a collection's etag from its members
+    /// ([`listed_collection_info`]: one listing request for a collection).
+    pub async fn describe(
+        &self,
+        s3: &S3Client,
+        keys: &Keys,
+        path: &VolumePath,
+    ) -> Result<Option<FileInfo>, Status> {
+        match self {
+            Found::Collection => {
+                let page = s3.list_members(&keys.children(path)).await?;
+                Ok(Some(listed_collection_info(path, &page)))
+            }
+            other => Ok(other.info(path)),
+        }
+    }
+
     /// Whether it is a collection.
     pub fn is_collection(&self) -> bool {
         matches!(self, Found::Collection)
@@ -87,6 +104,31 @@ pub fn file_info(path: &VolumePath, object: &ObjectInfo) -> FileInfo {
         modified_unix_ns: modified,
         created_unix_ns: modified,
         etag: object.etag.clone(),
+    }
+}
+
+/// The metadata of the collection `path` whose first page of members is `page`: as
+/// [`collection_info`], with an etag that changes whenever a member in that page is
+/// added, removed or replaced (a hash of their keys and etags), so a sync client polling
+/// the collection sees a change there. Beyond the first 1,000 members a change shows in
+/// the members' own etags only.
+pub fn listed_collection_info(path: &VolumePath, page: &crate::s3::ListPage) -> FileInfo {
+    use md5::Digest;
+    let mut hash = md5::Md5::new();
+    for object in &page.objects {
+        hash.update(object.key.as_bytes());
+        hash.update([0]);
+        hash.update(object.etag.as_bytes());
+        hash.update([0]);
+    }
+    for prefix in &page.prefixes {
+        hash.update(prefix.as_bytes());
+        hash.update([0]);
+    }
+    let digest = hash.finalize();
+    FileInfo {
+        etag: format!("c{}", kubedav_api::checksums::to_hex(&digest[..8])),
+        ..collection_info(path)
     }
 }
 

@@ -4,7 +4,7 @@
 //! collection itself). PROPFIND Depth 1 on a collection of 1,000 files is 3 S3
 //! requests, or 1 with no dead properties asked.
 
-use super::find::{collection_info, file_info, find};
+use super::find::{collection_info, file_info, find, listed_collection_info};
 use super::keys::{Keys, Member, member};
 use super::properties::{self, Index};
 use crate::s3::{ListPage, S3Client};
@@ -53,7 +53,8 @@ impl Listing<'_> {
     pub async fn single(&self, path: &VolumePath) -> Result<ListEntry, Status> {
         let found = find(self.s3, self.keys, path).await?;
         let info = found
-            .info(path)
+            .describe(self.s3, self.keys, path)
+            .await?
             .ok_or_else(|| Status::not_found(format!("{path} does not exist")))?;
         let (parent, name) = Keys::index_entry(path, info.is_collection);
         let properties = select(self.index(&parent).await?.get(&name), self.selection);
@@ -99,7 +100,7 @@ impl Listing<'_> {
             return Ok(());
         }
         let own = ListEntry {
-            info: Some(collection_info(&path)),
+            info: Some(listed_collection_info(&path, &first)),
             properties: select(
                 own_index?.as_ref().unwrap_or(&members_index).get(&own_name),
                 self.selection,

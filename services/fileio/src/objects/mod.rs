@@ -92,7 +92,8 @@ impl FileIo for ObjectFileIo {
         let path = parse(&request.path)?;
         find::find(&self.s3, &self.keys, &path)
             .await?
-            .info(&path)
+            .describe(&self.s3, &self.keys, &path)
+            .await?
             .ok_or_else(|| Status::not_found(format!("{path} does not exist")))
     }
 

@@ -66,7 +66,7 @@ async fn not_a_file(s3: &S3Client, keys: &Keys, path: &VolumePath) -> Result<Rea
     match collection(s3, keys, path).await? {
         found @ Found::Collection => Ok(ReadReply {
             header: ReadHeader {
-                info: found.info(path),
+                info: found.describe(s3, keys, path).await?,
                 ranges: Vec::new(),
             },
             chunks: futures_util::stream::empty().boxed(),

@@ -50,7 +50,8 @@ pub async fn delete(
     }
     let found = find(s3, keys, path).await?;
     let info = found
-        .info(path)
+        .describe(s3, keys, path)
+        .await?
         .ok_or_else(|| Status::not_found(format!("{path} does not exist")))?;
     if let Some(wanted) = if_match
         && wanted != info.etag

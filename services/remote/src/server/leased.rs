@@ -113,30 +113,43 @@ impl FileIo for LeasedFileIo {
     }
 }
 
-/// What a change of one resource invalidates: it, and its parent collection (whose
-/// modification time and members change with it, and whose Depth 1 listing shows the
-/// resource's properties).
+/// What a change of one resource invalidates: it, its parent collection (whose
+/// modification time, etag and members change with it, and whose Depth 1 listing shows
+/// the resource's properties), and the parent's parent (whose listing shows the parent's
+/// etag and time).
 fn member(path: &str) -> Invalidation {
-    Invalidation::paths([path.to_owned(), parent(path).to_owned()])
+    Invalidation::paths(around(path))
 }
 
-/// What a change of a tree (DELETE, the destination of a COPY) invalidates: the tree
-/// and the parent collection.
+/// What a change of a tree (DELETE, the destination of a COPY) invalidates: the tree,
+/// the parent collection and its parent.
 fn tree(path: &str) -> Invalidation {
     Invalidation {
         trees: vec![path.to_owned()],
-        paths: vec![parent(path).to_owned()],
+        paths: around(path)[1..].to_vec(),
         ..Invalidation::default()
     }
 }
 
-/// What a MOVE invalidates: both trees and both parents.
+/// What a MOVE invalidates: both trees, both parents and theirs.
 fn moved(source: &str, destination: &str) -> Invalidation {
+    let mut paths = around(source)[1..].to_vec();
+    paths.extend_from_slice(&around(destination)[1..]);
     Invalidation {
         trees: vec![source.to_owned(), destination.to_owned()],
-        paths: vec![parent(source).to_owned(), parent(destination).to_owned()],
+        paths,
         ..Invalidation::default()
     }
+}
+
+/// `path`, its parent collection, and the parent's parent.
+fn around(path: &str) -> [String; 3] {
+    let parent = parent(path);
+    [
+        path.to_owned(),
+        parent.to_owned(),
+        self::parent(parent).to_owned(),
+    ]
 }
 
 /// The wire path of the collection holding `path` (`""`, the root, for a top-level name).
