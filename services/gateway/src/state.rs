@@ -46,6 +46,10 @@ pub struct GatewayConfig {
     pub markdown_fail_closed: bool,
     /// A `Content-Signal` header for Markdown answers (e.g. `ai-train=no, search=yes`).
     pub content_signal: Option<String>,
+    /// Leave names starting with `.` out of listings (`dav::quirks`).
+    pub hide_dotfiles: bool,
+    /// Refuse (403) writes of macOS metadata files, `._*` and `.DS_Store` (`dav::quirks`).
+    pub refuse_macos_metadata: bool,
 }
 
 impl Default for GatewayConfig {
@@ -67,6 +71,8 @@ impl Default for GatewayConfig {
             markdown_max_bytes: 16 << 20,
             markdown_fail_closed: false,
             content_signal: None,
+            hide_dotfiles: false,
+            refuse_macos_metadata: false,
         }
     }
 }

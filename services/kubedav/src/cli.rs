@@ -232,6 +232,16 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_CONTENT_SIGNAL")]
     pub content_signal: Option<String>,
 
+    /// Leave names starting with "." out of listings (PROPFIND and the HTML page); they
+    /// can still be read by name.
+    #[arg(long, env = "KUBEDAV_HIDE_DOTFILES")]
+    pub hide_dotfiles: bool,
+
+    /// Refuse (403, nothing stored) the metadata files macOS Finder writes beside every
+    /// file and folder: AppleDouble "._NAME" files and ".DS_Store".
+    #[arg(long, env = "KUBEDAV_REFUSE_MACOS_METADATA")]
+    pub refuse_macos_metadata: bool,
+
     /// Bytes of converted Markdown kept in the cache (targets all, markdown).
     #[arg(long, env = "KUBEDAV_MARKDOWN_CACHE_BYTES", default_value_t = 64 << 20)]
     pub markdown_cache_bytes: u64,
@@ -501,6 +511,8 @@ impl Cli {
             markdown_max_bytes: self.markdown_max_bytes,
             markdown_fail_closed: self.markdown_fail_closed,
             content_signal: self.content_signal.clone(),
+            hide_dotfiles: self.hide_dotfiles,
+            refuse_macos_metadata: self.refuse_macos_metadata,
             max_headers: kubedav_gateway::GatewayConfig::default().max_headers,
         }
     }

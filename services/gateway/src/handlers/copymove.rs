@@ -19,6 +19,7 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
     let source = request_path(&request)?;
     let headers = request.headers();
     let destination = destination(headers)?;
+    crate::dav::quirks::refuse_macos_metadata(gateway.config.refuse_macos_metadata, &destination.path)?;
     let overwrite = overwrite(headers)?;
     let depth = depth(headers, Depth::Infinity)?;
     if depth == Depth::One || (is_move && depth != Depth::Infinity) {

@@ -486,7 +486,12 @@ async fn listing(gateway: &Gateway, path: &VolumePath, head: bool) -> HttpResult
         members.extend(batch?.entries.into_iter().filter_map(|entry| entry.info));
     }
     // The first entry is the collection itself.
-    let members = members.into_iter().skip(1).collect();
+    let hide = gateway.config.hide_dotfiles;
+    let members = members
+        .into_iter()
+        .skip(1)
+        .filter(|m| !(hide && kubedav_api::path::last_name(&m.path).starts_with('.')))
+        .collect();
     let html = crate::handlers::listing::render(path, members);
     let mut response = if head {
         Response::new(Body::empty())

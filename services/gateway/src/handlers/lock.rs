@@ -79,6 +79,7 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     // Locking an unmapped URL creates a member of its collection (RFC 4918 7.3): that
     // needs the token of a lock on the collection, as any other new member does.
     if existing.is_none() {
+        crate::dav::quirks::refuse_macos_metadata(gateway.config.refuse_macos_metadata, &target.path)?;
         let membership = crate::dav::locking::parent(&target.path).into_iter().collect();
         let change = Change::of(membership);
         guard_write(gateway, &headers, principal.clone(), &target.path, change).await?;

@@ -88,6 +88,11 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
         usage,
         locks,
         link: String::new(),
+        hide_below: gateway
+            .config
+            .hide_dotfiles
+            .then(|| target.path.as_str().to_owned()),
+        shown_target: false,
     };
     // The first batch decides the status: an error, or a file addressed as a collection,
     // answers before anything is sent.
@@ -153,6 +158,11 @@ struct Render {
     locks: Vec<ActiveLock>,
     /// The current entry's href (reused).
     link: String,
+    /// With `--hide-dotfiles`, the listed path: members with a `.` segment below it are
+    /// left out.
+    hide_below: Option<String>,
+    /// Whether the first entry (the target itself, always shown) was written.
+    shown_target: bool,
 }
 
 impl Render {
@@ -160,6 +170,12 @@ impl Render {
     fn batch(&mut self, out: &mut String, entries: Vec<ListEntry>) {
         for mut entry in entries {
             let Some(info) = entry.info else { continue };
+            if let Some(target) = &self.hide_below {
+                if self.shown_target && crate::dav::quirks::hidden_below(target, &info.path) {
+                    continue;
+                }
+                self.shown_target = true;
+            }
             crate::dav::sync::present(&mut entry.properties, &info);
             self.link.clear();
             write_wire_href(&mut self.link, &info.path, info.is_collection);

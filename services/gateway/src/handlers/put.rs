@@ -26,6 +26,7 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
             "PUT cannot write a collection; use MKCOL to create one",
         ));
     }
+    crate::dav::quirks::refuse_macos_metadata(gateway.config.refuse_macos_metadata, &target.path)?;
     let headers = request.headers();
     if headers.contains_key(header::CONTENT_RANGE) {
         return Err(HttpError::bad_request(
