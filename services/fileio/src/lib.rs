@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod objects;
 pub mod orphans;
 pub mod props;
+pub mod quota;
 pub mod read;
 pub mod s3;
 pub mod scanslots;

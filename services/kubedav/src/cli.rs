@@ -111,6 +111,19 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_ABANDONED_UPLOAD_SECONDS", default_value_t = kubedav_fileio::objects::sweep::DEFAULT_IDLE.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     pub abandoned_upload_seconds: u64,
 
+    /// A quota on the served root, in bytes (targets all, fileio): a write that would
+    /// pass it is refused with 507, before any byte is stored when its size is known, and
+    /// the RFC 4331 quota properties report it. Unset: no quota, and those properties
+    /// report the volume's own figures.
+    #[arg(long, env = "KUBEDAV_QUOTA_BYTES")]
+    pub quota_bytes: Option<u64>,
+
+    /// How often the usage counted against --quota-bytes is counted again from a listing
+    /// of the whole tree (it is also counted at start), in seconds: that corrects what
+    /// other replicas and other tools changed.
+    #[arg(long, env = "KUBEDAV_QUOTA_RESCAN_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub quota_rescan_seconds: u64,
+
     /// Batch the `statx` calls of collection listings through io_uring (targets all,
     /// fileio), where the kernel and seccomp allow it. Off by default: with metadata in
     /// memory one `statx` per member is faster (docs/benchmarks.md); on a cold cache or

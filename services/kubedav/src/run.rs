@@ -461,6 +461,20 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
 
 /// The fileio core `--storage` or `--root` names, and its readiness check.
 async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), String> {
+    let (core, ready) = open_backend(cli).await?;
+    let Some(limit) = cli.quota_bytes else {
+        return Ok((core, ready));
+    };
+    let period = Duration::from_secs(cli.quota_rescan_seconds);
+    tracing::info!(target: "kubedav", "a quota of {limit} bytes on the served root");
+    Ok((
+        Arc::new(kubedav_fileio::quota::QuotaFileIo::new(core, limit, period)),
+        ready,
+    ))
+}
+
+/// The storage backend: a bucket with --storage, else the volume at --root.
+async fn open_backend(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), String> {
     if let Some(storage) = &cli.storage {
         let mut storage = kubedav_fileio::objects::config::parse(storage, |name| std::env::var(name).ok())?;
         storage.sweep.idle = std::time::Duration::from_secs(cli.abandoned_upload_seconds);

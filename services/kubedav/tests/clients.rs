@@ -172,6 +172,27 @@ async fn rclone_owncloud_keeps_times_and_hashes(mode: Mode) {
     }
 }
 
+/// `rclone about` reads the RFC 4331 quota properties: with `--quota-bytes` it shows
+/// the quota, what is used and what is left.
+async fn rclone_about_shows_the_quota(mode: Mode) {
+    let server = Server::start_full(mode, &[], &[("KUBEDAV_QUOTA_BYTES", "1000000")]).await;
+    let put = client()
+        .put(server.url("/f.bin"))
+        .body(vec![0u8; 250_000])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    let about = rclone_as(&server, "owncloud", &["about", "--json", ":webdav:"]).await;
+    let compact: String = about.chars().filter(|c| !c.is_whitespace()).collect();
+    assert!(
+        compact.contains(r#""total":1000000"#)
+            && compact.contains(r#""used":250000"#)
+            && compact.contains(r#""free":750000"#),
+        "{about}"
+    );
+}
+
 /// The Depth 1 listings of `collections`, one after the other: every member's etag.
 async fn etags(server: &Server, collections: &[&str]) -> Vec<String> {
     let mut listings = Vec::new();
@@ -302,12 +323,14 @@ async fn davfs2_mount_reads_and_writes(mode: Mode) {
 in_both_modes!(
     rclone_round_trips_a_tree,
     rclone_owncloud_keeps_times_and_hashes,
+    rclone_about_shows_the_quota,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );
 on_s3!(
     rclone_round_trips_a_tree,
     rclone_owncloud_keeps_times_and_hashes,
+    rclone_about_shows_the_quota,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );

@@ -351,6 +351,7 @@ async fn collection_etags_follow_their_members(mode: Mode) {
 }
 
 in_both_modes!(
+    quota_refuses_what_does_not_fit,
     collection_etags_follow_their_members,
     oc_mtime_keeps_the_clients_time,
     oc_checksum_is_checked_and_kept,
@@ -358,9 +359,84 @@ in_both_modes!(
     proppatch_sets_the_modification_time
 );
 on_s3!(
+    quota_refuses_what_does_not_fit,
     collection_etags_follow_their_members,
     oc_mtime_keeps_the_clients_time,
     oc_checksum_is_checked_and_kept,
     digests_are_checked_and_served,
     proppatch_sets_the_modification_time
 );
+
+/// The RFC 4331 figures of a collection: (quota-used-bytes, quota-available-bytes).
+async fn quota(server: &Server) -> (u64, u64) {
+    let response = client()
+        .request(verb("PROPFIND"), server.url("/"))
+        .header("depth", "0")
+        .body(r#"<D:propfind xmlns:D="DAV:"><D:prop><D:quota-used-bytes/><D:quota-available-bytes/></D:prop></D:propfind>"#)
+        .send()
+        .await
+        .unwrap();
+    let text = response.text().await.unwrap();
+    let number = |tag: &str| {
+        let open = format!("<D:{tag}>");
+        let at = text
+            .find(&open)
+            .unwrap_or_else(|| panic!("{tag} missing: {text}"))
+            + open.len();
+        text[at..at + text[at..].find('<').unwrap()]
+            .parse::<u64>()
+            .unwrap()
+    };
+    (number("quota-used-bytes"), number("quota-available-bytes"))
+}
+
+/// `--quota-bytes`: the usage is counted at start (and again on its period) and as
+/// writes go; a PUT that would pass the quota is refused with 507 before anything is
+/// stored, with a Content-Length and chunked alike; replacing a file counts the
+/// difference; a DELETE gives the room back.
+async fn quota_refuses_what_does_not_fit(mode: Mode) {
+    let envs = [
+        ("KUBEDAV_QUOTA_BYTES", "1000"),
+        ("KUBEDAV_QUOTA_RESCAN_SECONDS", "1"),
+    ];
+    let server = Server::start_full(mode, &[], &envs).await;
+    // Written behind kubedav's back: found by the count from a listing.
+    std::fs::write(server.disk("outside.bin"), vec![1u8; 300]).unwrap();
+    assert!(
+        common::eventually_async(std::time::Duration::from_secs(10), || async {
+            quota(&server).await == (300, 700)
+        })
+        .await,
+        "the file written outside was not counted: {:?}",
+        quota(&server).await
+    );
+    let put = |path: &'static str, body: reqwest::Body| {
+        let server = &server;
+        async move { client().put(server.url(path)).body(body).send().await.unwrap() }
+    };
+    assert_eq!(
+        put("/a.bin", vec![2u8; 600].into()).await.status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(quota(&server).await, (900, 100));
+    let refused = put("/b.bin", vec![3u8; 200].into()).await;
+    assert_eq!(refused.status(), StatusCode::INSUFFICIENT_STORAGE);
+    assert!(refused.text().await.unwrap().contains("quota"));
+    let chunks = futures_util::stream::iter(
+        (0..4).map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![4u8; 50]))),
+    );
+    let chunked = put("/c.bin", reqwest::Body::wrap_stream(chunks)).await;
+    assert_eq!(chunked.status(), StatusCode::INSUFFICIENT_STORAGE);
+    for path in ["/b.bin", "/c.bin"] {
+        assert_eq!(get_status(&server, path).await, StatusCode::NOT_FOUND, "{path}");
+    }
+    // Replacing a.bin (600) with 650 bytes needs 50 more: it fits.
+    assert_eq!(
+        put("/a.bin", vec![5u8; 650].into()).await.status(),
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(quota(&server).await, (950, 50));
+    let delete = client().delete(server.url("/a.bin")).send().await.unwrap();
+    assert_eq!(delete.status(), StatusCode::NO_CONTENT);
+    assert_eq!(quota(&server).await, (300, 700));
+}

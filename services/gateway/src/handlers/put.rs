@@ -33,13 +33,21 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
             "PUT with Content-Range (partial update) is not supported",
         ));
     }
-    let declared = match headers.get(header::CONTENT_LENGTH) {
+    // Finder streams its uploads chunked and says their length in X-Expected-Entity-Length
+    // (docs/clients.md): taken as the declared size, so a quota or a full volume refuses
+    // the upload before a byte is stored, and a body of another length is refused.
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .or_else(|| headers.get("x-expected-entity-length"));
+    let declared = match length {
         Some(value) => Some(
             value
                 .to_str()
                 .ok()
                 .and_then(|v| v.parse::<u64>().ok())
-                .ok_or_else(|| HttpError::bad_request("Content-Length is not a number"))?,
+                .ok_or_else(|| {
+                    HttpError::bad_request("Content-Length (or X-Expected-Entity-Length) is not a number")
+                })?,
         ),
         None => None,
     };
