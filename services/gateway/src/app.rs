@@ -8,10 +8,15 @@ use std::sync::Arc;
 
 impl Gateway {
     /// The HTTP application: every method on every path, with request ids, tracing and
-    /// metrics.
+    /// metrics; listings compressed when the client accepts it, and CORS for the
+    /// configured origins.
     pub fn router(self: &Arc<Self>) -> axum::Router {
         handlers::propfind::register_metrics();
-        axum::Router::new().fallback(edge).with_state(self.clone())
+        let app = axum::Router::new()
+            .fallback(edge)
+            .with_state(self.clone())
+            .layer(crate::edge::cors::compress_listings());
+        crate::edge::cors::allow_origins(app, &self.config.cors_origins)
     }
 }
 

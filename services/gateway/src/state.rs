@@ -50,6 +50,8 @@ pub struct GatewayConfig {
     pub hide_dotfiles: bool,
     /// Refuse (403) writes of macOS metadata files, `._*` and `.DS_Store` (`dav::quirks`).
     pub refuse_macos_metadata: bool,
+    /// Browser origins allowed by CORS (`edge::cors`); empty: CORS off.
+    pub cors_origins: Vec<http::HeaderValue>,
 }
 
 impl Default for GatewayConfig {
@@ -73,6 +75,7 @@ impl Default for GatewayConfig {
             content_signal: None,
             hide_dotfiles: false,
             refuse_macos_metadata: false,
+            cors_origins: Vec::new(),
         }
     }
 }

@@ -245,6 +245,19 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_CONTENT_SIGNAL")]
     pub content_signal: Option<String>,
 
+    /// Serve kubedav under this path prefix (e.g. /dav, for an Ingress that routes
+    /// https://host/dav/ to it without rewriting): request paths and Destinations must
+    /// start with it (404 otherwise), and every href, listing link and lock root kubedav
+    /// writes does.
+    #[arg(long, env = "KUBEDAV_BASE_PATH")]
+    pub base_path: Option<String>,
+
+    /// Browser origins allowed to call kubedav from their pages (CORS), comma-separated,
+    /// e.g. https://app.example.com. Preflight OPTIONS requests from them are answered
+    /// without credentials; other origins get no CORS headers. Empty: CORS off.
+    #[arg(long, env = "KUBEDAV_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+
     /// Leave names starting with "." out of listings (PROPFIND and the HTML page); they
     /// can still be read by name.
     #[arg(long, env = "KUBEDAV_HIDE_DOTFILES")]
@@ -524,6 +537,11 @@ impl Cli {
             markdown_max_bytes: self.markdown_max_bytes,
             markdown_fail_closed: self.markdown_fail_closed,
             content_signal: self.content_signal.clone(),
+            cors_origins: self
+                .cors_origins
+                .iter()
+                .filter_map(|origin| http::HeaderValue::from_str(origin.trim()).ok())
+                .collect(),
             hide_dotfiles: self.hide_dotfiles,
             refuse_macos_metadata: self.refuse_macos_metadata,
             max_headers: kubedav_gateway::GatewayConfig::default().max_headers,

@@ -546,6 +546,23 @@ fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
 const REMEMBERED_RESETS: usize = 4096;
 
 async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), String> {
+    if let Some(base) = &cli.base_path {
+        kubedav_gateway::http::paths::set_base_path(base)?;
+    }
+    for origin in &cli.cors_origins {
+        let origin = origin.trim();
+        let valid = (origin.starts_with("https://") || origin.starts_with("http://"))
+            && !origin
+                .trim_start_matches("https://")
+                .trim_start_matches("http://")
+                .contains('/')
+            && http::HeaderValue::from_str(origin).is_ok();
+        if !valid {
+            return Err(format!(
+                "--cors-origins {origin:?} is not an origin: give scheme, host and port only, such as https://app.example.com"
+            ));
+        }
+    }
     if ports.auth.is_none() {
         let loopback = cli
             .listen

@@ -76,7 +76,13 @@ pub fn destination(headers: &HeaderMap) -> Result<RequestPath, HttpError> {
         uri.path().to_owned()
     };
     let path = path.split(['?', '#']).next().unwrap_or_default();
-    decode(path).map_err(|e| HttpError::bad_request(format!("the Destination path is invalid: {e}")))
+    decode(path).map_err(|e| match e {
+        crate::http::paths::DecodeError::OutsideBase => HttpError::new(
+            StatusCode::BAD_GATEWAY,
+            format!("the Destination {path} is not on this server: {e}"),
+        ),
+        e => HttpError::bad_request(format!("the Destination path is invalid: {e}")),
+    })
 }
 
 /// Parses `Timeout` (RFC 4918 10.7): the first acceptable of a comma-separated list of

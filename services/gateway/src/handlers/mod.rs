@@ -57,6 +57,7 @@ pub fn request_path(request: &Request) -> Result<RequestPath, HttpError> {
     decode(request.uri().path()).map_err(|e| match e {
         DecodeError::TooLong => HttpError::new(StatusCode::URI_TOO_LONG, e.to_string()),
         DecodeError::Invalid(inner) => HttpError::bad_request(format!("invalid request path: {inner}")),
+        DecodeError::OutsideBase => HttpError::new(StatusCode::NOT_FOUND, e.to_string()),
     })
 }
 

@@ -26,10 +26,54 @@ pub enum DecodeError {
     /// Anything else: 400.
     #[error("{0}")]
     Invalid(PathError),
+    /// Not below the base path (`--base-path`): 404.
+    #[error("this server serves only paths below {}", base_path())]
+    OutsideBase,
 }
 
-/// Decodes a raw URL path (as in the request line, without the query).
+/// The path prefix kubedav is served under (`--base-path`, e.g. `/dav`), without a
+/// trailing slash; empty when served at the root. One per process: set once at start.
+static BASE_PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Serves everything under `base` (`/dav`): request paths and `Destination`s must start
+/// with it, and every href kubedav writes does. An error if it is not a plain absolute
+/// path, or if another base was set before.
+pub fn set_base_path(base: &str) -> Result<(), String> {
+    let trimmed = base.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Ok(());
+    }
+    let valid = trimmed.starts_with('/')
+        && trimmed[1..].split('/').all(|segment| {
+            !segment.is_empty() && segment != "." && segment != ".." && segment.bytes().all(stays_in_href)
+        });
+    if !valid {
+        return Err(format!(
+            "--base-path {base:?} must be an absolute path of plain segments, such as /dav"
+        ));
+    }
+    match BASE_PATH.set(trimmed.to_owned()) {
+        Ok(()) => Ok(()),
+        Err(_) if BASE_PATH.get().map(String::as_str) == Some(trimmed) => Ok(()),
+        Err(_) => Err("the base path was already set to another value".into()),
+    }
+}
+
+/// The base path (see [`set_base_path`]); empty when kubedav is served at the root.
+pub fn base_path() -> &'static str {
+    BASE_PATH.get().map_or("", String::as_str)
+}
+
+/// Decodes a raw URL path (as in the request line, without the query), below the base
+/// path when one is set.
 pub fn decode(raw: &str) -> Result<RequestPath, DecodeError> {
+    let base = base_path();
+    let raw = match raw.strip_prefix(base) {
+        _ if base.is_empty() => raw,
+        Some("") => "/",
+        Some(rest) if rest.starts_with('/') => rest,
+        _ => return Err(DecodeError::OutsideBase),
+    };
     if !raw.starts_with('/') {
         return Err(DecodeError::Invalid(PathError::Malformed(
             "the path must start with '/'",
@@ -100,6 +144,7 @@ pub fn write_href(out: &mut String, path: &VolumePath, collection: bool) {
 /// root, as fileio sends them), as [`write_href`] does, without parsing it into a
 /// [`VolumePath`] first: what a listing does for every entry.
 pub fn write_wire_href(out: &mut String, wire: &str, collection: bool) {
+    out.push_str(base_path());
     out.push('/');
     for (i, segment) in wire.split('/').filter(|s| !s.is_empty()).enumerate() {
         if i > 0 {
