@@ -111,6 +111,30 @@ pub fn checksums_property_name() -> PropertyName {
     }
 }
 
+/// The reserved property that holds a modification time a client gave, where the
+/// storage cannot keep one itself (a bucket's listings): `ETAG\nNANOSECONDS`.
+pub const MODIFIED_PROPERTY: &str = "modified";
+
+/// The reserved property recording that the content whose etag is `etag` has the
+/// modification time `unix_ns`.
+pub fn modified_property(etag: &str, unix_ns: i64) -> DeadProperty {
+    DeadProperty {
+        namespace: RESERVED_NAMESPACE.to_owned(),
+        name: MODIFIED_PROPERTY.to_owned(),
+        value: Bytes::from(format!("{etag}\n{unix_ns}")),
+    }
+}
+
+/// The modification time [`modified_property`] recorded among `properties`, if it is
+/// that of the content whose etag is `etag`.
+pub fn recorded_modified(properties: &[DeadProperty], etag: &str) -> Option<i64> {
+    let property = properties
+        .iter()
+        .find(|p| is_reserved(&p.namespace) && p.name == MODIFIED_PROPERTY)?;
+    let (recorded, nanos) = std::str::from_utf8(&property.value).ok()?.split_once('\n')?;
+    (recorded == etag).then(|| nanos.parse().ok()).flatten()
+}
+
 /// Checksums of one version of a file's content, named by its etag.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stored {

@@ -237,10 +237,32 @@ impl S3Client {
     /// `Some(etag)` for that version, `Some("")` for no object at all, `None` for
     /// whatever is there. ABORTED when it is not; its ETag otherwise.
     pub async fn put_if(&self, key: &str, data: Bytes, expected: Option<&str>) -> Result<String, Status> {
-        let url = PutObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        self.put_with(key, data, expected, None).await
+    }
+
+    /// [`S3Client::put_if`], keeping `modified_unix_ns` as the object's modification
+    /// time in `x-amz-meta-mtime` (rclone's convention: Unix seconds with a fraction), so
+    /// HEAD and GET report it instead of the time of the write.
+    pub async fn put_with(
+        &self,
+        key: &str,
+        data: Bytes,
+        expected: Option<&str>,
+        modified_unix_ns: Option<i64>,
+    ) -> Result<String, Status> {
+        let mtime = modified_unix_ns.map(mtime_metadata);
+        let mut action = PutObject::new(&self.bucket, Some(&self.credentials), key);
+        if let Some(mtime) = &mtime {
+            action.headers_mut().insert(MTIME_HEADER, mtime.as_str());
+        }
+        let url = action.sign(SIGNED_FOR);
         let condition = Condition::new(expected);
+        let mut headers = condition.headers();
+        if let Some(mtime) = &mtime {
+            headers.push((MTIME_HEADER, mtime.as_str()));
+        }
         let (headers, _) = self
-            .succeed("PutObject", key, Method::PUT, url, &condition.headers(), data)
+            .succeed("PutObject", key, Method::PUT, url, &headers, data)
             .await?;
         Ok(header(&headers, "etag").trim_matches('"').to_owned())
     }
@@ -325,9 +347,32 @@ impl S3Client {
 
     /// Starts a multipart upload of `key`; its upload id.
     pub async fn start_upload(&self, key: &str) -> Result<String, Status> {
-        let url = CreateMultipartUpload::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
+        self.start_upload_with(key, None).await
+    }
+
+    /// [`S3Client::start_upload`], the object to keep `modified_unix_ns` as its
+    /// modification time (see [`S3Client::put_with`]).
+    pub async fn start_upload_with(
+        &self,
+        key: &str,
+        modified_unix_ns: Option<i64>,
+    ) -> Result<String, Status> {
+        let mtime = modified_unix_ns.map(mtime_metadata);
+        let mut action = CreateMultipartUpload::new(&self.bucket, Some(&self.credentials), key);
+        if let Some(mtime) = &mtime {
+            action.headers_mut().insert(MTIME_HEADER, mtime.as_str());
+        }
+        let url = action.sign(SIGNED_FOR);
+        let headers: Vec<(&str, &str)> = mtime.iter().map(|m| (MTIME_HEADER, m.as_str())).collect();
         let (_, body) = self
-            .succeed("CreateMultipartUpload", key, Method::POST, url, &[], Bytes::new())
+            .succeed(
+                "CreateMultipartUpload",
+                key,
+                Method::POST,
+                url,
+                &headers,
+                Bytes::new(),
+            )
             .await?;
         let parsed = CreateMultipartUpload::parse_response(&String::from_utf8_lossy(&body)).map_err(|e| {
             Status::internal(format!(
@@ -633,15 +678,41 @@ async fn collect(body: hyper::body::Incoming) -> Result<Bytes, Status> {
 
 /// An object's metadata from the headers of a HEAD or GET answer.
 fn object_info(key: &str, headers: &http::HeaderMap) -> ObjectInfo {
+    let written = httpdate::parse_http_date(header(headers, "last-modified"))
+        .ok()
+        .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |since| since.as_nanos() as i64);
     ObjectInfo {
         key: key.to_owned(),
         size: header(headers, "content-length").parse().unwrap_or(0),
         etag: header(headers, "etag").trim_matches('"').to_owned(),
-        modified_unix_ns: httpdate::parse_http_date(header(headers, "last-modified"))
-            .ok()
-            .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |since| since.as_nanos() as i64),
+        modified_unix_ns: parse_mtime_metadata(header(headers, MTIME_HEADER)).unwrap_or(written),
     }
+}
+
+/// The user metadata that holds an object's modification time, as rclone writes it.
+const MTIME_HEADER: &str = "x-amz-meta-mtime";
+
+/// `x-amz-meta-mtime`'s value for a time: Unix seconds with nine decimals.
+fn mtime_metadata(unix_ns: i64) -> String {
+    format!(
+        "{}.{:09}",
+        unix_ns.div_euclid(1_000_000_000),
+        unix_ns.rem_euclid(1_000_000_000)
+    )
+}
+
+/// The time an `x-amz-meta-mtime` value names (Unix seconds, a fraction allowed), in
+/// nanoseconds; `None` when absent or not a number.
+fn parse_mtime_metadata(text: &str) -> Option<i64> {
+    let (whole, fraction) = text.trim().split_once('.').unwrap_or((text.trim(), ""));
+    let seconds: i64 = whole.parse().ok()?;
+    if !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits: String = fraction.chars().chain(std::iter::repeat('0')).take(9).collect();
+    let nanos: i64 = digits.parse().ok()?;
+    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
 }
 
 /// Nanoseconds since the epoch of an RFC 3339 time, as listings give them (0 if it does

@@ -334,6 +334,11 @@ async fn propfind_forms_and_depths() {
     }
     let (status, _, _) = send(dav(&app, "PROPFIND", "/d/")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "no Depth means infinity");
+    // A file's infinite depth is itself (Apache mod_dav refuses collections only), as
+    // clients without a Depth header (webdav4) ask a file's properties.
+    let (status, _, xml) = send(dav(&app, "PROPFIND", "/d/a.txt")).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS, "{xml}");
+    assert_eq!(xml.matches("<D:response>").count(), 1, "{xml}");
     assert_eq!(propfind(&app, "/nope", "0", "").await.0, StatusCode::NOT_FOUND);
     assert_eq!(
         propfind(&app, "/d/a.txt/", "0", "").await.0,

@@ -1,13 +1,14 @@
 //! Real WebDAV clients against kubedav, in both run modes and on both backends (a
 //! volume and S3-compatible object storage): rclone copies a tree up and down and
-//! checks every byte, and cadaver walks through a session of collections, properties,
-//! locks, COPY, MOVE and DELETE, and davfs2 mounts it. `make test` installs all three
-//! (Debian packages).
+//! checks every byte (and, as an ownCloud client, keeps times and compares hashes),
+//! cadaver walks through a session of collections, properties, locks, COPY, MOVE and
+//! DELETE, davfs2 mounts it, and Python's webdav4 runs a session through fsspec. `make
+//! test` installs them (Debian packages; webdav4 from PyPI into a virtual environment).
 
 #[macro_use]
 mod common;
 
-use common::{BACKEND, Backend, Mode, Server, backend, client};
+use common::{BACKEND, Backend, Mode, Server, client};
 use reqwest::StatusCode;
 use std::path::Path;
 use tokio::process::Command;
@@ -120,8 +121,8 @@ async fn rclone_round_trips_a_tree(mode: Mode) {
 
 /// rclone as an ownCloud sync client: a tree copied in keeps its modification times
 /// (`rclone lsl` of both sides agree), `rclone check` compares hashes without
-/// downloading anything, and a second `rclone sync` uploads nothing (every etag stays).
-/// On a bucket, which cannot keep a client's time, only the hashes hold.
+/// downloading anything, and a second `rclone sync` uploads nothing (every etag stays),
+/// on a volume and on a bucket alike.
 async fn rclone_owncloud_keeps_times_and_hashes(mode: Mode) {
     let server = Server::start(mode).await;
     let local = tempfile::tempdir().unwrap();
@@ -149,9 +150,7 @@ async fn rclone_owncloud_keeps_times_and_hashes(mode: Mode) {
     };
     let remote = sorted(rclone_as(&server, "owncloud", &["lsl", ":webdav:up"]).await);
     let source = sorted(rclone_as(&server, "owncloud", &["lsl", tree_arg]).await);
-    if backend() == Backend::Volume {
-        assert_eq!(remote, source, "modification times were not kept");
-    }
+    assert_eq!(remote, source, "modification times were not kept");
     let check = rclone_as(&server, "owncloud", &["check", tree_arg, ":webdav:up"]).await;
     assert!(check.contains("0 differences found"), "{check}");
     assert!(check.contains("4 matching files"), "{check}");
@@ -160,16 +159,14 @@ async fn rclone_owncloud_keeps_times_and_hashes(mode: Mode) {
         "hashes were not compared: {check}"
     );
 
-    if backend() == Backend::Volume {
-        let before = etags(&server, &["/up/", "/up/a/", "/up/a/b/"]).await;
-        let again = rclone_as(&server, "owncloud", &["sync", "-v", tree_arg, ":webdav:up"]).await;
-        assert!(
-            !again.contains("Copied"),
-            "the second sync uploaded again: {again}"
-        );
-        let after = etags(&server, &["/up/", "/up/a/", "/up/a/b/"]).await;
-        assert_eq!(after, before, "the second sync changed files");
-    }
+    let before = etags(&server, &["/up/", "/up/a/", "/up/a/b/"]).await;
+    let again = rclone_as(&server, "owncloud", &["sync", "-v", tree_arg, ":webdav:up"]).await;
+    assert!(
+        !again.contains("Copied"),
+        "the second sync uploaded again: {again}"
+    );
+    let after = etags(&server, &["/up/", "/up/a/", "/up/a/b/"]).await;
+    assert_eq!(after, before, "the second sync changed files");
 }
 
 /// `rclone about` reads the RFC 4331 quota properties: with `--quota-bytes` it shows
@@ -191,6 +188,31 @@ async fn rclone_about_shows_the_quota(mode: Mode) {
             && compact.contains(r#""free":750000"#),
         "{about}"
     );
+}
+
+/// Python's webdav4 through fsspec (`tests/clients/webdav4_session.py`): mkdir, put,
+/// write, ls, info, mv, get, read, rm. `make test` installs it in a virtual environment
+/// (`scripts/need-webdav4.sh`) and passes its Python in `KUBEDAV_WEBDAV4_PYTHON`.
+async fn webdav4_session(mode: Mode) {
+    let server = Server::start(mode).await;
+    let python = std::env::var("KUBEDAV_WEBDAV4_PYTHON").unwrap_or_else(|_| {
+        String::from_utf8(
+            std::process::Command::new("bash")
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../scripts/need-webdav4.sh"
+                ))
+                .output()
+                .expect("bash runs scripts/need-webdav4.sh")
+                .stdout,
+        )
+        .unwrap()
+        .trim()
+        .to_owned()
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/webdav4_session.py");
+    let output = run(&python, &[script, &server.url("/")], None).await;
+    assert!(output.contains("webdav4 session ok"), "{output}");
 }
 
 /// The Depth 1 listings of `collections`, one after the other: every member's etag.
@@ -324,6 +346,7 @@ in_both_modes!(
     rclone_round_trips_a_tree,
     rclone_owncloud_keeps_times_and_hashes,
     rclone_about_shows_the_quota,
+    webdav4_session,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );
@@ -331,6 +354,7 @@ on_s3!(
     rclone_round_trips_a_tree,
     rclone_owncloud_keeps_times_and_hashes,
     rclone_about_shows_the_quota,
+    webdav4_session,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );

@@ -43,8 +43,8 @@ async fn get(server: &Server, path: &str) -> (StatusCode, Vec<u8>) {
     (response.status(), response.bytes().await.unwrap().to_vec())
 }
 
-/// `X-OC-Mtime` sets the time a PROPFIND and a GET report, and is answered `accepted`;
-/// on a bucket, which cannot keep a time of the client's, it is not.
+/// `X-OC-Mtime` sets the time a PROPFIND (at Depth 0 and in the parent's listing) and a
+/// GET report, and is answered `accepted`; a malformed one is refused.
 async fn oc_mtime_keeps_the_clients_time(mode: Mode) {
     let server = Server::start(mode).await;
     let put = client()
@@ -61,16 +61,14 @@ async fn oc_mtime_keeps_the_clients_time(mode: Mode) {
         .map(|v| v.to_str().unwrap().to_owned());
     let get = client().get(server.url("/old.txt")).send().await.unwrap();
     let last_modified = get.headers()["last-modified"].to_str().unwrap().to_owned();
-    let listing = propfind(&server, "/old.txt", "0").await;
-    if backend() == Backend::Volume {
-        assert_eq!(accepted.as_deref(), Some("accepted"));
-        assert_eq!(last_modified, "Fri, 14 Jul 2017 02:40:00 GMT");
+    assert_eq!(accepted.as_deref(), Some("accepted"));
+    assert_eq!(last_modified, "Fri, 14 Jul 2017 02:40:00 GMT");
+    for (path, depth) in [("/old.txt", "0"), ("/", "1")] {
+        let listing = propfind(&server, path, depth).await;
         assert!(
             listing.contains("<D:getlastmodified>Fri, 14 Jul 2017 02:40:00 GMT</D:getlastmodified>"),
-            "{listing}"
+            "Depth {depth}: {listing}"
         );
-    } else {
-        assert_eq!(accepted, None, "a bucket cannot keep the client's time");
     }
     let bad = client()
         .put(server.url("/bad.txt"))

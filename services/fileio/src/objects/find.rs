@@ -94,6 +94,15 @@ fn seconds(unix_ns: i64) -> i64 {
     unix_ns - unix_ns.rem_euclid(1_000_000_000)
 }
 
+/// Gives a listed file the modification time a client gave it, when its collection's
+/// index records one for this very content (`kubedav_api::checksums::recorded_modified`).
+pub fn apply_recorded_time(info: &mut FileInfo, properties: &[kubedav_api::pb::fileio::v1::DeadProperty]) {
+    if let Some(modified) = kubedav_api::checksums::recorded_modified(properties, &info.etag) {
+        info.modified_unix_ns = seconds(modified);
+        info.created_unix_ns = info.modified_unix_ns;
+    }
+}
+
 /// The metadata of the file `path`, stored as `object`.
 pub fn file_info(path: &VolumePath, object: &ObjectInfo) -> FileInfo {
     let modified = seconds(object.modified_unix_ns);

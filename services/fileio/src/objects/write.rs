@@ -69,7 +69,7 @@ pub async fn write(
             let full = part.split().freeze();
             match &mut multipart {
                 Some(upload) => upload.send(full).await?,
-                None => multipart = Some(Multipart::start(s3, &key, full).await?),
+                None => multipart = Some(Multipart::start(s3, &key, full, header.modified_unix_ns).await?),
             }
         }
     }
@@ -92,7 +92,7 @@ pub async fn write(
     };
     let etag = match multipart {
         None => s3
-            .put_if(&key, part.freeze(), condition)
+            .put_with(&key, part.freeze(), condition, header.modified_unix_ns)
             .await
             .map_err(|status| conflict(status, header, path))?,
         Some(mut upload) => {
@@ -119,11 +119,11 @@ pub async fn write(
         key,
         size: received,
         etag,
-        modified_unix_ns: now,
+        modified_unix_ns: header.modified_unix_ns.unwrap_or(now),
     };
     let info = file_info(path, &object);
-    if !checksums.is_empty() {
-        keep_checksums(s3, keys, path, &info.etag, &checksums).await?;
+    if !checksums.is_empty() || header.modified_unix_ns.is_some() {
+        keep_content_record(s3, keys, path, &info.etag, &checksums, header.modified_unix_ns).await?;
     }
     Ok(WriteResponse {
         info: Some(info),
@@ -132,27 +132,38 @@ pub async fn write(
     })
 }
 
-/// Keeps `checksums` in the property index of the file's collection, named by the etag
-/// of the content they were computed over (`kubedav_api::checksums::Stored`). A failure
-/// here fails the write, which was already made: the client sends it again.
-async fn keep_checksums(
+/// Keeps what a listing cannot learn from the bucket in the property index of the
+/// file's collection, named by the etag of the content (`kubedav_api::checksums`): its
+/// checksums, and the modification time the client gave (HEAD and GET read that from
+/// the object's own metadata; a listing has only the index). A failure here fails the
+/// write, which was already made: the client sends it again.
+async fn keep_content_record(
     s3: &S3Client,
     keys: &Keys,
     path: &VolumePath,
     etag: &str,
     checksums: &[kubedav_api::checksums::Checksum],
+    modified_unix_ns: Option<i64>,
 ) -> Result<(), Status> {
     use kubedav_api::checksums::{Stored, is_reserved};
-    let stored = Stored {
-        etag: etag.to_owned(),
-        sums: checksums.to_vec(),
+    let mut record = Vec::new();
+    if !checksums.is_empty() {
+        record.push(
+            Stored {
+                etag: etag.to_owned(),
+                sums: checksums.to_vec(),
+            }
+            .to_property(),
+        );
     }
-    .to_property();
+    if let Some(modified) = modified_unix_ns {
+        record.push(kubedav_api::checksums::modified_property(etag, modified));
+    }
     let (parent, name) = Keys::index_entry(path, false);
     super::properties::update(s3, keys, &parent, |entries| {
         let entry = entries.entry(name.clone()).or_default();
         entry.retain(|p| !is_reserved(&p.namespace));
-        entry.push(stored.clone());
+        entry.extend(record.iter().cloned());
         true
     })
     .await
@@ -195,8 +206,13 @@ struct Multipart {
 
 impl Multipart {
     /// Starts the upload of `key` with its first part.
-    async fn start(s3: &S3Client, key: &str, first: Bytes) -> Result<Self, Status> {
-        let id = s3.start_upload(key).await?;
+    async fn start(
+        s3: &S3Client,
+        key: &str,
+        first: Bytes,
+        modified_unix_ns: Option<i64>,
+    ) -> Result<Self, Status> {
+        let id = s3.start_upload_with(key, modified_unix_ns).await?;
         let mut upload = Self {
             s3: s3.clone(),
             key: key.to_owned(),

@@ -29,12 +29,26 @@ static LOCKDISCOVERY_UNAVAILABLE: LazyLock<IntCounter> = LazyLock::new(|| {
 });
 
 /// 207 with one response per resource; 403 `DAV:propfind-finite-depth` for Depth
-/// infinity unless enabled; 404 for a missing resource.
+/// infinity on a collection unless enabled (on a file it is Depth 0); 404 for a missing
+/// resource.
 pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
-    let depth = depth(request.headers(), Depth::Infinity)?;
+    let mut depth = depth(request.headers(), Depth::Infinity)?;
     if depth == Depth::Infinity && !gateway.config.propfind_infinity {
-        return Ok(finite_depth());
+        // Refused for collections only, as Apache mod_dav does: a file's infinite depth
+        // is itself, and clients that send no Depth header (webdav4, for one) ask a
+        // file's properties that way.
+        let target_is_file = gateway
+            .fileio
+            .stat(kubedav_api::fileio::StatRequest {
+                path: target.path.as_str().to_owned(),
+            })
+            .await
+            .is_ok_and(|info| !info.is_collection);
+        if !target_is_file {
+            return Ok(finite_depth());
+        }
+        depth = Depth::Zero;
     }
     let propfind = match xml_bytes(request).await? {
         Some(bytes) if bytes.len() > super::PARSE_ON_WORKER_BYTES => {
