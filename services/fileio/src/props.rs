@@ -285,34 +285,37 @@ pub fn with_checksums(
 
 /// Sets the modification time of an open resource, leaving its access time.
 pub fn set_modified(fd: impl AsFd, unix_ns: i64, path: &VolumePath) -> Result<(), Status> {
-    let times = rustix::fs::Timestamps {
-        last_access: rustix::fs::Timespec {
-            tv_sec: 0,
-            tv_nsec: rustix::fs::UTIME_OMIT,
-        },
-        last_modification: rustix::fs::Timespec {
+    set_mtime(
+        fd,
+        rustix::fs::Timespec {
             tv_sec: unix_ns.div_euclid(1_000_000_000),
             tv_nsec: unix_ns.rem_euclid(1_000_000_000) as _,
         },
-    };
-    rustix::fs::futimens(fd, &times).map_err(|e| io_status(e, Op::Other, path))
+        path,
+    )
 }
 
 /// Sets the modification time of an open directory to now: a member of it changed in
 /// place (its properties or its time), and the collection's etag, which includes that
 /// time, must change with it for clients that poll the collection.
 pub fn touch(dir: impl AsFd, path: &VolumePath) -> Result<(), Status> {
+    let now = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: rustix::fs::UTIME_NOW,
+    };
+    set_mtime(dir, now, path)
+}
+
+/// `futimens` with the modification time `mtime` and the access time left as it is.
+fn set_mtime(fd: impl AsFd, mtime: rustix::fs::Timespec, path: &VolumePath) -> Result<(), Status> {
     let times = rustix::fs::Timestamps {
         last_access: rustix::fs::Timespec {
             tv_sec: 0,
             tv_nsec: rustix::fs::UTIME_OMIT,
         },
-        last_modification: rustix::fs::Timespec {
-            tv_sec: 0,
-            tv_nsec: rustix::fs::UTIME_NOW,
-        },
+        last_modification: mtime,
     };
-    rustix::fs::futimens(dir, &times).map_err(|e| io_status(e, Op::Other, path))
+    rustix::fs::futimens(fd, &times).map_err(|e| io_status(e, Op::Other, path))
 }
 
 /// Moves stored checksums that name the etag `before` to `after` (the content did not

@@ -2,8 +2,9 @@
 //! volume and S3-compatible object storage): rclone copies a tree up and down and
 //! checks every byte (and, as an ownCloud client, keeps times and compares hashes),
 //! cadaver walks through a session of collections, properties, locks, COPY, MOVE and
-//! DELETE, davfs2 mounts it, and Python's webdav4 runs a session through fsspec. `make
-//! test` installs them (Debian packages; webdav4 from PyPI into a virtual environment).
+//! DELETE, davfs2 mounts it, GNOME's gio goes through GVfs, and Python's webdav4 runs a
+//! session through fsspec. `make test` installs them (Debian packages; webdav4 from PyPI
+//! into a virtual environment).
 
 #[macro_use]
 mod common;
@@ -215,6 +216,45 @@ async fn webdav4_session(mode: Mode) {
     assert!(output.contains("webdav4 session ok"), "{output}");
 }
 
+/// GNOME's gio (GVfs's dav backend, what GNOME Files uses), in a D-Bus session of its
+/// own: mount, list, read, copy in, make a folder, move, copy out, delete, unmount.
+async fn gio_session(mode: Mode) {
+    let server = Server::start(mode).await;
+    std::fs::write(server.disk("served.txt"), b"from the server\n").unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let (into, out) = (local.path().join("in.txt"), local.path().join("out.txt"));
+    std::fs::write(&into, b"written with gio\n").unwrap();
+    let url = server.url("/").replacen("http://", "dav://", 1);
+    let script = format!(
+        "set -e\n\
+         gio mount '{url}' < /dev/null\n\
+         gio list '{url}'\n\
+         gio cat '{url}served.txt'\n\
+         gio copy '{into}' '{url}in.txt'\n\
+         gio mkdir '{url}sub'\n\
+         gio move '{url}in.txt' '{url}sub/moved.txt'\n\
+         gio copy '{url}sub/moved.txt' '{out}'\n\
+         gio remove '{url}served.txt'\n\
+         gio list '{url}sub/'\n\
+         gio mount -u '{url}'\n",
+        into = into.display(),
+        out = out.display()
+    );
+    let output = run("dbus-run-session", &["--", "bash", "-c", &script], None).await;
+    assert!(
+        output.contains("served.txt") && output.contains("from the server"),
+        "{output}"
+    );
+    assert!(output.contains("moved.txt"), "{output}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"written with gio\n");
+    let moved = client().get(server.url("/sub/moved.txt")).send().await.unwrap();
+    assert_eq!(moved.bytes().await.unwrap().as_ref(), b"written with gio\n");
+    for gone in ["/in.txt", "/served.txt"] {
+        let status = client().get(server.url(gone)).send().await.unwrap().status();
+        assert_eq!(status, StatusCode::NOT_FOUND, "{gone}");
+    }
+}
+
 /// The Depth 1 listings of `collections`, one after the other: every member's etag.
 async fn etags(server: &Server, collections: &[&str]) -> Vec<String> {
     let mut listings = Vec::new();
@@ -284,8 +324,8 @@ impl Drop for Mounted {
 }
 
 /// davfs2 mounts the server (FUSE, as root): a file made over HTTP reads through the
-/// mount, and a file written, a directory made and a rename through the mount are on
-/// the server once it is unmounted. (Listing a directory through davfs2 1.6 fails with
+/// mount, and a file written, a directory made, a rename and a delete through the mount
+/// are on the server once it is unmounted. (Listing a directory through davfs2 1.6 fails with
 /// EINVAL on this kernel against every server, rclone's too, so no case lists.)
 async fn davfs2_mount_reads_and_writes(mode: Mode) {
     use std::os::unix::fs::PermissionsExt;
@@ -332,14 +372,17 @@ async fn davfs2_mount_reads_and_writes(mode: Mode) {
     std::fs::write(mount.join("new.txt"), b"written through davfs2").unwrap();
     std::fs::create_dir(mount.join("sub")).unwrap();
     std::fs::rename(mount.join("new.txt"), mount.join("sub/moved.txt")).unwrap();
+    std::fs::remove_file(mount.join("served.txt")).unwrap();
     // Unmounting uploads what is still in davfs2's cache, and waits for it.
     run("umount", &[mount.to_str().unwrap()], None).await;
     std::mem::forget(mounted);
     let moved = client().get(server.url("/sub/moved.txt")).send().await.unwrap();
     assert_eq!(moved.status(), StatusCode::OK);
     assert_eq!(moved.bytes().await.unwrap().as_ref(), b"written through davfs2");
-    let old = client().get(server.url("/new.txt")).send().await.unwrap();
-    assert_eq!(old.status(), StatusCode::NOT_FOUND);
+    for gone in ["/new.txt", "/served.txt"] {
+        let old = client().get(server.url(gone)).send().await.unwrap();
+        assert_eq!(old.status(), StatusCode::NOT_FOUND, "{gone}");
+    }
 }
 
 in_both_modes!(
@@ -347,6 +390,7 @@ in_both_modes!(
     rclone_owncloud_keeps_times_and_hashes,
     rclone_about_shows_the_quota,
     webdav4_session,
+    gio_session,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );
@@ -355,6 +399,7 @@ on_s3!(
     rclone_owncloud_keeps_times_and_hashes,
     rclone_about_shows_the_quota,
     webdav4_session,
+    gio_session,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );

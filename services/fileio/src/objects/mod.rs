@@ -181,12 +181,22 @@ impl FileIo for ObjectFileIo {
     ) -> Result<PatchPropertiesResponse, Status> {
         let path = parse(&request.path)?;
         crate::props::check(&request)?;
-        if request.modified_unix_ns.is_some() {
-            return Err(Status::unimplemented(
-                "object storage cannot set a modification time: an object's time is the time it was written",
-            ));
-        }
         let found = find::find(&self.s3, &self.keys, &path).await?;
+        // A new time is a new object (a copy onto itself), made before the index changes:
+        // on a bucket the time and the properties are two steps, not one.
+        let restamped = match (&found, request.modified_unix_ns) {
+            (_, None) => None,
+            (find::Found::File(object), Some(modified)) => {
+                let etag = self.s3.restamp(&object.key, &object.etag, modified).await?;
+                Some((object.etag.clone(), etag, modified))
+            }
+            (find::Found::Collection, Some(_)) => {
+                return Err(Status::unimplemented(
+                    "a bucket keeps no time for a collection, so none can be set",
+                ));
+            }
+            (find::Found::Missing, Some(_)) => None,
+        };
         if matches!(found, find::Found::Missing) {
             return Err(Status::not_found(format!("{path} does not exist")));
         }
@@ -194,6 +204,14 @@ impl FileIo for ObjectFileIo {
         properties::update(&self.s3, &self.keys, &parent, |entries| {
             let mut current = entries.remove(&name).unwrap_or_default();
             crate::props::apply(&mut current, &request);
+            if let Some((before, after, modified)) = &restamped {
+                crate::props::rebind_checksums(&mut current, before, after);
+                current.retain(|p| {
+                    !(kubedav_api::checksums::is_reserved(&p.namespace)
+                        && p.name == kubedav_api::checksums::MODIFIED_PROPERTY)
+                });
+                current.push(kubedav_api::checksums::modified_property(after, *modified));
+            }
             if !current.is_empty() {
                 entries.insert(name.clone(), current);
             }
