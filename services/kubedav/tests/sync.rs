@@ -342,8 +342,28 @@ async fn collection_etags_follow_their_members(mode: Mode) {
     changed(collection_etag(&server, "/dir/").await, "removing a member");
 }
 
+/// The usage is counted again from a listing every `--quota-rescan-seconds`: a file
+/// written behind kubedav's back is counted within a period or two.
+async fn quota_counts_again_on_its_period(mode: Mode) {
+    let envs = [
+        ("KUBEDAV_QUOTA_BYTES", "1000"),
+        ("KUBEDAV_QUOTA_RESCAN_SECONDS", "1"),
+    ];
+    let server = Server::start_full(mode, &[], &envs).await;
+    std::fs::write(server.disk("outside.bin"), vec![1u8; 250]).unwrap();
+    assert!(
+        common::eventually_async(std::time::Duration::from_secs(10), || async {
+            quota(&server).await == (250, 750)
+        })
+        .await,
+        "the file written outside was not counted: {:?}",
+        quota(&server).await
+    );
+}
+
 in_both_modes!(
     quota_refuses_what_does_not_fit,
+    quota_counts_again_on_its_period,
     collection_etags_follow_their_members,
     oc_mtime_keeps_the_clients_time,
     oc_checksum_is_checked_and_kept,
@@ -352,6 +372,7 @@ in_both_modes!(
 );
 on_s3!(
     quota_refuses_what_does_not_fit,
+    quota_counts_again_on_its_period,
     collection_etags_follow_their_members,
     oc_mtime_keeps_the_clients_time,
     oc_checksum_is_checked_and_kept,
@@ -382,24 +403,26 @@ async fn quota(server: &Server) -> (u64, u64) {
     (number("quota-used-bytes"), number("quota-available-bytes"))
 }
 
-/// `--quota-bytes`: the usage is counted at start (and again on its period) and as
-/// writes go; a PUT that would pass the quota is refused with 507 before anything is
-/// stored, with a Content-Length and chunked alike; replacing a file counts the
-/// difference; a DELETE gives the room back.
+/// `--quota-bytes`: the usage is counted at start (a file already there) and as writes
+/// go; a PUT that would pass the quota is refused with 507 before anything is stored,
+/// with a Content-Length and chunked alike; replacing a file counts the difference; a
+/// DELETE gives the room back. No count from a listing runs meanwhile (the period is an
+/// hour), so every figure is exact.
 async fn quota_refuses_what_does_not_fit(mode: Mode) {
     let envs = [
         ("KUBEDAV_QUOTA_BYTES", "1000"),
-        ("KUBEDAV_QUOTA_RESCAN_SECONDS", "1"),
+        ("KUBEDAV_QUOTA_RESCAN_SECONDS", "3600"),
     ];
-    let server = Server::start_full(mode, &[], &envs).await;
-    // Written behind kubedav's back: found by the count from a listing.
-    std::fs::write(server.disk("outside.bin"), vec![1u8; 300]).unwrap();
+    let server = Server::start_prepared_with(mode, &envs, &|root| {
+        std::fs::write(root.join("outside.bin"), vec![1u8; 300]).unwrap();
+    })
+    .await;
     assert!(
         common::eventually_async(std::time::Duration::from_secs(10), || async {
             quota(&server).await == (300, 700)
         })
         .await,
-        "the file written outside was not counted: {:?}",
+        "the file there at start was not counted: {:?}",
         quota(&server).await
     );
     let put = |path: &'static str, body: reqwest::Body| {

@@ -302,6 +302,11 @@ impl Server {
         Self::launch(mode, None, &[], gateway_args, &[], prepare).await
     }
 
+    /// [`Server::start_prepared`] with `envs` for every process.
+    pub async fn start_prepared_with(mode: Mode, envs: &[(&str, &str)], prepare: &dyn Fn(&Path)) -> Server {
+        Self::launch(mode, None, &[], &[], envs, prepare).await
+    }
+
     async fn launch(
         mode: Mode,
         users_file: Option<&Path>,
