@@ -196,21 +196,7 @@ async fn rclone_about_shows_the_quota(mode: Mode) {
 /// (`scripts/need-webdav4.sh`) and passes its Python in `KUBEDAV_WEBDAV4_PYTHON`.
 async fn webdav4_session(mode: Mode) {
     let server = Server::start(mode).await;
-    let python = std::env::var("KUBEDAV_WEBDAV4_PYTHON").unwrap_or_else(|_| {
-        String::from_utf8(
-            std::process::Command::new("bash")
-                .arg(concat!(
-                    env!("CARGO_MANIFEST_DIR"),
-                    "/../../scripts/need-webdav4.sh"
-                ))
-                .output()
-                .expect("bash runs scripts/need-webdav4.sh")
-                .stdout,
-        )
-        .unwrap()
-        .trim()
-        .to_owned()
-    });
+    let python = tool_python("KUBEDAV_WEBDAV4_PYTHON", "need-webdav4.sh");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/webdav4_session.py");
     let output = run(&python, &[script, &server.url("/")], None).await;
     assert!(output.contains("webdav4 session ok"), "{output}");
@@ -253,6 +239,39 @@ async fn gio_session(mode: Mode) {
         let status = client().get(server.url(gone)).send().await.unwrap().status();
         assert_eq!(status, StatusCode::NOT_FOUND, "{gone}");
     }
+}
+
+/// Debian's chromium, headless through chromium-driver and selenium
+/// (`tests/clients/browser_listing.py`), on the HTML listing: a member named like an
+/// HTML injection shows as its text and runs nothing, a link opens its file, and the
+/// browser logs no Content Security Policy violation. `make test` installs them
+/// (`scripts/need-browser.sh`) and passes selenium's Python in `KUBEDAV_BROWSER_PYTHON`.
+/// The screenshot is kept in the test's temporary directory.
+async fn browser_shows_names_as_text(mode: Mode) {
+    let server = Server::start(mode).await;
+    std::fs::create_dir(server.disk("docs")).unwrap();
+    std::fs::write(server.disk("docs/<img src=x onerror=alert(1)>.html"), b"<p>x</p>").unwrap();
+    std::fs::write(server.disk("docs/notes.md"), b"# read me\n").unwrap();
+    let python = tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let shots = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_listing.py");
+    let url = server.url("/docs/");
+    let output = run(&python, &[script, &url, shots.path().to_str().unwrap()], None).await;
+    assert!(output.contains("browser listing ok"), "{output}");
+    assert!(shots.path().join("listing.png").exists());
+}
+
+/// The Python a client test runs: `variable` when `make test` set it, else what the
+/// script `need` in scripts/ installs and prints.
+fn tool_python(variable: &str, need: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| {
+        let script = format!("{}/../../scripts/{need}", env!("CARGO_MANIFEST_DIR"));
+        let output = std::process::Command::new("bash")
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    })
 }
 
 /// The Depth 1 listings of `collections`, one after the other: every member's etag.
@@ -391,6 +410,7 @@ in_both_modes!(
     rclone_about_shows_the_quota,
     webdav4_session,
     gio_session,
+    browser_shows_names_as_text,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );
@@ -400,6 +420,7 @@ on_s3!(
     rclone_about_shows_the_quota,
     webdav4_session,
     gio_session,
+    browser_shows_names_as_text,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );
