@@ -7,6 +7,13 @@ SELENIUM_VERSION="4.27.1"
 CACHE="${KUBEDAV_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubedav-tools}"
 here="$(dirname "$0")"
 bash "$here/need.sh" chromium:chromium chromedriver:chromium-driver >&2
+# A font, so screenshots show text (chromium only recommends one).
+if ! ls /usr/share/fonts/truetype/*/*.ttf >/dev/null 2>&1; then
+  echo "need-browser: installing fonts-dejavu-core" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends fonts-dejavu-core >&2
+fi
 venv="$CACHE/selenium-${SELENIUM_VERSION}"
 if [ -x "$venv/bin/python" ] && [ -e "$venv/.installed" ]; then
   echo "$venv/bin/python"; exit 0
