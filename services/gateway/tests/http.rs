@@ -359,8 +359,10 @@ async fn html_listing() {
         .unwrap()
         .to_owned();
     assert!(
-        policy.contains("default-src 'none'") && !policy.contains("script"),
-        "no script may run on a listing: {policy}"
+        policy.contains("default-src 'none'")
+            && policy.contains("script-src 'self'")
+            && !policy.contains("unsafe"),
+        "only kubedav's own script may run on a listing, nothing inline: {policy}"
     );
     let html = response.text().await.unwrap();
     assert!(

@@ -242,23 +242,115 @@ async fn gio_session(mode: Mode) {
 }
 
 /// Debian's chromium, headless through chromium-driver and selenium
-/// (`tests/clients/browser_listing.py`), on the HTML listing: a member named like an
-/// HTML injection shows as its text and runs nothing, a link opens its file, and the
-/// browser logs no Content Security Policy violation. `make test` installs them
-/// (`scripts/need-browser.sh`) and passes selenium's Python in `KUBEDAV_BROWSER_PYTHON`.
-/// The screenshot is kept in the test's temporary directory.
-async fn browser_shows_names_as_text(mode: Mode) {
+/// (`tests/clients/browser_listing.py`), uses the file manager as a person would: a
+/// member named like an HTML injection shows as its text and runs nothing; sorting, a
+/// Markdown preview, an upload of 50 MiB through the picker with its progress bar seen
+/// moving, a new folder, a rename and a confirmed delete all show in the listing, which
+/// the server confirms; the browser logs no Content Security Policy violation. `make
+/// test` installs them (`scripts/need-browser.sh`) and passes selenium's Python in
+/// `KUBEDAV_BROWSER_PYTHON`. Screenshots are kept in `KUBEDAV_SCREENSHOTS` when it is
+/// set (docs/images/ holds one), else in the test's temporary directory.
+async fn browser_file_manager(mode: Mode) {
     let server = Server::start(mode).await;
     std::fs::create_dir(server.disk("docs")).unwrap();
     std::fs::write(server.disk("docs/<img src=x onerror=alert(1)>.html"), b"<p>x</p>").unwrap();
-    std::fs::write(server.disk("docs/notes.md"), b"# read me\n").unwrap();
+    std::fs::write(server.disk("docs/notes.md"), b"# read me\n\nSome *text*.\n").unwrap();
+    std::fs::write(
+        server.disk("docs/small.txt"),
+        vec![b's'; 100]
+            .iter()
+            .chain(b" small file")
+            .copied()
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let big = local.path().join("big.bin");
+    let data: Vec<u8> = (0..50u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
+        .collect();
+    std::fs::write(&big, &data).unwrap();
     let python = tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
-    let shots = tempfile::tempdir().unwrap();
+    let shots = match std::env::var("KUBEDAV_SCREENSHOTS") {
+        Ok(dir) => std::path::PathBuf::from(dir),
+        Err(_) => local.path().to_owned(),
+    };
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_listing.py");
     let url = server.url("/docs/");
-    let output = run(&python, &[script, &url, shots.path().to_str().unwrap()], None).await;
-    assert!(output.contains("browser listing ok"), "{output}");
-    assert!(shots.path().join("listing.png").exists());
+    let args = [
+        script,
+        url.as_str(),
+        shots.to_str().unwrap(),
+        big.to_str().unwrap(),
+    ];
+    let output = run(&python, &args, None).await;
+    assert!(output.contains("browser file manager ok"), "{output}");
+    assert!(shots.join("listing.png").exists());
+    let uploaded = client().get(server.url("/docs/big.bin")).send().await.unwrap();
+    assert_eq!(
+        uploaded.bytes().await.unwrap().as_ref(),
+        &data[..],
+        "the upload arrived whole"
+    );
+    let folder = client()
+        .request(
+            reqwest::Method::from_bytes(b"PROPFIND").unwrap(),
+            server.url("/docs/new%20folder/"),
+        )
+        .header("depth", "0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(folder.status(), StatusCode::MULTI_STATUS);
+    for gone in ["/docs/notes.md", "/docs/renamed.md"] {
+        let status = client().get(server.url(gone)).send().await.unwrap().status();
+        assert_eq!(status, StatusCode::NOT_FOUND, "{gone}");
+    }
+}
+
+/// The file manager offers write actions only to users who may write: a read-only user's
+/// page has no upload, new folder, rename or delete (and the server refuses their writes
+/// whatever a page sends); a writer's page has them.
+async fn file_manager_hides_writes_from_read_only_users(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = common::users_file(dir.path(), &[("ada", "writer"), ("bob", "reader")]);
+    let server = Server::start_auth(mode, Some(&users), &[], &["--read-only-users", "bob"], &[]).await;
+    std::fs::write(server.disk("a.txt"), b"a").unwrap();
+    let page = |user: &'static str, password: &'static str| {
+        let url = server.url("/");
+        async move {
+            client()
+                .get(url)
+                .basic_auth(user, Some(password))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let reader = page("bob", "reader").await;
+    assert!(
+        reader.contains("data-writable=\"false\"") && reader.contains("id=\"toolbar\" hidden"),
+        "{reader}"
+    );
+    assert!(!reader.contains("data-action=\"rename\"") && !reader.contains("data-action=\"delete\""));
+    assert!(
+        reader.contains("data-action=\"link\""),
+        "copying a link is for everyone"
+    );
+    let refused = client()
+        .put(server.url("/b.txt"))
+        .basic_auth("bob", Some("reader"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let writer = page("ada", "writer").await;
+    assert!(writer.contains("data-writable=\"true\"") && !writer.contains("id=\"toolbar\" hidden"));
+    assert!(writer.contains("data-action=\"rename\"") && writer.contains("data-action=\"delete\""));
 }
 
 /// The Python a client test runs: `variable` when `make test` set it, else what the
@@ -410,7 +502,8 @@ in_both_modes!(
     rclone_about_shows_the_quota,
     webdav4_session,
     gio_session,
-    browser_shows_names_as_text,
+    browser_file_manager,
+    file_manager_hides_writes_from_read_only_users,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );
@@ -420,7 +513,8 @@ on_s3!(
     rclone_about_shows_the_quota,
     webdav4_session,
     gio_session,
-    browser_shows_names_as_text,
+    browser_file_manager,
+    file_manager_hides_writes_from_read_only_users,
     cadaver_session,
     davfs2_mount_reads_and_writes
 );

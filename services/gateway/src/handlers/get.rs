@@ -63,7 +63,8 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
         return Ok(response);
     }
     if info.is_collection {
-        return listing(gateway, &target.path, head).await;
+        let writable = may_write(gateway, &request);
+        return listing(gateway, &target.path, head, writable).await;
     }
     let (ranges, chunks) = match asked {
         Some(_) if !if_range_holds(headers, &validators) => {
@@ -470,8 +471,36 @@ impl Stream for MultipartBody {
     }
 }
 
+/// Whether the page offers write actions: without authentication anyone writes; with
+/// it, an authenticated user who is not read-only. The server enforces it either way.
+fn may_write(gateway: &Gateway, request: &Request) -> bool {
+    let principal = crate::edge::auth::principal(request);
+    gateway.auth.is_none() || (!principal.is_empty() && !gateway.config.read_only_users.contains(&principal))
+}
+
+/// The page's script or style sheet, when the request is for one of them.
+pub fn asset(path: &str, head: bool) -> Option<Response> {
+    let below = path.strip_prefix(crate::http::paths::base_path())?;
+    let (_, content_type, body) = crate::handlers::listing::ASSETS
+        .into_iter()
+        .find(|(name, _, _)| *name == below)?;
+    let mut response = if head {
+        Response::new(Body::empty())
+    } else {
+        Response::new(Body::from(body))
+    };
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    Some(response)
+}
+
 /// The HTML listing of a collection.
-async fn listing(gateway: &Gateway, path: &VolumePath, head: bool) -> HttpResult {
+async fn listing(gateway: &Gateway, path: &VolumePath, head: bool, writable: bool) -> HttpResult {
     let mut batches = gateway
         .fileio
         .list(ListRequest {
@@ -492,7 +521,7 @@ async fn listing(gateway: &Gateway, path: &VolumePath, head: bool) -> HttpResult
         .skip(1)
         .filter(|m| !(hide && kubedav_api::path::last_name(&m.path).starts_with('.')))
         .collect();
-    let html = crate::handlers::listing::render(path, members);
+    let html = crate::handlers::listing::render(path, members, writable);
     let mut response = if head {
         Response::new(Body::empty())
     } else {
@@ -504,12 +533,7 @@ async fn listing(gateway: &Gateway, path: &VolumePath, head: bool) -> HttpResult
     );
     response.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(LISTING_POLICY),
+        HeaderValue::from_static(crate::handlers::listing::POLICY),
     );
     Ok(response)
 }
-
-/// The listing page's Content-Security-Policy: its own inline style and nothing else (no
-/// script, no frames, no forms), so a name that slipped past the escaping still could not
-/// run anything.
-pub const LISTING_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";

@@ -1,33 +1,71 @@
-//! The HTML directory listing for browsers.
+//! The HTML page of a collection for browsers: a listing that works without scripts
+//! (breadcrumbs, collections first, names escaped, links percent-encoded), made into a
+//! small file manager by kubedav's own script and style sheet ([`ASSETS`]), served from
+//! its origin under the reserved `.kubedav-ui/` prefix, which no file can take.
 
 use crate::dav::xml::escape;
 use crate::http::dates::http_date;
-use crate::http::paths::href;
+use crate::http::paths::{base_path, href};
 use kubedav_api::fileio::FileInfo;
 use kubedav_api::path::VolumePath;
 use std::fmt::Write;
 
-/// Renders a listing of `dir` with `members`: collections first, then files, each group
+/// The page's script and style sheet: (path below the base path, content type, body).
+pub const ASSETS: [(&str, &str, &str); 2] = [
+    (
+        "/.kubedav-ui/app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/app.js"),
+    ),
+    (
+        "/.kubedav-ui/app.css",
+        "text/css; charset=utf-8",
+        include_str!("ui/app.css"),
+    ),
+];
+
+/// The Content-Security-Policy of the page: scripts, styles and requests from kubedav's
+/// own origin only, nothing inline, no forms, no frames.
+pub const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+     img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Renders the page of `dir` with `members`: collections first, then files, each group
 /// sorted by name; sizes in binary units, dates in HTTP format (UTC); names escaped and
-/// links percent-encoded; a link to the parent unless `dir` is the root.
-pub fn render(dir: &VolumePath, mut members: Vec<FileInfo>) -> String {
+/// links percent-encoded; breadcrumbs and a link to the parent unless `dir` is the root.
+/// With `writable`, the page offers uploads, new folders, rename and delete (the server
+/// refuses them for read-only users whatever the page shows).
+pub fn render(dir: &VolumePath, mut members: Vec<FileInfo>, writable: bool) -> String {
     members.sort_by(|a, b| {
         b.is_collection
             .cmp(&a.is_collection)
             .then_with(|| a.path.cmp(&b.path))
     });
     let title = escape(&format!("Index of {dir}"));
+    let base = base_path();
     let mut html = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n\
-         <style>body{{font-family:system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}\
-         td,th{{padding:.2em 1em;text-align:left}}td.size{{text-align:right}}tr:hover{{background:#f4f4f4}}</style>\n\
-         </head>\n<body>\n<h1>{title}</h1>\n<table>\n<thead><tr><th>Name</th><th>Size</th><th>Last modified</th></tr></thead>\n<tbody>\n"
+         <link rel=\"stylesheet\" href=\"{base}/.kubedav-ui/app.css\">\n\
+         <script src=\"{base}/.kubedav-ui/app.js\" defer></script>\n</head>\n\
+         <body data-collection=\"{}\" data-writable=\"{writable}\">\n",
+        escape(&href(dir, true))
+    );
+    breadcrumbs(&mut html, dir);
+    let _ = write!(
+        html,
+        "<h1>{title}</h1>\n<div id=\"toolbar\"{}>\
+         <label>Upload files<input type=\"file\" id=\"files\" multiple></label>\
+         <label>Upload a folder<input type=\"file\" id=\"folder\" webkitdirectory multiple></label>\
+         <button type=\"button\" id=\"mkdir\">New folder</button></div>\n\
+         <div id=\"uploads\"></div>\n<p id=\"status\" role=\"status\"></p>\n<div id=\"drop\">\n\
+         <table id=\"listing\">\n<thead><tr><th data-key=\"name\">Name</th><th data-key=\"size\">Size</th>\
+         <th data-key=\"mtime\">Last modified</th><th>Actions</th></tr></thead>\n<tbody>\n",
+        if writable { "" } else { " hidden" }
     );
     if let Some((parent, _)) = dir.split_last() {
         let _ = writeln!(
             html,
-            "<tr><td><a href=\"{}\">../</a></td><td></td><td></td></tr>",
+            "<tr><td><a href=\"{}\">../</a></td><td></td><td></td><td></td></tr>",
             escape(&href(&parent, true))
         );
     }
@@ -35,23 +73,55 @@ pub fn render(dir: &VolumePath, mut members: Vec<FileInfo>) -> String {
         let Ok(path) = VolumePath::parse(&member.path) else {
             continue;
         };
-        let name = path.name();
+        let name = escape(path.name());
         let suffix = if member.is_collection { "/" } else { "" };
         let size = if member.is_collection {
             String::new()
         } else {
             human_size(member.size)
         };
+        let mut actions = String::from("<button type=\"button\" data-action=\"link\">Copy link</button>");
+        if !member.is_collection && path.name().to_ascii_lowercase().ends_with(".md") {
+            actions.push_str("<button type=\"button\" data-action=\"preview\">Preview</button>");
+        }
+        if writable {
+            actions.push_str(
+                "<button type=\"button\" data-action=\"rename\">Rename</button>\
+                 <button type=\"button\" data-action=\"delete\">Delete</button>",
+            );
+        }
         let _ = writeln!(
             html,
-            "<tr><td><a href=\"{}\">{}{suffix}</a></td><td class=\"size\">{size}</td><td>{}</td></tr>",
+            "<tr data-name=\"{name}\" data-dir=\"{}\" data-size=\"{}\" data-mtime=\"{}\">\
+             <td><a href=\"{}\">{name}{suffix}</a></td><td class=\"size\">{size}</td><td>{}</td><td>{actions}</td></tr>",
+            u8::from(member.is_collection),
+            member.size,
+            member.modified_unix_ns,
             escape(&href(&path, member.is_collection)),
-            escape(name),
             http_date(member.modified_unix_ns),
         );
     }
-    html.push_str("</tbody>\n</table>\n</body>\n</html>\n");
+    html.push_str("</tbody>\n</table>\n</div>\n<div id=\"preview\" hidden></div>\n</body>\n</html>\n");
     html
+}
+
+/// `/ › a › b` with a link on each ancestor of `dir`.
+fn breadcrumbs(html: &mut String, dir: &VolumePath) {
+    html.push_str("<nav class=\"crumbs\"><a href=\"");
+    html.push_str(&escape(&href(&VolumePath::root(), true)));
+    html.push_str("\">/</a>");
+    let mut so_far = VolumePath::root();
+    for segment in dir.as_str().split('/').filter(|s| !s.is_empty()) {
+        let Ok(next) = so_far.join(segment) else { break };
+        so_far = next;
+        let _ = write!(
+            html,
+            " \u{203a} <a href=\"{}\">{}</a>",
+            escape(&href(&so_far, true)),
+            escape(segment)
+        );
+    }
+    html.push_str("</nav>\n");
 }
 
 /// A size in bytes, KiB, MiB, ... with one decimal.
@@ -92,9 +162,10 @@ mod tests {
                 info("docs/<a&b>.txt", false, 1),
                 info("docs/zdir", true, 0),
             ],
+            true,
         );
-        let zdir = html.find("zdir/").unwrap();
-        let a = html.find("&lt;a&amp;b&gt;.txt").unwrap();
+        let zdir = html.find(">zdir/<").unwrap();
+        let a = html.find(">&lt;a&amp;b&gt;.txt<").unwrap();
         let b = html.find(">b.txt<").unwrap();
         assert!(zdir < a && a < b, "collections first, then by name");
         assert!(html.contains("href=\"/docs/%3Ca%26b%3E.txt\""));
@@ -105,7 +176,7 @@ mod tests {
 
     #[test]
     fn root_has_no_parent_link() {
-        assert!(!render(&VolumePath::root(), vec![]).contains("../"));
+        assert!(!render(&VolumePath::root(), vec![], true).contains("../"));
     }
 
     #[test]

@@ -35,6 +35,11 @@ pub async fn dispatch(State(gateway): State<Arc<Gateway>>, request: Request) -> 
             .insert(header::ALLOW, crate::dav::method::allow());
         return response;
     };
+    if matches!(method, DavMethod::Get | DavMethod::Head)
+        && let Some(asset) = get::asset(request.uri().path(), method == DavMethod::Head)
+    {
+        return asset;
+    }
     let result = match method {
         DavMethod::Get => get::get(&gateway, request, false).await,
         DavMethod::Head => get::get(&gateway, request, true).await,

@@ -1,0 +1,203 @@
+// kubedav's file manager: sorting, uploads with progress, new folder, rename, delete,
+// copy link and a Markdown preview, over the page the server rendered (which works
+// without this script). Served from kubedav's own origin under a strict CSP: no inline
+// code, and every name is put into the page as text, never as markup.
+"use strict";
+(function () {
+  const body = document.body;
+  const here = body.dataset.collection; // the collection's href, ending with "/"
+  const writable = body.dataset.writable === "true";
+  const table = document.getElementById("listing");
+  const rows = () => Array.from(table.tBodies[0].rows).filter((r) => r.dataset.name !== undefined);
+
+  // Sorting by name, size or date; collections stay first.
+  table.tHead.addEventListener("click", (event) => {
+    const th = event.target.closest("th[data-key]");
+    if (!th) return;
+    const key = th.dataset.key;
+    const ascending = th.getAttribute("aria-sort") !== "ascending";
+    for (const other of table.tHead.querySelectorAll("th")) other.removeAttribute("aria-sort");
+    th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+    const value = (row) => (key === "name" ? row.dataset.name.toLowerCase() : Number(row.dataset[key]));
+    const sorted = rows().sort((a, b) => {
+      const dirs = Number(b.dataset.dir) - Number(a.dataset.dir);
+      if (dirs !== 0) return dirs;
+      const x = value(a), y = value(b);
+      return (x < y ? -1 : x > y ? 1 : 0) * (ascending ? 1 : -1);
+    });
+    for (const row of sorted) table.tBodies[0].appendChild(row);
+  });
+
+  const send = (method, url, headers) =>
+    fetch(url, { method, headers: headers || {}, credentials: "same-origin" }).then((response) => {
+      if (!response.ok) return response.text().then((text) => Promise.reject(new Error(method + " " + response.status + ": " + text)));
+      return response;
+    });
+  const report = (error) => {
+    const line = document.getElementById("status");
+    line.textContent = error.message;
+  };
+  const segment = (name) => encodeURIComponent(name);
+
+  // Row actions.
+  table.addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-action]");
+    if (!button) return;
+    const row = button.closest("tr");
+    const name = row.dataset.name;
+    const href = row.querySelector("a").getAttribute("href");
+    const action = button.dataset.action;
+    if (action === "link") {
+      const link = new URL(href, location.href).href;
+      (navigator.clipboard ? navigator.clipboard.writeText(link) : Promise.reject(new Error("no clipboard")))
+        .then(() => { document.getElementById("status").textContent = "copied " + link; })
+        .catch(() => { window.prompt("Link", link); });
+    } else if (action === "rename") {
+      const next = window.prompt("Rename " + name + " to", name);
+      if (!next || next === name || next.includes("/")) return;
+      const destination = new URL(here + segment(next) + (row.dataset.dir === "1" ? "/" : ""), location.href).href;
+      send("MOVE", href, { Destination: destination, Overwrite: "F" }).then(() => location.reload(), report);
+    } else if (action === "delete") {
+      if (!window.confirm("Delete " + name + "?")) return;
+      send("DELETE", href).then(() => location.reload(), report);
+    } else if (action === "preview") {
+      fetch(href, { credentials: "same-origin" })
+        .then((response) => response.text())
+        .then((text) => showMarkdown(name, text), report);
+    }
+  });
+
+  // A small Markdown renderer that builds DOM nodes from text: headings, paragraphs,
+  // lists, fenced code, emphasis, inline code and http(s) links. No HTML is parsed.
+  function showMarkdown(name, text) {
+    const box = document.getElementById("preview");
+    box.replaceChildren();
+    const title = document.createElement("h2");
+    title.textContent = name;
+    box.appendChild(title);
+    let list = null, code = null, paragraph = null;
+    const inline = (parent, line) => {
+      const pattern = /(\*\*[^*]+\*\*|\*[^*]+\*|`[^`]+`|\[[^\]]+\]\([^)\s]+\))/g;
+      let last = 0, match;
+      while ((match = pattern.exec(line))) {
+        parent.appendChild(document.createTextNode(line.slice(last, match.index)));
+        const token = match[0];
+        let node;
+        if (token.startsWith("**")) { node = document.createElement("strong"); node.textContent = token.slice(2, -2); }
+        else if (token.startsWith("*")) { node = document.createElement("em"); node.textContent = token.slice(1, -1); }
+        else if (token.startsWith("`")) { node = document.createElement("code"); node.textContent = token.slice(1, -1); }
+        else {
+          const [, label, target] = token.match(/^\[([^\]]+)\]\(([^)\s]+)\)$/);
+          if (/^https?:\/\//i.test(target) || /^[^:]*$/.test(target)) {
+            node = document.createElement("a"); node.href = target; node.textContent = label;
+          } else node = document.createTextNode(label);
+        }
+        parent.appendChild(node);
+        last = match.index + token.length;
+      }
+      parent.appendChild(document.createTextNode(line.slice(last)));
+    };
+    for (const line of text.split("\n")) {
+      if (line.startsWith("```")) {
+        if (code) { code = null; } else { const pre = document.createElement("pre"); code = document.createElement("code"); pre.appendChild(code); box.appendChild(pre); }
+        list = paragraph = null;
+        continue;
+      }
+      if (code) { code.textContent += line + "\n"; continue; }
+      const heading = line.match(/^(#{1,6})\s+(.*)$/);
+      const item = line.match(/^\s*[-*]\s+(.*)$/);
+      if (heading) {
+        const h = document.createElement("h" + Math.min(6, heading[1].length + 2));
+        inline(h, heading[2]); box.appendChild(h); list = paragraph = null;
+      } else if (item) {
+        if (!list) { list = document.createElement("ul"); box.appendChild(list); }
+        const li = document.createElement("li"); inline(li, item[1]); list.appendChild(li); paragraph = null;
+      } else if (line.trim() === "") {
+        list = paragraph = null;
+      } else {
+        if (!paragraph) { paragraph = document.createElement("p"); box.appendChild(paragraph); } else paragraph.appendChild(document.createTextNode(" "));
+        inline(paragraph, line); list = null;
+      }
+    }
+    box.hidden = false;
+  }
+
+  if (!writable) return;
+
+  // New folder.
+  document.getElementById("mkdir").addEventListener("click", () => {
+    const name = window.prompt("New folder name");
+    if (!name || name.includes("/")) return;
+    send("MKCOL", here + segment(name) + "/").then(() => location.reload(), report);
+  });
+
+  // Uploads: one PUT per file with a progress bar each and one for the total; the
+  // folders of a folder upload are made first, parents before children.
+  const uploads = document.getElementById("uploads");
+  function upload(files) {
+    if (!files.length) return;
+    const total = files.reduce((sum, f) => sum + f.file.size, 0) || 1;
+    const done = new Map();
+    const totalBar = bar("all " + files.length + " files", total);
+    const folders = new Set();
+    for (const f of files) {
+      const parts = f.path.split("/");
+      for (let i = 1; i < parts.length; i++) folders.add(parts.slice(0, i).join("/"));
+    }
+    const ordered = Array.from(folders).sort((a, b) => a.split("/").length - b.split("/").length);
+    let chain = Promise.resolve();
+    for (const folder of ordered) {
+      const url = here + folder.split("/").map(segment).join("/") + "/";
+      chain = chain.then(() => fetch(url, { method: "MKCOL", credentials: "same-origin" }));
+    }
+    chain.then(() => Promise.all(files.map((f) => put(f, (sent) => {
+      done.set(f.path, sent);
+      totalBar.value = Array.from(done.values()).reduce((a, b) => a + b, 0);
+    })))).then(() => { totalBar.dataset.done = "true"; location.reload(); }, report);
+  }
+  function bar(label, max) {
+    const line = document.createElement("div");
+    const text = document.createElement("span");
+    text.textContent = label + " ";
+    const progress = document.createElement("progress");
+    progress.max = max;
+    progress.value = 0;
+    line.append(text, progress);
+    uploads.appendChild(line);
+    return progress;
+  }
+  function put(entry, onProgress) {
+    const progress = bar(entry.path, entry.file.size || 1);
+    progress.className = "file";
+    return new Promise((resolve, reject) => {
+      const request = new XMLHttpRequest();
+      request.open("PUT", here + entry.path.split("/").map(segment).join("/"));
+      request.upload.addEventListener("progress", (event) => {
+        progress.value = event.loaded;
+        onProgress(event.loaded);
+      });
+      request.addEventListener("load", () => {
+        if (request.status >= 200 && request.status < 300) {
+          progress.value = progress.max;
+          onProgress(entry.file.size);
+          resolve();
+        } else reject(new Error("PUT " + entry.path + ": " + request.status + " " + request.responseText));
+      });
+      request.addEventListener("error", () => reject(new Error("PUT " + entry.path + " failed")));
+      request.send(entry.file);
+    });
+  }
+  const picked = (input) => Array.from(input.files).map((file) => ({ file, path: file.webkitRelativePath || file.name }));
+  for (const id of ["files", "folder"]) {
+    const input = document.getElementById(id);
+    input.addEventListener("change", () => upload(picked(input)));
+  }
+  const drop = document.getElementById("drop");
+  drop.addEventListener("dragover", (event) => { event.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (event) => {
+    event.preventDefault();
+    drop.classList.remove("over");
+    upload(Array.from(event.dataTransfer.files).map((file) => ({ file, path: file.name })));
+  });
+})();
