@@ -255,15 +255,8 @@ async fn browser_file_manager(mode: Mode) {
     std::fs::create_dir(server.disk("docs")).unwrap();
     std::fs::write(server.disk("docs/<img src=x onerror=alert(1)>.html"), b"<p>x</p>").unwrap();
     std::fs::write(server.disk("docs/notes.md"), b"# read me\n\nSome *text*.\n").unwrap();
-    std::fs::write(
-        server.disk("docs/small.txt"),
-        vec![b's'; 100]
-            .iter()
-            .chain(b" small file")
-            .copied()
-            .collect::<Vec<u8>>(),
-    )
-    .unwrap();
+    let small = [&[b's'; 100][..], b" small file"].concat();
+    std::fs::write(server.disk("docs/small.txt"), small).unwrap();
     let local = tempfile::tempdir().unwrap();
     let big = local.path().join("big.bin");
     let data: Vec<u8> = (0..50u32 << 20)
