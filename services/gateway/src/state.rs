@@ -52,6 +52,10 @@ pub struct GatewayConfig {
     pub refuse_macos_metadata: bool,
     /// Browser origins allowed by CORS (`edge::cors`); empty: CORS off.
     pub cors_origins: Vec<http::HeaderValue>,
+    /// Checksums computed and kept for every upload, asked for or not
+    /// (`--upload-digests`), so `Repr-Digest` and `oc:checksums` answer for any content
+    /// uploaded since.
+    pub upload_digests: Vec<kubedav_api::checksums::Algorithm>,
 }
 
 impl Default for GatewayConfig {
@@ -76,6 +80,7 @@ impl Default for GatewayConfig {
             hide_dotfiles: false,
             refuse_macos_metadata: false,
             cors_origins: Vec::new(),
+            upload_digests: Vec::new(),
         }
     }
 }

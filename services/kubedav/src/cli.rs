@@ -258,6 +258,13 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
 
+    /// Checksums to compute and keep for every upload, whether its client asks or not:
+    /// comma-separated, of sha-256, sha-512, sha1, md5 and adler32. Each costs CPU per byte
+    /// uploaded; with sha-256, a GET with Want-Repr-Digest gets Repr-Digest for any file
+    /// uploaded since. Empty: only what clients ask for (docs/clients.md).
+    #[arg(long, env = "KUBEDAV_UPLOAD_DIGESTS", value_delimiter = ',', value_parser = parse_algorithm)]
+    pub upload_digests: Vec<kubedav_api::checksums::Algorithm>,
+
     /// Leave names starting with "." out of listings (PROPFIND and the HTML page); they
     /// can still be read by name.
     #[arg(long, env = "KUBEDAV_HIDE_DOTFILES")]
@@ -542,11 +549,18 @@ impl Cli {
                 .iter()
                 .filter_map(|origin| http::HeaderValue::from_str(origin.trim()).ok())
                 .collect(),
+            upload_digests: self.upload_digests.clone(),
             hide_dotfiles: self.hide_dotfiles,
             refuse_macos_metadata: self.refuse_macos_metadata,
             max_headers: kubedav_gateway::GatewayConfig::default().max_headers,
         }
     }
+}
+
+/// A checksum algorithm's name, as `--upload-digests` takes it.
+fn parse_algorithm(name: &str) -> Result<kubedav_api::checksums::Algorithm, String> {
+    kubedav_api::checksums::Algorithm::from_name(name.trim())
+        .ok_or_else(|| format!("{name:?} is not one of sha-256, sha-512, sha1, md5, adler32"))
 }
 
 #[cfg(test)]

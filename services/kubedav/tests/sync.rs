@@ -212,6 +212,43 @@ async fn digests_are_checked_and_served(mode: Mode) {
     assert!(malformed.text().await.unwrap().contains("RFC 9530"));
 }
 
+/// `--upload-digests sha-256`: a plain PUT (no digest asked) keeps one, so a later GET
+/// with `Want-Repr-Digest` gets `Repr-Digest`; without the setting it gets none.
+async fn upload_digests_answer_for_any_upload(mode: Mode) {
+    let server = Server::start_full(mode, &[], &[("KUBEDAV_UPLOAD_DIGESTS", "sha-256")]).await;
+    let put = client()
+        .put(server.url("/p.txt"))
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    let response = client()
+        .get(server.url("/p.txt"))
+        .header("want-repr-digest", "sha-256=1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()["repr-digest"],
+        format!("sha-256=:{HELLO_SHA256_B64}:").as_str()
+    );
+    let plain = Server::start(mode).await;
+    client()
+        .put(plain.url("/p.txt"))
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    let response = client()
+        .get(plain.url("/p.txt"))
+        .header("want-repr-digest", "sha-256=1")
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().get("repr-digest").is_none());
+}
+
 /// PROPPATCH of `DAV:lastmodified` (rclone, ownCloud: Unix seconds), `DAV:getlastmodified`
 /// and Windows' `Win32LastModifiedTime` (HTTP dates) sets the modification time (on a
 /// bucket by copying the object onto itself with new metadata), and the checksums kept
@@ -362,6 +399,7 @@ async fn quota_counts_again_on_its_period(mode: Mode) {
 }
 
 in_both_modes!(
+    upload_digests_answer_for_any_upload,
     quota_refuses_what_does_not_fit,
     quota_counts_again_on_its_period,
     collection_etags_follow_their_members,
@@ -371,6 +409,7 @@ in_both_modes!(
     proppatch_sets_the_modification_time
 );
 on_s3!(
+    upload_digests_answer_for_any_upload,
     quota_refuses_what_does_not_fit,
     quota_counts_again_on_its_period,
     collection_etags_follow_their_members,

@@ -71,7 +71,13 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
             .is_some_and(|v| v.as_bytes() == b"*"),
         modified_unix_ns: modified,
         checksums: checks.expected.clone(),
-        compute: checks.compute.iter().map(|name| (*name).to_owned()).collect(),
+        compute: checks
+            .compute
+            .iter()
+            .copied()
+            .chain(gateway.config.upload_digests.iter().map(|a| a.name()))
+            .map(str::to_owned)
+            .collect(),
     };
     let body = limited_body(request.into_body(), limit);
     match gateway.fileio.write(write, body).await {

@@ -16,6 +16,7 @@ import time
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -28,11 +29,15 @@ for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-s
 options.binary_location = "/usr/bin/chromium"
 options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
 driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-wait = WebDriverWait(driver, 30)
+# The page reloads after each change: an element found before can go stale under a wait.
+wait = WebDriverWait(driver, 30, ignored_exceptions=[StaleElementReferenceException])
 
 
 def names():
-    return [row.get_attribute("data-name") for row in driver.find_elements(By.CSS_SELECTOR, "tr[data-name]")]
+    # One script call reads them all from one page, even while it reloads.
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('tr[data-name]')).map((r) => r.dataset.name);"
+    ) or []
 
 
 def row_button(name, action):
