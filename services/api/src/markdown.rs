@@ -11,7 +11,7 @@ pub use pb::{ConvertHeader, ConvertSummary, LookupRequest, Options as ConvertOpt
 
 /// The converter's version: part of the cache key and of the Markdown variant's etag.
 /// Bump it whenever the converter's output changes for the same input.
-pub const CONVERTER_VERSION: &str = "1";
+pub const CONVERTER_VERSION: &str = "2";
 
 /// A conversion's result.
 #[derive(Clone, Debug)]

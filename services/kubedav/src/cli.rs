@@ -288,6 +288,18 @@ pub struct Cli {
     )]
     pub markdown_prune: Vec<String>,
 
+    /// What of an HTML page agents get: `main` (its `<main>`, else its articles, else
+    /// `[role=main]`, else the body; without navigation, asides, footers, the page
+    /// header, dialogs, form controls, hidden elements and empty links) or `full` (the
+    /// body, minus scripts, styles, form controls and the pruned elements).
+    #[arg(long, env = "KUBEDAV_MARKDOWN_CONTENT", default_value = "main", value_parser = ["main", "full"])]
+    pub markdown_content: String,
+
+    /// Start each Markdown page with YAML front matter: title, description, URL and
+    /// the source's ETag, so an agent knows what it read.
+    #[arg(long, env = "KUBEDAV_MARKDOWN_FRONT_MATTER")]
+    pub markdown_front_matter: bool,
+
     /// Characters per token for the X-Markdown-Tokens estimate.
     #[arg(long, env = "KUBEDAV_MARKDOWN_CHARS_PER_TOKEN", default_value_t = 4.0)]
     pub markdown_chars_per_token: f32,
@@ -450,6 +462,15 @@ pub enum Command {
         /// The Content-Type the HTML would be served with (its charset is used).
         #[arg(long, default_value = "text/html")]
         content_type: String,
+        /// `main` (the page's main content, as agents get by default) or `full`.
+        #[arg(long, default_value = "main", value_parser = ["main", "full"])]
+        content: String,
+        /// Start with YAML front matter (title, description, URL).
+        #[arg(long)]
+        front_matter: bool,
+        /// The page's URL: relative links are resolved against it.
+        #[arg(long)]
+        base_url: Option<String>,
     },
 }
 
@@ -467,6 +488,10 @@ impl Cli {
             max_input_bytes: usize::try_from(self.markdown_max_bytes).unwrap_or(usize::MAX),
             max_depth: self.markdown_max_depth,
             max_time: Duration::from_secs(self.markdown_timeout_seconds.max(1)),
+            content: self.markdown_content.parse().unwrap_or_default(),
+            front_matter: self.markdown_front_matter,
+            base_url: None,
+            source_etag: None,
         };
         kubedav_markdown::MarkdownCore::new(options, self.markdown_cache_bytes)
     }

@@ -24,8 +24,21 @@ fn main() -> ExitCode {
             }
         };
     }
-    if let Some(cli::Command::Convert { file, content_type }) = &cli.command {
-        return convert(file, content_type);
+    if let Some(cli::Command::Convert {
+        file,
+        content_type,
+        content,
+        front_matter,
+        base_url,
+    }) = &cli.command
+    {
+        let options = kubedav_markdown::Options {
+            content: content.parse().unwrap_or_default(),
+            front_matter: *front_matter,
+            base_url: base_url.clone(),
+            ..kubedav_markdown::Options::default()
+        };
+        return convert(file, content_type, &options);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -94,7 +107,7 @@ fn read_hidden_line() -> std::io::Result<String> {
 }
 
 /// `kubedav convert FILE`.
-fn convert(file: &std::path::Path, content_type: &str) -> ExitCode {
+fn convert(file: &std::path::Path, content_type: &str, options: &kubedav_markdown::Options) -> ExitCode {
     use std::io::{Read, Write};
     let mut html = Vec::new();
     let read = if file.as_os_str() == "-" {
@@ -106,7 +119,7 @@ fn convert(file: &std::path::Path, content_type: &str) -> ExitCode {
         eprintln!("kubedav convert: cannot read {}: {e}", file.display());
         return ExitCode::FAILURE;
     }
-    match kubedav_markdown::convert(&html, content_type, &kubedav_markdown::Options::default()) {
+    match kubedav_markdown::convert(&html, content_type, options) {
         Ok(out) => {
             let _ = std::io::stdout().write_all(out.markdown.as_bytes());
             eprintln!("tokens: {}", out.tokens);

@@ -1,13 +1,20 @@
 //! kubedav's markdown service core: HTML to Markdown (CommonMark with GFM tables) for
 //! agents that send `Accept: text/markdown`.
 //!
-//! [`convert`] decodes the bytes ([`charset`]), parses them with html5ever (the
-//! spec-compliant HTML5 parser, so malformed HTML is repaired as browsers do), and renders
-//! the tree ([`render`]) within limits on input size, nesting depth and time.
+//! [`convert`] decodes the bytes ([`charset`]), splits them into tokens ([`tokenizer`],
+//! byte-level, WHATWG states), applies the tree-construction rules Markdown needs as the
+//! tokens come ([`builder`]: implied end tags, tables with foster parenting, formatting
+//! carried across blocks, the head) and writes Markdown in the same pass ([`writer`]),
+//! within limits on input size, nesting depth and time. No tree is built: memory follows
+//! the input, not its element count. `docs/markdown.md` explains the choices.
 
+pub mod builder;
 pub mod charset;
-pub mod render;
+pub mod convert;
+pub mod escape;
 pub mod service;
+pub mod tokenizer;
+pub mod writer;
 
-pub use render::{CONVERTER_VERSION, ConvertError, Converted, Options, convert};
+pub use convert::{CONVERTER_VERSION, Content, ConvertError, Converted, Options, convert};
 pub use service::MarkdownCore;

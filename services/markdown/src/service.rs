@@ -80,11 +80,23 @@ impl MarkdownCore {
         options
     }
 
+    /// The options of one request: the service's, with the request's choices and its
+    /// page URL (empty: none).
+    fn request_options(&self, requested: Option<&ConvertOptions>, base_url: &str, etag: &str) -> Options {
+        let mut options = self.options(requested);
+        options.base_url = (!base_url.is_empty()).then(|| base_url.to_owned());
+        options.source_etag = (!etag.is_empty()).then(|| etag.to_owned());
+        options
+    }
+
     fn key(etag: &str, options: &Options) -> String {
         format!(
-            "{CONVERTER_VERSION}\0{etag}\0{}\0{}",
+            "{CONVERTER_VERSION}\0{etag}\0{}\0{}\0{}\0{}\0{}",
             options.prune.join(","),
-            options.chars_per_token
+            options.chars_per_token,
+            options.content.as_str(),
+            options.front_matter,
+            options.base_url.as_deref().unwrap_or("")
         )
     }
 }
@@ -95,7 +107,7 @@ impl Markdown for MarkdownCore {
         if request.source_etag.is_empty() {
             return Ok(None);
         }
-        let options = self.options(request.options.as_ref());
+        let options = self.request_options(request.options.as_ref(), &request.base_url, &request.source_etag);
         Ok(self
             .cache
             .get(&Self::key(&request.source_etag, &options))
@@ -108,7 +120,7 @@ impl Markdown for MarkdownCore {
     }
 
     async fn convert(&self, header: ConvertHeader, mut html: BoxStream<Bytes>) -> Result<Rendered, Status> {
-        let options = self.options(header.options.as_ref());
+        let options = self.request_options(header.options.as_ref(), &header.base_url, &header.source_etag);
         let limit = options.max_input_bytes;
         let mut input = BytesMut::new();
         while let Some(chunk) = html.next().await {
@@ -187,7 +199,7 @@ mod tests {
         };
         let lookup = LookupRequest {
             source_etag: "e1".into(),
-            options: None,
+            ..Default::default()
         };
         assert!(core.lookup(lookup.clone()).await.unwrap().is_none());
         let out = core
@@ -204,7 +216,17 @@ mod tests {
                 chars_per_token: 2.0,
                 ..Default::default()
             }),
+            ..Default::default()
         };
+        let other_page = LookupRequest {
+            source_etag: "e1".into(),
+            base_url: "https://elsewhere.example/a.html".into(),
+            ..Default::default()
+        };
+        assert!(
+            core.lookup(other_page).await.unwrap().is_none(),
+            "the page URL is part of the key: links resolve against it"
+        );
         assert!(
             core.lookup(other_options).await.unwrap().is_none(),
             "the options are part of the key"
@@ -221,7 +243,7 @@ mod tests {
         assert!(
             core.lookup(LookupRequest {
                 source_etag: "e2".into(),
-                options: None
+                ..Default::default()
             })
             .await
             .unwrap()

@@ -46,9 +46,11 @@ pub async fn serve(
             .into_response());
         }
     }
+    let base_url = page_url(headers, path);
     let lookup = LookupRequest {
         source_etag: info.etag.clone(),
         options: None,
+        base_url: base_url.clone(),
     };
     let rendered = match markdown
         .lookup(lookup)
@@ -76,6 +78,7 @@ pub async fn serve(
                 source_path: path.to_string(),
                 source_size: info.size,
                 options: None,
+                base_url,
             };
             let html = Box::pin(chunks.map_ok(|chunk| chunk.data));
             markdown
@@ -102,6 +105,27 @@ pub async fn serve(
     );
     variant_headers(gateway, h, info, &etag);
     Ok(response)
+}
+
+/// The page's absolute URL, for resolving its relative links: the scheme from
+/// `X-Forwarded-Proto` (`http` or `https`, as an Ingress sets it; else `http`), the
+/// request's Host, the served path under `--base-path`. Empty without a valid Host. A
+/// client that sends a false Host or scheme only changes its own answer: the URL is
+/// part of the conversion's cache key.
+pub fn page_url(headers: &HeaderMap, path: &VolumePath) -> String {
+    let Some(host) = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.parse::<http::uri::Authority>().ok())
+        .filter(|a| a.as_str().len() <= 255 && !a.as_str().contains('@'))
+    else {
+        return String::new();
+    };
+    let scheme = match headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()) {
+        Some(p) if p.trim().eq_ignore_ascii_case("https") => "https",
+        _ => "http",
+    };
+    format!("{scheme}://{host}{}", crate::http::paths::href(path, false))
 }
 
 fn variant_headers(gateway: &Gateway, headers: &mut HeaderMap, info: &FileInfo, etag: &str) {
