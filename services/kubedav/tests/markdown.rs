@@ -193,9 +193,114 @@ async fn fail_open() {
     );
 }
 
+/// A page with a site around its content: navigation, a page header, an icon link and
+/// a hidden dialog, and relative links and images.
+const SITE_PAGE: &str = "<!DOCTYPE html><html><head><title>Guide &amp; more</title>\
+    <meta name=\"description\" content=\"How to &quot;quote&quot;\"></head><body>\
+    <header><a href=\"/\">Site</a></header><nav><ul><li><a href=\"a.html\">A</a></li></ul></nav>\
+    <main><h1>Guide</h1><p>See <a href=\"next.html\">the next page</a> \
+    <a href=\"print.html\" title=\"Print\"><i class=\"icon\"></i></a> and \
+    <img src=\"../img/x.png\" alt=\"a chart\">.</p><div hidden>secret menu</div></main>\
+    <footer>(c) us</footer></body></html>";
+
+async fn main_content_with_absolute_links(mode: Mode) {
+    // Through the environment, which every process of the mode reads (the flag is the
+    // markdown service's).
+    let server = Server::start_full(mode, &[], &[("KUBEDAV_MARKDOWN_FRONT_MATTER", "true")]).await;
+    std::fs::create_dir(server.disk("docs")).unwrap();
+    std::fs::write(server.disk("docs/guide.html"), SITE_PAGE).unwrap();
+    let response = get(&server, "/docs/guide.html", Some("text/markdown")).await;
+    let etag = response.headers()["etag"].to_str().unwrap().to_owned();
+    let source_etag = get(&server, "/docs/guide.html", None).await.headers()["etag"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let page = server.url("/docs/guide.html");
+    let expected = format!(
+        "---\ntitle: \"Guide & more\"\ndescription: \"How to \\\"quote\\\"\"\nurl: \"{page}\"\n\
+         source_etag: \"{}\"\n---\n\n# Guide\n\nSee [the next page]({}) and ![a chart]({}).\n",
+        source_etag.replace('"', "\\\""),
+        server.url("/docs/next.html"),
+        server.url("/img/x.png"),
+    );
+    assert_eq!(
+        response.text().await.unwrap(),
+        expected,
+        "only <main>, links made absolute"
+    );
+    assert!(etag.contains("-md"), "{etag}");
+}
+
+async fn agents_get_markdown_listings(mode: Mode) {
+    let server = Server::start(mode).await;
+    std::fs::create_dir_all(server.disk("docs/sub")).unwrap();
+    std::fs::write(server.disk("docs/a [1].html"), PAGE).unwrap();
+    let listing = get(&server, "/docs/", Some("text/markdown")).await;
+    assert_eq!(listing.status(), StatusCode::OK);
+    assert_eq!(listing.headers()["content-type"], "text/markdown; charset=utf-8");
+    assert_eq!(listing.headers()["vary"], "Accept");
+    let etag = listing.headers()["etag"].to_str().unwrap().to_owned();
+    let text = listing.text().await.unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "# Index of /docs/", "{text}");
+    assert!(lines[2].starts_with("2 members"), "{text}");
+    assert!(
+        lines[4].starts_with("- [sub/](/docs/sub/) — collection, modified 20"),
+        "{text}"
+    );
+    assert!(
+        lines[5].starts_with(&format!(
+            "- [a \\[1\\].html](/docs/a%20%5B1%5D.html) — {} bytes, text/html, modified 20",
+            PAGE.len()
+        )),
+        "{text}"
+    );
+    let html = get(&server, "/docs/", None).await;
+    assert_eq!(html.headers()["content-type"], "text/html; charset=utf-8");
+    assert_eq!(html.headers()["vary"], "Accept", "the HTML listing varies too");
+
+    let not_modified = client()
+        .get(server.url("/docs/"))
+        .header("accept", "text/markdown")
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_modified.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(not_modified.headers()["vary"], "Accept");
+    let put = client()
+        .put(server.url("/docs/new.txt"))
+        .body("n")
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success());
+    let changed = client()
+        .get(server.url("/docs/"))
+        .header("accept", "text/markdown")
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        changed.status(),
+        StatusCode::OK,
+        "a new member changes the listing's etag"
+    );
+    assert!(
+        changed
+            .text()
+            .await
+            .unwrap()
+            .contains("- [new.txt](/docs/new.txt) — 1 bytes, text/plain")
+    );
+}
+
 in_both_modes!(
     negotiation,
     not_modified_without_converting,
     size_limit_and_ranges_get_the_html,
+    main_content_with_absolute_links,
+    agents_get_markdown_listings,
 );
 microservices_only!(fail_open);

@@ -181,7 +181,9 @@ fn front_matter(info: &PageInfo, options: &Options) -> String {
     field("title", title.as_deref());
     field("description", info.description.as_deref());
     field("url", info.canonical.as_deref().or(options.base_url.as_deref()));
-    field("source_etag", options.source_etag.as_deref());
+    // As the HTML's ETag header carries it, for an If-None-Match.
+    let etag = options.source_etag.as_deref().map(|e| format!("\"{e}\""));
+    field("source_etag", etag.as_deref());
     out.push_str("---\n\n");
     out
 }

@@ -58,8 +58,12 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
     } else {
         (chunks, None)
     };
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if info.is_collection && crate::http::negotiate::prefers_markdown(accept) {
+        return super::markdown::listing(gateway, &target.path, &info, headers, head).await;
+    }
     let validators = Validators::new(&info.etag, info.modified_unix_ns);
-    if let Some(response) = preconditions(headers, &info, &validators, negotiable)? {
+    if let Some(response) = preconditions(headers, &info, &validators, negotiable || info.is_collection)? {
         return Ok(response);
     }
     if info.is_collection {
@@ -499,8 +503,8 @@ pub fn asset(path: &str, head: bool) -> Option<Response> {
     Some(response)
 }
 
-/// The HTML listing of a collection.
-async fn listing(gateway: &Gateway, path: &VolumePath, head: bool, writable: bool) -> HttpResult {
+/// The members of a collection, as listings show them (`--hide-dotfiles` applied).
+pub(super) async fn members(gateway: &Gateway, path: &VolumePath) -> Result<Vec<FileInfo>, HttpError> {
     let mut batches = gateway
         .fileio
         .list(ListRequest {
@@ -521,6 +525,12 @@ async fn listing(gateway: &Gateway, path: &VolumePath, head: bool, writable: boo
         .skip(1)
         .filter(|m| !(hide && kubedav_api::path::last_name(&m.path).starts_with('.')))
         .collect();
+    Ok(members)
+}
+
+/// The HTML listing of a collection (it varies on Accept: agents get Markdown).
+async fn listing(gateway: &Gateway, path: &VolumePath, head: bool, writable: bool) -> HttpResult {
+    let members = members(gateway, path).await?;
     let html = crate::handlers::listing::render(path, members, writable);
     let mut response = if head {
         Response::new(Body::empty())
@@ -535,5 +545,8 @@ async fn listing(gateway: &Gateway, path: &VolumePath, head: bool, writable: boo
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(crate::handlers::listing::POLICY),
     );
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
     Ok(response)
 }

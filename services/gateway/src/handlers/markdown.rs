@@ -107,6 +107,48 @@ pub async fn serve(
     Ok(response)
 }
 
+/// Serves the Markdown listing of collection `path`: the same validators as a
+/// Markdown file (the collection's etag, marked as the variant; it changes when a member
+/// does), `Vary: Accept`, and a 304 answered before any member is listed.
+pub async fn listing(
+    gateway: &Gateway,
+    path: &VolumePath,
+    info: &FileInfo,
+    headers: &HeaderMap,
+    head: bool,
+) -> Result<Response, crate::http::errors::HttpError> {
+    let etag = variant_etag(&info.etag);
+    let validators = Validators::new(&etag, info.modified_unix_ns);
+    match evaluate(headers, Some(&validators), true) {
+        Outcome::Proceed => {}
+        Outcome::NotModified => {
+            let mut response = StatusCode::NOT_MODIFIED.into_response();
+            variant_headers(gateway, response.headers_mut(), info, &etag);
+            return Ok(response);
+        }
+        Outcome::Failed => {
+            return Err(crate::http::errors::HttpError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "a precondition header did not hold",
+            ));
+        }
+    }
+    let members = super::get::members(gateway, path).await?;
+    let markdown = super::agent_listing::render(path, members);
+    let tokens = markdown.chars().count().div_ceil(4);
+    let length = markdown.len();
+    let mut response = Response::new(if head { Body::empty() } else { Body::from(markdown) });
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/markdown; charset=utf-8"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    h.insert("x-markdown-tokens", HeaderValue::from(tokens));
+    variant_headers(gateway, h, info, &etag);
+    Ok(response)
+}
+
 /// The page's absolute URL, for resolving its relative links: the scheme from
 /// `X-Forwarded-Proto` (`http` or `https`, as an Ingress sets it; else `http`), the
 /// request's Host, the served path under `--base-path`. Empty without a valid Host. A

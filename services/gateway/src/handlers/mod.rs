@@ -1,5 +1,6 @@
 //! The HTTP method handlers, and the dispatcher that picks one.
 
+pub mod agent_listing;
 mod copymove;
 mod delete;
 mod get;
