@@ -315,7 +315,7 @@ async fn every_request_is_one_trace_through_every_process() {
     );
     inside_a_call(&spans, "kubedav-fileio", "fileio.list");
 
-    // A Markdown GET: fileio reads the page, markdown parses and converts it.
+    // A Markdown GET: fileio reads the page, markdown decodes and converts it.
     let markdown_trace = "5b8efff798038103d269b633813fc60c";
     let markdown = request("GET", "/page.html", markdown_trace)
         .header("accept", "text/markdown")
@@ -327,7 +327,7 @@ async fn every_request_is_one_trace_through_every_process() {
     let spans = receiver
         .trace(
             markdown_trace,
-            &["GET", "markdown.parse", "markdown.convert", "fileio.read"],
+            &["GET", "markdown.decode", "markdown.convert", "fileio.read"],
         )
         .await;
     check_trace(
@@ -343,7 +343,7 @@ async fn every_request_is_one_trace_through_every_process() {
             "kubedav-markdown",
         ],
     );
-    inside_a_call(&spans, "kubedav-markdown", "markdown.parse");
+    inside_a_call(&spans, "kubedav-markdown", "markdown.decode");
     inside_a_call(&spans, "kubedav-markdown", "markdown.convert");
 }
 
