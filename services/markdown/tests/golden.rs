@@ -1,4 +1,8 @@
 //! Golden files: every `tests/golden/NAME.html` converts to `NAME.md` exactly.
+//! `tree-rules.html` has a case for each tree-construction rule the builder implements
+//! (implied end tags, headings, lists, definitions, select, table structure and foster
+//! parenting, formatting across blocks and cells, misnesting, stray end tags, foreign
+//! content, empty links and items), each read by eye against what a browser shows.
 //! Run with `BLESS=1` to rewrite the expectations after a deliberate change (then read
 //! the diff).
 
