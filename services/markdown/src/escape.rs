@@ -66,18 +66,6 @@ pub fn table_cell(text: &str) -> String {
     out
 }
 
-/// Escapes Markdown metacharacters in text.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// Escapes what would start a block at the beginning of a line: a heading, a list
 /// item, a thematic break or setext underline, a code fence.
 pub fn escape_line_start(line: &str) -> std::borrow::Cow<'_, str> {
@@ -143,22 +131,9 @@ pub fn push_text(out: &mut String, text: &str, literal: bool) {
     }
 }
 
+/// `text` with runs of whitespace folded to one space and none at the start.
 pub fn collapse(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut space = false;
-    for c in text.chars() {
-        if c.is_whitespace() {
-            space = true;
-        } else {
-            if space {
-                out.push(' ');
-                space = false;
-            }
-            out.push(c);
-        }
-    }
-    if space {
-        out.push(' ');
-    }
+    push_text(&mut out, text, true);
     out
 }

@@ -117,11 +117,6 @@ impl Writer {
         }
     }
 
-    /// The Markdown written so far.
-    pub fn written(&self) -> &str {
-        &self.out
-    }
-
     /// Ends everything still open and returns the Markdown.
     pub fn finish(mut self) -> String {
         self.end_leaf();
@@ -728,7 +723,12 @@ fn wrap(text: &mut String, mark: &Mark, drop_empty_links: bool) {
         }
         MarkKind::Link(None) => return,
         MarkKind::Link(Some(_)) if empty && drop_empty_links => {
-            text.truncate(begin.min(mark.start + usize::from(text[mark.start..].starts_with(' '))));
+            // Nothing but spaces inside: keep one, drop the link.
+            let space = text[mark.start..].starts_with(' ');
+            text.truncate(mark.start);
+            if space {
+                text.push(' ');
+            }
             return;
         }
         MarkKind::Link(Some((href, title))) => {
