@@ -6,10 +6,12 @@
 #     SCENARIO  smoke | webdav-mixed | lock-edit-unlock | markdown-agents | auth-flood | soak
 #     MODE      all (default) | microservices (every service its own process, on loopback)
 #
-# kubedav runs from target/release with Basic auth (a users file with the load user), on
-# free ports, in a fresh root; it is stopped at the end. Env for the scenario (DURATION,
-# VUS, ...) passes through to k6; K6_ARGS adds k6 options. Installs k6 when missing
-# (scripts/need-k6.sh).
+# kubedav runs from target/release (or KUBEDAV_BIN) with Basic auth (a users file with
+# the load user), on free ports, in a fresh root; it is stopped at the end. Env for the
+# scenario (DURATION, VUS, ...) passes through to k6, and KUBEDAV_* settings to kubedav;
+# K6_ARGS adds k6 options. After the run it prints the requests k6 sent per second and
+# kubedav's CPU time per request (user + system, every process summed), the figure
+# that survives a busy machine. Installs k6 when missing (scripts/need-k6.sh).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCENARIO="${1:?usage: loadtest.sh SCENARIO [all|microservices]}"
@@ -18,7 +20,7 @@ SCRIPT="$REPO/loadtests/$SCENARIO.js"
 [ -f "$SCRIPT" ] || { echo "loadtest: no scenario $SCENARIO (see loadtests/)" >&2; exit 2; }
 case "$MODE" in all|microservices) ;; *) echo "loadtest: mode is all or microservices, not $MODE" >&2; exit 2;; esac
 K6="$(bash "$REPO/scripts/need-k6.sh")"
-BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
+BIN="${KUBEDAV_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav}"
 [ -x "$BIN" ] || cargo build --release --locked -p kubedav --manifest-path "$REPO/Cargo.toml"
 WORK="$(mktemp -d /tmp/kubedav-loadtest.XXXXXX)"
 PIDS=()
@@ -61,9 +63,31 @@ else
 fi
 
 echo "loadtest: $SCENARIO against kubedav $MODE at http://$addr/"
+# utime + stime, in clock ticks, of every kubedav process.
+cpu_ticks() {
+  local total=0 pid
+  for pid in "${PIDS[@]}"; do
+    [ -r "/proc/$pid/stat" ] || continue
+    total=$((total + $(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$pid/stat")))
+  done
+  echo "$total"
+}
 status=0
+ticks_before=$(cpu_ticks)
 KUBEDAV_URL="http://$addr" KUBEDAV_USER=load KUBEDAV_PASSWORD=load-pw \
-  "$K6" run --no-usage-report --summary-trend-stats "avg,med,p(95),p(99),max" ${K6_ARGS:-} "$SCRIPT" || status=$?
+  "$K6" run --no-usage-report --summary-trend-stats "avg,med,p(95),p(99),max" \
+  --summary-export "$WORK/summary.json" ${K6_ARGS:-} "$SCRIPT" || status=$?
+ticks=$(( $(cpu_ticks) - ticks_before ))
+if [ -s "$WORK/summary.json" ]; then
+  python3 - "$WORK/summary.json" "$ticks" "$(getconf CLK_TCK)" "$MODE" <<'PY'
+import json, sys
+summary, ticks, hz, mode = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+reqs = summary["metrics"]["http_reqs"]
+per = 1e6 * ticks / hz / reqs["count"] if reqs["count"] else 0
+print(f"loadtest: {mode}: {reqs['count']} requests, {reqs['rate']:.1f}/s; "
+      f"kubedav CPU {ticks / hz:.2f} s, {per:.0f} us per request (setup and teardown included)")
+PY
+fi
 # Memory and descriptors of every kubedav process after the run (peak = VmHWM).
 for i in "${!PIDS[@]}"; do
   pid="${PIDS[$i]}"
