@@ -1,16 +1,27 @@
 # kubedav: one image for every target (`--target=all|gateway|auth|locks|fileio|markdown`).
-# Build: make image (docker build -t kubedav:dev .)
+# Build: make image (podman or docker build -t kubedav:dev .)
+#
+# The base images are build arguments. The defaults are the public ones; where no
+# registry is reachable, `make image-test` (scripts/image-test.sh) builds equivalents
+# locally and passes them:
+#   BUILD_IMAGE    a Debian bookworm with the Rust toolchain (cargo on PATH) and apt
+#   RUNTIME_IMAGE  glibc, libgcc, CA certificates and the user 65532, nothing else
+ARG BUILD_IMAGE=docker.io/library/rust:1.95-slim-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
-FROM docker.io/library/rust:1.95-slim-bookworm AS build
+FROM ${BUILD_IMAGE} AS build
 WORKDIR /src
 # jemalloc (the allocator, services/kubedav/src/allocator.rs) is built with make.
 RUN apt-get update && apt-get install -y --no-install-recommends make=4.3-4.1 && rm -rf /var/lib/apt/lists/*
 COPY . .
+# Function names stay in the binary for backtraces and profiles; the line tables
+# (profile.release.debug) do not: they would triple the image.
+ENV CARGO_PROFILE_RELEASE_STRIP=debuginfo
 RUN cargo build --release --locked -p kubedav \
     && install -D -m 0755 target/release/kubedav /out/kubedav
 
 # glibc, CA certificates and a non-root user, nothing else: no shell, no package manager.
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 COPY --from=build /out/kubedav /kubedav
 USER 65532:65532
 EXPOSE 8080 9090 9180

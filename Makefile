@@ -3,7 +3,7 @@ CARGO ?= cargo
 ROOT ?= ./data
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run build test lint fmt bench clean markdown-corpus image loadtest fuzz rolling-restart replica-kill
+.PHONY: run build test lint fmt bench clean markdown-corpus image image-test loadtest fuzz rolling-restart replica-kill
 
 build:
 	$(CARGO) build --release --locked -p kubedav
@@ -21,8 +21,9 @@ run: build
 # Redis lock store, object storage, and two gateways over two fileio replicas on S3, the k6 smoke and 30-second webdav-mixed load
 # tests against both modes with their thresholds, a rolling restart of two gateways
 # behind nginx under k6 with no request lost (scripts/rolling-restart.sh), a fileio replica
-# on S3 killed with SIGKILL under k6 with no request lost (scripts/replica-kill.sh), then
-# the Helm chart checks (scripts/chart-test.sh:
+# on S3 killed with SIGKILL under k6 with no request lost (scripts/replica-kill.sh), the
+# container image built from the Dockerfile with podman and run as the chart runs it
+# (scripts/image-test.sh), then the Helm chart checks (scripts/chart-test.sh:
 # lint, schema, offline validation, checkov, wiring, and a live install on a local
 # control plane). Release build: the suites move gigabytes and share the build with
 # `make run` and `make bench`.
@@ -36,6 +37,7 @@ test:
 	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=microservices DURATION=30s LATENCY_SCALE=4
 	bash scripts/rolling-restart.sh
 	bash scripts/replica-kill.sh
+	bash scripts/image-test.sh
 	bash scripts/chart-test.sh
 
 # One k6 scenario of loadtests/ against one mode, thresholds enforced (k6 is built with
@@ -95,11 +97,16 @@ bench: build
 	python3 scripts/bench_edge.py target/release/kubedav
 	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" python3 scripts/bench_s3.py
 
-# The one container image every target runs (needs a Docker engine; CI lints the
-# Dockerfile with hadolint instead).
+# The one container image every target runs, from the public base images (podman, or
+# docker with CONTAINER=docker). Where no registry is reachable, make image-test builds
+# local base images and runs the result (scripts/image-test.sh).
 IMAGE ?= kubedav:dev
+CONTAINER ?= podman
 image:
-	docker build -t $(IMAGE) .
+	$(CONTAINER) build -t $(IMAGE) .
+
+image-test:
+	bash scripts/image-test.sh
 
 # Converts every HTML page of the Rust documentation installed with the toolchain.
 markdown-corpus:
