@@ -80,7 +80,10 @@ make_runtime_base() {
   step "making $RUNTIME_BASE (Debian packages, once)"
   local rootfs="$WORK/runtime-rootfs" deb
   mkdir -p "$rootfs" "$WORK/debs"
-  (cd "$WORK/debs" && apt-get download -qq libc6 libgcc-s1 tzdata netbase >/dev/null) || fail "apt-get download (run apt-get update?)"
+  local packages=(libc6 libgcc-s1 tzdata netbase)
+  (cd "$WORK/debs" && apt-get download -qq "${packages[@]}" >/dev/null 2>&1) \
+    || { apt-get update -qq && (cd "$WORK/debs" && apt-get download -qq "${packages[@]}" >/dev/null); } \
+    || fail "apt-get download ${packages[*]}"
   for deb in "$WORK"/debs/*.deb; do dpkg-deb -x "$deb" "$rootfs"; done
   rm -rf "$rootfs/usr/share/doc" "$rootfs/usr/share/man" "$rootfs/usr/share/lintian" "$rootfs/usr/share/locale"
   mkdir -p "$rootfs/etc/ssl/certs" "$rootfs/home/nonroot" "$rootfs/tmp" "$rootfs/root"
