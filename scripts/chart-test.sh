@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test's checks of the container image and the Helm chart (charts/kubedav): hadolint
-# on the Dockerfile (no Docker engine here to build it), then, for five value sets: the
+# on the Dockerfile (scripts/image-test.sh builds and runs the image), then, for five value sets: the
 # defaults (microservices, bundled Redis), ci/monolithic-values.yaml, ci/ha-values.yaml,
 # ci/s3-values.yaml (fileio replicas on a bucket) and ci/rwx-values.yaml (two fileio
 # replicas sharing a ReadWriteMany volume):
@@ -16,6 +16,13 @@
 #   5. wiring: the rendered workloads run as local processes and pass the smoke test
 #      that `helm test` runs (scripts/chart_wiring.py); the s3 set runs against a real
 #      versitygw, with two fileio replicas, as the rwx set runs two on one directory
+#   2c. GitOps: two `helm template` renders of each set are identical (generated secrets
+#      come from a hook, never from randAlphaNum), and metrics.serviceMonitor.enabled=true
+#      renders the ServiceMonitor without a capability check
+#   2d. every extension value (extraArgs, sidecars, ..., Service settings, persistence
+#      existingClaim and off) lands where it should, in both modes (chart_values.py)
+#   6a. the secrets hook's command (`kubedav ensure-secrets`) run against the real API
+#      server with the hook's own ServiceAccount and Role: creates, keeps, takes over
 #   6. live, on a real control plane (scripts/k8s/cluster.sh) in namespaces that enforce
 #      Pod Security "restricted", in both modes and on both storage backends (s3, and a
 #      ReadWriteMany volume): install --wait, helm test, upgrade (the
@@ -112,6 +119,35 @@ done
 helm template kd "$CHART" -n kubedav --set gateway.service.type=LoadBalancer > "$WORK/security-lb.yaml"
 "$VENV/bin/python" "$REPO/scripts/chart_security.py" "$WORK/security-lb.yaml" || fail "chart security (LoadBalancer)"
 
+step "2c. GitOps: helm template twice renders the same (Argo CD renders with it, no lookup)"
+for set in "${SETS[@]}"; do
+  # shellcheck disable=SC2046
+  helm template kd "$CHART" -n kubedav $(values "$set") > "$WORK/render-a.yaml"
+  # shellcheck disable=SC2046
+  helm template kd "$CHART" -n kubedav $(values "$set") > "$WORK/render-b.yaml"
+  diff -u "$WORK/render-a.yaml" "$WORK/render-b.yaml" > "$WORK/render.diff" \
+    || { head -40 "$WORK/render.diff"; fail "two renders of $set differ: a GitOps sync would churn"; }
+  grep -q '^            - ensure-secrets' "$WORK/render-a.yaml" || fail "the $set set renders no secrets hook"
+  echo "ok  $set: two renders identical ($(grep -c '^kind:' "$WORK/render-a.yaml") objects)"
+done
+# The ServiceMonitor: forced on without the CRD known (helm template, Argo CD), off by
+# default there, and no hook at all once every generated secret comes from existingSecret.
+helm template kd "$CHART" --set metrics.serviceMonitor.enabled=true | grep -q '^kind: ServiceMonitor' \
+  || fail "metrics.serviceMonitor.enabled=true rendered no ServiceMonitor"
+! helm template kd "$CHART" | grep -q '^kind: ServiceMonitor' || fail "auto rendered a ServiceMonitor without the CRD"
+! helm template kd "$CHART" --set auth.existingSecret=u --set grpcAuth.existingSecret=g \
+    --set redis.bundled.auth.existingSecret=r --set auth.sharedCache.existingSecret=c | grep -q 'ensure-secrets' \
+  || fail "a hook was rendered although every secret is given"
+echo "ok  serviceMonitor forced on by true, auto off under helm template; no hook when every secret is given"
+
+step "2d. every extension value lands where it should, in both modes (scripts/chart_values.py)"
+"$VENV/bin/python" "$REPO/scripts/chart_values.py" "$CHART" "$WORK/values" || fail "chart values"
+for render in "$WORK"/values/extras-*.yaml "$WORK"/values/existing-claim-*.yaml "$WORK"/values/no-persistence-*.yaml; do
+  "$VENV/bin/python" "$REPO/scripts/chart_validate.py" "$K8S_VERSION" "$render" "${CRD_FILES[@]}" > "$WORK/validate.txt" 2>&1 \
+    || { cat "$WORK/validate.txt"; fail "$(basename "$render") does not validate"; }
+done
+echo "ok  the renders with every extension value validate against Kubernetes $K8S_VERSION"
+
 step "3. offline validation against Kubernetes $K8S_VERSION and the prometheus-operator CRDs ($PROMETHEUS_OPERATOR)"
 for set in "${SETS[@]}"; do
   # shellcheck disable=SC2046
@@ -193,6 +229,65 @@ spec:
   persistentVolumeReclaimPolicy: Retain
   hostPath: {path: /tmp/kubedav-test-shared}
 EOF
+
+# NOTES (helm template does not render them): persistence off is warned about.
+for mode in microservices monolithic; do
+  key=$([ "$mode" = monolithic ] && echo monolithic || echo fileio)
+  helm install kd "$CHART" -n default --dry-run=client --set deploymentMode=$mode --set $key.persistence.enabled=false \
+    | grep -q "WARNING: persistence is off" || fail "NOTES give no warning with $key.persistence.enabled=false"
+  ! helm install kd "$CHART" -n default --dry-run=client --set deploymentMode=$mode | grep -q "WARNING: persistence is off" \
+    || fail "NOTES warn about persistence although it is on ($mode)"
+done
+echo "ok  NOTES warn when persistence is off, in both modes, and only then"
+
+step "6a. the secrets hook's command, for real against the API server, with the hook's own RBAC"
+ns=kubedav-secrets-hook
+kubectl create namespace "$ns" > /dev/null
+helm template kd "$CHART" -n "$ns" --show-only templates/secrets-hook.yaml > "$WORK/hook.yaml"
+# What Helm creates before the Job: its ServiceAccount, Role and RoleBinding.
+"$VENV/bin/python" - "$WORK/hook.yaml" "$WORK/hook-rbac.yaml" "$WORK/hook-args" "$WORK/hook-sa" <<'PY'
+import sys, yaml
+objects = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+yaml.safe_dump_all([o for o in objects if o["kind"] != "Job"], open(sys.argv[2], "w"))
+job = next(o for o in objects if o["kind"] == "Job")
+open(sys.argv[3], "w").write("\n".join(job["spec"]["template"]["spec"]["containers"][0]["args"]) + "\n")
+open(sys.argv[4], "w").write(job["spec"]["template"]["spec"]["serviceAccountName"])
+PY
+kubectl apply -f "$WORK/hook-rbac.yaml" > /dev/null
+kubectl -n "$ns" create token "$(cat "$WORK/hook-sa")" > "$WORK/hook-token"
+kubectl -n "$ns" create token default > "$WORK/default-token"
+kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > "$WORK/cluster-ca.pem"
+[ -s "$WORK/cluster-ca.pem" ] || cp "$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')" "$WORK/cluster-ca.pem"
+mapfile -t hook_args < "$WORK/hook-args"
+ensure() {  # token-file -> the hook's command from outside the cluster
+  "$BIN" "${hook_args[@]}" --api-server "$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')" \
+    --ca-file "$WORK/cluster-ca.pem" --token-file "$1" --namespace "$ns"
+}
+if ensure "$WORK/default-token" > "$WORK/ensure.txt" 2>&1; then fail "ensure-secrets succeeded with a token that has no Role"; fi
+grep -q "needs a Role with get, create and patch" "$WORK/ensure.txt" || { cat "$WORK/ensure.txt"; fail "no readable refusal without RBAC"; }
+ensure "$WORK/hook-token" > "$WORK/ensure.txt" 2>&1 || { cat "$WORK/ensure.txt"; fail "ensure-secrets with the hook's Role"; }
+created=$(grep -c ': created$' "$WORK/ensure.txt" || true)
+[ "$created" -eq "$(grep -c -e '^--users=' -e '^--random=' "$WORK/hook-args")" ] || { cat "$WORK/ensure.txt"; fail "not every secret was created"; }
+secrets_now() { kubectl -n "$ns" get secrets -l app.kubernetes.io/managed-by=kubedav -o jsonpath='{range .items[*]}{.metadata.name}={.data}{"\n"}{end}'; }
+secrets_now > "$WORK/secrets-1"
+users_secret=$(sed -n 's/^--users=//p' "$WORK/hook-args")
+kubectl -n "$ns" get secret "$users_secret" -o jsonpath='{.data.users}' | base64 -d | grep -q '^admin:\$6\$' \
+  || fail "the users Secret holds no SHA-512 crypt line for admin"
+ensure "$WORK/hook-token" > "$WORK/ensure.txt" 2>&1 || { cat "$WORK/ensure.txt"; fail "ensure-secrets, second run"; }
+[ "$(grep -c 'exists, kept as it is' "$WORK/ensure.txt")" -eq "$created" ] || { cat "$WORK/ensure.txt"; fail "the second run did not keep every secret"; }
+secrets_now | diff -q - "$WORK/secrets-1" > /dev/null || fail "the second run changed a secret's values"
+# A Secret an earlier chart rendered (owned by the Helm release) is annotated to survive
+# the upgrade that stops rendering it, with its values unchanged.
+kubectl -n "$ns" delete secret "$users_secret" > /dev/null
+kubectl -n "$ns" create secret generic "$users_secret" --from-literal=users='admin:old' --from-literal=password=old > /dev/null
+kubectl -n "$ns" annotate secret "$users_secret" meta.helm.sh/release-name=kd meta.helm.sh/release-namespace="$ns" > /dev/null
+ensure "$WORK/hook-token" > "$WORK/ensure.txt" 2>&1 || { cat "$WORK/ensure.txt"; fail "ensure-secrets over a Helm-owned secret"; }
+grep -q "$users_secret: exists, rendered by an earlier chart" "$WORK/ensure.txt" || { cat "$WORK/ensure.txt"; fail "the Helm-owned secret was not taken over"; }
+[ "$(kubectl -n "$ns" get secret "$users_secret" -o jsonpath='{.metadata.annotations.helm\.sh/resource-policy}')" = keep ] \
+  || fail "the Helm-owned secret has no helm.sh/resource-policy=keep"
+[ "$(kubectl -n "$ns" get secret "$users_secret" -o jsonpath='{.data.password}' | base64 -d)" = old ] || fail "taking over changed the password"
+kubectl delete namespace "$ns" --wait=false > /dev/null
+echo "ok  hook: refused readably without its Role; with it, $created secrets created, kept unchanged on the next run, a Helm-owned one kept through the upgrade"
 
 live() {  # namespace values-set
   local ns="$1" set="$2"

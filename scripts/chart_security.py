@@ -10,6 +10,8 @@ behind an Ingress):
   (monolithic mode has no gRPC between processes);
 * the HTTP edge knows its trusted proxies.
 
+A Secret counts as there when the chart renders it or when its secrets hook makes it.
+
 usage: chart_security.py MANIFESTS.yaml
 """
 
@@ -23,6 +25,13 @@ def main():
     problems = []
     kinds = lambda kind: [o for o in objects if o["kind"] == kind]
     secrets = {s["metadata"]["name"] for s in kinds("Secret")}
+    # ... and those the secrets hook (`kubedav ensure-secrets`) makes once, in the cluster.
+    for job in kinds("Job"):
+        for c in job["spec"]["template"]["spec"]["containers"]:
+            args = c.get("args", [])
+            if args[:1] == ["ensure-secrets"]:
+                secrets |= {a.split("=", 1)[1].split("/", 1)[0] for a in args
+                            if a.startswith(("--users=", "--random="))}
 
     for svc in kinds("Service"):
         name, spec = svc["metadata"]["name"], svc["spec"]

@@ -35,8 +35,9 @@ from ports import free_port
 
 
 class Manifests:
-    def __init__(self, text):
+    def __init__(self, text, binary):
         self.objects = [o for o in yaml.safe_load_all(text) if o]
+        self.objects += hook_made_secrets(self.objects, binary)
 
     def of(self, kind):
         return [o for o in self.objects if o["kind"] == kind]
@@ -49,6 +50,34 @@ class Manifests:
                 if key in s.get("stringData", {}):
                     return s["stringData"][key]
         raise SystemExit(f"wiring: the chart references Secret {name} key {key}, which it does not render")
+
+
+def hook_made_secrets(objects, binary):
+    """The Secrets the chart's hook Job (`kubedav ensure-secrets`) makes in a cluster,
+    made here from the Job's own arguments: the hook itself is run for real against the
+    API server in chart-test.sh's live step."""
+    made = []
+    for job in (o for o in objects if o["kind"] == "Job"):
+        for container in job["spec"]["template"]["spec"]["containers"]:
+            args = container.get("args", [])
+            if not args or args[0] != "ensure-secrets":
+                continue
+            for arg in args[1:]:
+                if arg.startswith("--users="):
+                    password = "wiring-admin-password"
+                    with tempfile.TemporaryDirectory() as d:  # kubedav passwd, as the hook hashes
+                        subprocess.run([binary, "passwd", f"{d}/users", "admin"], input=password + "\n",
+                                       check=True, capture_output=True, text=True)
+                        users = open(f"{d}/users").read()
+                    data = {"users": users, "username": "admin", "password": password}
+                elif arg.startswith("--random="):
+                    key = arg.split("/", 1)[1]
+                    data = {key: base64.b32encode(os.urandom(30)).decode().lower()}
+                else:
+                    continue
+                name = arg.split("=", 1)[1].split("/", 1)[0]
+                made.append({"kind": "Secret", "metadata": {"name": name}, "stringData": data})
+    return made
 
 
 def is_redis(image):
@@ -304,7 +333,7 @@ def main():
     for path in [manifests] + given:
         with open(path) as f:
             text += f.read() + "\n---\n"
-    m = Manifests(text)
+    m = Manifests(text, binary)
     with tempfile.TemporaryDirectory(prefix="kubedav-wiring-") as work:
         wiring = Wiring(m, binary, work)
         try:

@@ -150,6 +150,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and .Values.auth.enabled .Values.auth.existingSecret .Values.auth.users -}}
 {{- fail "give the users either in auth.users or in auth.existingSecret, not both" -}}
 {{- end -}}
+{{- range $workload := list "fileio" "monolithic" -}}
+{{- $persistence := (index $.Values $workload).persistence -}}
+{{- if and (not $persistence.enabled) $persistence.existingClaim -}}
+{{- fail (printf "%s.persistence.enabled is false (an emptyDir) but %s.persistence.existingClaim names a claim: keep persistence enabled to serve the claim, or clear existingClaim" $workload $workload) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (eq .Values.deploymentMode "microservices") (not (include "kubedav.onS3" .)) (not .Values.fileio.persistence.enabled) (include "kubedav.sharedVolume" .) -}}
+{{- fail "fileio.persistence.enabled is false, so each fileio pod would have its own emptyDir, but ReadWriteMany asks its replicas to share one volume: enable persistence (or use storage.backend s3)" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Whether fileio runs on object storage. */}}
@@ -251,11 +260,40 @@ labels:
   {{- with .root.Values.podLabels }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+  {{- with (include "kubedav.workloadValues" . | fromYaml).podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 annotations:
   checksum/config: {{ include (print .root.Template.BasePath "/secrets.yaml") .root | sha256sum | trunc 16 }}
   {{- with .root.Values.podAnnotations }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+  {{- with (include "kubedav.workloadValues" . | fromYaml).podAnnotations }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* The values block of a component's workload, as YAML (fromYaml it): "all" is
+monolithic's, the others their own. */}}
+{{- define "kubedav.workloadValues" -}}
+{{- toYaml (index .root.Values (ternary "monolithic" .component (eq .component "all"))) -}}
+{{- end -}}
+
+{{/* A workload's own pod-spec extension points, after kubedav.podSpecCommon: call with
+(dict "root" $ "values" WORKLOAD-VALUES). Templates (tpl) are allowed in
+topologySpreadConstraints, initContainers and sidecars' YAML. */}}
+{{- define "kubedav.podExtras" -}}
+{{- with .values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- tpl (toYaml .) $.root | nindent 2 }}
+{{- end }}
+{{- with .values.initContainers }}
+initContainers:
+  {{- tpl (toYaml .) $.root | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* The kubedav container's fixed parts: image, security, probes on the admin port. */}}
@@ -360,4 +398,12 @@ readinessProbe:
     items:
       - key: {{ include "kubedav.usersSecretKey" . }}
         path: users
+{{- end -}}
+
+{{/* "true" when a prometheus-operator object is to be rendered: call with (list ENABLED $
+the CRD's "group/version/Kind"). ENABLED is true (always), false, or "auto" (only when
+the cluster has the CRD, which `helm template` cannot see). */}}
+{{- define "kubedav.monitoringEnabled" -}}
+{{- $enabled := index . 0 -}}{{- $root := index . 1 -}}
+{{- if or (eq (toString $enabled) "true") (and (eq (toString $enabled) "auto") ($root.Capabilities.APIVersions.Has (index . 2))) -}}true{{- end -}}
 {{- end -}}

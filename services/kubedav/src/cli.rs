@@ -472,6 +472,33 @@ pub enum Command {
         #[arg(long)]
         base_url: Option<String>,
     },
+    /// Create the Secrets a Helm release needs but does not render, each only when it is
+    /// missing (the chart's pre-install and pre-upgrade hook runs this in a pod; see
+    /// docs/deploy.md, "GitOps"). Prints what it did with each.
+    EnsureSecrets {
+        /// A users-file Secret with a generated `admin` login (keys users, username,
+        /// password).
+        #[arg(long = "users", value_name = "NAME")]
+        users: Vec<String>,
+        /// A Secret holding KEY with 48 random letters and digits.
+        #[arg(long = "random", value_name = "NAME/KEY")]
+        random: Vec<String>,
+        /// A label for the Secrets it creates.
+        #[arg(long = "label", value_name = "KEY=VALUE")]
+        labels: Vec<String>,
+        /// The API server [default: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT].
+        #[arg(long)]
+        api_server: Option<String>,
+        /// A bearer token file [default: the pod's service account token].
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// The API server's CA [default: the pod's service account ca.crt].
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+        /// The namespace [default: the pod's].
+        #[arg(long)]
+        namespace: Option<String>,
+    },
 }
 
 impl Cli {

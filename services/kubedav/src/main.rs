@@ -5,6 +5,7 @@
 mod allocator;
 mod cli;
 mod run;
+mod secrets;
 mod smoke;
 
 use clap::Parser;
@@ -56,6 +57,34 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Some(cli::Command::EnsureSecrets {
+        users,
+        random,
+        labels,
+        api_server,
+        token_file,
+        ca_file,
+        namespace,
+    }) = &cli.command
+    {
+        return match runtime.block_on(ensure_secrets(
+            users,
+            random,
+            labels,
+            secrets::Connection::in_cluster(
+                api_server.clone(),
+                token_file.clone(),
+                ca_file.clone(),
+                namespace.clone(),
+            ),
+        )) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("kubedav ensure-secrets: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match runtime.block_on(run::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -64,6 +93,43 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `kubedav ensure-secrets`: one line per Secret.
+async fn ensure_secrets(
+    users: &[String],
+    random: &[String],
+    labels: &[String],
+    connection: Result<secrets::Connection, String>,
+) -> Result<(), String> {
+    let connection = connection?;
+    let mut wanted: Vec<secrets::Wanted> = users
+        .iter()
+        .map(|name| secrets::Wanted::Users { name: name.clone() })
+        .collect();
+    for argument in random {
+        wanted.push(secrets::Wanted::random(argument)?);
+    }
+    let labels = labels
+        .iter()
+        .map(|label| {
+            label
+                .split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| format!("--label {label}: expected KEY=VALUE"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for (name, outcome) in secrets::ensure(&connection, &wanted, &labels).await? {
+        let what = match outcome {
+            secrets::Outcome::Created => "created",
+            secrets::Outcome::Kept => "exists, kept as it is",
+            secrets::Outcome::TakenOverFromHelm => {
+                "exists, rendered by an earlier chart: annotated helm.sh/resource-policy=keep so the upgrade keeps it"
+            }
+        };
+        println!("Secret {}/{name}: {what}", connection.namespace);
+    }
+    Ok(())
 }
 
 /// `kubedav passwd FILE USER`.

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Every extension value of the chart lands where it should, in both modes.
+
+Renders the chart with every workload's extension points set (extraArgs, extraEnvFrom,
+extraVolumes, extraVolumeMounts, initContainers, sidecars, topologySpreadConstraints,
+priorityClassName, podAnnotations, podLabels), the gateway Service's settings, and the
+persistence choices (existingClaim, persistence off), and checks each one in the
+rendered objects. The renders are written to OUT_DIR for chart-test.sh to validate
+against the Kubernetes schemas.
+
+usage: chart_values.py CHART OUT_DIR
+"""
+
+import os
+import subprocess
+import sys
+
+import yaml
+
+RELEASE = "kd"
+EXTENSIONS = ("extraArgs", "extraEnvFrom", "extraVolumes", "extraVolumeMounts", "initContainers",
+              "sidecars", "topologySpreadConstraints", "priorityClassName", "podAnnotations", "podLabels")
+
+
+def extras(workload):
+    """Distinct values for one workload; the {{ .Release.Name }} shows tpl ran."""
+    return {
+        "extraArgs": [f"--log-format=text", f"--x-{workload}"],
+        "extraEnvFrom": [{"configMapRef": {"name": f"{workload}-env"}}],
+        "extraVolumes": [{"name": f"{workload}-extra", "emptyDir": {}}],
+        "extraVolumeMounts": [{"name": f"{workload}-extra", "mountPath": f"/extra/{workload}"}],
+        "initContainers": [{"name": f"init-{workload}", "image": "busybox:1.36",
+                            "args": ["echo", "{{ .Release.Name }}"]}],
+        "sidecars": [{"name": f"sidecar-{workload}", "image": "busybox:1.36",
+                      "args": ["echo", "{{ .Release.Name }}"]}],
+        "topologySpreadConstraints": [{
+            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "{{ .Release.Name }}"}}}],
+        "priorityClassName": f"prio-{workload}",
+        "podAnnotations": {f"example.com/{workload}": "annotated"},
+        "podLabels": {f"example.com/{workload}": "labelled"},
+    }
+
+
+def render(chart, values, out, name, expect_failure=None):
+    path = os.path.join(out, f"values-{name}.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(values, f)
+    result = subprocess.run(["helm", "template", RELEASE, chart, "-n", "kubedav", "-f", path],
+                            capture_output=True, text=True)
+    if expect_failure:
+        if result.returncode == 0 or expect_failure not in result.stderr:
+            sys.exit(f"values: {name}: expected a refusal with {expect_failure!r}, got {result.stderr or 'a render'}")
+        print(f"ok  {name}: refused ({expect_failure})")
+        return []
+    if result.returncode != 0:
+        sys.exit(f"values: {name}: helm template failed:\n{result.stderr}")
+    with open(os.path.join(out, f"{name}.yaml"), "w") as f:
+        f.write(result.stdout)
+    return [o for o in yaml.safe_load_all(result.stdout) if o]
+
+
+def workload(objects, component):
+    """The workload of a component; monolithic's ("all") has the release's full name."""
+    name = f"{RELEASE}-kubedav" if component == "all" else f"{RELEASE}-kubedav-{component}"
+    for o in objects:
+        if o["kind"] in ("Deployment", "StatefulSet") and o["metadata"]["name"] == name:
+            return o
+    sys.exit(f"values: no workload {name}")
+
+
+def check_extras(objects, name, values_key):
+    want = extras(values_key)
+    obj = workload(objects, name)
+    pod = obj["spec"]["template"]
+    spec = pod["spec"]
+    main = spec["containers"][0]
+    problems = []
+
+    def need(condition, what):
+        if not condition:
+            problems.append(what)
+
+    need(main["args"][-2:] == want["extraArgs"], f"args end with extraArgs: {main['args']}")
+    need(main["args"][0].startswith("--target="), "extraArgs come after kubedav's own")
+    need(want["extraEnvFrom"][0] in main.get("envFrom", []), "envFrom holds extraEnvFrom")
+    need(want["extraVolumes"][0] in spec["volumes"], "volumes hold extraVolumes")
+    need(any(v["name"] == "tmp" for v in spec["volumes"]), "the chart's own volumes stay")
+    need(want["extraVolumeMounts"][0] in main["volumeMounts"], "volumeMounts hold extraVolumeMounts")
+    init = spec.get("initContainers", [])
+    need(len(init) == 1 and init[0]["args"] == ["echo", RELEASE], f"initContainers, templated: {init}")
+    need(len(spec["containers"]) == 2 and spec["containers"][1]["name"] == f"sidecar-{values_key}"
+         and spec["containers"][1]["args"] == ["echo", RELEASE], "a templated sidecar after kubedav")
+    tsc = spec.get("topologySpreadConstraints", [])
+    need(len(tsc) == 1 and tsc[0]["labelSelector"]["matchLabels"]["app.kubernetes.io/instance"] == RELEASE,
+         f"topologySpreadConstraints, templated: {tsc}")
+    need(spec.get("priorityClassName") == want["priorityClassName"], "priorityClassName")
+    annotations, labels = pod["metadata"]["annotations"], pod["metadata"]["labels"]
+    need(annotations.get(f"example.com/{values_key}") == "annotated", "podAnnotations")
+    need(annotations.get("example.com/global") == "g", "the global podAnnotations stay")
+    need("checksum/config" in annotations, "checksum/config stays")
+    need(labels.get(f"example.com/{values_key}") == "labelled", "podLabels")
+    need(labels.get("app.kubernetes.io/component"), "the selector labels stay")
+    # Nothing leaks to another workload.
+    for other in objects:
+        if other["kind"] in ("Deployment", "StatefulSet") and other is not obj:
+            other_annotations = other["spec"]["template"]["metadata"].get("annotations", {})
+            need(f"example.com/{values_key}" not in other_annotations,
+                 f"{values_key}'s podAnnotations leaked into {other['metadata']['name']}")
+    if problems:
+        sys.exit(f"values: {name} ({values_key}):\n  " + "\n  ".join(problems))
+    print(f"ok  {name}: every extension point ({', '.join(EXTENSIONS)}) in place")
+
+
+def main():
+    chart, out = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    common = {"podAnnotations": {"example.com/global": "g"}}
+
+    # Microservices: every kubedav workload, and the gateway's Service settings.
+    values = dict(common)
+    for w in ("gateway", "auth", "locks", "markdown", "fileio"):
+        values[w] = extras(w)
+    values["gateway"]["service"] = {"type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24"],
+                                    "externalTrafficPolicy": "Local", "loadBalancerClass": "example.com/lb"}
+    objects = render(chart, values, out, "extras-microservices")
+    for w in ("gateway", "auth", "locks", "markdown", "fileio"):
+        check_extras(objects, w, w)
+    svc = next(o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == f"{RELEASE}-kubedav-gateway")
+    expected = {"type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24"],
+                "externalTrafficPolicy": "Local", "loadBalancerClass": "example.com/lb"}
+    got = {k: svc["spec"].get(k) for k in expected}
+    if got != expected:
+        sys.exit(f"values: the gateway Service: {got}, not {expected}")
+    print("ok  gateway Service: type, loadBalancerSourceRanges, externalTrafficPolicy, loadBalancerClass")
+
+    # Monolithic: its one workload.
+    objects = render(chart, dict(common, deploymentMode="monolithic", monolithic=extras("monolithic")),
+                     out, "extras-monolithic")
+    check_extras(objects, "all", "monolithic")
+
+    # Persistence: a claim of the user's, and none at all.
+    for mode, key, name in (("microservices", "fileio", "fileio"), ("monolithic", "monolithic", "all")):
+        objects = render(chart, {"deploymentMode": mode, key: {"persistence": {"existingClaim": "my-files"}}},
+                         out, f"existing-claim-{mode}")
+        sts = workload(objects, name)
+        data = next(v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "data")
+        if data.get("persistentVolumeClaim", {}).get("claimName") != "my-files" or sts["spec"].get("volumeClaimTemplates"):
+            sys.exit(f"values: {mode} existingClaim: volume {data}, claim templates {sts['spec'].get('volumeClaimTemplates')}")
+        if any(o["kind"] == "PersistentVolumeClaim" for o in objects):
+            sys.exit(f"values: {mode} existingClaim: the chart still renders a claim")
+        print(f"ok  {key}.persistence.existingClaim: {name} serves my-files, no claim of the chart's")
+        objects = render(chart, {"deploymentMode": mode, key: {"persistence": {"enabled": False}}},
+                         out, f"no-persistence-{mode}")
+        sts = workload(objects, name)
+        data = next(v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "data")
+        if "emptyDir" not in data or sts["spec"].get("volumeClaimTemplates"):
+            sys.exit(f"values: {mode} persistence off: volume {data}")
+        print(f"ok  {key}.persistence.enabled false: an emptyDir (NOTES' warning: chart-test.sh step 6)")
+    # Replicas sharing a claim of the user's (ReadWriteMany).
+    rwx = {"fileio": {"replicas": 2, "persistence": {"accessModes": ["ReadWriteMany"], "existingClaim": "shared"}}}
+    objects = render(chart, rwx, out, "existing-claim-rwx")
+    deployment = workload(objects, "fileio")
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in deployment["spec"]["template"]["spec"]["volumes"]
+              if "persistentVolumeClaim" in v]
+    if deployment["kind"] != "Deployment" or claims != ["shared"] or any(o["kind"] == "PersistentVolumeClaim" for o in objects):
+        sys.exit(f"values: replicas on an existing ReadWriteMany claim: {deployment['kind']}, claims {claims}")
+    print("ok  fileio replicas share the existing ReadWriteMany claim")
+    render(chart, {"fileio": {"replicas": 2, "persistence": {"accessModes": ["ReadWriteMany"], "enabled": False}}},
+           out, "rwx-without-persistence", expect_failure="ReadWriteMany asks its replicas to share one volume")
+    render(chart, {"fileio": {"persistence": {"enabled": False, "existingClaim": "x"}}},
+           out, "claim-without-persistence", expect_failure="keep persistence enabled to serve the claim")
+    render(chart, {"gateway": {"extraArgs": ["target=all"]}}, out, "bad-extra-args",
+           expect_failure="gateway.extraArgs.0: Does not match pattern")
+
+
+if __name__ == "__main__":
+    main()
