@@ -3,7 +3,7 @@ CARGO ?= cargo
 ROOT ?= ./data
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run build test lint fmt bench clean markdown-corpus image image-test loadtest fuzz rolling-restart replica-kill
+.PHONY: run build test lint fmt bench clean markdown-corpus image image-test chart-readme loadtest fuzz rolling-restart replica-kill
 
 build:
 	$(CARGO) build --release --locked -p kubedav
@@ -107,6 +107,11 @@ image:
 
 image-test:
 	bash scripts/image-test.sh
+
+# charts/kubedav/README.md from values.yaml's `# --` comments (helm-docs); make test fails
+# when it is stale.
+chart-readme:
+	bash scripts/chart-readme.sh
 
 # Converts every HTML page of the Rust documentation installed with the toolchain.
 markdown-corpus:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make test's checks of the container image and the Helm chart (charts/kubedav): hadolint
-# on the Dockerfile (scripts/image-test.sh builds and runs the image), then, for five value sets: the
+# on the Dockerfile (scripts/image-test.sh builds and runs the image), the chart README
+# against helm-docs (scripts/chart-readme.sh --check), then, for five value sets: the
 # defaults (microservices, bundled Redis), ci/monolithic-values.yaml, ci/ha-values.yaml,
 # ci/s3-values.yaml (fileio replicas on a bucket) and ci/rwx-values.yaml (two fileio
 # replicas sharing a ReadWriteMany volume):
@@ -77,6 +78,9 @@ values() {  # set -> helm args
 step "0. hadolint Dockerfile"
 "$VENV/bin/hadolint" "$REPO/Dockerfile" || fail "hadolint found problems in the Dockerfile"
 echo "ok  hadolint $("$VENV/bin/hadolint" --version)"
+
+step "0b. the chart README (helm show readme) is what helm-docs makes of values.yaml"
+bash "$REPO/scripts/chart-readme.sh" --check || fail "charts/kubedav/README.md is stale: run make chart-readme"
 
 step "1. helm lint --strict"
 for set in "${SETS[@]}"; do
