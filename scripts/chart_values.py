@@ -166,6 +166,15 @@ def main():
     if deployment["kind"] != "Deployment" or claims != ["shared"] or any(o["kind"] == "PersistentVolumeClaim" for o in objects):
         sys.exit(f"values: replicas on an existing ReadWriteMany claim: {deployment['kind']}, claims {claims}")
     print("ok  fileio replicas share the existing ReadWriteMany claim")
+    # The OTLP protocol reaches every kubedav container.
+    objects = render(chart, {"otel": {"endpoint": "http://collector:4318", "protocol": "http/protobuf"}},
+                     out, "otel-http")
+    for o in objects:
+        if o["kind"] in ("Deployment", "StatefulSet") and not o["metadata"]["name"].endswith("-redis"):
+            env = {e["name"]: e.get("value") for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}
+            if env.get("OTEL_EXPORTER_OTLP_PROTOCOL") != "http/protobuf":
+                sys.exit(f"values: otel.protocol did not reach {o['metadata']['name']}: {env.get('OTEL_EXPORTER_OTLP_PROTOCOL')}")
+    print("ok  otel.protocol reaches every kubedav container as OTEL_EXPORTER_OTLP_PROTOCOL")
     render(chart, {"fileio": {"replicas": 2, "persistence": {"accessModes": ["ReadWriteMany"], "enabled": False}}},
            out, "rwx-without-persistence", expect_failure="ReadWriteMany asks its replicas to share one volume")
     render(chart, {"fileio": {"persistence": {"enabled": False, "existingClaim": "x"}}},

@@ -331,6 +331,8 @@ readinessProbe:
 {{- if .root.Values.otel.endpoint }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ .root.Values.otel.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ .root.Values.otel.protocol | quote }}
 - name: OTEL_SERVICE_NAME
   value: {{ printf "kubedav-%s" .component | quote }}
 - name: OTEL_TRACES_SAMPLER

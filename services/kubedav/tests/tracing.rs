@@ -1,11 +1,14 @@
 //! Traces and the logs that point at them, against a real OTLP/gRPC trace receiver
-//! (built here from the opentelemetry-proto service definitions):
+//! (built here from the opentelemetry-proto service definitions) and an OTLP/HTTP one
+//! (protobuf bodies on POST /v1/traces, decoded with the same definitions):
 //!
 //! * a PROPFIND, a PUT under auth and a Markdown GET each make one trace, in which every
 //!   process's spans hang parent to child below the gateway's request span, with the
 //!   OpenTelemetry HTTP and RPC attributes;
 //! * a slow or missing collector costs spans (dropped and counted), never requests;
-//! * JSON log lines carry the trace id, span id and request id, the same in every process.
+//! * JSON log lines carry the trace id, span id and request id, the same in every process;
+//! * `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf` exports over HTTP, `OTEL_SDK_DISABLED`
+//!   exports nothing, and an unknown protocol stops kubedav with a message naming it.
 
 mod common;
 
@@ -37,8 +40,18 @@ impl TraceService for Receiver {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.keep(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+impl Receiver {
+    /// Keeps every span of an export, with its process's `service.name`.
+    fn keep(&self, request: ExportTraceServiceRequest) {
         let mut spans = self.spans.lock().unwrap();
-        for resource_spans in request.into_inner().resource_spans {
+        for resource_spans in request.resource_spans {
             let service = resource_spans
                 .resource
                 .iter()
@@ -54,13 +67,66 @@ impl TraceService for Receiver {
                 spans.extend(scope.spans.into_iter().map(|span| (service.clone(), span)));
             }
         }
-        Ok(tonic::Response::new(ExportTraceServiceResponse {
-            partial_success: None,
-        }))
     }
-}
 
-impl Receiver {
+    /// Starts an OTLP/HTTP receiver on a free port: protobuf exports POSTed to
+    /// /v1/traces are kept, anything else gets a 404 or a 415. Returns it with its
+    /// endpoint URL (the exporter appends /v1/traces).
+    async fn start_http() -> (Receiver, String) {
+        use http_body_util::BodyExt;
+        use prost::Message;
+        let receiver = Receiver::default();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let keeper = receiver.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let keeper = keeper.clone();
+                let service =
+                    hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                        let keeper = keeper.clone();
+                        async move {
+                            let status = if request.method() != hyper::Method::POST
+                                || request.uri().path() != "/v1/traces"
+                            {
+                                404
+                            } else if request
+                                .headers()
+                                .get("content-type")
+                                .and_then(|v| v.to_str().ok())
+                                != Some("application/x-protobuf")
+                            {
+                                415
+                            } else {
+                                let body = request.into_body().collect().await?.to_bytes();
+                                match ExportTraceServiceRequest::decode(body) {
+                                    Ok(export) => {
+                                        keeper.keep(export);
+                                        200
+                                    }
+                                    Err(_) => 400,
+                                }
+                            };
+                            let body = ExportTraceServiceResponse {
+                                partial_success: None,
+                            }
+                            .encode_to_vec();
+                            let mut response =
+                                hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+                            *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                            Ok::<_, hyper::Error>(response)
+                        }
+                    });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+                );
+            }
+        });
+        (receiver, endpoint)
+    }
+
     /// Starts the receiver on a free port; returns it with its endpoint URL.
     async fn start() -> (Receiver, String) {
         let receiver = Receiver::default();
@@ -572,4 +638,137 @@ async fn the_sampler_is_the_one_the_environment_names() {
         .map(|(_, s)| hex(&s.trace_id))
         .collect();
     assert_eq!(traces, BTreeSet::from([sampled.to_owned()]));
+}
+
+/// A PUT's trace, whole, with the processes it crossed.
+async fn traced_put(server: &Server, receiver: &Receiver, trace: &str) -> BTreeSet<String> {
+    let put = client()
+        .put(server.url("/otlp-http.txt"))
+        .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+        .body("exported over HTTP")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    let spans = receiver.trace(trace, &["PUT", "fileio.write"]).await;
+    spans.iter().map(|(process, _)| process.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_over_http_protobuf_when_the_protocol_says_so() {
+    for (mode, processes) in [
+        (Mode::AllInOne, vec!["kubedav-all"]),
+        (Mode::Microservices, vec!["kubedav-fileio", "kubedav-gateway"]),
+    ] {
+        let (receiver, endpoint) = Receiver::start_http().await;
+        let server = Server::start_full(
+            mode,
+            &[],
+            &[
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+                ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+                ("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
+            ],
+        )
+        .await;
+        let seen = traced_put(&server, &receiver, "5cf92f3577b34da6a3ce929d0e0e4737").await;
+        for process in processes {
+            assert!(
+                seen.contains(process),
+                "{mode:?}: no span of {process} over HTTP: {seen:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_traces_protocol_variable_wins_over_the_general_one() {
+    // OTEL_EXPORTER_OTLP_TRACES_PROTOCOL says gRPC; the general one's http/protobuf would
+    // send to a path the gRPC receiver does not serve.
+    let (receiver, endpoint) = Receiver::start().await;
+    let server = Server::start_full(
+        Mode::AllInOne,
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+            ("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
+        ],
+    )
+    .await;
+    let seen = traced_put(&server, &receiver, "6df92f3577b34da6a3ce929d0e0e4738").await;
+    assert!(seen.contains("kubedav-all"), "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otel_sdk_disabled_exports_nothing() {
+    let (receiver, endpoint) = Receiver::start().await;
+    let mut server = Server::start_full(
+        Mode::AllInOne,
+        &[],
+        &[
+            ("OTEL_SDK_DISABLED", "TRUE"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+            ("OTEL_TRACES_SAMPLER", "always_on"),
+        ],
+    )
+    .await;
+    let put = client()
+        .put(server.url("/not-exported.txt"))
+        .body("no trace")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    // Exporting processes count their spans; a disabled SDK registers no such metric.
+    let metrics = client()
+        .get(format!("http://{}/metrics", server.admin[0].1))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!metrics.contains("kubedav_otel_spans"), "{metrics}");
+    // A graceful stop flushes whatever an SDK holds: still nothing arrives.
+    for process in &mut server.processes {
+        common::signal(process.child.id().unwrap(), rustix::process::Signal::TERM);
+        process.child.wait().await.unwrap();
+    }
+    assert!(
+        receiver.spans.lock().unwrap().is_empty(),
+        "spans were exported with OTEL_SDK_DISABLED=TRUE"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_protocol_stops_kubedav_with_a_message_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubedav"))
+        .args([
+            "--target=all",
+            "--listen=127.0.0.1:0",
+            "--admin-listen=127.0.0.1:0",
+            "--allow-unauthenticated",
+        ])
+        .arg("--root")
+        .arg(dir.path())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("kubedav started serving with OTEL_EXPORTER_OTLP_PROTOCOL=http/json instead of refusing it")
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("OTEL_EXPORTER_OTLP_PROTOCOL=http/json") && stderr.contains("http/protobuf"),
+        "{stderr}"
+    );
 }

@@ -14,6 +14,7 @@ pub mod scope;
 pub mod text;
 
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::io::IsTerminal;
 use tracing_subscriber::layer::SubscriberExt;
@@ -56,6 +57,42 @@ fn otlp_configured() -> bool {
     .iter()
     .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
         && std::env::var("OTEL_TRACES_EXPORTER").map_or(true, |v| v != "none")
+        && !sdk_disabled()
+}
+
+/// `OTEL_SDK_DISABLED=true` (any case, as the specification says): nothing is exported.
+fn sdk_disabled() -> bool {
+    std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// The OTLP transports kubedav exports traces over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    /// OTLP/gRPC, usually on port 4317 (kubedav's default).
+    Grpc,
+    /// OTLP/HTTP with protobuf bodies, usually on port 4318 (`/v1/traces` is appended
+    /// to OTEL_EXPORTER_OTLP_ENDPOINT).
+    HttpProtobuf,
+}
+
+/// The protocol from `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else
+/// `OTEL_EXPORTER_OTLP_PROTOCOL`, else gRPC. The specification's default is
+/// http/protobuf; kubedav keeps gRPC, what it exported over before the variable was
+/// honoured, so an endpoint on :4317 keeps working.
+pub fn otlp_protocol(traces: Option<&str>, general: Option<&str>) -> Result<OtlpProtocol, String> {
+    let (name, value) = match (traces, general) {
+        (Some(v), _) if !v.trim().is_empty() => ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", v),
+        (_, Some(v)) if !v.trim().is_empty() => ("OTEL_EXPORTER_OTLP_PROTOCOL", v),
+        _ => return Ok(OtlpProtocol::Grpc),
+    };
+    match value.trim() {
+        "grpc" => Ok(OtlpProtocol::Grpc),
+        "http/protobuf" => Ok(OtlpProtocol::HttpProtobuf),
+        other => Err(format!(
+            "{name}={other} is not a protocol kubedav exports over: use grpc (port 4317) or \
+             http/protobuf (port 4318)"
+        )),
+    }
 }
 
 /// Installs logging and, when configured, trace export. `service` names the process in
@@ -111,12 +148,24 @@ pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<Teleme
     Ok(TelemetryGuard { provider })
 }
 
-/// A tracer provider exporting over OTLP/gRPC through a bounded, counted queue.
+/// A tracer provider exporting over OTLP (gRPC or HTTP/protobuf, [`otlp_protocol`])
+/// through a bounded, counted queue.
 fn exporting_provider(service: &str) -> Result<SdkTracerProvider, String> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_tonic()
-        .build()
-        .map_err(|e| format!("cannot build the OTLP exporter (check OTEL_EXPORTER_OTLP_*): {e}"))?;
+    let variable = |name: &str| std::env::var(name).ok();
+    let protocol = otlp_protocol(
+        variable("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").as_deref(),
+        variable("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref(),
+    )?;
+    let builder = opentelemetry_otlp::SpanExporter::builder();
+    let exporter = match protocol {
+        OtlpProtocol::Grpc => builder.with_tonic().build(),
+        // hyper's client (already kubedav's), plain HTTP as the gRPC exporter is.
+        OtlpProtocol::HttpProtobuf => builder
+            .with_http()
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .build(),
+    }
+    .map_err(|e| format!("cannot build the OTLP exporter (check OTEL_EXPORTER_OTLP_*): {e}"))?;
     export::register_metrics();
     let limit = export::queue_length();
     let processor = export::bounded(exporter, limit, |exporter| {
