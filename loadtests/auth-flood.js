@@ -7,7 +7,7 @@
 // from many addresses would be.
 
 import http from 'k6/http';
-import { basic, dav, expect, keepsUp, latency, must, runCollection } from './lib/dav.js';
+import { basic, dav, expect, keepsUp, latency, must, runCollection, removeCollection } from './lib/dav.js';
 
 const duration = __ENV.DURATION || '30s';
 const RATE = Number(__ENV.RATE || 200);
@@ -43,7 +43,11 @@ export function setup() {
   const dir = runCollection('auth');
   must(dav('MKCOL', `${dir}/`, 'setup'), [201], `MKCOL ${dir}/`);
   must(dav('PUT', `${dir}/file.txt`, 'setup', 'for valid users\n'), [201], 'PUT');
-  return { path: `${dir}/file.txt` };
+  return { dir, path: `${dir}/file.txt` };
+}
+
+export function teardown(data) {
+  removeCollection(data.dir);
 }
 
 export function valid(data) {

@@ -2,7 +2,7 @@
 // LOCK (exclusive, 60 s), PUT with the token in If, UNLOCK; a fixed rate of cycles.
 // Env: RATE (200 cycles/s), DURATION (30s), VUS (32 preallocated).
 
-import { dav, expect, filler, keepsUp, latency, runCollection, must, LOCKINFO } from './lib/dav.js';
+import { dav, expect, filler, keepsUp, latency, runCollection, must, LOCKINFO, removeCollection } from './lib/dav.js';
 
 const RATE = Number(__ENV.RATE || 200);
 
@@ -30,6 +30,10 @@ export function setup() {
   const dir = runCollection('edit');
   must(dav('MKCOL', `${dir}/`, 'setup'), [201], `MKCOL ${dir}/`);
   return { dir };
+}
+
+export function teardown(data) {
+  removeCollection(data.dir);
 }
 
 const document = filler(16 * 1024);

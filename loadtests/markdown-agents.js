@@ -3,7 +3,7 @@
 // the page changes. A fixed rate of reads. Env: RATE (500/s), DURATION (30s), VUS (32
 // preallocated).
 
-import { dav, expect, keepsUp, latency, must, runCollection } from './lib/dav.js';
+import { dav, expect, keepsUp, latency, must, runCollection, removeCollection } from './lib/dav.js';
 
 const RATE = Number(__ENV.RATE || 500);
 
@@ -46,7 +46,11 @@ export function setup() {
     must(dav('PUT', path, 'setup', page(n), { 'Content-Type': 'text/html' }), [201], `PUT ${path}`);
     paths.push(path);
   }
-  return { paths };
+  return { dir, paths };
+}
+
+export function teardown(data) {
+  removeCollection(data.dir);
 }
 
 export default function (data) {

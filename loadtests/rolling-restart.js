@@ -7,7 +7,7 @@
 
 import http from 'k6/http';
 import { Counter } from 'k6/metrics';
-import { dav, PROPFIND_ALLPROP, filler } from './lib/dav.js';
+import { dav, PROPFIND_ALLPROP, filler, removeCollection } from './lib/dav.js';
 import { FILES, SIZE, setupMixed } from './lib/mixed.js';
 
 const RATE = Number(__ENV.RATE || 200);
@@ -33,6 +33,10 @@ http.setResponseCallback(http.expectedStatuses({ min: 200, max: 299 }, 503));
 
 export function setup() {
   return setupMixed();
+}
+
+export function teardown(data) {
+  removeCollection(data.dir);
 }
 
 const replacement = filler(SIZE);

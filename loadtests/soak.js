@@ -3,7 +3,7 @@
 // descriptors stay flat. Env: DURATION (10m), RATE (200 iterations/s), VUS (32, the most
 // in flight).
 
-import { dav, expect, filler, keepsUp, must, LOCKINFO } from './lib/dav.js';
+import { dav, expect, filler, keepsUp, must, LOCKINFO, removeCollection } from './lib/dav.js';
 import { mixed, mixedThresholds, setupMixed } from './lib/mixed.js';
 
 export const options = {
@@ -25,6 +25,11 @@ export function setup() {
   data.locks = `${data.dir}-locks`;
   must(dav('MKCOL', `${data.locks}/`, 'setup'), [201], `MKCOL ${data.locks}/`);
   return data;
+}
+
+export function teardown(data) {
+  removeCollection(data.locks);
+  removeCollection(data.dir);
 }
 
 export default function (data) {

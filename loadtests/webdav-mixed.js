@@ -3,7 +3,7 @@
 // latency bounds measure service time, not the queue a saturated closed loop builds).
 // Env: RATE (500 requests/s), DURATION (30s), VUS (32 preallocated).
 
-import { keepsUp } from './lib/dav.js';
+import { keepsUp, removeCollection } from './lib/dav.js';
 import { mixed, mixedThresholds, setupMixed } from './lib/mixed.js';
 
 const RATE = Number(__ENV.RATE || 500);
@@ -24,6 +24,10 @@ export const options = {
 
 export function setup() {
   return setupMixed();
+}
+
+export function teardown(data) {
+  removeCollection(data.dir);
 }
 
 export default function (data) {

@@ -11,7 +11,10 @@
 # scenario (DURATION, VUS, ...) passes through to k6, and KUBEDAV_* settings to kubedav;
 # K6_ARGS adds k6 options. After the run it prints the requests k6 sent per second and
 # kubedav's CPU time per request (user + system, every process summed), the figure
-# that survives a busy machine. Installs k6 when missing (scripts/need-k6.sh).
+# that survives a busy machine, a table of the thresholds with what was measured, and
+# whether the scenario's teardown left the served root empty (a failure if not). k6's
+# summary is kept as JSON in $K6_SUMMARY when that is set. Installs k6 when missing
+# (scripts/need-k6.sh).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCENARIO="${1:?usage: loadtest.sh SCENARIO [all|microservices]}"
@@ -78,6 +81,7 @@ KUBEDAV_URL="http://$addr" KUBEDAV_USER=load KUBEDAV_PASSWORD=load-pw \
   "$K6" run --no-usage-report --summary-trend-stats "avg,med,p(95),p(99),max" \
   --summary-export "$WORK/summary.json" ${K6_ARGS:-} "$SCRIPT" || status=$?
 ticks=$(( $(cpu_ticks) - ticks_before ))
+[ -z "${K6_SUMMARY:-}" ] || cp "$WORK/summary.json" "$K6_SUMMARY" 2>/dev/null || true
 if [ -s "$WORK/summary.json" ]; then
   python3 - "$WORK/summary.json" "$ticks" "$(getconf CLK_TCK)" "$MODE" <<'PY'
 import json, sys
@@ -86,7 +90,27 @@ reqs = summary["metrics"]["http_reqs"]
 per = 1e6 * ticks / hz / reqs["count"] if reqs["count"] else 0
 print(f"loadtest: {mode}: {reqs['count']} requests, {reqs['rate']:.1f}/s; "
       f"kubedav CPU {ticks / hz:.2f} s, {per:.0f} us per request (setup and teardown included)")
+# The thresholds, one row each (in this export format `true` means the threshold failed).
+rows = []
+for name, metric in sorted(summary["metrics"].items()):
+    for threshold, failed in metric.get("thresholds", {}).items():
+        stat = threshold.split("<")[0].split(">")[0].split("=")[0].split("!")[0].strip()
+        value = metric.get(stat, metric.get("value"))
+        shown = f"{value:.4g}" if isinstance(value, (int, float)) else "?"
+        rows.append((name, threshold, shown, "FAILED" if failed else "ok"))
+if rows:
+    widths = [max(len(r[i]) for r in rows + [("metric", "threshold", "measured", "result")]) for i in range(4)]
+    for row in [("metric", "threshold", "measured", "result")] + rows:
+        print("loadtest:   " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
 PY
+fi
+# Every scenario deletes what it made in its teardown: nothing may be left in the root.
+left=$(find "$WORK/root" -mindepth 1 -maxdepth 1 ! -name '.*' | head -5)
+if [ -n "$left" ]; then
+  echo "loadtest: $SCENARIO left data on the server (its teardown must delete it): $left" >&2
+  [ "$status" -ne 0 ] || status=1
+else
+  echo "loadtest: $SCENARIO left nothing behind in the served root"
 fi
 # Memory and descriptors of every kubedav process after the run (peak = VmHWM).
 for i in "${!PIDS[@]}"; do
