@@ -14,6 +14,8 @@ WORKDIR /src
 # jemalloc (the allocator, services/kubedav/src/allocator.rs) is built with make.
 RUN apt-get update && apt-get install -y --no-install-recommends make=4.3-4.1 && rm -rf /var/lib/apt/lists/*
 COPY . .
+# The commit kubedav_build_info reports (the build context has no .git).
+ARG KUBEDAV_COMMIT=""
 # Function names stay in the binary for backtraces and profiles; the line tables
 # (profile.release.debug) do not: they would triple the image.
 ENV CARGO_PROFILE_RELEASE_STRIP=debuginfo

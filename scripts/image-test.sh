@@ -105,6 +105,7 @@ start=$SECONDS
 # the image's own, kept between runs, are volumes, so a rebuild compiles only what changed.
 podman build --network host -t "$IMAGE" \
   --build-arg BUILD_IMAGE="$BUILD_BASE" --build-arg RUNTIME_IMAGE="$RUNTIME_BASE" \
+  --build-arg KUBEDAV_COMMIT="$(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \
   -v "$CACHE/target:/src/target" -v "$REGISTRY:/usr/local/cargo/registry" \
   "$REPO" >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; fail "podman build"; }
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
@@ -156,6 +157,10 @@ cmp -s "$WORK/body" "$REPO/README.md" || fail "GET did not return what was PUT"
 expect_status 207 "${auth[@]}" -X PROPFIND -H 'Depth: 1' "$base/"
 grep -q 'readme.md' "$WORK/body" || fail "PROPFIND Depth 1 does not list readme.md"
 echo "ok  PUT 201, GET 200 with the same bytes, PROPFIND 207 listing it"
+commit="$(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+curl -s "http://127.0.0.1:$admin/metrics" | grep -q "kubedav_build_info{commit=\"$commit\"" \
+  || fail "/metrics does not report the commit $commit in kubedav_build_info"
+echo "ok  kubedav_build_info names the commit $commit"
 
 # SIGTERM while an upload streams: /readyz turns 503 at once, the upload completes.
 head -c $((8 << 20)) /dev/urandom > "$WORK/upload"

@@ -111,6 +111,8 @@ pub struct Gateway {
     pub config: GatewayConfig,
     /// Set once shutdown began: HTTP/1 answers carry `Connection: close`.
     draining: std::sync::atomic::AtomicBool,
+    /// The process's shutdown signal, read directly ([`Gateway::drain_on`]).
+    drain_signal: std::sync::OnceLock<Arc<dyn Fn() -> bool + Send + Sync>>,
 }
 
 impl Gateway {
@@ -129,7 +131,15 @@ impl Gateway {
             markdown,
             config,
             draining: std::sync::atomic::AtomicBool::new(false),
+            drain_signal: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Drains as soon as `signal` answers true, with no task in between: `/readyz` turns
+    /// "draining" on the same signal, so a client that saw it draining is never answered
+    /// without `Connection: close` afterwards. Set once; later calls are ignored.
+    pub fn drain_on(&self, signal: Arc<dyn Fn() -> bool + Send + Sync>) {
+        let _ = self.drain_signal.set(signal);
     }
 
     /// Shutdown began: from now on every HTTP/1 answer carries `Connection: close`, so
@@ -139,9 +149,11 @@ impl Gateway {
         self.draining.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Whether [`Gateway::start_draining`] was called.
+    /// Whether [`Gateway::start_draining`] was called or the [`Gateway::drain_on`]
+    /// signal is raised.
     pub fn is_draining(&self) -> bool {
         self.draining.load(std::sync::atomic::Ordering::Relaxed)
+            || self.drain_signal.get().is_some_and(|signal| signal())
     }
 
     /// Whether the gateway can serve: the volume answers. The lock manager is left out on

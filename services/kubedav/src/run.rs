@@ -30,7 +30,14 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     };
     let _telemetry = telemetry::init(cli.target.name(), format, cli.access_log)?;
     let shutdown = Shutdown::install();
-    tracing::info!(target: "kubedav", "kubedav {} starting target {}", env!("CARGO_PKG_VERSION"), cli.target.name());
+    tracing::info!(
+        target: "kubedav",
+        "kubedav {} ({}) starting target {}",
+        env!("CARGO_PKG_VERSION"),
+        env!("KUBEDAV_COMMIT"),
+        cli.target.name()
+    );
+    kubedav_kit::register_build_info(env!("CARGO_PKG_VERSION"), env!("KUBEDAV_COMMIT"));
     match cli.target {
         Target::All => run_gateway(&cli, local_ports(&cli).await?, shutdown).await,
         Target::Gateway => run_gateway(&cli, remote_ports(&cli)?, shutdown).await,
@@ -592,6 +599,10 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
     // On SIGTERM /readyz answers "draining" at once; after --shutdown-delay-seconds the
     // HTTP port closes (new connections are refused) and in-flight requests finish.
     let delay = Duration::from_secs(cli.shutdown_delay_seconds);
+    gateway.drain_on({
+        let shutdown = shutdown.clone();
+        Arc::new(move || shutdown.is_requested())
+    });
     let stop_serving = {
         let shutdown = shutdown.clone();
         let gateway = gateway.clone();

@@ -41,6 +41,23 @@ async fn admin_endpoints(mode: Mode) {
             metrics.contains("process_resident_memory_bytes"),
             "{name} exports process metrics"
         );
+        // Which build each process runs: the commit this test was built from.
+        let commit = std::process::Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map_or("unknown".to_owned(), |o| {
+                String::from_utf8_lossy(&o.stdout).trim().to_owned()
+            });
+        let build_info = format!(
+            "kubedav_build_info{{commit=\"{commit}\",version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(
+            metrics.contains(&build_info),
+            "{name} exports {build_info}: {metrics}"
+        );
         if name == "gateway" || name == "all" {
             assert!(
                 metrics.contains(&format!(
