@@ -11,7 +11,9 @@ import json
 import os
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "charts", "kubedav", "dashboards")
-NS = 'namespace=~"$namespace"'
+# Every query is limited to the chosen clusters, namespaces and jobs. A Prometheus of one
+# cluster has no `cluster` label; "All" is then `.*`, which matches the empty label.
+NS = 'cluster=~"$cluster", namespace=~"$namespace", job=~"$job"'
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
 
@@ -29,6 +31,15 @@ def quantile(q, metric, by="", labels=""):
 
 def process(service, metric):
     return f'sum({metric}{{{NS}, service=~".*{service}.*"}})'
+
+
+def variable(name, label, series):
+    """A query variable listing the values of label `name` on `series`: only where kubedav
+    runs (kubedav_build_info), not every namespace of the cluster. "All" is `.*`."""
+    query = f"label_values({series}, {name})"
+    return {"name": name, "type": "query", "label": label, "datasource": DATASOURCE,
+            "query": {"query": query, "refId": name}, "definition": query,
+            "includeAll": True, "allValue": ".*", "multi": True, "refresh": 2, "sort": 1}
 
 
 class Dashboard:
@@ -74,10 +85,9 @@ class Dashboard:
             "links": [{"title": "kubedav dashboards", "type": "dashboards", "tags": ["kubedav"], "asDropdown": True}],
             "templating": {"list": [
                 {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source"},
-                {"name": "namespace", "type": "query", "label": "Namespace", "datasource": DATASOURCE,
-                 "query": {"query": "label_values(process_start_time_seconds, namespace)", "refId": "namespaces"},
-                 "definition": "label_values(process_start_time_seconds, namespace)",
-                 "includeAll": True, "multi": True, "refresh": 2},
+                variable("cluster", "Cluster", "kubedav_build_info"),
+                variable("namespace", "Namespace", 'kubedav_build_info{cluster=~"$cluster"}'),
+                variable("job", "Job", 'kubedav_build_info{cluster=~"$cluster", namespace=~"$namespace"}'),
             ]},
             "panels": self.panels,
         }

@@ -93,7 +93,8 @@ impl Drop for Prometheus {
 }
 
 /// Every panel expression of every dashboard in `dir`, with Grafana's variables set as a
-/// dashboard user would: every namespace, a one-minute rate window.
+/// dashboard user would: the namespace and job its variables list, a one-minute rate
+/// window; and the variables' own queries.
 fn dashboard_expressions(dir: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -103,14 +104,38 @@ fn dashboard_expressions(dir: &Path) -> Vec<(String, String)> {
         }
         let dashboard: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        // As a user would pick them: the namespace and job the variables list (the test
+        // Prometheus has no cluster label, so the cluster is "All", `.*`).
+        let chosen = |expr: &str| {
+            expr.replace("$cluster", ".*")
+                .replace("$namespace", "kubedav-test")
+                .replace("$job", "kubedav")
+                .replace("$__rate_interval", "1m")
+        };
         for panel in dashboard["panels"].as_array().unwrap() {
             for target in panel["targets"].as_array().into_iter().flatten() {
-                let expr = target["expr"]
-                    .as_str()
-                    .unwrap()
-                    .replace("$namespace", ".*")
-                    .replace("$__rate_interval", "1m");
+                let expr = chosen(target["expr"].as_str().unwrap());
                 out.push((format!("{} / {}", dashboard["title"], panel["title"]), expr));
+            }
+        }
+        // The namespace and job variables must list kubedav's: label_values(SERIES,
+        // LABEL) is `group by (LABEL) (SERIES)` in PromQL.
+        for variable in dashboard["templating"]["list"].as_array().unwrap() {
+            let (Some(query), Some(name)) = (variable["definition"].as_str(), variable["name"].as_str()) else {
+                continue;
+            };
+            let Some((series, label)) = query
+                .strip_prefix("label_values(")
+                .and_then(|q| q.strip_suffix(')'))
+                .and_then(|q| q.rsplit_once(", "))
+            else {
+                continue;
+            };
+            if name != "cluster" {
+                out.push((
+                    format!("{} / variable {name}", dashboard["title"]),
+                    chosen(&format!("group by ({label}) ({series})")),
+                ));
             }
         }
     }
