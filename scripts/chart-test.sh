@@ -167,6 +167,25 @@ import sys, yaml
 rules = [o["spec"] for o in yaml.safe_load_all(open(sys.argv[1])) if o and o["kind"] == "PrometheusRule"]
 yaml.safe_dump(rules[0], open(sys.argv[2], "w"))' "$WORK/default.yaml" "$WORK/rules.yaml"
 promtool check rules "$WORK/rules.yaml" || fail "promtool check rules"
+# Every alert says what it means and links its runbook, which docs/runbooks.md has.
+"$VENV/bin/python" - "$WORK/rules.yaml" "$REPO/docs/runbooks.md" <<'PY' || fail "alert annotations"
+import re, sys, yaml
+rules = [r for g in yaml.safe_load(open(sys.argv[1]))["groups"] for r in g["rules"] if "alert" in r]
+anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+           for h in re.findall(r"^## (.+)$", open(sys.argv[2]).read(), re.M)}
+problems = []
+for r in rules:
+    a = r.get("annotations", {})
+    for key in ("summary", "description", "runbook_url"):
+        if not a.get(key, "").strip():
+            problems.append(f"{r['alert']} has no {key}")
+    anchor = a.get("runbook_url", "").rpartition("#")[2]
+    if anchor not in anchors:
+        problems.append(f"{r['alert']}: docs/runbooks.md has no section #{anchor}")
+if problems:
+    sys.exit("\n".join(problems))
+print(f"ok  {len(rules)} alerts, each with a summary, a description and a runbook section in docs/runbooks.md")
+PY
 cp "$CHART/ci/alerts-test.yaml" "$WORK/alerts-test.yaml"
 (cd "$WORK" && promtool test rules alerts-test.yaml) || fail "promtool test rules"
 
