@@ -102,6 +102,8 @@ def overview():
     d.panel("Errors (5xx share)", [
         (f'({rate(http, "status_class=" + chr(34) + "5xx" + chr(34))} or vector(0)) / {rate(http)}', "5xx")],
         "percentunit")
+    d.panel("Refusals and errors by status code", [
+        (rate(http, 'status_class=~"4xx|5xx"', by="code"), "{{code}}")], "reqps")
     d.panel("Latency p50 / p99 by method", [
         (quantile(0.99, "kubedav_http_request_duration_seconds", "method"), "p99 {{method}}"),
         (quantile(0.5, "kubedav_http_request_duration_seconds", "method"), "p50 {{method}}")], "s")

@@ -70,7 +70,9 @@ async fn admin_endpoints(mode: Mode) {
                 "{name} counts bytes in: {metrics}"
             );
             assert!(
-                metrics.contains("kubedav_http_requests_total{method=\"GET\",status_class=\"2xx\"} 1"),
+                metrics.contains(
+                    "kubedav_http_requests_total{code=\"200\",method=\"GET\",status_class=\"2xx\"} 1"
+                ),
                 "{name} counts requests: {metrics}"
             );
         }
@@ -84,6 +86,38 @@ async fn admin_endpoints(mode: Mode) {
                 "{name} says whether io_uring may be used: {metrics}"
             );
         }
+    }
+    // Answers of one class are told apart by their code: a 404 and a 423 (a write to a
+    // locked file without its token) are two series, not one "4xx".
+    let missing = client().get(server.url("/missing.txt")).send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let lock = client()
+        .request(reqwest::Method::from_bytes(b"LOCK").unwrap(), server.url("/1k.bin"))
+        .body(r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockinfo>"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lock.status(), StatusCode::OK);
+    let locked = client()
+        .put(server.url("/1k.bin"))
+        .body("no token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(locked.status(), StatusCode::LOCKED);
+    let edge = server
+        .admin
+        .iter()
+        .find(|(n, _)| *n == "gateway" || *n == "all")
+        .unwrap()
+        .1;
+    let metrics = admin_get(edge, "/metrics").await.1;
+    for series in [
+        "kubedav_http_requests_total{code=\"404\",method=\"GET\",status_class=\"4xx\"} 1",
+        "kubedav_http_requests_total{code=\"423\",method=\"PUT\",status_class=\"4xx\"} 1",
+        "kubedav_http_requests_total{code=\"201\",method=\"PUT\",status_class=\"2xx\"} 1",
+    ] {
+        assert!(metrics.contains(series), "{series} in {metrics}");
     }
     if mode == Mode::Microservices {
         // The gateway is not ready while fileio is away.

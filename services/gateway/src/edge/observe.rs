@@ -26,8 +26,8 @@ pub use kubedav_remote::observe::REQUEST_ID_HEADER as REQUEST_ID;
 static REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "kubedav_http_requests_total",
-        "HTTP requests answered.",
-        &["method", "status_class"]
+        "HTTP requests answered, by method, status code and status class (1xx ... 5xx).",
+        &["method", "code", "status_class"]
     )
     .expect("metric registers once")
 });
@@ -96,14 +96,18 @@ fn method_label(index: usize) -> &'static str {
 
 /// One method's metric children, looked up by label once and then kept: the label
 /// lookup (hashing, a lock) would otherwise be paid four times per request. A child is
-/// made when its method (and status class) is first seen, so /metrics shows only series
-/// that happened.
+/// made when its method (and status code) is first seen, so /metrics shows only series
+/// that happened. Codes are 100 to 599 (anything else counts as 599's class under the
+/// code "other"): a bounded set, of which the gateway answers a few dozen.
 struct MethodMetrics {
     duration: prometheus::Histogram,
     bytes_in: prometheus::IntCounter,
     bytes_out: prometheus::IntCounter,
-    by_class: [OnceLock<prometheus::IntCounter>; 5],
+    by_code: [OnceLock<prometheus::IntCounter>; CODES],
 }
+
+/// Status codes 100..=599, and one slot for anything else.
+const CODES: usize = 501;
 
 static BY_METHOD: [OnceLock<MethodMetrics>; OTHER + 1] = [const { OnceLock::new() }; OTHER + 1];
 
@@ -114,16 +118,25 @@ fn metrics_of(index: usize) -> &'static MethodMetrics {
             duration: DURATION.with_label_values(&[label]),
             bytes_in: BYTES_IN.with_label_values(&[label]),
             bytes_out: BYTES_OUT.with_label_values(&[label]),
-            by_class: [const { OnceLock::new() }; 5],
+            by_code: [const { OnceLock::new() }; CODES],
         }
     })
 }
 
 impl MethodMetrics {
     fn requests(&self, index: usize, status: http::StatusCode) -> &prometheus::IntCounter {
-        let class = usize::from((status.as_u16() / 100).clamp(1, 5)) - 1;
-        self.by_class[class]
-            .get_or_init(|| REQUESTS.with_label_values(&[method_label(index), STATUS_CLASSES[class]]))
+        let code = status.as_u16();
+        let known = (100..=599).contains(&code);
+        let slot = if known { usize::from(code - 100) } else { CODES - 1 };
+        self.by_code[slot].get_or_init(|| {
+            let class = usize::from((code / 100).clamp(1, 5)) - 1;
+            let code_label = if known {
+                code.to_string()
+            } else {
+                "other".to_owned()
+            };
+            REQUESTS.with_label_values(&[method_label(index), &code_label, STATUS_CLASSES[class]])
+        })
     }
 }
 
@@ -247,9 +260,9 @@ mod tests {
     }
 
     #[test]
-    fn a_request_is_counted_under_its_method_and_status_class() {
+    fn a_request_is_counted_under_its_method_code_and_status_class() {
         let index = method_index(&http::Method::from_bytes(b"MKCOL").unwrap());
-        let counter = REQUESTS.with_label_values(&["MKCOL", "4xx"]);
+        let counter = REQUESTS.with_label_values(&["MKCOL", "409", "4xx"]);
         let before = counter.get();
         metrics_of(index)
             .requests(index, http::StatusCode::CONFLICT)
