@@ -114,7 +114,7 @@ def overview():
     d.panel("gRPC p99 latency, gateway side, by method", [
         (quantile(0.99, "kubedav_grpc_client_handling_seconds", "grpc_method"), "p99 {{grpc_method}}")], "s")
     d.panel("Gateway cache: answers kept under the services' leases", [
-        (rate("kubedav_gateway_cache_lookups_total", by="cache, result"), "{{cache}} {{result}}")], "reqps")
+        (rate("kubedav_cache_lookups_total", 'cache=~"gateway_.*"', by="cache, result"), "{{cache}} {{result}}")], "reqps")
     d.panel("Bytes: HTTP in and out, volume read and written", [
         (rate("kubedav_fileio_read_bytes_total"), "read"),
         (rate("kubedav_fileio_written_bytes_total"), "written"),
@@ -125,13 +125,13 @@ def overview():
         (rate("kubedav_locks_conflicts_total"), "conflicts/s"),
         (rate("kubedav_locks_store_errors_total"), "store errors/s")])
     d.panel("Auth", [
-        (rate("kubedav_auth_cache_hits_total"), "cache hits/s"),
+        (rate("kubedav_cache_lookups_total", 'cache="auth", result="hit"'), "cache hits/s"),
         (rate("kubedav_auth_crypt_verifications_total"), "crypt/s"),
-        (rate("kubedav_auth_shared_cache_total", by="result"), "shared {{result}}/s"),
+        (rate("kubedav_cache_lookups_total", 'cache="auth_shared"', by="result"), "shared {{result}}/s"),
         (rate("kubedav_auth_attempts_total", by="outcome"), "{{outcome}}/s")])
     d.panel("Markdown conversions", [
         (rate("kubedav_markdown_conversions_total"), "conversions/s"),
-        (rate("kubedav_markdown_cache_hits_total"), "cache hits/s")])
+        (rate("kubedav_cache_lookups_total", 'cache="markdown", result="hit"'), "cache hits/s")])
     d.panel("Requests in flight", [(f"sum(kubedav_http_requests_in_flight{{{NS}}})", "in flight")])
     d.panel("Trace export", [(rate("kubedav_otel_spans_exported_total"), "spans exported/s"),
                              (rate("kubedav_otel_spans_dropped_total", by="reason"), "dropped ({{reason}})/s")])
@@ -161,12 +161,12 @@ def memory_and_cpu(d, service):
 def auth():
     d = Dashboard("kubedav-auth", "kubedav auth", "Credential checks: outcomes, caches, crypt work, lockouts.")
     d.panel("Verifications by outcome", [(rate("kubedav_auth_attempts_total", by="outcome"), "{{outcome}}")], "reqps")
-    d.panel("Local cache", [(rate("kubedav_auth_cache_hits_total"), "hits"),
-                            (rate("kubedav_auth_cache_misses_total"), "misses")], "reqps")
+    d.panel("Local cache", [(rate("kubedav_cache_lookups_total", 'cache="auth"', by="result"), "{{result}}")], "reqps")
     d.panel("Crypt verifications and queue", [
         (rate("kubedav_auth_crypt_verifications_total"), "crypt/s"),
         (f"max(kubedav_auth_crypt_queue_depth{{{NS}}})", "queued")])
-    d.panel("Shared cache (Redis)", [(rate("kubedav_auth_shared_cache_total", by="result"), "{{result}}")], "reqps")
+    d.panel("Shared cache (Redis)", [(rate("kubedav_cache_lookups_total", 'cache="auth_shared"', by="result"), "{{result}}"),
+                                     (rate("kubedav_cache_stores_total", 'cache="auth_shared"'), "stored")], "reqps")
     d.panel("Lockouts", [(rate("kubedav_auth_lockouts_total"), "lockouts/s")])
     grpc_served(d, "auth")
     memory_and_cpu(d, "auth")
@@ -214,7 +214,7 @@ def markdown():
         (quantile(0.5, "kubedav_markdown_conversion_duration_seconds"), "p50")], "s")
     d.panel("Input and tokens", [(rate("kubedav_markdown_input_bytes_total"), "input bytes/s"),
                                  (rate("kubedav_markdown_tokens_total"), "tokens/s")])
-    d.panel("Cache hits", [(rate("kubedav_markdown_cache_hits_total"), "hits/s")])
+    d.panel("Cache lookups", [(rate("kubedav_cache_lookups_total", 'cache="markdown"', by="result"), "{{result}}")], "reqps")
     grpc_served(d, "markdown")
     memory_and_cpu(d, "markdown")
     d.write()

@@ -18,6 +18,7 @@ pub mod fileio;
 pub mod lease;
 pub mod locks;
 pub mod markdown;
+pub mod metrics;
 pub mod path;
 pub mod properties;
 pub mod ranges;

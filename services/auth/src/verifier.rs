@@ -24,20 +24,10 @@ static ATTEMPTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
-static CACHE_HITS: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
-        "kubedav_auth_cache_hits_total",
-        "Verifications answered from the cache."
-    )
-    .expect("metric registers once")
-});
-static CACHE_MISSES: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
-        "kubedav_auth_cache_misses_total",
-        "Verifications that needed crypt work."
-    )
-    .expect("metric registers once")
-});
+static CACHE_HITS: LazyLock<IntCounter> =
+    LazyLock::new(|| kubedav_api::metrics::cache_lookups("auth", "hit"));
+static CACHE_MISSES: LazyLock<IntCounter> =
+    LazyLock::new(|| kubedav_api::metrics::cache_lookups("auth", "miss"));
 static CRYPTS: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!(
         "kubedav_auth_crypt_verifications_total",
@@ -45,14 +35,14 @@ static CRYPTS: LazyLock<IntCounter> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
-static SHARED: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
-        "kubedav_auth_shared_cache_total",
-        "Lookups and stores in the shared (Redis) cache by result: hit, miss, stored, error.",
-        &["result"]
-    )
-    .expect("metric registers once")
-});
+/// The shared (Redis) cache's counters: lookups by result, and stores.
+fn shared_counter(result: &str) -> IntCounter {
+    if result == "stored" {
+        kubedav_api::metrics::cache_stores("auth_shared")
+    } else {
+        kubedav_api::metrics::cache_lookups("auth_shared", result)
+    }
+}
 static LOCKOUTS: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("kubedav_auth_lockouts_total", "Lockouts started or extended.")
         .expect("metric registers once")
@@ -115,7 +105,7 @@ impl AuthCore {
     pub fn with_shared_cache(config: AuthConfig, shared: Option<SharedCache>) -> Result<Self, String> {
         if shared.is_some() {
             for result in ["hit", "miss", "stored", "error"] {
-                SHARED.with_label_values(&[result]);
+                shared_counter(result);
             }
         }
         let mut key = [0u8; 32];
@@ -224,11 +214,11 @@ impl AuthCore {
     async fn shared_hit(&self, shared: &SharedCache, key: &str) -> bool {
         match shared.contains(key).await {
             Ok(true) => {
-                SHARED.with_label_values(&["hit"]).inc();
+                shared_counter("hit").inc();
                 true
             }
             Ok(false) => {
-                SHARED.with_label_values(&["miss"]).inc();
+                shared_counter("miss").inc();
                 false
             }
             Err(e) => {
@@ -262,7 +252,7 @@ impl AuthCore {
 }
 
 fn shared_unavailable(error: &redis::RedisError) {
-    SHARED.with_label_values(&["error"]).inc();
+    shared_counter("error").inc();
     tracing::warn!(%error, "shared auth cache (Redis) unreachable: verifying locally");
 }
 
@@ -335,7 +325,7 @@ impl Auth for AuthCore {
             }
             if let (Some(shared), Some(shared_key)) = (&self.inner.shared, shared_key) {
                 match shared.insert(&shared_key).await {
-                    Ok(()) => SHARED.with_label_values(&["stored"]).inc(),
+                    Ok(()) => shared_counter("stored").inc(),
                     Err(e) => shared_unavailable(&e),
                 }
             }

@@ -174,9 +174,9 @@ impl Fleet {
             .await
             .lines()
             .filter(|line| {
-                line.starts_with("kubedav_gateway_cache_lookups_total{")
+                line.starts_with("kubedav_cache_lookups_total{")
                     && line.contains(r#"result="hit""#)
-                    && line.contains(&format!(r#"cache="{cache}""#))
+                    && line.contains(&format!(r#"cache="gateway_{cache}""#))
             })
             .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()

@@ -121,7 +121,8 @@ fn dashboard_expressions(dir: &Path) -> Vec<(String, String)> {
         // The namespace and job variables must list kubedav's: label_values(SERIES,
         // LABEL) is `group by (LABEL) (SERIES)` in PromQL.
         for variable in dashboard["templating"]["list"].as_array().unwrap() {
-            let (Some(query), Some(name)) = (variable["definition"].as_str(), variable["name"].as_str()) else {
+            let (Some(query), Some(name)) = (variable["definition"].as_str(), variable["name"].as_str())
+            else {
                 continue;
             };
             let Some((series, label)) = query
@@ -308,10 +309,10 @@ const MOVED_BY_THE_WORKLOAD: &[&str] = &[
     "kubedav_grpc_client_handled_total{grpc_code=\"NotFound\"}",
     "kubedav_grpc_client_handling_seconds_count",
     "kubedav_auth_attempts_total{outcome=\"denied\"}",
-    "kubedav_auth_cache_hits_total",
-    "kubedav_auth_cache_misses_total",
+    "kubedav_cache_lookups_total{cache=\"auth\",result=\"hit\"}",
+    "kubedav_cache_lookups_total{cache=\"auth\",result=\"miss\"}",
     "kubedav_auth_crypt_verifications_total",
-    "kubedav_auth_shared_cache_total{result=\"stored\"}",
+    "kubedav_cache_stores_total{cache=\"auth_shared\"}",
     "kubedav_locks_conflicts_total",
     "kubedav_fileio_read_bytes_total",
     "kubedav_fileio_written_bytes_total",
@@ -321,9 +322,9 @@ const MOVED_BY_THE_WORKLOAD: &[&str] = &[
     "kubedav_markdown_conversion_duration_seconds_count",
     "kubedav_markdown_input_bytes_total",
     "kubedav_markdown_tokens_total",
-    "kubedav_markdown_cache_hits_total",
+    "kubedav_cache_lookups_total{cache=\"markdown\",result=\"hit\"}",
     "kubedav_fileio_volume_size_bytes",
-    "kubedav_gateway_cache_lookups_total{result=\"hit\"}",
+    "kubedav_cache_lookups_total{cache=~\"gateway_.*\",result=\"hit\"}",
     "kubedav_lease_invalidation_wait_seconds_count",
 ];
 

@@ -350,7 +350,9 @@ async fn small_files_changed_on_disk_are_served_fresh(mode: Mode) {
         common::metric_text(fileio_admin)
             .await
             .lines()
-            .find_map(|line| line.strip_prefix("kubedav_fileio_file_cache_lookups_total{result=\"hit\"} "))
+            .find_map(|line| {
+                line.strip_prefix("kubedav_cache_lookups_total{cache=\"fileio_file\",result=\"hit\"} ")
+            })
             .map_or(0.0, |v| v.parse::<f64>().unwrap())
     };
     let path = server.disk("page.html");

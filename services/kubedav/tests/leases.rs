@@ -97,7 +97,7 @@ impl Fleet {
     /// Answers gateway `g` gave from what it kept.
     async fn hits(&self, g: usize, cache: &str) -> f64 {
         let text = common::metric_text(self.gateways[g].2).await;
-        let needle = format!("kubedav_gateway_cache_lookups_total{{cache=\"{cache}\",result=\"hit\"}} ");
+        let needle = format!("kubedav_cache_lookups_total{{cache=\"gateway_{cache}\",result=\"hit\"}} ");
         text.lines()
             .find_map(|line| line.strip_prefix(&needle))
             .map_or(0.0, |v| v.parse().unwrap())

@@ -390,7 +390,11 @@ async fn auth_replicas_share_verifications() {
         0.0,
         "replica B served A's verification without crypt"
     );
-    let hits = metric_text_line(auth_b, "kubedav_auth_shared_cache_total{result=\"hit\"}").await;
+    let hits = metric_text_line(
+        auth_b,
+        "kubedav_cache_lookups_total{cache=\"auth_shared\",result=\"hit\"}",
+    )
+    .await;
     assert_eq!(hits, 1.0);
 
     // A wrong password is never shared, and never accepted.
@@ -413,7 +417,12 @@ async fn auth_replicas_share_verifications() {
         "the wrong password and bob"
     );
     assert!(
-        metric_text_line(auth_b, "kubedav_auth_shared_cache_total{result=\"error\"}").await >= 1.0,
+        metric_text_line(
+            auth_b,
+            "kubedav_cache_lookups_total{cache=\"auth_shared\",result=\"error\"}"
+        )
+        .await
+            >= 1.0,
         "the outage is counted"
     );
     assert_eq!(fleet.status(bob(1)).await, StatusCode::OK);

@@ -40,13 +40,10 @@ static TOKENS: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("kubedav_markdown_tokens_total", "Estimated tokens produced.")
         .expect("metric registers once")
 });
-static CACHE_HITS: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
-        "kubedav_markdown_cache_hits_total",
-        "Results served from the cache."
-    )
-    .expect("metric registers once")
-});
+static CACHE_HITS: LazyLock<IntCounter> =
+    LazyLock::new(|| kubedav_api::metrics::cache_lookups("markdown", "hit"));
+static CACHE_MISSES: LazyLock<IntCounter> =
+    LazyLock::new(|| kubedav_api::metrics::cache_lookups("markdown", "miss"));
 
 /// The markdown core.
 #[derive(Clone)]
@@ -111,8 +108,12 @@ impl Markdown for MarkdownCore {
         Ok(self
             .cache
             .get(&Self::key(&request.source_etag, &options))
+            .inspect(|_| CACHE_HITS.inc())
+            .or_else(|| {
+                CACHE_MISSES.inc();
+                None
+            })
             .map(|hit| {
-                CACHE_HITS.inc();
                 let mut rendered = (*hit).clone();
                 rendered.summary.cached = true;
                 rendered

@@ -18,7 +18,7 @@
 use crate::cache::validity::{Identity, Version};
 use bytes::Bytes;
 use kubedav_api::path::VolumePath;
-use prometheus::{IntCounter, IntCounterVec, register_int_counter_vec};
+use prometheus::IntCounter;
 use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, Statx};
 use std::sync::{Arc, LazyLock};
@@ -31,17 +31,10 @@ pub const DEFAULT_CAPACITY_BYTES: u64 = 16 * 1024 * 1024;
 /// What an entry costs beyond its data and path, for the bound.
 const ENTRY_OVERHEAD_BYTES: usize = 128;
 
-static LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
-        "kubedav_fileio_file_cache_lookups_total",
-        "Reads of whole small files, by result: hit (served from the cached copy, which a \
-         statx showed current) or miss (read from the volume).",
-        &["result"]
-    )
-    .expect("metric registers once")
-});
-static HITS: LazyLock<IntCounter> = LazyLock::new(|| LOOKUPS.with_label_values(&["hit"]));
-static MISSES: LazyLock<IntCounter> = LazyLock::new(|| LOOKUPS.with_label_values(&["miss"]));
+static HITS: LazyLock<IntCounter> =
+    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_file", "hit"));
+static MISSES: LazyLock<IntCounter> =
+    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_file", "miss"));
 
 #[derive(Debug)]
 struct Entry {

@@ -10,7 +10,7 @@
 //! metadata.
 
 use crate::cache::inode::InodeCache;
-use prometheus::{IntCounter, IntCounterVec, register_int_counter_vec};
+use prometheus::IntCounter;
 use rustix::fs::Statx;
 use std::sync::{Arc, LazyLock};
 use std::time::SystemTime;
@@ -22,17 +22,11 @@ pub const MAX_NAMES: usize = 16_384;
 const NAME_OVERHEAD_BYTES: u64 = 32;
 const DIRECTORY_OVERHEAD_BYTES: u64 = 128;
 
-static LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
-        "kubedav_fileio_name_cache_lookups_total",
-        "Directory reads of listings, by result: hit (the names kept were current) or miss.",
-        &["result"]
-    )
-    .expect("metric registers once")
-});
 /// The two series, looked up once (a label lookup hashes and takes a lock).
-static HITS: LazyLock<IntCounter> = LazyLock::new(|| LOOKUPS.with_label_values(&["hit"]));
-static MISSES: LazyLock<IntCounter> = LazyLock::new(|| LOOKUPS.with_label_values(&["miss"]));
+static HITS: LazyLock<IntCounter> =
+    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_name", "hit"));
+static MISSES: LazyLock<IntCounter> =
+    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_name", "miss"));
 
 /// The visible names of directories, shared by every listing of one volume.
 #[derive(Clone, Debug)]

@@ -13,7 +13,7 @@
 
 use crate::cache::inode::InodeCache;
 use kubedav_api::pb::fileio::v1::DeadProperty;
-use prometheus::{IntCounter, IntCounterVec, register_int_counter_vec};
+use prometheus::IntCounter;
 use rustix::fs::Statx;
 use std::sync::{Arc, LazyLock};
 use std::time::SystemTime;
@@ -22,19 +22,13 @@ use std::time::SystemTime;
 const CAPACITY_BYTES: u64 = 16 * 1024 * 1024;
 const ENTRY_OVERHEAD_BYTES: u32 = 96;
 
-static LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
-        "kubedav_fileio_property_cache_lookups_total",
-        "Dead-property lookups of listings, by result: hit (the cached copy was current) or miss.",
-        &["result"]
-    )
-    .expect("metric registers once")
-});
 /// The two series, looked up once (a label lookup hashes and takes a lock).
-static HITS: LazyLock<IntCounter> = LazyLock::new(|| LOOKUPS.with_label_values(&["hit"]));
-static MISSES: LazyLock<IntCounter> = LazyLock::new(|| LOOKUPS.with_label_values(&["miss"]));
+static HITS: LazyLock<IntCounter> =
+    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_property", "hit"));
+static MISSES: LazyLock<IntCounter> =
+    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_property", "miss"));
 
-/// One listing's lookups, added to `kubedav_fileio_property_cache_lookups_total` once
+/// One listing's lookups, added to `kubedav_cache_lookups_total{{cache="fileio_property"}}` once
 /// when it is dropped (not per entry).
 #[derive(Debug, Default)]
 pub struct Tally {

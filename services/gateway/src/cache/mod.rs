@@ -16,8 +16,7 @@ mod locks;
 pub use fileio::CachedFileIo;
 pub use locks::CachedLocks;
 
-use prometheus::{IntCounter, IntCounterVec, register_int_counter_vec};
-use std::sync::LazyLock;
+use prometheus::IntCounter;
 use std::time::Duration;
 
 /// How much a gateway keeps, and for how long at most.
@@ -31,16 +30,6 @@ pub struct CacheConfig {
     pub freshness: Duration,
 }
 
-static LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
-        "kubedav_gateway_cache_lookups_total",
-        "Lookups in what the gateway keeps of the services' answers under their leases, by \
-         cache (file, resource, listing, locks) and result (hit: answered without a call; miss).",
-        &["cache", "result"]
-    )
-    .expect("metric registers once")
-});
-
 /// Hit and miss counters of one cache.
 struct Lookups {
     hits: IntCounter,
@@ -50,8 +39,8 @@ struct Lookups {
 impl Lookups {
     fn of(cache: &str) -> Self {
         Self {
-            hits: LOOKUPS.with_label_values(&[cache, "hit"]),
-            misses: LOOKUPS.with_label_values(&[cache, "miss"]),
+            hits: kubedav_api::metrics::cache_lookups(&format!("gateway_{cache}"), "hit"),
+            misses: kubedav_api::metrics::cache_lookups(&format!("gateway_{cache}"), "miss"),
         }
     }
 
