@@ -29,6 +29,16 @@ def quantile(q, metric, by="", labels=""):
     return f"histogram_quantile({q}, sum by ({keys}) (rate({metric}_bucket{selector}[$__rate_interval])))"
 
 
+# Histograms whose buckets carry the trace id of a sampled request as an exemplar: their
+# panels show them, so a dot over a slow bucket opens the trace (docs/observability.md).
+TRACED = ("kubedav_http_request_duration_seconds", "kubedav_grpc_client_handling_seconds",
+          "kubedav_grpc_server_handling_seconds")
+
+
+def traced(expr):
+    return any(f"{metric}_bucket" in expr for metric in TRACED)
+
+
 def process(service, metric):
     return f'sum({metric}{{{NS}, service=~".*{service}.*"}})'
 
@@ -57,7 +67,8 @@ class Dashboard:
             "gridPos": {"x": self.x, "y": self.y, "w": 12, "h": 8},
             "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
             "options": {"legend": {"displayMode": "list", "placement": "bottom"}, "tooltip": {"mode": "multi"}},
-            "targets": [{"refId": chr(65 + i), "expr": expr, "legendFormat": legend, "datasource": DATASOURCE}
+            "targets": [{"refId": chr(65 + i), "expr": expr, "legendFormat": legend, "datasource": DATASOURCE,
+                         "exemplar": traced(expr)}
                         for i, (expr, legend) in enumerate(targets)],
         })
         self.advance()

@@ -5,16 +5,15 @@
 //! password guesses the answer is a fast 503, and cached verifications (which never
 //! enter the pool) are not held up.
 
-use prometheus::{IntGauge, register_int_gauge};
+use kubedav_api::metrics::Gauge;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, LazyLock, Mutex};
 
-static QUEUED: LazyLock<IntGauge> = LazyLock::new(|| {
-    register_int_gauge!(
+static QUEUED: LazyLock<Gauge> = LazyLock::new(|| {
+    kubedav_api::metrics::gauge(
         "kubedav_auth_crypt_queue_depth",
-        "Crypt verifications waiting for a worker."
+        "Crypt verifications waiting for a worker.",
     )
-    .expect("metric registers once")
 });
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -60,7 +59,9 @@ impl CryptPool {
             let _ = tx.send(work());
         });
         match self.jobs.try_send(job) {
-            Ok(()) => QUEUED.inc(),
+            Ok(()) => {
+                QUEUED.inc();
+            }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => return Err(Busy),
         }
         rx.await.map_err(|_| Busy)

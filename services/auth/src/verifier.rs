@@ -6,8 +6,8 @@ use crate::throttle::{FailedPairs, Throttle, address_key};
 use crate::users::{StoredHash, parse};
 use hmac::{Hmac, KeyInit, Mac};
 use kubedav_api::auth::{Auth, VerifyRequest, VerifyResponse, verify_response::Outcome};
+use kubedav_api::metrics::{Counter, CounterFamily};
 use moka::sync::Cache;
-use prometheus::{IntCounter, IntCounterVec, register_int_counter, register_int_counter_vec};
 use sha2::Sha256;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -16,36 +16,32 @@ use std::time::Duration;
 use tonic::Status;
 use tracing::Instrument;
 
-static ATTEMPTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+static ATTEMPTS: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
         "kubedav_auth_attempts_total",
         "Verifications by outcome.",
-        &["outcome"]
+        &["outcome"],
     )
-    .expect("metric registers once")
 });
-static CACHE_HITS: LazyLock<IntCounter> =
-    LazyLock::new(|| kubedav_api::metrics::cache_lookups("auth", "hit"));
-static CACHE_MISSES: LazyLock<IntCounter> =
+static CACHE_HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_api::metrics::cache_lookups("auth", "hit"));
+static CACHE_MISSES: LazyLock<Counter> =
     LazyLock::new(|| kubedav_api::metrics::cache_lookups("auth", "miss"));
-static CRYPTS: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
+static CRYPTS: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_api::metrics::counter(
         "kubedav_auth_crypt_verifications_total",
-        "Crypt verifications run."
+        "Crypt verifications run.",
     )
-    .expect("metric registers once")
 });
 /// The shared (Redis) cache's counters: lookups by result, and stores.
-fn shared_counter(result: &str) -> IntCounter {
+fn shared_counter(result: &str) -> Counter {
     if result == "stored" {
         kubedav_api::metrics::cache_stores("auth_shared")
     } else {
         kubedav_api::metrics::cache_lookups("auth_shared", result)
     }
 }
-static LOCKOUTS: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!("kubedav_auth_lockouts_total", "Lockouts started or extended.")
-        .expect("metric registers once")
+static LOCKOUTS: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_api::metrics::counter("kubedav_auth_lockouts_total", "Lockouts started or extended.")
 });
 
 /// Settings of the auth core.
@@ -325,7 +321,9 @@ impl Auth for AuthCore {
             }
             if let (Some(shared), Some(shared_key)) = (&self.inner.shared, shared_key) {
                 match shared.insert(&shared_key).await {
-                    Ok(()) => shared_counter("stored").inc(),
+                    Ok(()) => {
+                        shared_counter("stored").inc();
+                    }
                     Err(e) => shared_unavailable(&e),
                 }
             }

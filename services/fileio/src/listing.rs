@@ -422,13 +422,13 @@ mod tests {
         let volume = Volume::open(root.path()).unwrap();
 
         let submissions = || {
-            prometheus::gather()
-                .iter()
-                .filter(|family| family.name() == "kubedav_fileio_scan_batch_entries")
-                .flat_map(|family| family.get_metric())
-                .filter(|m| m.get_label().iter().any(|l| l.value() == "io_uring"))
-                .map(|m| m.get_histogram().get_sample_count())
-                .sum::<u64>()
+            kubedav_api::metrics::encode(false)
+                .unwrap()
+                .lines()
+                .find_map(|line| {
+                    line.strip_prefix("kubedav_fileio_scan_batch_entries_count{path=\"io_uring\"} ")
+                })
+                .map_or(0, |count| count.parse::<u64>().unwrap())
         };
         let before = submissions();
         let batched = list(&volume, true);

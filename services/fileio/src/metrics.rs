@@ -1,46 +1,37 @@
-//! fileio's own Prometheus metrics (registered in the default registry).
+//! fileio's own Prometheus metrics (in the process's one registry, `kubedav_api::metrics`).
 
 use crate::volume::Volume;
-use prometheus::core::{Collector, Desc};
-use prometheus::proto::MetricFamily;
-use prometheus::{
-    HistogramVec, IntCounter, IntCounterVec, IntGauge, register_histogram_vec, register_int_counter,
-    register_int_counter_vec,
-};
+use kubedav_api::metrics::Counter;
 use std::sync::{Arc, LazyLock};
 
-static READ_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
+static READ_BYTES: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_api::metrics::counter(
         "kubedav_fileio_read_bytes_total",
-        "File bytes read from the volume."
+        "File bytes read from the volume.",
     )
-    .expect("metric registers once")
 });
-static WRITTEN_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
+static WRITTEN_BYTES: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_api::metrics::counter(
         "kubedav_fileio_written_bytes_total",
-        "File bytes written to the volume (before commit)."
+        "File bytes written to the volume (before commit).",
     )
-    .expect("metric registers once")
 });
-static SCANS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+static SCANS: LazyLock<kubedav_api::metrics::CounterFamily> = LazyLock::new(|| {
+    kubedav_api::metrics::CounterFamily::new(
         "kubedav_fileio_scans_total",
         "Listings of a collection's members (Depth 1 and infinity) started, by how they gather \
          metadata (io_uring, fallback, s3).",
-        &["path"]
+        &["path"],
     )
-    .expect("metric registers once")
 });
-static SCAN_BATCH: LazyLock<HistogramVec> = LazyLock::new(|| {
-    register_histogram_vec!(
+static SCAN_BATCH: LazyLock<kubedav_api::metrics::HistogramFamily> = LazyLock::new(|| {
+    kubedav_api::metrics::HistogramFamily::new(
         "kubedav_fileio_scan_batch_entries",
         "Entries whose metadata a listing gathers in one step: up to 256 of a directory's \
          entries, in one io_uring submission or with a statx call each (fallback).",
         &["path"],
-        prometheus::exponential_buckets(1.0, 4.0, 7).expect("valid buckets")
+        &kubedav_api::metrics::exponential_buckets(1.0, 4.0, 7),
     )
-    .expect("metric registers once")
 });
 
 /// How a listing gathers its entries' metadata.
@@ -84,14 +75,13 @@ pub fn scan_batch(path: ScanPath, entries: usize) {
         .observe(entries as f64);
 }
 
-static S3_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+static S3_REQUESTS: LazyLock<kubedav_api::metrics::CounterFamily> = LazyLock::new(|| {
+    kubedav_api::metrics::CounterFamily::new(
         "kubedav_fileio_s3_requests_total",
         "Requests to the S3 server, by S3 action (GetObject, ListObjectsV2, ...) and outcome \
          (ok, refused: any answer but a success, failed: no answer).",
-        &["action", "outcome"]
+        &["action", "outcome"],
     )
-    .expect("metric registers once")
 });
 
 /// Counts one request of `action` to the S3 server and its `outcome`.
@@ -109,53 +99,30 @@ pub fn written_bytes(n: u64) {
     WRITTEN_BYTES.inc_by(n);
 }
 
-/// The volume's size and free space, read (`statvfs`) at every scrape:
+/// Reports `volume`'s size and free space on /metrics, read (`statvfs`) at every scrape:
 /// `kubedav_fileio_volume_size_bytes` and `kubedav_fileio_volume_available_bytes` (what
-/// an unprivileged writer can still use).
-struct VolumeCapacity {
-    volume: Arc<Volume>,
-    size: IntGauge,
-    available: IntGauge,
-}
-
-impl Collector for VolumeCapacity {
-    fn desc(&self) -> Vec<&Desc> {
-        self.size
-            .desc()
-            .into_iter()
-            .chain(self.available.desc())
-            .collect()
-    }
-
-    fn collect(&self) -> Vec<MetricFamily> {
-        if let Ok(vfs) = rustix::fs::fstatvfs(self.volume.root_fd()) {
-            let bytes = |blocks: u64| i64::try_from(blocks.saturating_mul(vfs.f_frsize)).unwrap_or(i64::MAX);
-            self.size.set(bytes(vfs.f_blocks));
-            self.available.set(bytes(vfs.f_bavail));
-        }
-        self.size
-            .collect()
-            .into_iter()
-            .chain(self.available.collect())
-            .collect()
-    }
-}
-
-/// Reports `volume`'s capacity on /metrics. The first volume a process opens is the one
+/// an unprivileged writer can still use). The first volume a process opens is the one
 /// reported (a process serves one).
 pub fn report_capacity(volume: Arc<Volume>) {
-    let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("a valid metric");
-    let capacity = VolumeCapacity {
-        volume,
-        size: gauge(
-            "kubedav_fileio_volume_size_bytes",
-            "Size of the served volume's file system.",
-        ),
-        available: gauge(
-            "kubedav_fileio_volume_available_bytes",
-            "Bytes still available to kubedav on the served volume's file system.",
-        ),
-    };
-    // Already registered: another volume opened in this process reports.
-    let _ = prometheus::register(Box::new(capacity));
+    static REPORTED: std::sync::Once = std::sync::Once::new();
+    REPORTED.call_once(|| {
+        kubedav_api::metrics::register_scraped_gauges(move || {
+            let Ok(vfs) = rustix::fs::fstatvfs(volume.root_fd()) else {
+                return Vec::new();
+            };
+            let bytes = |blocks: u64| i64::try_from(blocks.saturating_mul(vfs.f_frsize)).unwrap_or(i64::MAX);
+            vec![
+                (
+                    "kubedav_fileio_volume_size_bytes",
+                    "Size of the served volume's file system.",
+                    bytes(vfs.f_blocks),
+                ),
+                (
+                    "kubedav_fileio_volume_available_bytes",
+                    "Bytes still available to kubedav on the served volume's file system.",
+                    bytes(vfs.f_bavail),
+                ),
+            ]
+        })
+    });
 }

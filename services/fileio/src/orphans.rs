@@ -10,19 +10,18 @@
 //! has just created its file but not yet locked it is never mistaken for an orphan.
 //! Symlinks are never followed.
 
+use kubedav_api::metrics::Counter;
 use kubedav_api::path::TEMPORARY_PREFIX;
-use prometheus::{IntCounter, register_int_counter};
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Dir, FileType, FlockOperation, Mode, OFlags};
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-static REMOVED: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
+static REMOVED: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_api::metrics::counter(
         "kubedav_fileio_orphaned_uploads_removed_total",
-        "Temporary files of uploads whose process died, removed when fileio started."
+        "Temporary files of uploads whose process died, removed when fileio started.",
     )
-    .expect("metric registers once")
 });
 
 /// The time of the file system's own clock, read from a file made and removed under

@@ -3,16 +3,14 @@
 //! off (`kernel.io_uring_disabled`). fileio probes once at start, reports the answer in
 //! the log and in `kubedav_fileio_io_uring_available`, and uses the blocking-pool path
 //! where io_uring is refused. docs/deploy.md says how to allow it.
-
-use prometheus::{IntGauge, register_int_gauge};
+use kubedav_api::metrics::Gauge;
 use std::sync::LazyLock;
 
-static AVAILABLE: LazyLock<IntGauge> = LazyLock::new(|| {
-    register_int_gauge!(
+static AVAILABLE: LazyLock<Gauge> = LazyLock::new(|| {
+    kubedav_api::metrics::gauge(
         "kubedav_fileio_io_uring_available",
-        "1 when io_uring may be used; 0 when seccomp or the kernel refuse it (the fallback runs)."
+        "1 when io_uring may be used; 0 when seccomp or the kernel refuse it (the fallback runs).",
     )
-    .expect("metric registers once")
 });
 
 /// Probes io_uring by setting up (and closing) a one-entry ring. `Err` says why it cannot

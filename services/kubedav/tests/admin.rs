@@ -51,7 +51,7 @@ async fn admin_endpoints(mode: Mode) {
                 String::from_utf8_lossy(&o.stdout).trim().to_owned()
             });
         let build_info = format!(
-            "kubedav_build_info{{commit=\"{commit}\",version=\"{}\"}} 1",
+            "kubedav_build_info{{version=\"{}\",commit=\"{commit}\"}} 1",
             env!("CARGO_PKG_VERSION")
         );
         assert!(
@@ -71,7 +71,7 @@ async fn admin_endpoints(mode: Mode) {
             );
             assert!(
                 metrics.contains(
-                    "kubedav_http_requests_total{code=\"200\",method=\"GET\",status_class=\"2xx\"} 1"
+                    "kubedav_http_requests_total{method=\"GET\",code=\"200\",status_class=\"2xx\"} 1"
                 ),
                 "{name} counts requests: {metrics}"
             );
@@ -113,9 +113,9 @@ async fn admin_endpoints(mode: Mode) {
         .1;
     let metrics = admin_get(edge, "/metrics").await.1;
     for series in [
-        "kubedav_http_requests_total{code=\"404\",method=\"GET\",status_class=\"4xx\"} 1",
-        "kubedav_http_requests_total{code=\"423\",method=\"PUT\",status_class=\"4xx\"} 1",
-        "kubedav_http_requests_total{code=\"201\",method=\"PUT\",status_class=\"2xx\"} 1",
+        "kubedav_http_requests_total{method=\"GET\",code=\"404\",status_class=\"4xx\"} 1",
+        "kubedav_http_requests_total{method=\"PUT\",code=\"423\",status_class=\"4xx\"} 1",
+        "kubedav_http_requests_total{method=\"PUT\",code=\"201\",status_class=\"2xx\"} 1",
     ] {
         assert!(metrics.contains(series), "{series} in {metrics}");
     }

@@ -10,87 +10,12 @@
 
 mod common;
 
+use common::prometheus::Prometheus;
 use common::{Server, client};
 use kubedav_testkit::{RedisServer, free_port};
 use reqwest::{Method, StatusCode};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A real Prometheus on a free port, scraping `targets` every second; stopped on drop.
-struct Prometheus {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Prometheus {
-    async fn start(targets: &[(&str, std::net::SocketAddr)]) -> Prometheus {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = String::from(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: kubedav\n    static_configs:\n",
-        );
-        for (service, addr) in targets {
-            config.push_str(&format!(
-                "      - targets: ['{addr}']\n        labels: {{namespace: kubedav-test, service: {service}}}\n"
-            ));
-        }
-        let file = dir.path().join("prometheus.yml");
-        std::fs::write(&file, config).unwrap();
-        let port = free_port();
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", file.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot run prometheus ({e}): `make test` installs it (Debian package prometheus)")
-            });
-        let prometheus = Prometheus {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(r) = client().get(format!("{}/-/ready", prometheus.url)).send().await
-                && r.status() == StatusCode::OK
-            {
-                return prometheus;
-            }
-            assert!(Instant::now() < deadline, "prometheus did not become ready");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// The result vector of an instant query (empty when the query has no data).
-    async fn query(&self, expr: &str) -> Vec<serde_json::Value> {
-        let encoded = percent_encoding::utf8_percent_encode(expr, percent_encoding::NON_ALPHANUMERIC);
-        let body = client()
-            .get(format!("{}/api/v1/query?query={encoded}", self.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(reply["status"], "success", "{expr}: {reply}");
-        reply["data"]["result"].as_array().cloned().unwrap_or_default()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Every panel expression of every dashboard in `dir`, with Grafana's variables set as a
 /// dashboard user would: the namespace and job its variables list, a one-minute rate

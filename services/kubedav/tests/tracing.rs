@@ -10,6 +10,7 @@
 //! * `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf` exports over HTTP, `OTEL_SDK_DISABLED`
 //!   exports nothing, and an unknown protocol stops kubedav with a message naming it.
 
+#[macro_use]
 mod common;
 
 use common::{Mode, Server, client, metric_sum};
@@ -772,3 +773,99 @@ async fn an_unknown_protocol_stops_kubedav_with_a_message_naming_it() {
         "{stderr}"
     );
 }
+
+/// Waits until the receiver holds a span of `trace_id`, and returns the names of the
+/// processes it came from.
+async fn processes_of(receiver: &Receiver, trace_id: &str) -> BTreeSet<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen: BTreeSet<String> = receiver
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, s)| hex(&s.trace_id) == trace_id)
+            .map(|(process, _)| process.clone())
+            .collect();
+        if !seen.is_empty() {
+            return seen;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the collector never received trace {trace_id}, which an exemplar names"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The request duration histograms (and, between processes, the gRPC handling ones) keep
+/// the trace ids of sampled requests as exemplars, which a real Prometheus with exemplar
+/// storage scrapes (it asks for OpenMetrics) and answers for: each names a trace the
+/// OTLP receiver got, and never one that was not sampled.
+async fn exemplars_name_traces_the_collector_received(mode: Mode) {
+    let (receiver, endpoint) = Receiver::start().await;
+    let server = Server::start_full(
+        mode,
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            // Only requests whose caller sampled them are traced: the test chooses.
+            ("OTEL_TRACES_SAMPLER", "parentbased_always_off"),
+        ],
+    )
+    .await;
+    let prometheus = common::prometheus::Prometheus::start(&server.admin).await;
+    let mut histograms = vec!["kubedav_http_request_duration_seconds_bucket"];
+    if mode == Mode::Microservices {
+        histograms.push("kubedav_grpc_server_handling_seconds_bucket");
+    }
+    let mut sampled = BTreeSet::new();
+    let mut unsampled = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let found = loop {
+        for (flags, ids) in [("01", &mut sampled), ("00", &mut unsampled)] {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let trace = format!("{nanos:032x}");
+            let propfind = client()
+                .request(Method::from_bytes(b"PROPFIND").unwrap(), server.url("/"))
+                .header("depth", "1")
+                .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-{flags}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(propfind.status(), StatusCode::MULTI_STATUS);
+            ids.insert(trace);
+        }
+        let mut found = Vec::new();
+        for histogram in &histograms {
+            found.push(prometheus.exemplars(histogram).await);
+        }
+        if found.iter().all(|exemplars| !exemplars.is_empty()) {
+            break found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{mode:?}: Prometheus holds no exemplar of {histograms:?} after a minute of sampled requests"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    for (histogram, exemplars) in histograms.iter().zip(found) {
+        for (series, labels) in exemplars {
+            let trace = labels["trace_id"].as_str().unwrap_or_default().to_owned();
+            assert!(
+                sampled.contains(&trace),
+                "{mode:?}: {histogram} {series} has an exemplar of trace {trace:?}, not one of the sampled \
+                 requests (unsampled: {})",
+                unsampled.contains(&trace)
+            );
+            let processes = processes_of(&receiver, &trace).await;
+            assert!(!processes.is_empty(), "{mode:?}: {histogram}: {processes:?}");
+        }
+    }
+}
+
+in_both_modes!(exemplars_name_traces_the_collector_received);

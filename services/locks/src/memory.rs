@@ -58,7 +58,7 @@ impl State {
                 }
                 live
             });
-            ACTIVE.sub((before - locks.len()) as i64);
+            ACTIVE.dec_by((before - locks.len()) as i64);
             if locks.is_empty() {
                 self.by_root.remove(root);
                 self.sorted_roots.remove(root);

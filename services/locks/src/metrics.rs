@@ -1,33 +1,27 @@
 //! The locks service's own metrics.
-
-use prometheus::{
-    IntCounter, IntCounterVec, IntGauge, register_int_counter, register_int_counter_vec, register_int_gauge,
-};
+use kubedav_api::metrics::{Counter, Gauge};
 use std::sync::LazyLock;
 
 /// Locks currently held. With the Redis store every replica reports the whole fleet's
 /// count (as of its last readiness probe), so aggregate it with `max`, not `sum`.
-pub static ACTIVE: LazyLock<IntGauge> = LazyLock::new(|| {
-    register_int_gauge!("kubedav_locks_active", "Locks currently held.").expect("metric registers once")
-});
+pub static ACTIVE: LazyLock<Gauge> =
+    LazyLock::new(|| kubedav_api::metrics::gauge("kubedav_locks_active", "Locks currently held."));
 
 /// LOCK requests and writes refused because of a lock.
-pub static CONFLICTS: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
+pub static CONFLICTS: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_api::metrics::counter(
         "kubedav_locks_conflicts_total",
-        "LOCK requests and writes refused because of a lock."
+        "LOCK requests and writes refused because of a lock.",
     )
-    .expect("metric registers once")
 });
 
 /// Store operations that failed because the store could not be reached, by operation.
-pub static STORE_ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+pub static STORE_ERRORS: LazyLock<kubedav_api::metrics::CounterFamily> = LazyLock::new(|| {
+    kubedav_api::metrics::CounterFamily::new(
         "kubedav_locks_store_errors_total",
         "Lock store operations that failed because the store (Redis) could not be reached.",
-        &["operation"]
+        &["operation"],
     )
-    .expect("metric registers once")
 });
 
 /// Passes a write decision on, counting it in [`CONFLICTS`] when a lock refused it.

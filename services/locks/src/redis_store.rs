@@ -289,7 +289,7 @@ impl Locks for RedisLocks {
             .run(&RELEASE, "release", vec![request.path.into_bytes()])
             .await?;
         let released = status_of(&reply).parse::<u64>().unwrap_or_default();
-        ACTIVE.sub(released as i64);
+        ACTIVE.dec_by(released as i64);
         Ok(ReleaseResponse { released })
     }
 }

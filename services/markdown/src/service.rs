@@ -9,40 +9,34 @@ use kubedav_api::BoxStream;
 use kubedav_api::markdown::{
     ConvertHeader, ConvertOptions, ConvertSummary, LookupRequest, Markdown, Rendered,
 };
+use kubedav_api::metrics::{Counter, Histogram};
 use moka::sync::Cache;
-use prometheus::{
-    Histogram, IntCounter, IntCounterVec, register_histogram, register_int_counter, register_int_counter_vec,
-};
 use std::sync::{Arc, LazyLock};
 use tonic::Status;
 
-static CONVERSIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+static CONVERSIONS: LazyLock<kubedav_api::metrics::CounterFamily> = LazyLock::new(|| {
+    kubedav_api::metrics::CounterFamily::new(
         "kubedav_markdown_conversions_total",
         "Conversions run, by outcome.",
-        &["outcome"]
+        &["outcome"],
     )
-    .expect("metric registers once")
 });
 static DURATION: LazyLock<Histogram> = LazyLock::new(|| {
-    register_histogram!(
+    kubedav_api::metrics::histogram(
         "kubedav_markdown_conversion_duration_seconds",
         "Time to convert one document.",
-        vec![0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0]
+        &[0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0],
     )
-    .expect("metric registers once")
 });
-static INPUT_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!("kubedav_markdown_input_bytes_total", "HTML bytes converted.")
-        .expect("metric registers once")
+static INPUT_BYTES: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_api::metrics::counter("kubedav_markdown_input_bytes_total", "HTML bytes converted.")
 });
-static TOKENS: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!("kubedav_markdown_tokens_total", "Estimated tokens produced.")
-        .expect("metric registers once")
+static TOKENS: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_api::metrics::counter("kubedav_markdown_tokens_total", "Estimated tokens produced.")
 });
-static CACHE_HITS: LazyLock<IntCounter> =
+static CACHE_HITS: LazyLock<Counter> =
     LazyLock::new(|| kubedav_api::metrics::cache_lookups("markdown", "hit"));
-static CACHE_MISSES: LazyLock<IntCounter> =
+static CACHE_MISSES: LazyLock<Counter> =
     LazyLock::new(|| kubedav_api::metrics::cache_lookups("markdown", "miss"));
 
 /// The markdown core.
@@ -108,7 +102,9 @@ impl Markdown for MarkdownCore {
         Ok(self
             .cache
             .get(&Self::key(&request.source_etag, &options))
-            .inspect(|_| CACHE_HITS.inc())
+            .inspect(|_| {
+                CACHE_HITS.inc();
+            })
             .or_else(|| {
                 CACHE_MISSES.inc();
                 None
@@ -143,7 +139,7 @@ impl Markdown for MarkdownCore {
         }
         let key = Self::key(&header.source_etag, &options);
         let content_type = header.content_type.clone();
-        let timer = DURATION.start_timer();
+        let started = std::time::Instant::now();
         let span = tracing::Span::current();
         let converted = tokio::task::spawn_blocking(move || {
             let _in_the_call = span.enter();
@@ -151,7 +147,7 @@ impl Markdown for MarkdownCore {
         })
         .await
         .map_err(|_| Status::internal("the conversion panicked"))?;
-        timer.observe_duration();
+        DURATION.observe(started.elapsed().as_secs_f64());
         let (converted, input_len) = converted.map_err(|e| {
             CONVERSIONS.with_label_values(&["refused"]).inc();
             match e {

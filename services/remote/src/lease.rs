@@ -20,8 +20,8 @@
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use kubedav_api::BoxStream;
+use kubedav_api::metrics::{Gauge, Histogram};
 pub use kubedav_kit::registry::{Standing, View};
-use prometheus::{Histogram, IntGauge, register_histogram, register_int_gauge};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,23 +76,21 @@ const ADMISSION_WAIT: Duration = Duration::from_secs(5);
 
 // One `Leases` per process (fileio's or the locks service's), so no label names the
 // service: the scrape's job does.
-static HOLDERS: LazyLock<IntGauge> = LazyLock::new(|| {
-    register_int_gauge!(
+static HOLDERS: LazyLock<Gauge> = LazyLock::new(|| {
+    kubedav_api::metrics::gauge(
         "kubedav_lease_holders",
-        "Clients (gateways) holding a lease stream on what they keep of this service's answers."
+        "Clients (gateways) holding a lease stream on what they keep of this service's answers.",
     )
-    .expect("metric registers once")
 });
 static WAITS: LazyLock<Histogram> = LazyLock::new(|| {
-    register_histogram!(
+    kubedav_api::metrics::histogram(
         "kubedav_lease_invalidation_wait_seconds",
         "How long a change waited for every lease holder to drop what it kept (or for its \
          lease to run out, or for the grace period after start) before it was answered.",
-        vec![
-            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1.0, 2.5
-        ]
+        &[
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1.0, 2.5,
+        ],
     )
-    .expect("metric registers once")
 });
 
 /// The service's side: the lease holders and what they have acknowledged.

@@ -10,7 +10,7 @@
 //! metadata.
 
 use crate::cache::inode::InodeCache;
-use prometheus::IntCounter;
+use kubedav_api::metrics::Counter;
 use rustix::fs::Statx;
 use std::sync::{Arc, LazyLock};
 use std::time::SystemTime;
@@ -23,9 +23,8 @@ const NAME_OVERHEAD_BYTES: u64 = 32;
 const DIRECTORY_OVERHEAD_BYTES: u64 = 128;
 
 /// The two series, looked up once (a label lookup hashes and takes a lock).
-static HITS: LazyLock<IntCounter> =
-    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_name", "hit"));
-static MISSES: LazyLock<IntCounter> =
+static HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_name", "hit"));
+static MISSES: LazyLock<Counter> =
     LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_name", "miss"));
 
 /// The visible names of directories, shared by every listing of one volume.
@@ -54,9 +53,9 @@ impl NameCache {
     pub fn get(&self, stx: &Statx) -> Option<Arc<Vec<String>>> {
         let found = self.entries.get(stx);
         if found.is_some() {
-            HITS.inc()
+            HITS.inc();
         } else {
-            MISSES.inc()
+            MISSES.inc();
         }
         found
     }

@@ -16,7 +16,7 @@ mod locks;
 pub use fileio::CachedFileIo;
 pub use locks::CachedLocks;
 
-use prometheus::IntCounter;
+use kubedav_api::metrics::Counter;
 use std::time::Duration;
 
 /// How much a gateway keeps, and for how long at most.
@@ -32,8 +32,8 @@ pub struct CacheConfig {
 
 /// Hit and miss counters of one cache.
 struct Lookups {
-    hits: IntCounter,
-    misses: IntCounter,
+    hits: Counter,
+    misses: Counter,
 }
 
 impl Lookups {
@@ -45,10 +45,8 @@ impl Lookups {
     }
 
     fn count<T>(&self, found: Option<T>) -> Option<T> {
-        match found {
-            Some(_) => self.hits.inc(),
-            None => self.misses.inc(),
-        }
+        let counter = if found.is_some() { &self.hits } else { &self.misses };
+        counter.inc();
         found
     }
 }

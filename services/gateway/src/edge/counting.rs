@@ -4,19 +4,19 @@
 
 use bytes::Buf;
 use http_body::{Body, Frame, SizeHint};
-use prometheus::IntCounter;
+use kubedav_api::metrics::Counter;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// `inner`, counting its data bytes into `counter` as they pass.
 pub struct CountingBody<B> {
     inner: B,
-    counter: IntCounter,
+    counter: Counter,
 }
 
 impl<B> CountingBody<B> {
     /// Wraps `inner`.
-    pub fn new(inner: B, counter: IntCounter) -> Self {
+    pub fn new(inner: B, counter: Counter) -> Self {
         Self { inner, counter }
     }
 }

@@ -4,17 +4,15 @@
 //!   way it is echoed on the response and recorded on the span.
 //! * The span follows OpenTelemetry's HTTP semantic conventions and is a child of an
 //!   incoming W3C `traceparent`.
-//! * Metrics carry only bounded labels: the method (unknown ones as `OTHER`) and the
-//!   status class. Request and response body bytes are counted as they stream.
+//! * Metrics carry only bounded labels: the method (unknown ones as `OTHER`), the status
+//!   code and its class. Request and response body bytes are counted as they stream. The
+//!   duration histogram keeps a sampled request's trace id as its bucket's exemplar.
 
 use crate::edge::counting::CountingBody;
 use axum::extract::Request;
 use axum::response::Response;
 use http::HeaderValue;
-use prometheus::{
-    HistogramVec, IntCounterVec, IntGauge, register_histogram_vec, register_int_counter_vec,
-    register_int_gauge,
-};
+use kubedav_api::metrics::{Counter, CounterFamily, Gauge, TracedHistogram, TracedHistogramFamily};
 use std::sync::{LazyLock, OnceLock};
 use std::time::Instant;
 use tracing::Instrument;
@@ -23,44 +21,39 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 /// The request id header, the one the gRPC hops carry too.
 pub use kubedav_remote::observe::REQUEST_ID_HEADER as REQUEST_ID;
 
-static REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+static REQUESTS: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
         "kubedav_http_requests_total",
         "HTTP requests answered, by method, status code and status class (1xx ... 5xx).",
-        &["method", "code", "status_class"]
+        &["method", "code", "status_class"],
     )
-    .expect("metric registers once")
 });
-static DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
-    register_histogram_vec!(
+static DURATION: LazyLock<TracedHistogramFamily> = LazyLock::new(|| {
+    TracedHistogramFamily::new(
         "kubedav_http_request_duration_seconds",
-        "Time to the response head, by method.",
+        "Time to the response head, by method (exemplars: the trace ids of sampled requests).",
         &["method"],
-        vec![
-            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
-        ]
+        &[
+            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ],
     )
-    .expect("metric registers once")
 });
-static BYTES_IN: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+static BYTES_IN: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
         "kubedav_http_request_body_bytes_total",
         "Request body bytes received, by method.",
-        &["method"]
+        &["method"],
     )
-    .expect("metric registers once")
 });
-static BYTES_OUT: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+static BYTES_OUT: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
         "kubedav_http_response_body_bytes_total",
         "Response body bytes sent, by method.",
-        &["method"]
+        &["method"],
     )
-    .expect("metric registers once")
 });
-static IN_FLIGHT: LazyLock<IntGauge> = LazyLock::new(|| {
-    register_int_gauge!("kubedav_http_requests_in_flight", "HTTP requests being handled.")
-        .expect("metric registers once")
+static IN_FLIGHT: LazyLock<Gauge> = LazyLock::new(|| {
+    kubedav_api::metrics::gauge("kubedav_http_requests_in_flight", "HTTP requests being handled.")
 });
 
 const KNOWN_METHODS: [&str; 14] = [
@@ -100,10 +93,10 @@ fn method_label(index: usize) -> &'static str {
 /// that happened. Codes are 100 to 599 (anything else counts as 599's class under the
 /// code "other"): a bounded set, of which the gateway answers a few dozen.
 struct MethodMetrics {
-    duration: prometheus::Histogram,
-    bytes_in: prometheus::IntCounter,
-    bytes_out: prometheus::IntCounter,
-    by_code: [OnceLock<prometheus::IntCounter>; CODES],
+    duration: TracedHistogram,
+    bytes_in: Counter,
+    bytes_out: Counter,
+    by_code: [OnceLock<Counter>; CODES],
 }
 
 /// Status codes 100..=599, and one slot for anything else.
@@ -124,7 +117,7 @@ fn metrics_of(index: usize) -> &'static MethodMetrics {
 }
 
 impl MethodMetrics {
-    fn requests(&self, index: usize, status: http::StatusCode) -> &prometheus::IntCounter {
+    fn requests(&self, index: usize, status: http::StatusCode) -> &Counter {
         let code = status.as_u16();
         let known = (100..=599).contains(&code);
         let slot = if known { usize::from(code - 100) } else { CODES - 1 };
@@ -211,7 +204,10 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
     let status = response.status();
     // As an i64: tracing-opentelemetry exports u64 fields as strings.
     span.record("http.response.status_code", i64::from(status.as_u16()));
-    metrics.duration.observe(started.elapsed().as_secs_f64());
+    metrics.duration.observe(
+        started.elapsed().as_secs_f64(),
+        kubedav_remote::observe::sampled_trace_id(&span),
+    );
     metrics.requests(index, status).inc();
     if let Some((method, path)) = access {
         span.in_scope(|| {

@@ -361,33 +361,27 @@ async fn refuse(mut stream: TcpStream, why: Refusal) {
 }
 
 mod metrics {
-    use prometheus::{
-        IntCounter, IntCounterVec, IntGauge, register_int_counter, register_int_counter_vec,
-        register_int_gauge,
-    };
+    use kubedav_api::metrics::{Counter, Gauge};
     use std::sync::LazyLock;
 
-    static OPEN: LazyLock<IntGauge> = LazyLock::new(|| {
-        register_int_gauge!("kubedav_http_connections", "Client connections held open.")
-            .expect("metric registers once")
+    static OPEN: LazyLock<Gauge> = LazyLock::new(|| {
+        kubedav_api::metrics::gauge("kubedav_http_connections", "Client connections held open.")
     });
-    static REFUSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
-        register_int_counter_vec!(
+    static REFUSED: LazyLock<kubedav_api::metrics::CounterFamily> = LazyLock::new(|| {
+        kubedav_api::metrics::CounterFamily::new(
             "kubedav_http_connections_refused_total",
             "Client connections refused at once, by limit: total (--max-connections were \
              open; 503) or per_address (the client's address held \
              --max-connections-per-address; 429).",
-            &["limit"]
+            &["limit"],
         )
-        .expect("metric registers once")
     });
-    static TIMED_OUT: LazyLock<IntCounter> = LazyLock::new(|| {
-        register_int_counter!(
+    static TIMED_OUT: LazyLock<Counter> = LazyLock::new(|| {
+        kubedav_api::metrics::counter(
             "kubedav_http_connections_dropped_total",
             "Connections dropped because they did not close within the idle timeout after \
-             being asked to."
+             being asked to.",
         )
-        .expect("metric registers once")
     });
 
     /// Starts every series at zero.

@@ -14,18 +14,17 @@ use futures_util::StreamExt;
 use http::StatusCode;
 use kubedav_api::fileio::{ListEntry, ListRequest, UsageRequest, UsageResponse};
 use kubedav_api::locks::{ActiveLock, DiscoverRequest};
+use kubedav_api::metrics::Counter;
 use kubedav_api::path::VolumePath;
-use prometheus::{IntCounter, register_int_counter};
 use std::sync::LazyLock;
 
 /// PROPFINDs answered with empty lockdiscovery because the locks service (or its store)
 /// could not be reached.
-static LOCKDISCOVERY_UNAVAILABLE: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
+static LOCKDISCOVERY_UNAVAILABLE: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_api::metrics::counter(
         "kubedav_gateway_lockdiscovery_unavailable_total",
-        "PROPFINDs answered with empty lockdiscovery because the locks could not be read."
+        "PROPFINDs answered with empty lockdiscovery because the locks could not be read.",
     )
-    .expect("metric registers once")
 });
 
 /// 207 with one response per resource; 403 `DAV:propfind-finite-depth` for Depth

@@ -9,29 +9,27 @@
 //! by `reason`: `queue_full` (dropped on ending) or `export_failed` (the collector
 //! refused or did not answer within `OTEL_EXPORTER_OTLP_TIMEOUT`).
 
+use kubedav_api::metrics::{Counter, CounterFamily};
 use opentelemetry::Context;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
-use prometheus::{IntCounter, IntCounterVec, register_int_counter, register_int_counter_vec};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-static EXPORTED: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
+static EXPORTED: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_api::metrics::counter(
         "kubedav_otel_spans_exported_total",
-        "Spans the OTLP collector accepted."
+        "Spans the OTLP collector accepted.",
     )
-    .expect("metric registers once")
 });
-static DROPPED: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+static DROPPED: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
         "kubedav_otel_spans_dropped_total",
         "Spans dropped instead of exported, by reason (queue_full, export_failed).",
-        &["reason"]
+        &["reason"],
     )
-    .expect("metric registers once")
 });
 
 /// Room the batch processor keeps beyond [`queue_length`] for its own control messages,
@@ -130,8 +128,12 @@ impl<E: SpanExporter> SpanExporter for Counted<E> {
         self.backlog.queued.fetch_sub(spans, Ordering::AcqRel);
         let result = self.inner.export(batch).await;
         match &result {
-            Ok(()) => EXPORTED.inc_by(spans as u64),
-            Err(_) => DROPPED.with_label_values(&["export_failed"]).inc_by(spans as u64),
+            Ok(()) => {
+                EXPORTED.inc_by(spans as u64);
+            }
+            Err(_) => {
+                DROPPED.with_label_values(&["export_failed"]).inc_by(spans as u64);
+            }
         }
         result
     }

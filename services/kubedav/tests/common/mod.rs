@@ -69,6 +69,8 @@ macro_rules! microservices_only {
     };
 }
 
+pub mod prometheus;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -34,7 +34,10 @@ impl Completion {
 
     pub(super) fn finish(self, code: tonic::Code) {
         self.method.handled(self.metrics, code).inc();
-        self.method.handling.observe(self.started.elapsed().as_secs_f64());
+        self.method.handling.observe(
+            self.started.elapsed().as_secs_f64(),
+            super::sampled_trace_id(&self.span),
+        );
         self.span.record("rpc.grpc.status_code", code as i64);
         let failed = match code {
             tonic::Code::Ok => false,

@@ -1,9 +1,7 @@
 //! The gRPC call metrics of both ends, in the style of go-grpc-prometheus (see
 //! [the module above](super)).
 
-use prometheus::{
-    Histogram, HistogramVec, IntCounter, IntCounterVec, register_histogram_vec, register_int_counter_vec,
-};
+use kubedav_api::metrics::{Counter, CounterFamily, TracedHistogram, TracedHistogramFamily};
 use std::collections::{HashMap, HashSet};
 use std::sync::{LazyLock, OnceLock};
 
@@ -13,9 +11,9 @@ const BUCKETS: &[f64] = &[
 
 /// The call metrics of one end of a hop.
 pub(super) struct EndMetrics {
-    started: IntCounterVec,
-    handled: IntCounterVec,
-    handling: HistogramVec,
+    started: CounterFamily,
+    handled: CounterFamily,
+    handling: TracedHistogramFamily,
     /// The children of every known method and of `other`, looked up by label once: a
     /// call then costs no label hashing and no allocation.
     methods: OnceLock<HashMap<&'static str, MethodMetrics>>,
@@ -25,10 +23,10 @@ pub(super) struct EndMetrics {
 pub(super) struct MethodMetrics {
     service: &'static str,
     method: &'static str,
-    pub(super) started: IntCounter,
-    pub(super) handling: Histogram,
+    pub(super) started: Counter,
+    pub(super) handling: TracedHistogram,
     /// By `tonic::Code` value; made when a code first happens.
-    handled: [OnceLock<IntCounter>; 17],
+    handled: [OnceLock<Counter>; 17],
 }
 
 /// The path under which calls to unknown methods are counted.
@@ -36,25 +34,22 @@ const OTHER_PATH: &str = "/other/other";
 
 impl EndMetrics {
     fn register(end: &str) -> Self {
-        let started = register_int_counter_vec!(
-            format!("kubedav_grpc_{end}_started_total"),
-            format!("gRPC calls started on the {end} side, by service and method."),
-            &["grpc_service", "grpc_method"]
-        )
-        .expect("metric registers once");
-        let handled = register_int_counter_vec!(
-            format!("kubedav_grpc_{end}_handled_total"),
-            format!("gRPC calls completed on the {end} side, by service, method and status code."),
-            &["grpc_service", "grpc_method", "grpc_code"]
-        )
-        .expect("metric registers once");
-        let handling = register_histogram_vec!(
-            format!("kubedav_grpc_{end}_handling_seconds"),
-            format!("Time from a gRPC call's start to its status on the {end} side."),
+        let started = CounterFamily::new(
+            &format!("kubedav_grpc_{end}_started_total"),
+            &format!("gRPC calls started on the {end} side, by service and method."),
             &["grpc_service", "grpc_method"],
-            BUCKETS.to_vec()
-        )
-        .expect("metric registers once");
+        );
+        let handled = CounterFamily::new(
+            &format!("kubedav_grpc_{end}_handled_total"),
+            &format!("gRPC calls completed on the {end} side, by service, method and status code."),
+            &["grpc_service", "grpc_method", "grpc_code"],
+        );
+        let handling = TracedHistogramFamily::new(
+            &format!("kubedav_grpc_{end}_handling_seconds"),
+            &format!("Time from a gRPC call's start to its status on the {end} side."),
+            &["grpc_service", "grpc_method"],
+            BUCKETS,
+        );
         Self {
             started,
             handled,
@@ -88,7 +83,7 @@ impl EndMetrics {
 }
 
 impl MethodMetrics {
-    pub(super) fn handled(&self, metrics: &EndMetrics, code: tonic::Code) -> &IntCounter {
+    pub(super) fn handled(&self, metrics: &EndMetrics, code: tonic::Code) -> &Counter {
         self.handled[(code as usize).min(16)].get_or_init(|| {
             metrics
                 .handled

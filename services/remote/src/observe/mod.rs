@@ -14,7 +14,8 @@
 //!   `grpc_method` (not `service`, which Kubernetes scrapes add). A call is handled when its last response
 //!   message and status have arrived, so a streaming call is timed to its end. Labels are
 //!   bounded: methods outside kubedav's, health's and reflection's protos count as
-//!   `other`.
+//!   `other`. The handling histograms keep the trace id of a sampled call as their
+//!   buckets' exemplars ([`sampled_trace_id`]).
 
 //!
 //! The modules: [`metrics`] (the call counters and histograms), [`body`] (recording a
@@ -32,3 +33,13 @@ pub use client::ObservedChannel;
 pub use metrics::{register_client_metrics, register_server_metrics};
 pub use propagation::{REQUEST_ID, REQUEST_ID_HEADER, extract_context};
 pub use server::{ObservedServer, ServerLayer};
+
+/// The id of `span`'s trace as 32 lowercase hex digits, when the trace is sampled (and so
+/// exported): what an exemplar names, so that a dashboard can open the trace.
+pub fn sampled_trace_id(span: &tracing::Span) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    (span_context.is_valid() && span_context.is_sampled()).then(|| span_context.trace_id().to_string())
+}
