@@ -33,6 +33,8 @@
 # venv with pinned kubernetes-validate, jsonschema, PyYAML and checkov, the
 # prometheus-operator CRDs from the Go module proxy, redis-server.
 set -euo pipefail
+# A pipe into grep uses grep ... >/dev/null, not grep -q: -q stops at the first match and
+# the writer, cut off with SIGPIPE, would fail the pipeline under pipefail.
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CHART="$REPO/charts/kubedav"
 BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
@@ -136,11 +138,11 @@ for set in "${SETS[@]}"; do
 done
 # The ServiceMonitor: forced on without the CRD known (helm template, Argo CD), off by
 # default there, and no hook at all once every generated secret comes from existingSecret.
-helm template kd "$CHART" --set metrics.serviceMonitor.enabled=true | grep -q '^kind: ServiceMonitor' \
+helm template kd "$CHART" --set metrics.serviceMonitor.enabled=true | grep '^kind: ServiceMonitor' >/dev/null \
   || fail "metrics.serviceMonitor.enabled=true rendered no ServiceMonitor"
-! helm template kd "$CHART" | grep -q '^kind: ServiceMonitor' || fail "auto rendered a ServiceMonitor without the CRD"
+! helm template kd "$CHART" | grep '^kind: ServiceMonitor' >/dev/null || fail "auto rendered a ServiceMonitor without the CRD"
 ! helm template kd "$CHART" --set auth.existingSecret=u --set grpcAuth.existingSecret=g \
-    --set redis.bundled.auth.existingSecret=r --set auth.sharedCache.existingSecret=c | grep -q 'ensure-secrets' \
+    --set redis.bundled.auth.existingSecret=r --set auth.sharedCache.existingSecret=c | grep 'ensure-secrets' >/dev/null \
   || fail "a hook was rendered although every secret is given"
 echo "ok  serviceMonitor forced on by true, auto off under helm template; no hook when every secret is given"
 
@@ -257,8 +259,8 @@ EOF
 for mode in microservices monolithic; do
   key=$([ "$mode" = monolithic ] && echo monolithic || echo fileio)
   helm install kd "$CHART" -n default --dry-run=client --set deploymentMode=$mode --set $key.persistence.enabled=false \
-    | grep -q "WARNING: persistence is off" || fail "NOTES give no warning with $key.persistence.enabled=false"
-  ! helm install kd "$CHART" -n default --dry-run=client --set deploymentMode=$mode | grep -q "WARNING: persistence is off" \
+    | grep "WARNING: persistence is off" >/dev/null || fail "NOTES give no warning with $key.persistence.enabled=false"
+  ! helm install kd "$CHART" -n default --dry-run=client --set deploymentMode=$mode | grep "WARNING: persistence is off" >/dev/null \
     || fail "NOTES warn about persistence although it is on ($mode)"
 done
 echo "ok  NOTES warn when persistence is off, in both modes, and only then"
@@ -294,7 +296,7 @@ created=$(grep -c ': created$' "$WORK/ensure.txt" || true)
 secrets_now() { kubectl -n "$ns" get secrets -l app.kubernetes.io/managed-by=kubedav -o jsonpath='{range .items[*]}{.metadata.name}={.data}{"\n"}{end}'; }
 secrets_now > "$WORK/secrets-1"
 users_secret=$(sed -n 's/^--users=//p' "$WORK/hook-args")
-kubectl -n "$ns" get secret "$users_secret" -o jsonpath='{.data.users}' | base64 -d | grep -q '^admin:\$6\$' \
+kubectl -n "$ns" get secret "$users_secret" -o jsonpath='{.data.users}' | base64 -d | grep '^admin:\$6\$' >/dev/null \
   || fail "the users Secret holds no SHA-512 crypt line for admin"
 ensure "$WORK/hook-token" > "$WORK/ensure.txt" 2>&1 || { cat "$WORK/ensure.txt"; fail "ensure-secrets, second run"; }
 [ "$(grep -c 'exists, kept as it is' "$WORK/ensure.txt")" -eq "$created" ] || { cat "$WORK/ensure.txt"; fail "the second run did not keep every secret"; }
@@ -344,7 +346,7 @@ live() {  # namespace values-set
     now=$(kubectl -n "$ns" get "$object" -o jsonpath='{.metadata.generation}')
     [ "$now" -gt "$generation" ] || fail "helm upgrade did not roll $object ($set)"
     kubectl -n "$ns" rollout status "$object" --timeout 60s > /dev/null || fail "$object did not finish rolling ($set)"
-    kubectl -n "$ns" get "$object" -o jsonpath='{.spec.template.spec.containers[0].env}' | grep -q '"value":"debug"' \
+    kubectl -n "$ns" get "$object" -o jsonpath='{.spec.template.spec.containers[0].env}' | grep '"value":"debug"' >/dev/null \
       || fail "$object does not carry the new value ($set)"
   done
   echo "ok  upgrade $set: every kubedav workload rolled to the new settings"

@@ -158,7 +158,9 @@ expect_status 207 "${auth[@]}" -X PROPFIND -H 'Depth: 1' "$base/"
 grep -q 'readme.md' "$WORK/body" || fail "PROPFIND Depth 1 does not list readme.md"
 echo "ok  PUT 201, GET 200 with the same bytes, PROPFIND 207 listing it"
 commit="$(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
-curl -s "http://127.0.0.1:$admin/metrics" | grep -q "kubedav_build_info{.*commit=\"$commit\"" \
+# grep, not grep -q, reads all of it: -q stops at the match, and curl, cut off with
+# SIGPIPE, would fail the pipeline under pipefail.
+curl -s "http://127.0.0.1:$admin/metrics" | grep "kubedav_build_info{.*commit=\"$commit\"" >/dev/null \
   || fail "/metrics does not report the commit $commit in kubedav_build_info"
 echo "ok  kubedav_build_info names the commit $commit"
 
