@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# make bench: throughput of kubedav (all-in-one and microservices), nginx and Apache,
-# measured one after the other in the same run, with the same load, so figures compare as
-# ratios.
+# make bench: first the headline, the server's CPU time per request of kubedav (both
+# modes) against nginx in alternating rounds, plainly and under a CPU hog
+# (scripts/bench_cpu.py); then throughput of kubedav (all-in-one and microservices), nginx
+# and Apache, measured one after the other in the same run, with the same load, so
+# figures compare as ratios.
 #
 #   GET 1 KiB    requests/s   wrk, THREADS threads, CONNS keep-alive connections, DURATION s
 #   GET 1 MiB    MB/s         same (1 MB = 10^6 bytes)
@@ -45,6 +47,7 @@ STEAL_BEGIN="$(steal_counters)"
 need=()
 command -v wrk >/dev/null || need+=(wrk)
 command -v curl >/dev/null || need+=(curl)
+command -v stress-ng >/dev/null || need+=(stress-ng)
 [ -x /usr/sbin/nginx ] || need+=(nginx)
 [ -x /usr/sbin/apache2 ] || need+=(apache2)
 dpkg-query -W -f='${Status}' libnginx-mod-http-dav-ext 2>/dev/null | grep -q 'install ok' || need+=(libnginx-mod-http-dav-ext)
@@ -108,6 +111,18 @@ measure() {
     "$(awk -v r="$(echo "$locks" | cut -d' ' -f1)" 'BEGIN {print r / 2}')" "$idle" "$peak" "$notes" | tee -a "$WORK/results.txt"
 }
 
+# The headline: CPU time per request against nginx, in alternating rounds, then the same
+# with one core kept busy, then PUT without fsync (scripts/bench_cpu.py).
+echo "CPU per request against nginx, alternating rounds (scripts/bench_cpu.py):"
+python3 "$REPO/scripts/bench_cpu.py" --binary "$BIN"
+echo
+echo "The same while a CPU hog keeps one core busy (a slow machine):"
+python3 "$REPO/scripts/bench_cpu.py" --binary "$BIN" --hog
+echo
+echo "PUT with --durability none (no fdatasync, no directory fsync), as nginx writes:"
+python3 "$REPO/scripts/bench_cpu.py" --binary "$BIN" --durability none --only PUT
+echo
+echo "Throughput, one server after the other:"
 echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(free -g | awk '/Mem:/ {print $2}') GiB, Linux $(uname -r)"
 echo "load: wrk -t$THREADS -c$CONNS -d${DURATION}s; PUT: $PUT_COUNT x 10 MiB sequential curl -T"
 printf '%-24s %9s %9s %8s %9s %8s %9s %9s %8s %8s\n' "server" "GET1K r/s" "GET1M MB/s" "PUT MB/s" "PFd1 r/s" "PFd1 p99" "PFd0 r/s" "LOCK+UN/s" "idle MiB" "peak MiB"

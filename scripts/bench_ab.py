@@ -18,70 +18,22 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEERS = os.environ.get("PEERS_DIR", os.path.join(REPO, "..", "shared", "peers"))
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def start(binary, log, args):
-    """Starts `binary args`, logging to `log`."""
-    out = open(log, "w")
-    return subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL)
-
-
-def announced(log, what, timeout=30):
-    """The address kubedav announced as `<what> listening on ADDR` in `log`."""
-    deadline = time.time() + timeout
-    pattern = re.compile(re.escape(what) + r" listening on (\S+)")
-    while time.time() < deadline:
-        with open(log) as f:
-            found = pattern.search(f.read())
-        if found:
-            return found.group(1)
-        time.sleep(0.05)
-    sys.exit(f"kubedav did not announce {what}; see {log}")
-
-
-def cpu_seconds(pids):
-    """utime + stime of the processes, in seconds."""
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
+from benchkit import PEERS, REPO, Kubedav, cpu_seconds
 
 
 class Deployment:
     """One build in one run mode, over its own root, with the bench fixtures."""
 
     def __init__(self, binary, mode, work):
-        self.procs = []
         self.runs = 0
         root = os.path.join(work, "root")
         self.root = root
         os.makedirs(os.path.join(root, "bench", "put"))
         with open(os.path.join(root, "bench", "1k.bin"), "wb") as f:
             f.write(os.urandom(1024))
-        admin = ["--admin-listen", "127.0.0.1:0"]
-        if mode == "all":
-            log = os.path.join(work, "all.log")
-            self.procs.append(start(binary, log, ["--target=all", "--root", root, "--listen", "127.0.0.1:0", *admin]))
-            self.url = "http://" + announced(log, "gateway HTTP")
-            return
-        log = os.path.join(work, "fileio.log")
-        self.procs.append(start(binary, log, ["--target=fileio", "--root", root, "--grpc-listen", "127.0.0.1:0", *admin]))
-        fileio = announced(log, "fileio gRPC")
-        log = os.path.join(work, "locks.log")
-        self.procs.append(start(binary, log, ["--target=locks", "--grpc-listen", "127.0.0.1:0", *admin]))
-        locks = announced(log, "locks gRPC")
-        log = os.path.join(work, "gateway.log")
-        self.procs.append(start(binary, log, [
-            "--target=gateway", "--fileio-url", f"http://{fileio}", "--locks-url", f"http://{locks}",
-            "--listen", "127.0.0.1:0", *admin]))
-        self.url = "http://" + announced(log, "gateway HTTP")
+        self.kubedav = Kubedav(binary, mode, work, root)
+        self.url = self.kubedav.url
 
     def lock_dir(self):
         """A fresh directory of files to lock, `/bench/lockN/t0.txt` and `t1.txt`: a run
@@ -94,13 +46,10 @@ class Deployment:
         return f"/bench/lock{self.runs}/"
 
     def pids(self):
-        return [p.pid for p in self.procs]
+        return self.kubedav.pids()
 
     def stop(self):
-        for p in self.procs:
-            p.terminate()
-        for p in self.procs:
-            p.wait(timeout=30)
+        self.kubedav.stop()
 
 
 WORKLOADS = [

@@ -42,7 +42,7 @@ use rustix::fs::OFlags;
 use std::path::Path;
 use std::sync::Arc;
 use tonic::Status;
-pub use volume::Volume;
+pub use volume::{Durability, Volume};
 
 /// Bytes an upload gathers before handing them to the blocking pool in one write.
 const WRITE_BATCH_BYTES: usize = 1024 * 1024;
@@ -79,10 +79,16 @@ impl StripedLocks {
 }
 
 impl LocalFileIo {
-    /// Serves the directory `root`. See [`Volume::open`] for the failures.
+    /// Serves the directory `root`, syncing every change. See [`Volume::open`] for the
+    /// failures.
     pub fn open(root: &Path) -> Result<Self, String> {
+        Self::open_with(root, Durability::default())
+    }
+
+    /// Serves the directory `root`; changes wait for what `durability` says.
+    pub fn open_with(root: &Path, durability: Durability) -> Result<Self, String> {
         uring::detect();
-        let volume = Arc::new(Volume::open(root)?);
+        let volume = Arc::new(Volume::open(root)?.with_durability(durability));
         let started = orphans::filesystem_now(volume.root_fd()).unwrap_or_else(std::time::SystemTime::now);
         metrics::register();
         let swept = volume.clone();

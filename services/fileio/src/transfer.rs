@@ -4,6 +4,7 @@ use crate::errors::{Op, io_status};
 use crate::listing::visible_names;
 use crate::metadata::{is_dir, is_symlink, stat_at};
 use crate::tree::{failure, remove_entry};
+use crate::volume::Durability;
 use crate::write::Upload;
 use crate::{Volume, props};
 use kubedav_api::fileio::{Depth, TransferResponse};
@@ -107,12 +108,24 @@ pub fn copy(
     let file_over_file_or_nothing = !is_dir(&source_stx) && existing.as_ref().is_none_or(|e| !is_dir(e));
     if file_over_file_or_nothing {
         // Its commit is serialized with every other commit to the destination.
-        copy_file(File::from(source_fd), &dest.dir, &dest.name, destination)?;
+        copy_file(
+            File::from(source_fd),
+            &dest.dir,
+            &dest.name,
+            destination,
+            volume.durability(),
+        )?;
     } else {
         let staged = Staged::create(&dest.dir, destination, is_dir(&source_stx))?;
         let mut failures = Vec::new();
         if !is_dir(&source_stx) {
-            copy_file(File::from(source_fd), &dest.dir, &staged.name, destination)?;
+            copy_file(
+                File::from(source_fd),
+                &dest.dir,
+                &staged.name,
+                destination,
+                volume.durability(),
+            )?;
         } else {
             props::write_raw(
                 staged.lock_fd()?,
@@ -128,6 +141,7 @@ pub fn copy(
                     source.clone(),
                     destination.clone(),
                     &mut failures,
+                    volume.durability(),
                 );
             }
         }
@@ -139,7 +153,7 @@ pub fn copy(
         }
         staged.swap_in(&dest.name, existing.as_ref())?;
     }
-    rustix::fs::fsync(&dest.dir).map_err(|e| io_status(e, Op::Other, destination))?;
+    volume.durability().sync_dir(&dest.dir, destination)?;
     Ok(TransferResponse {
         created: !dest.existed,
         failures: Vec::new(),
@@ -278,9 +292,15 @@ impl Drop for Staged<'_> {
     }
 }
 
-fn copy_file(mut source: File, dir: &OwnedFd, name: &str, path: &VolumePath) -> Result<(), Status> {
+fn copy_file(
+    mut source: File,
+    dir: &OwnedFd,
+    name: &str,
+    path: &VolumePath,
+    durability: Durability,
+) -> Result<(), Status> {
     let dir = rustix::io::fcntl_dupfd_cloexec(dir, 0).map_err(|e| io_status(e, Op::Other, path))?;
-    let mut upload = Upload::create_in(dir, name.to_owned(), path.clone())?;
+    let mut upload = Upload::create_in(dir, name.to_owned(), path.clone(), durability)?;
     upload.copy_from(&mut source)?;
     upload.commit(&Default::default(), false)?;
     Ok(())
@@ -310,6 +330,7 @@ fn copy_tree(
     source_path: VolumePath,
     target_path: VolumePath,
     failures: &mut Vec<Failure>,
+    durability: Durability,
 ) {
     let mut stack = vec![(source, target, source_path, target_path)];
     while let Some((source, target, source_path, target_path)) = stack.pop() {
@@ -344,7 +365,7 @@ fn copy_tree(
                     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
                     let fd = rustix::fs::openat(&source, name.as_str(), flags, Mode::empty())
                         .map_err(|e| io_status(e, Op::Other, &from))?;
-                    copy_file(File::from(fd), &target, &name, &to)?;
+                    copy_file(File::from(fd), &target, &name, &to, durability)?;
                 }
                 Ok(())
             })();
@@ -420,8 +441,8 @@ pub fn rename(
         }
         Err(e) => return Err(io_status(e, Op::Create, destination)),
     }
-    rustix::fs::fsync(&source_dir).map_err(|e| io_status(e, Op::Other, source))?;
-    rustix::fs::fsync(&dest.dir).map_err(|e| io_status(e, Op::Other, destination))?;
+    volume.durability().sync_dir(&source_dir, source)?;
+    volume.durability().sync_dir(&dest.dir, destination)?;
     Ok(TransferResponse {
         created: !dest.existed,
         failures,

@@ -19,7 +19,7 @@ pub fn mkdir(volume: &Volume, path: &VolumePath) -> Result<FileInfo, Status> {
     let (dir, name) = volume.open_parent(path)?;
     rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o755))
         .map_err(|e| io_status(e, Op::Create, path))?;
-    rustix::fs::fsync(&dir).map_err(|e| io_status(e, Op::Other, path))?;
+    volume.durability().sync_dir(&dir, path)?;
     Ok(file_info(path, &stat_at(&dir, name, path)?))
 }
 
@@ -61,7 +61,7 @@ pub fn delete(volume: &Volume, path: &VolumePath, if_match: Option<&str>) -> Res
     }
     let failures = remove_entry(&parent, name, path, &stx)?;
     drop(serialized);
-    rustix::fs::fsync(&parent).map_err(|e| io_status(e, Op::Other, path))?;
+    volume.durability().sync_dir(&parent, path)?;
     Ok(failures)
 }
 

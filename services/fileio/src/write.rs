@@ -3,12 +3,14 @@
 //! The body goes to a temporary file in the target's own directory (so the final rename
 //! never crosses a filesystem), named with the reserved prefix so no client can see or
 //! touch it. When the body ended cleanly with the declared size, the file is fdatasync'ed,
-//! renamed over the target and the directory fsync'ed. Any other ending (a body error, a
+//! renamed over the target and the directory fsync'ed (with `--durability none`, neither:
+//! see [`Durability`]). Any other ending (a body error, a
 //! size mismatch, a dropped request, a full disk) removes the temporary file: readers see
 //! the old content or the new, never a mix, and concurrent writers each commit whole.
 
 use crate::errors::{Op, io_status};
 use crate::metadata::{etag, file_info, is_dir, stat_at, stat_fd};
+use crate::volume::Durability;
 use bytes::Bytes;
 use kubedav_api::fileio::{FileInfo, WriteHeader};
 use kubedav_api::path::{TEMPORARY_PREFIX, VolumePath};
@@ -31,6 +33,7 @@ pub struct Upload {
     committed: bool,
     /// The checksums the write computes while the body streams, if it asked for any.
     digester: Option<crate::digest::Digester>,
+    durability: Durability,
 }
 
 /// How much of a body is written before its writeback is started.
@@ -66,7 +69,7 @@ impl Upload {
             Err(status) if status.code() == tonic::Code::NotFound => {}
             Err(status) => return Err(status),
         }
-        let upload = Self::create_in(dir, name, path)?;
+        let upload = Self::create_in(dir, name, path, volume.durability())?;
         if let Some(size) = expected_size.filter(|&size| size > 0) {
             upload.reserve(size)?;
         }
@@ -92,8 +95,14 @@ impl Upload {
         }
     }
 
-    /// Creates the temporary file for `name` in the open directory `dir`.
-    pub fn create_in(dir: OwnedFd, name: String, path: VolumePath) -> Result<Self, Status> {
+    /// Creates the temporary file for `name` in the open directory `dir`; its commit
+    /// waits for what `durability` says.
+    pub fn create_in(
+        dir: OwnedFd,
+        name: String,
+        path: VolumePath,
+        durability: Durability,
+    ) -> Result<Self, Status> {
         for _ in 0..16 {
             let temp_name = format!("{TEMPORARY_PREFIX}{:016x}", fastrand::u64(..));
             let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW;
@@ -113,6 +122,7 @@ impl Upload {
                         handed_to_disk: 0,
                         committed: false,
                         digester: None,
+                        durability,
                     });
                 }
                 Err(rustix::io::Errno::EXIST) => continue,
@@ -144,7 +154,7 @@ impl Upload {
             self.file.write_all(chunk).map_err(|e| self.write_error(e))?;
             self.written += chunk.len() as u64;
         }
-        if self.written - self.handed_to_disk >= WRITEBACK_WINDOW {
+        if self.durability == Durability::Fsync && self.written - self.handed_to_disk >= WRITEBACK_WINDOW {
             self.start_writeback();
         }
         Ok(())
@@ -205,7 +215,9 @@ impl Upload {
         if let Some(modified) = header.modified_unix_ns {
             crate::props::set_modified(&self.file, modified, &self.path)?;
         }
-        self.file.sync_data().map_err(|e| self.write_error(e))?;
+        if self.durability == Durability::Fsync {
+            self.file.sync_data().map_err(|e| self.write_error(e))?;
+        }
         // From the check of what is there to the rename, no other commit to this path.
         let serialized = crate::serial::lock(&self.path);
         let existing = match stat_at(&self.dir, &self.name, &self.path) {
@@ -274,7 +286,7 @@ impl Upload {
         drop(serialized);
         self.committed = true;
         // The rename is durable once the directory is.
-        rustix::fs::fsync(&self.dir).map_err(|e| io_status(e, Op::Other, &self.path))?;
+        self.durability.sync_dir(&self.dir, &self.path)?;
         let stx = stat_fd(&self.file, &self.path)?;
         Ok(Committed {
             info: file_info(&self.path, &stx),

@@ -66,6 +66,25 @@ pub enum LogFormat {
     Json,
 }
 
+/// What a change to the volume waits for before it is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Durability {
+    /// fdatasync the file, fsync its directory: an answered change survives a power loss.
+    Fsync,
+    /// Wait for nothing (as nginx and Apache): atomic still, but a crash may lose the last
+    /// changes.
+    None,
+}
+
+impl From<Durability> for kubedav_fileio::Durability {
+    fn from(durability: Durability) -> Self {
+        match durability {
+            Durability::Fsync => kubedav_fileio::Durability::Fsync,
+            Durability::None => kubedav_fileio::Durability::None,
+        }
+    }
+}
+
 /// kubedav: a WebDAV file service. One binary; `--target` picks what this process runs.
 #[derive(Debug, Parser)]
 #[command(name = "kubedav", version, about, long_about = None)]
@@ -131,6 +150,14 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_IO_URING_SCANS", default_value_t = false, action = clap::ArgAction::Set)]
     pub io_uring_scans: bool,
 
+    /// What a change to the volume waits for before it is answered (targets all, fileio;
+    /// a bucket's writes are as durable as its store makes them): `fsync` (the default:
+    /// the file's data and its directory reach the disk first, so an answered PUT, MKCOL,
+    /// DELETE, COPY or MOVE survives a power loss) or `none` (the kernel writes back when
+    /// it will, as nginx and Apache leave it; docs/benchmarks.md measures the difference).
+    #[arg(long, env = "KUBEDAV_DURABILITY", value_enum, default_value_t = Durability::Fsync)]
+    pub durability: Durability,
+
     /// Memory for copies of small files (64 KiB at most each), in MiB (targets all,
     /// fileio); 0 turns the cache off. A copy is served only after a `statx` shows the
     /// file unchanged since it was read (docs/architecture.md).
@@ -143,10 +170,9 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_RPC_TIMEOUT_SECONDS", default_value_t = 30)]
     pub rpc_timeout_seconds: u64,
 
-    /// Memory for what a gateway keeps of fileio's answers, in MiB (target gateway, and
-    /// target all with --storage s3://, where every answer costs S3 requests, unless its
-    /// locks are in Redis: then other processes share the bucket and announce nothing to
-    /// it): files (1 MiB at most), single resources and Depth 1 listings of collections
+    /// Memory for what a gateway keeps of fileio's answers, in MiB (targets gateway and
+    /// all; not target all with its locks in Redis: then other processes share the volume
+    /// or the bucket and announce nothing to it): files (1 MiB at most), single resources and Depth 1 listings of collections
     /// (4,096 entries at most) with their dead properties, plus lock discovery when the
     /// locks service offers leases. Kept under the services' leases, so a change made
     /// through any gateway is seen at once by every other; 0 turns it off
@@ -155,7 +181,7 @@ pub struct Cli {
     pub gateway_cache_mib: u64,
 
     /// The longest a gateway serves a kept copy without asking fileio again, in
-    /// milliseconds (target gateway, and all with --storage s3://): how long a change
+    /// milliseconds (targets gateway and all): how long a change
     /// made to the volume or the bucket behind kubedav's back (not through a gateway) may
     /// go unseen.
     #[arg(long, env = "KUBEDAV_GATEWAY_CACHE_FRESHNESS_MS", default_value_t = 1000)]

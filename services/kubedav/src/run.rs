@@ -112,17 +112,18 @@ async fn local_ports(cli: &Cli) -> Result<Ports, String> {
         );
     }
     let (mut fileio, _) = open_storage(cli).await?;
-    // A volume answers from the kernel's caches and fileio's own (each checked against
-    // the volume, so other processes' changes show at once); a bucket answers nothing
-    // without S3 requests, so the gateway keeps what it was told, under an in-process
-    // lease, as it does from a remote fileio. Not when locks are shared through Redis:
-    // then other processes share the bucket, and they announce nothing to this one.
-    let keeps_bucket = cli.storage.is_some() && cli.gateway_cache_mib > 0;
+    // The gateway keeps what fileio told it, under an in-process lease, as it does from a
+    // remote fileio: a kept answer costs no statx, no read and no listing, which is what
+    // makes a hot GET or PROPFIND cheaper than nginx's (docs/benchmarks.md, issue 30). A
+    // change made behind kubedav's back shows within --gateway-cache-freshness-ms, as in
+    // microservices mode. Not when locks are shared through Redis: then other processes
+    // share the volume or the bucket, and they announce nothing to this one.
+    let keeps = cli.gateway_cache_mib > 0;
     let shared = cli.lock_store != "memory";
-    if keeps_bucket && shared {
-        tracing::info!(target: "kubedav", "locks shared through Redis: other processes may change the bucket, so nothing is kept of it");
+    if keeps && shared {
+        tracing::info!(target: "kubedav", "locks shared through Redis: other processes may change the files, so the gateway keeps nothing of them");
     }
-    if keeps_bucket && !shared {
+    if keeps && !shared {
         kubedav_gateway::cache::register_metrics();
         let leased = kubedav_remote::server::LeasedFileIo::new(fileio);
         fileio = Arc::new(CachedFileIo::in_process(leased, cache_config(cli)));
@@ -510,7 +511,7 @@ async fn open_backend(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), St
 }
 
 fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
-    let core = LocalFileIo::open(&cli.root)
+    let core = LocalFileIo::open_with(&cli.root, cli.durability.into())
         .map_err(|e| format!("{e} (set --root or KUBEDAV_ROOT to an existing directory)"))?
         .with_file_cache(cli.file_cache_mib.saturating_mul(1024 * 1024));
     tracing::info!(target: "kubedav", "serving {}", cli.root.display());

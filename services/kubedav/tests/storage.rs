@@ -311,7 +311,91 @@ async fn a_failed_copy_keeps_the_destination(mode: Mode) {
     assert_eq!(names_in(&server.root), ["dst", "src"]);
 }
 
+/// The calls to `fsync`, `fdatasync` (and `mkdirat`) the process serving the volume
+/// makes while `act` runs, seen by strace attached to all its threads.
+async fn syncs_during(server: &Server, act: impl std::future::Future<Output = ()>) -> Vec<String> {
+    let fileio = server
+        .processes
+        .iter()
+        .find(|p| p.name == "fileio" || p.name == "all")
+        .expect("a process serves the volume");
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut strace = tokio::process::Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=fsync,fdatasync,mkdirat", "-o"])
+        .arg(out.path())
+        .args(["-p", &fileio.pid().to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run strace ({e}): `make test` installs it"));
+    // strace says nothing when attached with -qq: a traced MKCOL's mkdirat shows it is.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        assert!(send(server, "MKCOL", "/probe-attached/", "").await.0.is_success());
+        assert!(
+            send(server, "DELETE", "/probe-attached/", "")
+                .await
+                .0
+                .is_success()
+        );
+        let seen = std::fs::read_to_string(out.path()).unwrap_or_default();
+        if seen.contains("mkdirat(") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "strace never attached to {}",
+            fileio.name
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let before = std::fs::read_to_string(out.path())
+        .unwrap_or_default()
+        .lines()
+        .count();
+    act.await;
+    strace.start_kill().unwrap();
+    let _ = strace.wait().await;
+    let traced = std::fs::read_to_string(out.path()).unwrap_or_default();
+    traced.lines().skip(before).map(str::to_owned).collect()
+}
+
+/// `--durability fsync` (the default) makes a PUT and a MKCOL durable before answering
+/// them: the file's data is fdatasync'ed and the directory fsync'ed. `--durability none`
+/// answers them without a sync call, and what was written is served all the same.
+async fn durability_says_what_a_change_waits_for(mode: Mode) {
+    for (durability, wants_syncs) in [("fsync", true), ("none", false)] {
+        let server = Server::start_full(mode, &[], &[("KUBEDAV_DURABILITY", durability)]).await;
+        let syncs = syncs_during(&server, async {
+            assert_eq!(
+                send(&server, "PUT", "/d.txt", "durable?").await.0,
+                StatusCode::CREATED
+            );
+            assert_eq!(send(&server, "MKCOL", "/d/", "").await.0, StatusCode::CREATED);
+        })
+        .await;
+        let calls = |name: &str| syncs.iter().filter(|l| l.contains(&format!("{name}("))).count();
+        if wants_syncs {
+            assert!(
+                calls("fdatasync") >= 1,
+                "{mode:?} {durability}: the PUT's data was not synced: {syncs:?}"
+            );
+            assert!(
+                calls("fsync") >= 2,
+                "{mode:?} {durability}: the directories were not synced: {syncs:?}"
+            );
+        } else {
+            assert_eq!(
+                calls("fdatasync") + calls("fsync"),
+                0,
+                "{mode:?} {durability}: sync calls were made: {syncs:?}"
+            );
+        }
+        assert_eq!(content(&server, "/d.txt").await, "durable?");
+    }
+}
+
 in_both_modes!(
+    durability_says_what_a_change_waits_for,
     a_failed_copy_keeps_the_destination,
     a_full_volume_gives_507_and_keeps_the_old_content,
     a_read_only_volume_serves_reads_and_refuses_writes

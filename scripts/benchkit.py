@@ -1,0 +1,78 @@
+"""Shared by the Python bench scripts: starting kubedav in either run mode over a root,
+finding the addresses it announces, and reading the CPU time its processes used."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEERS = os.environ.get("PEERS_DIR", os.path.join(REPO, "..", "shared", "peers"))
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def start(binary, log, args):
+    """Starts `binary args`, logging to `log`."""
+    out = open(log, "w")
+    return subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL)
+
+
+def announced(log, what, timeout=30):
+    """The address kubedav announced as `<what> listening on ADDR` in `log`."""
+    deadline = time.time() + timeout
+    pattern = re.compile(re.escape(what) + r" listening on (\S+)")
+    while time.time() < deadline:
+        with open(log) as f:
+            found = pattern.search(f.read())
+        if found:
+            return found.group(1)
+        time.sleep(0.05)
+    sys.exit(f"kubedav did not announce {what}; see {log}")
+
+
+def cpu_seconds(pids):
+    """utime + stime of the processes, in seconds."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS
+
+
+class Kubedav:
+    """kubedav in one run mode (`all`, or `microservices`: gateway, fileio and locks as
+    processes) over `root`, with `extra` arguments for the process that runs fileio."""
+
+    def __init__(self, binary, mode, work, root, extra=()):
+        self.procs = []
+        self.root = root
+        admin = ["--admin-listen", "127.0.0.1:0"]
+        if mode == "all":
+            log = os.path.join(work, "all.log")
+            self.procs.append(start(binary, log, [
+                "--target=all", "--root", root, "--listen", "127.0.0.1:0", *admin, *extra]))
+            self.url = "http://" + announced(log, "gateway HTTP")
+            return
+        log = os.path.join(work, "fileio.log")
+        self.procs.append(start(binary, log, [
+            "--target=fileio", "--root", root, "--grpc-listen", "127.0.0.1:0", *admin, *extra]))
+        fileio = announced(log, "fileio gRPC")
+        log = os.path.join(work, "locks.log")
+        self.procs.append(start(binary, log, ["--target=locks", "--grpc-listen", "127.0.0.1:0", *admin]))
+        locks = announced(log, "locks gRPC")
+        log = os.path.join(work, "gateway.log")
+        self.procs.append(start(binary, log, [
+            "--target=gateway", "--fileio-url", f"http://{fileio}", "--locks-url", f"http://{locks}",
+            "--listen", "127.0.0.1:0", *admin]))
+        self.url = "http://" + announced(log, "gateway HTTP")
+
+    def pids(self):
+        return [p.pid for p in self.procs]
+
+    def stop(self):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            p.wait(timeout=30)
