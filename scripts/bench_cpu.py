@@ -38,7 +38,7 @@ import time
 
 from benchkit import PEERS, REPO, Kubedav, cpu_seconds
 
-PUT_COUNT = int(os.environ.get("PUT_COUNT", "10"))
+PUT_COUNT = int(os.environ.get("PUT_COUNT", "20"))
 PUT_MIB = 10
 NGINX_MODULE = "/usr/lib/nginx/modules/ngx_http_dav_ext_module.so"
 
