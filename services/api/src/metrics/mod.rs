@@ -156,7 +156,7 @@ fn labels(names: &'static [&'static str], values: &[&str]) -> Labels {
 
 /// Makes a family's histograms with its buckets.
 #[derive(Clone, Debug)]
-struct Buckets(Vec<f64>);
+pub struct Buckets(Vec<f64>);
 
 impl MetricConstructor<Histogram> for Buckets {
     fn new_metric(&self) -> Histogram {
@@ -170,90 +170,71 @@ impl MetricConstructor<HistogramWithExemplars<TraceLabel>> for Buckets {
     }
 }
 
-/// Counters with labels: one child per set of label values.
+/// A family of metrics with labels: one child per set of label values, each made (and
+/// exported at zero) on first use.
 #[derive(Clone, Debug)]
-pub struct CounterFamily {
+pub struct Labelled<M, C = fn() -> M> {
     names: &'static [&'static str],
-    family: Family<Labels, Counter>,
+    family: Family<Labels, M, C>,
 }
 
-impl CounterFamily {
-    /// Registers the family `name` with the label names `names`.
-    pub fn new(name: &str, help: &str, names: &'static [&'static str]) -> Self {
-        let family = Family::default();
-        register(name, help, family.clone());
-        Self { names, family }
-    }
-
-    /// The child with `values` (one per label name, in order); made, and exported at
-    /// zero, on first use.
-    pub fn with_label_values(&self, values: &[&str]) -> Counter {
-        self.family.get_or_create_owned(&labels(self.names, values))
-    }
-}
-
-/// Gauges with labels: one child per set of label values.
-#[derive(Clone, Debug)]
-pub struct GaugeFamily {
-    names: &'static [&'static str],
-    family: Family<Labels, Gauge>,
-}
-
-impl GaugeFamily {
-    /// Registers the family `name` with the label names `names`.
-    pub fn new(name: &str, help: &str, names: &'static [&'static str]) -> Self {
-        let family = Family::default();
-        register(name, help, family.clone());
-        Self { names, family }
-    }
-
+impl<M: Clone, C: MetricConstructor<M>> Labelled<M, C> {
     /// The child with `values` (one per label name, in order).
-    pub fn with_label_values(&self, values: &[&str]) -> Gauge {
+    pub fn with_label_values(&self, values: &[&str]) -> M {
         self.family.get_or_create_owned(&labels(self.names, values))
     }
 }
 
-/// Histograms with labels, all with the same buckets.
-#[derive(Clone, Debug)]
-pub struct HistogramFamily {
-    names: &'static [&'static str],
-    family: Family<Labels, Histogram, Buckets>,
+impl<M> Labelled<M>
+where
+    M: Default + Clone,
+    Family<Labels, M>: Metric,
+{
+    /// Registers the family `name` with the label names `names`.
+    pub fn new(name: &str, help: &str, names: &'static [&'static str]) -> Self {
+        let family = Family::default();
+        register(name, help, family.clone());
+        Self { names, family }
+    }
 }
 
-impl HistogramFamily {
+impl<M> Labelled<M, Buckets>
+where
+    M: Clone,
+    Family<Labels, M, Buckets>: Metric,
+{
     /// Registers the family `name` with the label names `names` and upper bounds `buckets`.
     pub fn new(name: &str, help: &str, names: &'static [&'static str], buckets: &[f64]) -> Self {
         let family = Family::new_with_constructor(Buckets(buckets.to_vec()));
         register(name, help, family.clone());
         Self { names, family }
     }
-
-    /// The child with `values` (one per label name, in order).
-    pub fn with_label_values(&self, values: &[&str]) -> Histogram {
-        self.family.get_or_create_owned(&labels(self.names, values))
-    }
 }
+
+/// Counters with labels.
+pub type CounterFamily = Labelled<Counter>;
+/// Gauges with labels.
+pub type GaugeFamily = Labelled<Gauge>;
+/// Histograms with labels, all with the same buckets.
+pub type HistogramFamily = Labelled<Histogram, Buckets>;
 
 /// Histograms with labels whose buckets keep an exemplar: the last observation that fell
 /// in them with the id of its trace, so a dashboard can jump from a slow bucket to a
 /// trace. Exemplars are exported only in the OpenMetrics format.
 #[derive(Clone, Debug)]
-pub struct TracedHistogramFamily {
-    names: &'static [&'static str],
-    family: Family<Labels, HistogramWithExemplars<TraceLabel>, Buckets>,
-}
+pub struct TracedHistogramFamily(Labelled<HistogramWithExemplars<TraceLabel>, Buckets>);
 
 impl TracedHistogramFamily {
     /// Registers the family `name` with the label names `names` and upper bounds `buckets`.
     pub fn new(name: &str, help: &str, names: &'static [&'static str], buckets: &[f64]) -> Self {
-        let family = Family::new_with_constructor(Buckets(buckets.to_vec()));
-        register(name, help, family.clone());
-        Self { names, family }
+        Self(Labelled::<HistogramWithExemplars<TraceLabel>, Buckets>::new(
+            name, help, names, buckets,
+        ))
     }
 
     /// The child with `values` (one per label name, in order).
     pub fn with_label_values(&self, values: &[&str]) -> TracedHistogram {
-        TracedHistogram(self.family.get_or_create_owned(&labels(self.names, values)))
+        TracedHistogram(self.0.with_label_values(values))
     }
 }
 

@@ -60,6 +60,22 @@ impl Prometheus {
         }
     }
 
+    /// The `data` of Prometheus's answer to the API call `path_and_query` (under
+    /// /api/v1/), which must succeed; `what` names it in a failure.
+    async fn api(&self, path_and_query: &str, what: &str) -> serde_json::Value {
+        let body = client()
+            .get(format!("{}/api/v1/{path_and_query}", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let mut reply: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(reply["status"], "success", "{what}: {reply}");
+        reply["data"].take()
+    }
+
     /// The exemplars Prometheus holds for the series `selector` over the last ten minutes,
     /// as `(series labels, exemplar labels)` pairs.
     pub async fn exemplars(&self, selector: &str) -> Vec<(serde_json::Value, serde_json::Value)> {
@@ -68,23 +84,14 @@ impl Prometheus {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs();
-        let body = client()
-            .get(format!(
-                "{}/api/v1/query_exemplars?query={encoded}&start={}&end={}",
-                self.url,
-                now - 600,
-                now + 60
-            ))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(reply["status"], "success", "{selector}: {reply}");
+        let query = format!(
+            "query_exemplars?query={encoded}&start={}&end={}",
+            now - 600,
+            now + 60
+        );
+        let data = self.api(&query, selector).await;
         let mut found = Vec::new();
-        for series in reply["data"].as_array().into_iter().flatten() {
+        for series in data.as_array().into_iter().flatten() {
             for exemplar in series["exemplars"].as_array().into_iter().flatten() {
                 found.push((series["seriesLabels"].clone(), exemplar["labels"].clone()));
             }
@@ -95,17 +102,8 @@ impl Prometheus {
     /// The result vector of an instant query (empty when the query has no data).
     pub async fn query(&self, expr: &str) -> Vec<serde_json::Value> {
         let encoded = percent_encoding::utf8_percent_encode(expr, percent_encoding::NON_ALPHANUMERIC);
-        let body = client()
-            .get(format!("{}/api/v1/query?query={encoded}", self.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(reply["status"], "success", "{expr}: {reply}");
-        reply["data"]["result"].as_array().cloned().unwrap_or_default()
+        let data = self.api(&format!("query?query={encoded}"), expr).await;
+        data["result"].as_array().cloned().unwrap_or_default()
     }
 }
 
