@@ -1,7 +1,7 @@
 //! fileio's own Prometheus metrics (in the process's one registry, `kubedav_api::metrics`).
 
 use crate::volume::Volume;
-use kubedav_api::metrics::Counter;
+use kubedav_api::metrics::{Counter, CounterFamily, HistogramFamily};
 use std::sync::{Arc, LazyLock};
 
 static READ_BYTES: LazyLock<Counter> = LazyLock::new(|| {
@@ -16,16 +16,16 @@ static WRITTEN_BYTES: LazyLock<Counter> = LazyLock::new(|| {
         "File bytes written to the volume (before commit).",
     )
 });
-static SCANS: LazyLock<kubedav_api::metrics::CounterFamily> = LazyLock::new(|| {
-    kubedav_api::metrics::CounterFamily::new(
+static SCANS: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
         "kubedav_fileio_scans_total",
         "Listings of a collection's members (Depth 1 and infinity) started, by how they gather \
          metadata (io_uring, fallback, s3).",
         &["path"],
     )
 });
-static SCAN_BATCH: LazyLock<kubedav_api::metrics::HistogramFamily> = LazyLock::new(|| {
-    kubedav_api::metrics::HistogramFamily::new(
+static SCAN_BATCH: LazyLock<HistogramFamily> = LazyLock::new(|| {
+    HistogramFamily::new(
         "kubedav_fileio_scan_batch_entries",
         "Entries whose metadata a listing gathers in one step: up to 256 of a directory's \
          entries, in one io_uring submission or with a statx call each (fallback).",
@@ -75,8 +75,8 @@ pub fn scan_batch(path: ScanPath, entries: usize) {
         .observe(entries as f64);
 }
 
-static S3_REQUESTS: LazyLock<kubedav_api::metrics::CounterFamily> = LazyLock::new(|| {
-    kubedav_api::metrics::CounterFamily::new(
+static S3_REQUESTS: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
         "kubedav_fileio_s3_requests_total",
         "Requests to the S3 server, by S3 action (GetObject, ListObjectsV2, ...) and outcome \
          (ok, refused: any answer but a success, failed: no answer).",

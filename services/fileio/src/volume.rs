@@ -29,6 +29,14 @@ pub enum Durability {
 }
 
 impl Durability {
+    /// Makes the data of `file` durable (`fdatasync`), unless nothing is to be waited for.
+    pub fn sync_data(self, file: &std::fs::File) -> std::io::Result<()> {
+        match self {
+            Durability::Fsync => file.sync_data(),
+            Durability::None => Ok(()),
+        }
+    }
+
     /// Makes the names in the open directory `dir` durable (after a create, rename or
     /// remove), unless nothing is to be waited for.
     pub fn sync_dir(self, dir: &OwnedFd, path: &VolumePath) -> Result<(), Status> {

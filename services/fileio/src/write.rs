@@ -215,9 +215,9 @@ impl Upload {
         if let Some(modified) = header.modified_unix_ns {
             crate::props::set_modified(&self.file, modified, &self.path)?;
         }
-        if self.durability == Durability::Fsync {
-            self.file.sync_data().map_err(|e| self.write_error(e))?;
-        }
+        self.durability
+            .sync_data(&self.file)
+            .map_err(|e| self.write_error(e))?;
         // From the check of what is there to the rename, no other commit to this path.
         let serialized = crate::serial::lock(&self.path);
         let existing = match stat_at(&self.dir, &self.name, &self.path) {

@@ -1,5 +1,5 @@
 //! The locks service's own metrics.
-use kubedav_api::metrics::{Counter, Gauge};
+use kubedav_api::metrics::{Counter, CounterFamily, Gauge};
 use std::sync::LazyLock;
 
 /// Locks currently held. With the Redis store every replica reports the whole fleet's
@@ -16,8 +16,8 @@ pub static CONFLICTS: LazyLock<Counter> = LazyLock::new(|| {
 });
 
 /// Store operations that failed because the store could not be reached, by operation.
-pub static STORE_ERRORS: LazyLock<kubedav_api::metrics::CounterFamily> = LazyLock::new(|| {
-    kubedav_api::metrics::CounterFamily::new(
+pub static STORE_ERRORS: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
         "kubedav_locks_store_errors_total",
         "Lock store operations that failed because the store (Redis) could not be reached.",
         &["operation"],

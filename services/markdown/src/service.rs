@@ -9,13 +9,13 @@ use kubedav_api::BoxStream;
 use kubedav_api::markdown::{
     ConvertHeader, ConvertOptions, ConvertSummary, LookupRequest, Markdown, Rendered,
 };
-use kubedav_api::metrics::{Counter, Histogram};
+use kubedav_api::metrics::{Counter, CounterFamily, Histogram};
 use moka::sync::Cache;
 use std::sync::{Arc, LazyLock};
 use tonic::Status;
 
-static CONVERSIONS: LazyLock<kubedav_api::metrics::CounterFamily> = LazyLock::new(|| {
-    kubedav_api::metrics::CounterFamily::new(
+static CONVERSIONS: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
         "kubedav_markdown_conversions_total",
         "Conversions run, by outcome.",
         &["outcome"],

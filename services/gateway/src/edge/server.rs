@@ -361,14 +361,14 @@ async fn refuse(mut stream: TcpStream, why: Refusal) {
 }
 
 mod metrics {
-    use kubedav_api::metrics::{Counter, Gauge};
+    use kubedav_api::metrics::{Counter, CounterFamily, Gauge};
     use std::sync::LazyLock;
 
     static OPEN: LazyLock<Gauge> = LazyLock::new(|| {
         kubedav_api::metrics::gauge("kubedav_http_connections", "Client connections held open.")
     });
-    static REFUSED: LazyLock<kubedav_api::metrics::CounterFamily> = LazyLock::new(|| {
-        kubedav_api::metrics::CounterFamily::new(
+    static REFUSED: LazyLock<CounterFamily> = LazyLock::new(|| {
+        CounterFamily::new(
             "kubedav_http_connections_refused_total",
             "Client connections refused at once, by limit: total (--max-connections were \
              open; 503) or per_address (the client's address held \

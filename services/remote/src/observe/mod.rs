@@ -40,6 +40,7 @@ pub fn sampled_trace_id(span: &tracing::Span) -> Option<String> {
     use opentelemetry::trace::TraceContextExt;
     use tracing_opentelemetry::OpenTelemetrySpanExt;
     let context = span.context();
-    let span_context = context.span().span_context().clone();
+    let span = context.span();
+    let span_context = span.span_context();
     (span_context.is_valid() && span_context.is_sampled()).then(|| span_context.trace_id().to_string())
 }
