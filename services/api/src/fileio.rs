@@ -32,6 +32,15 @@ pub trait FileIo: Send + Sync + 'static {
     async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status>;
     /// A streaming read of whole file or byte ranges.
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status>;
+    /// A read whose data the caller hands straight to a connection that sends mapped
+    /// bytes with `sendfile(2)`, never reading them itself: the chunks of a file of
+    /// more than `map_above` bytes may then be mappings of the file
+    /// ([`crate::mapped`] says why the caller must not read them). Where nothing can be
+    /// mapped (over gRPC, on object storage) it is [`FileIo::read`], as by default.
+    async fn read_to_send(&self, request: ReadRequest, map_above: u64) -> Result<ReadReply, Status> {
+        let _ = map_above;
+        self.read(request).await
+    }
     /// A streaming atomic write.
     async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status>;
     /// Delete a resource (recursively for a collection).

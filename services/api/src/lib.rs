@@ -17,6 +17,7 @@ pub mod checksums;
 pub mod fileio;
 pub mod lease;
 pub mod locks;
+pub mod mapped;
 pub mod markdown;
 pub mod metrics;
 pub mod path;

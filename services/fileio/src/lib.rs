@@ -123,6 +123,77 @@ impl LocalFileIo {
         self
     }
 
+    /// Opens a read ([`FileIo::read`]); with `map_above`, the chunks of a file larger
+    /// than that may be mappings ([`FileIo::read_to_send`]).
+    async fn open_read(&self, request: ReadRequest, map_above: Option<u64>) -> Result<ReadReply, Status> {
+        let path = parse(&request.path)?;
+        if let Some(hit) = self.file_cache.get(self.volume.root_fd(), &path) {
+            return Ok(cached_reply(&path, hit, &request.ranges));
+        }
+        // Open and stat on this worker (the kernel's caches answer them), and the first
+        // chunk too when it is small and already in the page cache (a read that cannot
+        // wait for the disk): a cached small file costs no trip to the blocking pool.
+        let read_began = std::time::SystemTime::now();
+        let fd = self
+            .volume
+            .open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
+        let stx = metadata::stat_fd(&fd, &path)?;
+        let info = metadata::file_info(&path, &stx);
+        if info.is_collection {
+            return Ok(ReadReply {
+                header: ReadHeader {
+                    info: Some(info),
+                    ranges: Vec::new(),
+                },
+                chunks: futures_util::stream::empty().boxed(),
+            });
+        }
+        let ranges = read::resolve_ranges(&request.ranges, info.size);
+        let file = Arc::new(std::fs::File::from(fd));
+        // Mapped chunks for a caller that sends them with sendfile, if the kernel tells
+        // this process which pages are cached (kubedav_api::mapped).
+        let mapped = map_above.is_some_and(|above| info.size > above)
+            && kubedav_api::mapped::residency_is_reported(stx.stx_uid);
+        let first = match ranges.first() {
+            Some(_) if mapped => None,
+            Some(range) => {
+                let len = (range.last + 1 - range.first).min(MAX_CHUNK_BYTES as u64) as usize;
+                // From the page cache right here, as the later chunks are (`ChunkStream`):
+                // the blocking pool costs two thread wake-ups and a zeroed buffer.
+                let data = match read::read_cached_at(&file, range.first, len) {
+                    Some(data) => data,
+                    None => {
+                        let file = file.clone();
+                        let offset = range.first;
+                        blocking(move || read::read_exact_at(&file, offset, len)).await?
+                    }
+                };
+                metrics::read_bytes(data.len() as u64);
+                Some(data)
+            }
+            None => None,
+        };
+        if self.file_cache.wants(info.size) {
+            self.file_cache.missed();
+            let whole = match (&first, info.size) {
+                (_, 0) => Some(Bytes::new()),
+                (Some(data), _) if request.ranges.is_empty() => Some(data.clone()),
+                _ => None,
+            };
+            if let Some(data) = whole {
+                self.file_cache.insert(&path, &stx, read_began, data);
+            }
+        }
+        let header = ReadHeader {
+            info: Some(info),
+            ranges,
+        };
+        let chunks = read::ChunkStream::new(file, header.ranges.clone(), first, metrics::read_bytes)
+            .mapping(mapped)
+            .boxed();
+        Ok(ReadReply { header, chunks })
+    }
+
     /// Whether the root still answers (for `/readyz`).
     pub fn check(&self) -> Result<(), String> {
         metadata::stat_fd(self.volume.root_fd(), &VolumePath::root())
@@ -219,65 +290,12 @@ impl FileIo for LocalFileIo {
 
     #[tracing::instrument(skip_all, name = "fileio.read", fields(path = %request.path))]
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
-        let path = parse(&request.path)?;
-        if let Some(hit) = self.file_cache.get(self.volume.root_fd(), &path) {
-            return Ok(cached_reply(&path, hit, &request.ranges));
-        }
-        // Open and stat on this worker (the kernel's caches answer them), and the first
-        // chunk too when it is small and already in the page cache (a read that cannot
-        // wait for the disk): a cached small file costs no trip to the blocking pool.
-        let read_began = std::time::SystemTime::now();
-        let fd = self
-            .volume
-            .open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
-        let stx = metadata::stat_fd(&fd, &path)?;
-        let info = metadata::file_info(&path, &stx);
-        if info.is_collection {
-            return Ok(ReadReply {
-                header: ReadHeader {
-                    info: Some(info),
-                    ranges: Vec::new(),
-                },
-                chunks: futures_util::stream::empty().boxed(),
-            });
-        }
-        let ranges = read::resolve_ranges(&request.ranges, info.size);
-        let file = Arc::new(std::fs::File::from(fd));
-        let first = match ranges.first() {
-            Some(range) => {
-                let len = (range.last + 1 - range.first).min(MAX_CHUNK_BYTES as u64) as usize;
-                // From the page cache right here, as the later chunks are (`ChunkStream`):
-                // the blocking pool costs two thread wake-ups and a zeroed buffer.
-                let data = match read::read_cached_at(&file, range.first, len) {
-                    Some(data) => data,
-                    None => {
-                        let file = file.clone();
-                        let offset = range.first;
-                        blocking(move || read::read_exact_at(&file, offset, len)).await?
-                    }
-                };
-                metrics::read_bytes(data.len() as u64);
-                Some(data)
-            }
-            None => None,
-        };
-        if self.file_cache.wants(info.size) {
-            self.file_cache.missed();
-            let whole = match (&first, info.size) {
-                (_, 0) => Some(Bytes::new()),
-                (Some(data), _) if request.ranges.is_empty() => Some(data.clone()),
-                _ => None,
-            };
-            if let Some(data) = whole {
-                self.file_cache.insert(&path, &stx, read_began, data);
-            }
-        }
-        let header = ReadHeader {
-            info: Some(info),
-            ranges,
-        };
-        let chunks = read::ChunkStream::new(file, header.ranges.clone(), first, metrics::read_bytes).boxed();
-        Ok(ReadReply { header, chunks })
+        self.open_read(request, None).await
+    }
+
+    #[tracing::instrument(skip_all, name = "fileio.read", fields(path = %request.path))]
+    async fn read_to_send(&self, request: ReadRequest, map_above: u64) -> Result<ReadReply, Status> {
+        self.open_read(request, Some(map_above)).await
     }
 
     #[tracing::instrument(skip_all, name = "fileio.write", fields(path = %header.path))]

@@ -191,6 +191,10 @@ impl FileIo for QuotaFileIo {
         self.inner.read(request).await
     }
 
+    async fn read_to_send(&self, request: ReadRequest, map_above: u64) -> Result<ReadReply, Status> {
+        self.inner.read_to_send(request, map_above).await
+    }
+
     async fn write(
         &self,
         header: WriteHeader,

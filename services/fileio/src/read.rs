@@ -78,7 +78,13 @@ pub struct ChunkStream {
     ready: Option<ReadChunk>,
     pending: Option<JoinHandle<Result<Bytes, Status>>>,
     on_bytes: fn(u64),
+    /// Whether chunks in the page cache are mappings ([`ChunkStream::mapping`]).
+    mapping: bool,
 }
+
+/// The fewest bytes worth a mapping: below this, copying them costs less than mapping,
+/// checking and unmapping.
+pub const MIN_MAPPED_BYTES: usize = 16 * 1024;
 
 impl ChunkStream {
     /// A stream over `ranges` of `file`. `first`, if given, is the already-read first
@@ -92,6 +98,7 @@ impl ChunkStream {
             ready: None,
             pending: None,
             on_bytes,
+            mapping: false,
         };
         if let Some(data) = first {
             stream.ready = Some(ReadChunk {
@@ -101,6 +108,25 @@ impl ChunkStream {
             stream.advance(data.len() as u64);
         }
         stream
+    }
+
+    /// With `mapping`, the stream's chunks that are in the page cache are mappings of
+    /// the file, of up to [`kubedav_api::mapped::MAX_MAPPED_BYTES`] each, for a consumer
+    /// that sends them with sendfile and never reads them (see
+    /// [`kubedav_api::mapped`]); the others are read as always.
+    pub fn mapping(mut self, mapping: bool) -> Self {
+        self.mapping = mapping;
+        self
+    }
+
+    /// The next chunk as a mapping, if mapping is on and enough of it is cached.
+    fn next_mapped(&self) -> Option<Bytes> {
+        if !self.mapping {
+            return None;
+        }
+        let range = self.ranges.get(self.index)?;
+        let left = usize::try_from(range.last + 1 - self.offset).unwrap_or(usize::MAX);
+        kubedav_api::mapped::map_resident(&self.file, self.offset, left, MIN_MAPPED_BYTES)
     }
 
     /// Length of the next chunk to read, if any is left.
@@ -139,6 +165,9 @@ impl futures_util::Stream for ChunkStream {
             let Some(len) = self.next_len() else {
                 return Poll::Ready(None);
             };
+            if let Some(data) = self.next_mapped() {
+                return Poll::Ready(Some(Ok(self.deliver(data))));
+            }
             // A chunk already in the page cache is copied right here: a trip to the
             // blocking pool (two thread wake-ups) costs more than the copy.
             if let Some(data) = read_cached_at(&self.file, self.offset, len) {

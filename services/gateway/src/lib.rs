@@ -13,4 +13,5 @@ pub mod handlers;
 pub mod http;
 mod state;
 
+pub use edge::sendfile::SENDFILE_ABOVE;
 pub use state::{Gateway, GatewayConfig, Ports};

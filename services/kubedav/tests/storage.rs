@@ -311,23 +311,34 @@ async fn a_failed_copy_keeps_the_destination(mode: Mode) {
     assert_eq!(names_in(&server.root), ["dst", "src"]);
 }
 
-/// The calls to `fsync`, `fdatasync` (and `mkdirat`) the process serving the volume
-/// makes while `act` runs, seen by strace attached to all its threads.
-async fn syncs_during(server: &Server, act: impl std::future::Future<Output = ()>) -> Vec<String> {
+/// The processes that serve the volume, and that talk HTTP to clients.
+const VOLUME: &[&str] = &["fileio", "all"];
+const EDGE: &[&str] = &["gateway", "all"];
+
+/// The calls to `calls` (a comma-separated list of system calls, and `mkdirat` and
+/// `accept4`) that the first of the server's processes named in `names` makes while
+/// `act` runs, seen by strace attached to all its threads.
+async fn traced_during(
+    server: &Server,
+    names: &[&str],
+    calls: &str,
+    act: impl std::future::Future<Output = ()>,
+) -> Vec<String> {
     let fileio = server
         .processes
         .iter()
-        .find(|p| p.name == "fileio" || p.name == "all")
-        .expect("a process serves the volume");
+        .find(|p| names.contains(&p.name))
+        .unwrap_or_else(|| panic!("no process is one of {names:?}"));
     let out = tempfile::NamedTempFile::new().unwrap();
     let mut strace = tokio::process::Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=fsync,fdatasync,mkdirat", "-o"])
+        .args(["-f", "-qq", "-e", &format!("trace={calls},mkdirat,accept4"), "-o"])
         .arg(out.path())
         .args(["-p", &fileio.pid().to_string()])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run strace ({e}): `make test` installs it"));
-    // strace says nothing when attached with -qq: a traced MKCOL's mkdirat shows it is.
+    // strace says nothing when attached with -qq: a traced MKCOL shows it is, by its
+    // mkdirat where the volume is, or its connection's accept4 at the edge.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         assert!(send(server, "MKCOL", "/probe-attached/", "").await.0.is_success());
@@ -338,7 +349,7 @@ async fn syncs_during(server: &Server, act: impl std::future::Future<Output = ()
                 .is_success()
         );
         let seen = std::fs::read_to_string(out.path()).unwrap_or_default();
-        if seen.contains("mkdirat(") {
+        if seen.contains("mkdirat(") || seen.contains("accept4(") {
             break;
         }
         assert!(
@@ -365,7 +376,7 @@ async fn syncs_during(server: &Server, act: impl std::future::Future<Output = ()
 async fn durability_says_what_a_change_waits_for(mode: Mode) {
     for (durability, wants_syncs) in [("fsync", true), ("none", false)] {
         let server = Server::start_full(mode, &[], &[("KUBEDAV_DURABILITY", durability)]).await;
-        let syncs = syncs_during(&server, async {
+        let syncs = traced_during(&server, VOLUME, "fsync,fdatasync", async {
             assert_eq!(
                 send(&server, "PUT", "/d.txt", "durable?").await.0,
                 StatusCode::CREATED
@@ -394,8 +405,250 @@ async fn durability_says_what_a_change_waits_for(mode: Mode) {
     }
 }
 
+/// A file of `len` bytes that no window of a few bytes repeats in: a byte sent from the
+/// wrong offset shows.
+fn patterned(len: usize) -> Vec<u8> {
+    let mut state = 0x2545_f491_u32;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as u8
+        })
+        .collect()
+}
+
+async fn get_bytes(
+    server: &Server,
+    path: &str,
+    range: Option<&str>,
+) -> (StatusCode, reqwest::header::HeaderMap, Vec<u8>) {
+    let mut request = client().get(server.url(path));
+    if let Some(range) = range {
+        request = request.header("range", range);
+    }
+    let response = request.send().await.unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    let (status, headers) = (response.status(), response.headers().clone());
+    (status, headers, response.bytes().await.unwrap().to_vec())
+}
+
+/// A large file reaches the client byte for byte however it is asked for: whole, one
+/// range, several ranges (multipart), over HTTP/2, and after its pages left the page
+/// cache. In one process over a volume, the HTTP/1 bodies are sent from the page cache
+/// with sendfile (docs/benchmarks.md): strace on the process shows the calls.
+async fn large_files_arrive_whole_however_they_are_asked_for(mode: Mode) {
+    let server = Server::start(mode).await;
+    // Past one mapping (8 MiB) and not a whole number of pages.
+    let data = patterned((9 << 20) + 4_321);
+    let put = client()
+        .put(server.url("/big.bin"))
+        .body(data.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+
+    let traced = traced_during(&server, EDGE, "sendfile", async {
+        let (status, _, body) = get_bytes(&server, "/big.bin", None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            body == data,
+            "the whole file differs ({} of {} bytes)",
+            body.len(),
+            data.len()
+        );
+    })
+    .await;
+    let sent = sent_with_sendfile(&traced);
+    if mode == Mode::AllInOne && common::backend() == common::Backend::Volume {
+        assert_eq!(
+            sent,
+            data.len(),
+            "the body was not sent with sendfile: {traced:?}"
+        );
+    } else {
+        assert_eq!(
+            sent, 0,
+            "{mode:?}: the gateway has no file to send from: {traced:?}"
+        );
+    }
+
+    let (status, headers, body) = get_bytes(&server, "/big.bin", Some("bytes=4095-8388700")).await;
+    assert_eq!(status, StatusCode::PARTIAL_CONTENT);
+    assert_eq!(
+        headers["content-range"],
+        format!("bytes 4095-8388700/{}", data.len()).as_str()
+    );
+    assert!(body == data[4095..=8_388_700], "the range differs");
+
+    let (status, headers, body) = get_bytes(&server, "/big.bin", Some("bytes=0-99999,9000000-")).await;
+    assert_eq!(status, StatusCode::PARTIAL_CONTENT);
+    let boundary = headers["content-type"]
+        .to_str()
+        .unwrap()
+        .split("boundary=")
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let first = find(&body, &data[..100_000]).expect("the first range is in the multipart body");
+    let second = find(&body, &data[9_000_000..]).expect("the second range is in the multipart body");
+    assert!(first < second);
+    assert!(body.ends_with(format!("--{boundary}--\r\n").as_bytes()));
+
+    let h2 = tokio::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--http2-prior-knowledge",
+            "-o",
+            "-",
+            "-w",
+            "",
+            &server.url("/big.bin"),
+        ])
+        .output()
+        .await
+        .expect("curl runs");
+    assert!(
+        h2.status.success(),
+        "curl over HTTP/2: {}",
+        String::from_utf8_lossy(&h2.stderr)
+    );
+    assert!(
+        h2.stdout == data,
+        "the file over HTTP/2 differs ({} bytes)",
+        h2.stdout.len()
+    );
+
+    if common::backend() == common::Backend::Volume {
+        // Out of the page cache: the first chunks come from the disk the ordinary way.
+        let file = std::fs::File::open(server.disk("big.bin")).unwrap();
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        let (status, _, body) = get_bytes(&server, "/big.bin", None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body == data, "the file read back from the disk differs");
+    }
+}
+
+/// How many bytes the traced `sendfile` calls sent.
+fn sent_with_sendfile(traced: &[String]) -> usize {
+    traced
+        .iter()
+        .filter(|l| l.contains("sendfile"))
+        .filter_map(|l| l.rsplit("= ").next()?.trim().parse::<usize>().ok())
+        .sum()
+}
+
+/// A file the gateway keeps (over 64 KiB, at most 1 MiB) is sent from memory with
+/// sendfile, with no copy per request: in microservices from the gateway's sealed
+/// memfd, in one process over a volume from the page cache. Over HTTP/2, which reads
+/// the kept copy to frame it, it arrives the same.
+async fn kept_files_are_sent_with_sendfile_too(mode: Mode) {
+    let server = Server::start(mode).await;
+    let data = patterned(300_001);
+    let put = client()
+        .put(server.url("/kept.bin"))
+        .body(data.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    // The first GET reads the file whole and keeps it; the next is answered from the copy.
+    assert!(get_bytes(&server, "/kept.bin", None).await.2 == data);
+    let traced = traced_during(&server, EDGE, "sendfile", async {
+        let (status, _, body) = get_bytes(&server, "/kept.bin", None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body == data, "the kept file differs");
+    })
+    .await;
+    assert_eq!(
+        sent_with_sendfile(&traced),
+        data.len(),
+        "{mode:?}: the kept file was not sent with sendfile: {traced:?}"
+    );
+    let (status, _, body) = get_bytes(&server, "/kept.bin", Some("bytes=100000-")).await;
+    assert_eq!(status, StatusCode::PARTIAL_CONTENT);
+    assert!(body == data[100_000..], "a range of the kept file differs");
+    let h2 = tokio::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--http2-prior-knowledge",
+            "-o",
+            "-",
+            &server.url("/kept.bin"),
+        ])
+        .output()
+        .await
+        .expect("curl runs");
+    assert!(
+        h2.stdout == data,
+        "the kept file over HTTP/2 differs ({} bytes)",
+        h2.stdout.len()
+    );
+}
+
+/// Where `needle` starts in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A file truncated in place behind kubedav's back while it is being sent: the response
+/// ends short (the connection closes before Content-Length bytes), as nginx's does, and
+/// the server carries on serving. Sent from a mapping of the file, a read of the
+/// truncated pages by the process would kill it with SIGBUS; only the kernel reads them.
+async fn a_file_truncated_while_sent_ends_the_response_and_nothing_else(mode: Mode) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start(mode).await;
+    let data = patterned(64 << 20);
+    let put = client()
+        .put(server.url("/shrinks.bin"))
+        .body(data.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    let addr = server
+        .url("/")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stream
+        .write_all(b"GET /shrinks.bin HTTP/1.1\r\nHost: kubedav\r\n\r\n")
+        .await
+        .unwrap();
+    let mut first = vec![0u8; 64 * 1024];
+    let n = stream.read(&mut first).await.unwrap();
+    assert!(
+        first[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&first[..n.min(200)])
+    );
+    // The client has the head; most of the body is still to come when the file shrinks.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(server.disk("shrinks.bin"))
+        .unwrap()
+        .set_len(1024)
+        .unwrap();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(60), stream.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the connection was not closed");
+    let received = n + rest.len();
+    assert!(
+        received < data.len(),
+        "{received} bytes arrived for a file cut to 1 KiB while it was sent"
+    );
+    let (status, _, body) = get_bytes(&server, "/shrinks.bin", None).await;
+    assert_eq!(status, StatusCode::OK, "the server answers on");
+    assert!(body == data[..1024], "the file as it is now");
+}
+
 in_both_modes!(
     durability_says_what_a_change_waits_for,
+    large_files_arrive_whole_however_they_are_asked_for,
+    kept_files_are_sent_with_sendfile_too,
+    a_file_truncated_while_sent_ends_the_response_and_nothing_else,
     a_failed_copy_keeps_the_destination,
     a_full_volume_gives_507_and_keeps_the_old_content,
     a_read_only_volume_serves_reads_and_refuses_writes

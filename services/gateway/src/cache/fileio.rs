@@ -232,7 +232,7 @@ impl CachedFileIo {
             .expect("every option is set");
         let files = Cache::with_options(files, Weight, Default::default(), Default::default());
         // quick_cache refuses an item heavier than 97 % of its shard's part.
-        let max_file_bytes = MAX_FILE_BYTES.min(files.shard_capacity() * 9 / 10);
+        let max_file_bytes = config.max_file_bytes.min(files.shard_capacity() * 9 / 10);
         let kept = Arc::new(Kept {
             files,
             resources: Cache::with_weighter(items, third, Weight),
@@ -325,14 +325,47 @@ impl CachedFileIo {
         );
     }
 
+    /// A read answered from the kept copy, or from fileio (keeping the file when it is
+    /// small and read whole); `map_above` as in [`Self::read_and_keep`].
+    async fn read_or_keep(&self, request: ReadRequest, map_above: Option<u64>) -> Result<ReadReply, Status> {
+        if let Some(kept) = self.files.count(self.kept_in(&self.kept.files, &request.path)) {
+            return Ok(whole_or_ranges(&kept, &request.ranges));
+        }
+        // Ranges of a file not kept are never kept; nor is a file another request is
+        // reading whole meanwhile.
+        let claim = if request.ranges.is_empty() {
+            self.filling.claim(&request.path)
+        } else {
+            None
+        };
+        match (claim, map_above) {
+            (Some(_claim), _) => self.read_and_keep(request, map_above).await,
+            (None, None) => self.remote.read(request).await,
+            (None, Some(above)) => {
+                self.remote
+                    .read_to_send(request, above.max(self.max_file_bytes))
+                    .await
+            }
+        }
+    }
+
     /// Reads a small file whole from fileio, keeps it if nothing changed meanwhile, and
     /// answers from the copy. A reply that is not one to keep (a collection, a file over
     /// the size kept) is handed on as it came.
-    async fn read_and_keep(&self, request: ReadRequest) -> Result<ReadReply, Status> {
+    ///
+    /// With `map_above` (a read to send, [`FileIo::read_to_send`]), files too large to
+    /// keep may come as mappings; the ones kept, read here, never do.
+    async fn read_and_keep(&self, request: ReadRequest, map_above: Option<u64>) -> Result<ReadReply, Status> {
         let epoch = self.lease.epoch();
         let asked = Instant::now();
         let path = request.path.clone();
-        let reply = self.remote.read(request).await?;
+        let reply = match map_above {
+            None => self.remote.read(request).await?,
+            Some(above) => {
+                let above = above.max(self.max_file_bytes);
+                self.remote.read_to_send(request, above).await?
+            }
+        };
         let Some(info) = reply.header.info.clone() else {
             return Ok(reply);
         };
@@ -349,12 +382,23 @@ impl CachedFileIo {
         }
         let kept = Arc::new(KeptFile {
             info,
-            data: data.freeze(),
+            data: sendable(data.freeze()),
             kept_at: asked,
         });
         self.keep_in(&self.kept.files, epoch, path, &kept);
         Ok(whole_or_ranges(&kept, &[]))
     }
+}
+
+/// A kept file's data as the gateway keeps it: above [`crate::SENDFILE_ABOVE`], in a
+/// sealed memfd ([`kubedav_api::mapped::sealed_copy`]), which an HTTP/1 connection sends
+/// with sendfile, without copying it per request; smaller, or if the kernel refuses, as
+/// it is.
+fn sendable(data: Bytes) -> Bytes {
+    if data.len() as u64 <= crate::SENDFILE_ABOVE {
+        return data;
+    }
+    kubedav_api::mapped::sealed_copy(&data).unwrap_or(data)
 }
 
 /// The files being read whole to be kept: one request per file at a time does it, so a
@@ -503,20 +547,11 @@ impl FileIo for CachedFileIo {
     }
 
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
-        if let Some(kept) = self.files.count(self.kept_in(&self.kept.files, &request.path)) {
-            return Ok(whole_or_ranges(&kept, &request.ranges));
-        }
-        // Ranges of a file not kept are never kept; nor is a file another request is
-        // reading whole meanwhile.
-        let claim = if request.ranges.is_empty() {
-            self.filling.claim(&request.path)
-        } else {
-            None
-        };
-        let Some(_claim) = claim else {
-            return self.remote.read(request).await;
-        };
-        self.read_and_keep(request).await
+        self.read_or_keep(request, None).await
+    }
+
+    async fn read_to_send(&self, request: ReadRequest, map_above: u64) -> Result<ReadReply, Status> {
+        self.read_or_keep(request, Some(map_above)).await
     }
 
     async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {

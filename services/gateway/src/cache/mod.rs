@@ -13,7 +13,7 @@
 mod fileio;
 mod locks;
 
-pub use fileio::CachedFileIo;
+pub use fileio::{CachedFileIo, MAX_FILE_BYTES};
 pub use locks::CachedLocks;
 
 use kubedav_api::metrics::Counter;
@@ -28,6 +28,10 @@ pub struct CacheConfig {
     /// The longest a copy is served without asking fileio again: the bound on how
     /// stale a change made behind fileio's back can be seen.
     pub freshness: Duration,
+    /// The largest file kept whole: [`MAX_FILE_BYTES`] from a remote fileio. In one
+    /// process over a volume, larger files cost less sent from the page cache with
+    /// sendfile than copied from a kept copy, so less is kept there.
+    pub max_file_bytes: u64,
 }
 
 /// Hit and miss counters of one cache.

@@ -1,7 +1,7 @@
 //! The request pipeline every request passes before its method's handler, and the
 //! connections it arrives on: [`server`] (connections, their limits and watchdog),
 //! [`client`] (who the client is), [`observe`] (request id, span, metrics, access log,
-//! with [`counting`] bodies), [`framing`] (requests HTTP/1.1 says to refuse) and
+//! with [`counting`] bodies), [`sendfile`] (large file bodies sent from the page cache), [`framing`] (requests HTTP/1.1 says to refuse) and
 //! [`auth`] (Basic authentication), and around it all [`cors`] (CORS, compression). May import `http`, `dav::method` and the state.
 
 pub mod auth;
@@ -10,4 +10,5 @@ pub mod cors;
 pub mod counting;
 pub mod framing;
 pub mod observe;
+pub mod sendfile;
 pub mod server;

@@ -12,6 +12,7 @@
 
 use crate::GatewayConfig;
 use crate::edge::client::{ClientIp, limit_key};
+use crate::edge::sendfile::{Sendfile, SendfileStream};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -99,6 +100,9 @@ pub async fn serve(
                         let in_flight = activity.begin();
                         let client = trusted.client(peer.ip(), request.headers());
                         request.extensions_mut().insert(ClientIp(client));
+                        if request.version() <= http::Version::HTTP_11 {
+                            request.extensions_mut().insert(Sendfile);
+                        }
                         let response = tower::ServiceExt::oneshot(app.clone(), request);
                         async move {
                             let response = response.await?;
@@ -107,7 +111,7 @@ pub async fn serve(
                     }))
                 };
                 let connection = builder
-                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                    .serve_connection_with_upgrades(TokioIo::new(SendfileStream::new(stream)), service)
                     .into_owned();
                 metrics::connection_opened();
                 let (idle, mut stopping) = (config.header_read_timeout, stopping.clone());

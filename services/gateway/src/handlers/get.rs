@@ -3,6 +3,7 @@
 
 use super::{request_path, validator_headers};
 use crate::Gateway;
+use crate::edge::sendfile::{SENDFILE_ABOVE, Sendfile};
 use crate::http::conditional::{Outcome, Validators, evaluate, if_range_holds};
 use crate::http::errors::{HttpError, HttpResult};
 use axum::body::Body;
@@ -29,10 +30,17 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
     let target = request_path(&request)?;
     let headers = request.headers();
     let asked = asked_ranges(headers, head)?;
+    let content_type = crate::http::mediatype::of_name(target.path.name());
+    // HTML may be converted to Markdown, which reads it: only other files go to the
+    // connection untouched, and may be sent from the page cache.
+    let sending = Sending {
+        untouched: request.extensions().get::<Sendfile>().is_some()
+            && !crate::http::negotiate::is_html(content_type),
+    };
     let ReadReply {
         header: read_header,
         chunks,
-    } = open(gateway, &target.path, head, asked.clone()).await?;
+    } = open(gateway, &target.path, head, asked.clone(), sending).await?;
     let info = read_header
         .info
         .ok_or_else(|| HttpError::from(tonic::Status::internal("read without metadata")))?;
@@ -42,7 +50,6 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
             format!("{} is a file, not a collection", target.path),
         ));
     }
-    let content_type = crate::http::mediatype::of_name(target.path.name());
     // HTML has a Markdown variant for agents; both variants say they vary on Accept.
     let negotiable = !info.is_collection && crate::http::negotiate::is_html(content_type);
     let (chunks, markdown_note) = if negotiable {
@@ -73,7 +80,7 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
     let (ranges, chunks) = match asked {
         Some(_) if !if_range_holds(headers, &validators) => {
             // The representation changed since the client's partial copy: send it whole.
-            let whole = read(gateway, &target.path, Vec::new()).await?;
+            let whole = read(gateway, &target.path, Vec::new(), sending).await?;
             (None, whole.chunks)
         }
         Some(_) => (Some(read_header.ranges), chunks),
@@ -148,9 +155,10 @@ async fn open(
     path: &VolumePath,
     head: bool,
     ranges: Option<Vec<ByteRangeSpec>>,
+    sending: Sending,
 ) -> Result<ReadReply, HttpError> {
     if !head {
-        return read(gateway, path, ranges.unwrap_or_default()).await;
+        return read(gateway, path, ranges.unwrap_or_default(), sending).await;
     }
     let info = gateway
         .fileio
@@ -240,7 +248,7 @@ async fn markdown_variant(
     let chunks = if head {
         futures_util::stream::empty().boxed()
     } else {
-        read(gateway, path, Vec::new()).await?.chunks
+        read(gateway, path, Vec::new(), Sending::READ).await?.chunks
     };
     let note = Some(format!("conversion failed: {reason}"));
     Ok(Variant::Html { chunks, note })
@@ -345,18 +353,35 @@ fn representation_headers(
     }
 }
 
+/// Where a read's data goes.
+#[derive(Clone, Copy, Debug)]
+struct Sending {
+    /// Straight to a [`Sendfile`] connection, which nothing before it reads: large
+    /// files may come as mappings sent from the page cache
+    /// ([`crate::edge::sendfile`]).
+    untouched: bool,
+}
+
+impl Sending {
+    /// Data the gateway reads (to convert it).
+    const READ: Self = Self { untouched: false };
+}
+
 async fn read(
     gateway: &Gateway,
     path: &VolumePath,
     ranges: Vec<ByteRangeSpec>,
+    sending: Sending,
 ) -> Result<ReadReply, HttpError> {
-    Ok(gateway
-        .fileio
-        .read(ReadRequest {
-            path: path.as_str().to_owned(),
-            ranges,
-        })
-        .await?)
+    let request = ReadRequest {
+        path: path.as_str().to_owned(),
+        ranges,
+    };
+    Ok(if sending.untouched {
+        gateway.fileio.read_to_send(request, SENDFILE_ABOVE).await?
+    } else {
+        gateway.fileio.read(request).await?
+    })
 }
 
 fn insert(headers: &mut http::HeaderMap, name: header::HeaderName, value: String) {

@@ -75,6 +75,10 @@ impl FileIo for LeasedFileIo {
         self.inner.read(request).await
     }
 
+    async fn read_to_send(&self, request: ReadRequest, map_above: u64) -> Result<ReadReply, Status> {
+        self.inner.read_to_send(request, map_above).await
+    }
+
     async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
         let changed = member(&header.path);
         self.change(self.inner.write(header, body), changed).await
