@@ -209,12 +209,15 @@ node_pki() { # dir
 	write_kubeconfig "$1" "$p/coredns.kubeconfig" coredns
 }
 
-# The kube-apiserver flags a real node needs: the Node authorizer for kubelet, and a
-# client certificate to reach kubelet (logs, exec) instead of the egress selector that
-# keeps a kwok-only control plane off the cluster network.
+# The kube-apiserver flags a real node needs: the Node authorizer for kubelet; a client
+# certificate to reach kubelet (logs, exec) instead of the egress selector that keeps a
+# kwok-only control plane off the cluster network; and an address pods reach it at,
+# which the `kubernetes` Service's endpoints name (pods such as the chart's secrets hook
+# call the API through it).
 node_apiserver_flags() { # dir
 	local p=$1/pki
 	printf '%s\n' --authorization-mode=Node,RBAC \
+		--bind-address=0.0.0.0 --advertise-address="$(node_ip)" --endpoint-reconciler-type=lease \
 		--kubelet-client-certificate="$p/apiserver-kubelet-client.crt" \
 		--kubelet-client-key="$p/apiserver-kubelet-client.key" \
 		--kubelet-certificate-authority="$p/ca.crt"
@@ -316,7 +319,7 @@ ctr_node() { # dir args...
 # Stops the pods' containers (containerd leaves them running when it stops), the node's
 # processes, its mounts, kube-proxy's rules and the bridge.
 node_down() { # dir
-	local dir=$1 pid name task
+	local dir=$1 pid name task m
 	stop_one "$dir" kubelet
 	if pid_of "$dir" containerd >/dev/null; then
 		for task in $(ctr_node "$dir" -n k8s.io tasks ls -q 2>/dev/null); do
@@ -330,7 +333,9 @@ node_down() { # dir
 	for pid in $(pgrep -f "containerd-shim-runc-v2.*$dir/node/" || true); do
 		kill -KILL "$pid" 2>/dev/null || true
 	done
-	grep -o " $dir/node/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+	local mounts
+	mounts=$(grep -o " $dir/node/[^ ]*" /proc/mounts | sort -r || true)
+	for m in $mounts; do umount -l "$m" 2>/dev/null || true; done
 	if [[ -x $BIN/kube-proxy ]]; then "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
 	ip link del kubedav0 2>/dev/null || true
 }

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# make test-real-node: the chart on a real node (issue 31). The local control plane
+# (scripts/k8s/cluster.sh up --real-node) with one node whose containers really run:
+# containerd, CNI, kubelet, kube-proxy, CoreDNS (scripts/k8s/README.md).
+#
+#   1. the image (scripts/image-test.sh builds and checks it) and a Valkey-compatible
+#      image (Debian's redis-server under the names the chart calls) go into the node;
+#   2. microservices mode, with the bundled Redis, in a namespace that enforces Pod
+#      Security "restricted": helm install --wait, every pod Running and Ready;
+#   3. helm test (the smoke test through the gateway Service);
+#   4. from a pod of its own, `kubedav smoke` against the gateway's full Service DNS name
+#      (MKCOL, PUT, PROPFIND, GET, LOCK, UNLOCK, DELETE), with the chart's credentials;
+#   5. helm uninstall --wait: no pod left.
+#
+# Needs root (the node's network and mounts) and podman. Builds and caches what it needs
+# (cluster.sh build --real-node: about 30 min on 2 cores from nothing).
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CHART="$REPO/charts/kubedav"
+CLUSTER="$REPO/scripts/k8s/cluster.sh"
+CACHE="${KUBEDAV_K8S_CACHE:-$HOME/.cache/kubedav-k8s}"
+IMAGE="${KUBEDAV_IMAGE:-localhost/kubedav:test}"
+VALKEY=localhost/kubedav-valkey:test
+BUILD_BASE=localhost/kubedav-build-base:bookworm-rust-$(rustc --version | cut -d' ' -f2)
+WORK="$(mktemp -d /tmp/kubedav-real-node.XXXXXX)"
+cleanup() {
+  if [ -d "$WORK/cluster/pids" ]; then bash "$CLUSTER" down "$WORK/cluster" >/dev/null 2>&1 || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+step() { echo "== real node: $*"; }
+fail() {
+  echo "real-node-test: FAILED: $*" >&2
+  kubectl get pods -A -o wide >&2 2>/dev/null || true
+  exit 1
+}
+[ "$(id -u)" = 0 ] || fail "needs root: the node sets up a bridge, iptables rules and mounts"
+
+step "images"
+bash "$REPO/scripts/need.sh" podman:podman
+# The image of this checkout, built and checked by image-test (KUBEDAV_REUSE_IMAGE=1 takes
+# the one podman has, to try the chart again quickly).
+if [ "${KUBEDAV_REUSE_IMAGE:-}" != 1 ] || ! podman image exists "$IMAGE" || ! podman image exists "$BUILD_BASE"; then
+  bash "$REPO/scripts/image-test.sh"
+fi
+if ! podman image exists "$VALKEY"; then
+  # The chart runs valkey-server with arguments and probes with valkey-cli; Debian's
+  # redis-server 7.0 takes the same ones. No registry is reachable for valkey's own image.
+  printf '%s\n' "FROM $BUILD_BASE" \
+    'RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null \' \
+    ' && ln -s /usr/bin/redis-server /usr/local/bin/valkey-server && ln -s /usr/bin/redis-cli /usr/local/bin/valkey-cli \' \
+    ' && rm -rf /var/lib/apt/lists/*' \
+    'ENTRYPOINT ["valkey-server"]' > "$WORK/Containerfile"
+  podman build --network host -q -t "$VALKEY" -f "$WORK/Containerfile" "$WORK" > /dev/null
+fi
+
+step "cluster with a real node"
+bash "$CLUSTER" build --real-node 2>&1 | grep -v "cached$" || true
+eval "$(KUBEDAV_NODE_IMAGES="$IMAGE $VALKEY" bash "$CLUSTER" up --real-node "$WORK/cluster" 2> "$WORK/cluster-up.log")" \
+  || { cat "$WORK/cluster-up.log"; fail "cluster up"; }
+grep "Ready at" "$WORK/cluster-up.log"
+# No storage provisioner: hostPath volumes, writable by the pods' users (hostPath takes no
+# fsGroup).
+for i in 1 2 3 4; do
+  mkdir -p "$WORK/pv-$i" && chmod 1777 "$WORK/pv-$i"
+  kubectl apply -f - > /dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: real-node-$i}
+spec:
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Delete
+  hostPath: {path: $WORK/pv-$i}
+EOF
+done
+
+ns=kubedav-real
+kubectl create namespace "$ns" > /dev/null
+kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest > /dev/null
+images=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}"
+  --set "redis.bundled.image.repository=${VALKEY%:*}" --set "redis.bundled.image.tag=${VALKEY##*:}")
+
+step "install (microservices, bundled Redis, Pod Security restricted)"
+helm install kd "$CHART" -n "$ns" "${images[@]}" --wait --timeout 4m > "$WORK/install.txt" 2>&1 \
+  || { cat "$WORK/install.txt"; kubectl -n "$ns" get events >&2; fail "helm install"; }
+kubectl -n "$ns" wait --for=condition=Ready pod --all --timeout 60s > /dev/null || fail "pods not Ready"
+echo "ok  $(kubectl -n "$ns" get pods --no-headers | wc -l) pods Running and Ready on $(kubectl get nodes --no-headers | awk '{print $1}')"
+
+step "helm test"
+helm test kd -n "$ns" > "$WORK/test.txt" 2>&1 || { cat "$WORK/test.txt"; fail "helm test"; }
+grep -q "Phase:.*Succeeded" "$WORK/test.txt" || { cat "$WORK/test.txt"; fail "helm test did not succeed"; }
+echo "ok  helm test"
+
+step "WebDAV from a pod through the Service's DNS name"
+users=$(kubectl -n "$ns" get secret -l app.kubernetes.io/managed-by=kubedav -o name | grep users | head -1)
+[ -n "$users" ] || fail "no users Secret"
+kubectl -n "$ns" apply -f - > /dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: webdav-client}
+spec:
+  restartPolicy: Never
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: client
+    image: $IMAGE
+    imagePullPolicy: Never
+    args: [smoke, "http://kd-kubedav-gateway.$ns.svc.cluster.local/"]
+    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+    env:
+    - name: KUBEDAV_SMOKE_USER
+      valueFrom: {secretKeyRef: {name: ${users#secret/}, key: username}}
+    - name: KUBEDAV_SMOKE_PASSWORD
+      valueFrom: {secretKeyRef: {name: ${users#secret/}, key: password}}
+EOF
+kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded pod/webdav-client --timeout 90s > /dev/null \
+  || { kubectl -n "$ns" logs webdav-client >&2 || true; fail "the WebDAV client pod did not succeed"; }
+kubectl -n "$ns" logs webdav-client | grep -E "PROPFIND|every step passed"
+kubectl -n "$ns" delete pod webdav-client > /dev/null
+
+step "uninstall"
+helm uninstall kd -n "$ns" --wait --timeout 2m > /dev/null
+kubectl -n "$ns" wait --for=delete pod --all --timeout 90s > /dev/null || fail "pods left after helm uninstall"
+echo "ok  uninstall: no pod left"
+echo "real node: every check passed"
