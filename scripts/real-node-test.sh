@@ -10,7 +10,9 @@
 #   3. helm test (the smoke test through the gateway Service);
 #   4. from a pod of its own, `kubedav smoke` against the gateway's full Service DNS name
 #      (MKCOL, PUT, PROPFIND, GET, LOCK, UNLOCK, DELETE), with the chart's credentials;
-#   5. helm uninstall --wait: no pod left.
+#   5. a rolling helm upgrade (a changed value rolls every workload) under k6 load through
+#      the gateway's ClusterIP: no request lost, apart from 503s that carry Retry-After;
+#   6. helm uninstall --wait: no pod left.
 #
 # Needs root (the node's network and mounts) and podman. Builds and caches what it needs
 # (cluster.sh build --real-node: about 30 min on 2 cores from nothing).
@@ -118,6 +120,36 @@ kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded pod/webdav-clie
   || { kubectl -n "$ns" logs webdav-client >&2 || true; fail "the WebDAV client pod did not succeed"; }
 kubectl -n "$ns" logs webdav-client | grep -E "PROPFIND|every step passed"
 kubectl -n "$ns" delete pod webdav-client > /dev/null
+
+step "a rolling helm upgrade under load"
+# k6 from the host through the gateway Service's ClusterIP (kube-proxy's rules apply to the
+# node's own traffic too) while an upgrade with a changed value rolls every workload. A
+# request is lost unless it got its normal answer or 503 with Retry-After.
+K6="$(bash "$REPO/scripts/need-k6.sh")"
+gateway_ip=$(kubectl -n "$ns" get service kd-kubedav-gateway -o jsonpath='{.spec.clusterIP}')
+gateway_port=$(kubectl -n "$ns" get service kd-kubedav-gateway -o jsonpath='{.spec.ports[0].port}')
+user=$(kubectl -n "$ns" get "$users" -o jsonpath='{.data.username}' | base64 -d)
+password=$(kubectl -n "$ns" get "$users" -o jsonpath='{.data.password}' | base64 -d)
+KUBEDAV_URL="http://$gateway_ip:$gateway_port" KUBEDAV_USER="$user" KUBEDAV_PASSWORD="$password" \
+  RATE=100 DURATION=60s "$K6" run --no-usage-report --quiet --summary-export "$WORK/summary.json" \
+  "$REPO/loadtests/rolling-restart.js" > "$WORK/k6.log" 2>&1 &
+k6_pid=$!
+sleep 10
+helm upgrade kd "$CHART" -n "$ns" "${images[@]}" --set log.level=debug --wait --timeout 4m > "$WORK/upgrade.txt" 2>&1 \
+  || { cat "$WORK/upgrade.txt"; fail "helm upgrade"; }
+for object in $(kubectl -n "$ns" get deploy,sts -o name); do
+  kubectl -n "$ns" rollout status "$object" --timeout 120s > /dev/null || fail "$object did not finish rolling"
+done
+status=0
+wait "$k6_pid" || status=$?
+python3 - "$WORK/summary.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["metrics"]
+count = lambda name: int(m.get(name, {}).get("count", 0))
+print(f"ok  rolling upgrade: {count('http_reqs')} requests, {count('requests_refused_with_retry_after')} "
+      f"refused with Retry-After, {count('requests_lost')} lost")
+PY
+[ "$status" = 0 ] || { tail -20 "$WORK/k6.log"; fail "requests were lost during the rolling upgrade"; }
 
 step "uninstall"
 helm uninstall kd -n "$ns" --wait --timeout 2m > /dev/null
