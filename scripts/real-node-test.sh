@@ -12,7 +12,9 @@
 #      (MKCOL, PUT, PROPFIND, GET, LOCK, UNLOCK, DELETE), with the chart's credentials;
 #   5. a rolling helm upgrade (a changed value rolls every workload) under k6 load through
 #      the gateway's ClusterIP: no request lost, apart from 503s that carry Retry-After;
-#   6. helm uninstall --wait: no pod left.
+#   6. helm uninstall --wait: no pod left;
+#   then 2 to 6 again with fileio on a bucket (ci/s3-values.yaml, two fileio replicas)
+#   of a versitygw running on the node, which the pods reach at their gateway address.
 #
 # Needs root (the node's network and mounts) and podman. Builds and caches what it needs
 # (cluster.sh build --real-node: about 30 min on 2 cores from nothing).
@@ -77,27 +79,33 @@ spec:
 EOF
 done
 
-ns=kubedav-real
-kubectl create namespace "$ns" > /dev/null
-kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest > /dev/null
 images=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}"
   --set "redis.bundled.image.repository=${VALKEY%:*}" --set "redis.bundled.image.tag=${VALKEY##*:}")
 
-step "install (microservices, bundled Redis, Pod Security restricted)"
-helm install kd "$CHART" -n "$ns" "${images[@]}" --wait --timeout 4m > "$WORK/install.txt" 2>&1 \
-  || { cat "$WORK/install.txt"; kubectl -n "$ns" get events >&2; fail "helm install"; }
-kubectl -n "$ns" wait --for=condition=Ready pod --all --timeout 60s > /dev/null || fail "pods not Ready"
-echo "ok  $(kubectl -n "$ns" get pods --no-headers | wc -l) pods Running and Ready on $(kubectl get nodes --no-headers | awk '{print $1}')"
+namespace() {  # name: one that enforces Pod Security restricted
+  kubectl create namespace "$1" > /dev/null
+  kubectl label namespace "$1" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest > /dev/null
+}
 
-step "helm test"
-helm test kd -n "$ns" > "$WORK/test.txt" 2>&1 || { cat "$WORK/test.txt"; fail "helm test"; }
-grep -q "Phase:.*Succeeded" "$WORK/test.txt" || { cat "$WORK/test.txt"; fail "helm test did not succeed"; }
-echo "ok  helm test"
+install() {  # namespace what helm-args...
+  local ns=$1 what=$2
+  shift 2
+  step "install ($what, Pod Security restricted)"
+  helm install kd "$CHART" -n "$ns" "${images[@]}" "$@" --wait --timeout 4m > "$WORK/install.txt" 2>&1 \
+    || { cat "$WORK/install.txt"; kubectl -n "$ns" get events >&2; fail "helm install ($what)"; }
+  kubectl -n "$ns" wait --for=condition=Ready pod --all --timeout 60s > /dev/null || fail "pods not Ready ($what)"
+  echo "ok  $(kubectl -n "$ns" get pods --no-headers | wc -l) pods Running and Ready on $(kubectl get nodes --no-headers | awk '{print $1}')"
+  kubectl -n "$ns" get pods --no-headers | awk '{print "    " $1}'
 
-step "WebDAV from a pod through the Service's DNS name"
-users=$(kubectl -n "$ns" get secret -l app.kubernetes.io/managed-by=kubedav -o name | grep users | head -1)
-[ -n "$users" ] || fail "no users Secret"
-kubectl -n "$ns" apply -f - > /dev/null <<EOF
+  step "helm test ($what)"
+  helm test kd -n "$ns" > "$WORK/test.txt" 2>&1 || { cat "$WORK/test.txt"; fail "helm test ($what)"; }
+  grep -q "Phase:.*Succeeded" "$WORK/test.txt" || { cat "$WORK/test.txt"; fail "helm test did not succeed ($what)"; }
+  echo "ok  helm test"
+
+  step "WebDAV from a pod through the Service's DNS name ($what)"
+  users=$(kubectl -n "$ns" get secret -l app.kubernetes.io/managed-by=kubedav -o name | grep users | head -1)
+  [ -n "$users" ] || fail "no users Secret"
+  kubectl -n "$ns" apply -f - > /dev/null <<EOF
 apiVersion: v1
 kind: Pod
 metadata: {name: webdav-client}
@@ -116,43 +124,82 @@ spec:
     - name: KUBEDAV_SMOKE_PASSWORD
       valueFrom: {secretKeyRef: {name: ${users#secret/}, key: password}}
 EOF
-kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded pod/webdav-client --timeout 90s > /dev/null \
-  || { kubectl -n "$ns" logs webdav-client >&2 || true; fail "the WebDAV client pod did not succeed"; }
-kubectl -n "$ns" logs webdav-client | grep -E "PROPFIND|every step passed"
-kubectl -n "$ns" delete pod webdav-client > /dev/null
+  kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded pod/webdav-client --timeout 90s > /dev/null \
+    || { kubectl -n "$ns" logs webdav-client >&2 || true; fail "the WebDAV client pod did not succeed ($what)"; }
+  kubectl -n "$ns" logs webdav-client | grep -E "PROPFIND|every step passed"
+  kubectl -n "$ns" delete pod webdav-client > /dev/null
+}
 
-step "a rolling helm upgrade under load"
 # k6 from the host through the gateway Service's ClusterIP (kube-proxy's rules apply to the
 # node's own traffic too) while an upgrade with a changed value rolls every workload. A
 # request is lost unless it got its normal answer or 503 with Retry-After.
-K6="$(bash "$REPO/scripts/need-k6.sh")"
-gateway_ip=$(kubectl -n "$ns" get service kd-kubedav-gateway -o jsonpath='{.spec.clusterIP}')
-gateway_port=$(kubectl -n "$ns" get service kd-kubedav-gateway -o jsonpath='{.spec.ports[0].port}')
-user=$(kubectl -n "$ns" get "$users" -o jsonpath='{.data.username}' | base64 -d)
-password=$(kubectl -n "$ns" get "$users" -o jsonpath='{.data.password}' | base64 -d)
-KUBEDAV_URL="http://$gateway_ip:$gateway_port" KUBEDAV_USER="$user" KUBEDAV_PASSWORD="$password" \
-  RATE=100 DURATION=60s "$K6" run --no-usage-report --quiet --summary-export "$WORK/summary.json" \
-  "$REPO/loadtests/rolling-restart.js" > "$WORK/k6.log" 2>&1 &
-k6_pid=$!
-sleep 10
-helm upgrade kd "$CHART" -n "$ns" "${images[@]}" --set log.level=debug --wait --timeout 4m > "$WORK/upgrade.txt" 2>&1 \
-  || { cat "$WORK/upgrade.txt"; fail "helm upgrade"; }
-for object in $(kubectl -n "$ns" get deploy,sts -o name); do
-  kubectl -n "$ns" rollout status "$object" --timeout 120s > /dev/null || fail "$object did not finish rolling"
-done
-status=0
-wait "$k6_pid" || status=$?
-python3 - "$WORK/summary.json" <<'PY'
+rolling_upgrade() {  # namespace what helm-args...
+  local ns=$1 what=$2
+  shift 2
+  step "a rolling helm upgrade under load ($what)"
+  local k6 gateway_ip gateway_port user password status=0
+  k6="$(bash "$REPO/scripts/need-k6.sh")"
+  gateway_ip=$(kubectl -n "$ns" get service kd-kubedav-gateway -o jsonpath='{.spec.clusterIP}')
+  gateway_port=$(kubectl -n "$ns" get service kd-kubedav-gateway -o jsonpath='{.spec.ports[0].port}')
+  user=$(kubectl -n "$ns" get "$users" -o jsonpath='{.data.username}' | base64 -d)
+  password=$(kubectl -n "$ns" get "$users" -o jsonpath='{.data.password}' | base64 -d)
+  KUBEDAV_URL="http://$gateway_ip:$gateway_port" KUBEDAV_USER="$user" KUBEDAV_PASSWORD="$password" \
+    RATE=100 DURATION=60s "$k6" run --no-usage-report --quiet --summary-export "$WORK/summary.json" \
+    "$REPO/loadtests/rolling-restart.js" > "$WORK/k6.log" 2>&1 &
+  local k6_pid=$!
+  sleep 10
+  helm upgrade kd "$CHART" -n "$ns" "${images[@]}" "$@" --set log.level=debug --wait --timeout 4m > "$WORK/upgrade.txt" 2>&1 \
+    || { cat "$WORK/upgrade.txt"; fail "helm upgrade ($what)"; }
+  local object
+  for object in $(kubectl -n "$ns" get deploy,sts -o name); do
+    kubectl -n "$ns" rollout status "$object" --timeout 120s > /dev/null || fail "$object did not finish rolling ($what)"
+  done
+  wait "$k6_pid" || status=$?
+  python3 - "$WORK/summary.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))["metrics"]
 count = lambda name: int(m.get(name, {}).get("count", 0))
 print(f"ok  rolling upgrade: {count('http_reqs')} requests, {count('requests_refused_with_retry_after')} "
       f"refused with Retry-After, {count('requests_lost')} lost")
 PY
-[ "$status" = 0 ] || { tail -20 "$WORK/k6.log"; fail "requests were lost during the rolling upgrade"; }
+  [ "$status" = 0 ] || { tail -20 "$WORK/k6.log"; fail "requests were lost during the rolling upgrade ($what)"; }
+}
 
-step "uninstall"
-helm uninstall kd -n "$ns" --wait --timeout 2m > /dev/null
-kubectl -n "$ns" wait --for=delete pod --all --timeout 90s > /dev/null || fail "pods left after helm uninstall"
-echo "ok  uninstall: no pod left"
+uninstall() {  # namespace what
+  step "uninstall ($2)"
+  helm uninstall kd -n "$1" --wait --timeout 2m > /dev/null
+  kubectl -n "$1" wait --for=delete pod --all --timeout 90s > /dev/null || fail "pods left after helm uninstall ($2)"
+  echo "ok  uninstall: no pod left"
+}
+
+namespace kubedav-real
+install kubedav-real "microservices, volume, bundled Redis"
+rolling_upgrade kubedav-real "microservices, volume"
+uninstall kubedav-real "microservices, volume"
+
+# fileio on a bucket: versitygw on the node, reached by the pods at their gateway address,
+# and two fileio replicas registered in Redis.
+VERSITYGW="$(bash "$REPO/scripts/need-versitygw.sh")"
+S3_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("10.244.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$WORK/s3/files"  # the bucket: a directory of versitygw's posix backend
+"$VERSITYGW" --access real-node-key --secret real-node-secret --port "10.244.0.1:$S3_PORT" posix "$WORK/s3" > "$WORK/s3.log" 2>&1 &
+S3_PID=$!
+trap 'kill "$S3_PID" 2>/dev/null || true; cleanup' EXIT
+for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/10.244.0.1/$S3_PORT") 2>/dev/null && break; sleep 0.1; done
+namespace kubedav-real-s3
+kubectl -n kubedav-real-s3 create secret generic kubedav-s3 --from-literal=AWS_ACCESS_KEY_ID=real-node-key \
+  --from-literal=AWS_SECRET_ACCESS_KEY=real-node-secret > /dev/null
+s3=(-f "$CHART/ci/s3-values.yaml" --set "storage.s3.endpoint=http://10.244.0.1:$S3_PORT"
+  --set fileio.autoscaling.enabled=false --set fileio.replicas=2)
+install kubedav-real-s3 "microservices, s3, 2 fileio replicas" "${s3[@]}"
+[ "$(kubectl -n kubedav-real-s3 get pods --no-headers | grep -c fileio)" = 2 ] || fail "not 2 fileio pods"
+# A file PUT through the gateway lands in the bucket.
+gateway=$(kubectl -n kubedav-real-s3 get service kd-kubedav-gateway -o jsonpath='{.spec.clusterIP}:{.spec.ports[0].port}')
+credentials="$(kubectl -n kubedav-real-s3 get "$users" -o jsonpath='{.data.username}' | base64 -d):$(kubectl -n kubedav-real-s3 get "$users" -o jsonpath='{.data.password}' | base64 -d)"
+echo "stored on the node's versitygw" | curl -fsS -u "$credentials" -T - "http://$gateway/real-node.txt" > /dev/null \
+  || fail "PUT through the gateway"
+grep -rl "stored on the node's versitygw" "$WORK/s3/files" > /dev/null || fail "the PUT file is not in the bucket"
+echo "ok  a PUT through the gateway's ClusterIP is stored in the bucket"
+rolling_upgrade kubedav-real-s3 "microservices, s3" "${s3[@]}"
+uninstall kubedav-real-s3 "microservices, s3"
 echo "real node: every check passed"
