@@ -496,29 +496,8 @@ async fn large_files_arrive_whole_however_they_are_asked_for(mode: Mode) {
     assert!(first < second);
     assert!(body.ends_with(format!("--{boundary}--\r\n").as_bytes()));
 
-    let h2 = tokio::process::Command::new("curl")
-        .args([
-            "-sS",
-            "--http2-prior-knowledge",
-            "-o",
-            "-",
-            "-w",
-            "",
-            &server.url("/big.bin"),
-        ])
-        .output()
-        .await
-        .expect("curl runs");
-    assert!(
-        h2.status.success(),
-        "curl over HTTP/2: {}",
-        String::from_utf8_lossy(&h2.stderr)
-    );
-    assert!(
-        h2.stdout == data,
-        "the file over HTTP/2 differs ({} bytes)",
-        h2.stdout.len()
-    );
+    let h2 = get_over_http2(&server, "/big.bin").await;
+    assert!(h2 == data, "the file over HTTP/2 differs ({} bytes)", h2.len());
 
     if common::backend() == common::Backend::Volume {
         // Out of the page cache: the first chunks come from the disk the ordinary way.
@@ -569,22 +548,27 @@ async fn kept_files_are_sent_with_sendfile_too(mode: Mode) {
     let (status, _, body) = get_bytes(&server, "/kept.bin", Some("bytes=100000-")).await;
     assert_eq!(status, StatusCode::PARTIAL_CONTENT);
     assert!(body == data[100_000..], "a range of the kept file differs");
-    let h2 = tokio::process::Command::new("curl")
-        .args([
-            "-sS",
-            "--http2-prior-knowledge",
-            "-o",
-            "-",
-            &server.url("/kept.bin"),
-        ])
+    let h2 = get_over_http2(&server, "/kept.bin").await;
+    assert!(
+        h2 == data,
+        "the kept file over HTTP/2 differs ({} bytes)",
+        h2.len()
+    );
+}
+
+/// The body of a GET of `path` over HTTP/2 (h2c with prior knowledge, by curl).
+async fn get_over_http2(server: &Server, path: &str) -> Vec<u8> {
+    let curl = tokio::process::Command::new("curl")
+        .args(["-sS", "--http2-prior-knowledge", "-o", "-", &server.url(path)])
         .output()
         .await
         .expect("curl runs");
     assert!(
-        h2.stdout == data,
-        "the kept file over HTTP/2 differs ({} bytes)",
-        h2.stdout.len()
+        curl.status.success(),
+        "curl over HTTP/2: {}",
+        String::from_utf8_lossy(&curl.stderr)
     );
+    curl.stdout
 }
 
 /// Where `needle` starts in `haystack`.

@@ -338,14 +338,12 @@ impl CachedFileIo {
         } else {
             None
         };
+        // Files small enough to keep are never mapped: keeping one reads it.
+        let map_above = map_above.map(|above| above.max(self.max_file_bytes));
         match (claim, map_above) {
             (Some(_claim), _) => self.read_and_keep(request, map_above).await,
             (None, None) => self.remote.read(request).await,
-            (None, Some(above)) => {
-                self.remote
-                    .read_to_send(request, above.max(self.max_file_bytes))
-                    .await
-            }
+            (None, Some(above)) => self.remote.read_to_send(request, above).await,
         }
     }
 
@@ -353,18 +351,16 @@ impl CachedFileIo {
     /// answers from the copy. A reply that is not one to keep (a collection, a file over
     /// the size kept) is handed on as it came.
     ///
-    /// With `map_above` (a read to send, [`FileIo::read_to_send`]), files too large to
-    /// keep may come as mappings; the ones kept, read here, never do.
+    /// With `map_above` (a read to send, [`FileIo::read_to_send`]; never below the
+    /// largest file kept), files too large to keep may come as mappings; the ones kept,
+    /// read here, never do.
     async fn read_and_keep(&self, request: ReadRequest, map_above: Option<u64>) -> Result<ReadReply, Status> {
         let epoch = self.lease.epoch();
         let asked = Instant::now();
         let path = request.path.clone();
         let reply = match map_above {
             None => self.remote.read(request).await?,
-            Some(above) => {
-                let above = above.max(self.max_file_bytes);
-                self.remote.read_to_send(request, above).await?
-            }
+            Some(above) => self.remote.read_to_send(request, above).await?,
         };
         let Some(info) = reply.header.info.clone() else {
             return Ok(reply);
