@@ -49,7 +49,10 @@ function tally(response, answered, op) {
     return;
   }
   lost.add(1, { op, status: String(response.status) });
-  console.warn(`lost: ${op} ${response.status} ${response.error || ''} ${String(response.body).slice(0, 200)}`);
+  const id = response.headers['X-Request-Id'] || '-';
+  const body = String(response.body);
+  const shown = response.status === 200 ? `${body.length} bytes` : body.slice(0, 200);
+  console.warn(`lost: ${op} ${response.status} request ${id} after ${Math.round(response.timings.duration)} ms ${response.error || ''} ${shown}`);
 }
 
 export default function (data) {

@@ -10,7 +10,7 @@
 #   3. helm test (the smoke test through the gateway Service);
 #   4. from a pod of its own, `kubedav smoke` against the gateway's full Service DNS name
 #      (MKCOL, PUT, PROPFIND, GET, LOCK, UNLOCK, DELETE), with the chart's credentials;
-#   5. a rolling helm upgrade (a changed value rolls every workload) under k6 load through
+#   5. a rolling helm upgrade (a changed pod annotation rolls every workload) under k6 load through
 #      the gateway's ClusterIP: no request lost, apart from 503s that carry Retry-After;
 #   6. helm uninstall --wait: no pod left;
 #   then 2 to 4 and 6 in monolithic mode (ci/monolithic-values.yaml), and
@@ -135,7 +135,7 @@ EOF
 }
 
 # k6 from the host through the gateway Service's ClusterIP (kube-proxy's rules apply to the
-# node's own traffic too) while an upgrade with a changed value rolls every workload. A
+# node's own traffic too) while an upgrade with a changed pod annotation rolls every workload. A
 # request is lost unless it got its normal answer or 503 with Retry-After.
 rolling_upgrade() {  # namespace what helm-args...
   local ns=$1 what=$2
@@ -151,14 +151,20 @@ rolling_upgrade() {  # namespace what helm-args...
     RATE=100 DURATION=60s "$k6" run --no-usage-report --quiet --summary-export "$WORK/summary.json" \
     "$REPO/loadtests/rolling-restart.js" > "$WORK/k6.log" 2>&1 &
   local k6_pid=$!
+  # The pods' logs, copied while the rollout replaces them (kubelet removes a deleted
+  # pod's), to explain a lost request by its id.
+  mkdir -p "$WORK/logs"
+  (while :; do cp -r /var/log/pods/"${ns}"_* "$WORK/logs/" 2>/dev/null || true; sleep 1; done) &
+  local copier=$!
   sleep 10
-  helm upgrade kd "$CHART" -n "$ns" "${images[@]}" "$@" --set log.level=debug --wait --timeout 4m > "$WORK/upgrade.txt" 2>&1 \
+  helm upgrade kd "$CHART" -n "$ns" "${images[@]}" "$@" --set log.level=debug --set-string "podAnnotations.kubedav\\.test/rollout=$(date +%s%N)" --wait --timeout 4m > "$WORK/upgrade.txt" 2>&1 \
     || { cat "$WORK/upgrade.txt"; fail "helm upgrade ($what)"; }
   local object
   for object in $(kubectl -n "$ns" get deploy,sts -o name); do
     kubectl -n "$ns" rollout status "$object" --timeout 120s > /dev/null || fail "$object did not finish rolling ($what)"
   done
   wait "$k6_pid" || status=$?
+  kill "$copier" 2>/dev/null || true
   python3 - "$WORK/summary.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))["metrics"]
@@ -167,7 +173,19 @@ print(f"ok  rolling upgrade: {count('http_reqs')} requests, {count('requests_ref
       f"refused with Retry-After, {count('requests_lost')} lost")
 PY
   grep "lost:" "$WORK/k6.log" | head -20 || true
-  [ "$status" = 0 ] || fail "requests were lost during the rolling upgrade ($what)"
+  if [ -n "${KUBEDAV_KEEP_LOGS:-}" ]; then
+    cp -r "$WORK/logs" "$KUBEDAV_KEEP_LOGS.$ns.$(date +%s)" && rm -rf "$WORK/logs"
+  fi
+  if [ "$status" != 0 ]; then
+    local id
+    for id in $(grep -o "lost: .* request [^ ]*" "$WORK/k6.log" | awk '{print $NF}' | grep -v '^-$' | head -5); do
+      echo "-- the pods' log lines for request $id:"
+      grep -rh "$id" "$WORK/logs" | head -20 || true
+    done
+    local kept="/tmp/kubedav-real-node-logs.$(date +%s)"
+    cp -r "$WORK/logs" "$kept" && echo "-- the pods' logs are kept in $kept"
+    fail "requests were lost during the rolling upgrade ($what)"
+  fi
 }
 
 uninstall() {  # namespace what
@@ -177,15 +195,34 @@ uninstall() {  # namespace what
   echo "ok  uninstall: no pod left"
 }
 
-namespace kubedav-real
-install kubedav-real "microservices, volume, bundled Redis"
-rolling_upgrade kubedav-real "microservices, volume"
-uninstall kubedav-real "microservices, volume"
+# KUBEDAV_REAL_NODE_PASSES picks passes (default: "volume monolithic s3");
+# KUBEDAV_ROLLOUTS repeats each rolling upgrade (default 1); KUBEDAV_KEEP_LOGS=PREFIX keeps
+# the pods' logs of each rollout in PREFIX.<namespace>.<time>.
+PASSES=" ${KUBEDAV_REAL_NODE_PASSES:-volume monolithic s3} "
+ROLLOUTS=${KUBEDAV_ROLLOUTS:-1}
+rolling_upgrades() {  # namespace what helm-args...
+  local round
+  for round in $(seq 1 "$ROLLOUTS"); do rolling_upgrade "$@"; done
+}
 
-# The other run mode: everything in one pod.
-namespace kubedav-real-mono
-install kubedav-real-mono "monolithic" -f "$CHART/ci/monolithic-values.yaml"
-uninstall kubedav-real-mono "monolithic"
+if [[ $PASSES == *" volume "* ]]; then
+  namespace kubedav-real
+  install kubedav-real "microservices, volume, bundled Redis"
+  rolling_upgrades kubedav-real "microservices, volume"
+  uninstall kubedav-real "microservices, volume"
+fi
+
+if [[ $PASSES == *" monolithic "* ]]; then
+  # The other run mode: everything in one pod.
+  namespace kubedav-real-mono
+  install kubedav-real-mono "monolithic" -f "$CHART/ci/monolithic-values.yaml"
+  uninstall kubedav-real-mono "monolithic"
+fi
+
+if [[ $PASSES != *" s3 "* ]]; then
+  echo "real node: every check passed"
+  exit 0
+fi
 
 # fileio on a bucket: versitygw on the node, reached by the pods at their gateway address,
 # and two fileio replicas registered in Redis.
@@ -210,6 +247,6 @@ echo "stored on the node's versitygw" | curl -fsS -u "$credentials" -T - "http:/
   || fail "PUT through the gateway"
 grep -rl "stored on the node's versitygw" "$WORK/s3/files" > /dev/null || fail "the PUT file is not in the bucket"
 echo "ok  a PUT through the gateway's ClusterIP is stored in the bucket"
-rolling_upgrade kubedav-real-s3 "microservices, s3" "${s3[@]}"
+rolling_upgrades kubedav-real-s3 "microservices, s3" "${s3[@]}"
 uninstall kubedav-real-s3 "microservices, s3"
 echo "real node: every check passed"

@@ -355,6 +355,12 @@ readinessProbe:
 {{- printf "http://%s-grpc:9090" (include "kubedav.componentName" .) -}}
 {{- end -}}
 
+{{/* How long a gRPC service of several pods keeps serving after SIGTERM. */}}
+{{- define "kubedav.grpcShutdownEnv" -}}
+- name: KUBEDAV_SHUTDOWN_DELAY_SECONDS
+  value: {{ .Values.grpcShutdownDelaySeconds | int64 | quote }}
+{{- end -}}
+
 {{/* Settings of the HTTP edge (gateway or all). */}}
 {{- define "kubedav.gatewayEnv" -}}
 {{- if not .Values.auth.enabled }}

@@ -358,10 +358,11 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_MAX_HEADER_BYTES", default_value_t = 64 * 1024)]
     pub max_header_bytes: usize,
 
-    /// Seconds the HTTP port stays open after SIGTERM (targets all, gateway), while
-    /// /readyz already answers 503 "draining": time for load balancers and Kubernetes
-    /// Endpoints to stop sending new connections before the port closes. 0 closes it at
-    /// once.
+    /// Seconds the serving port stays open after SIGTERM, while /readyz already answers
+    /// 503 "draining": time for load balancers and Kubernetes Endpoints to stop sending
+    /// new connections (gateway, all: the HTTP port), and for gateways to re-resolve a
+    /// headless Service or re-read the registry (auth, locks, fileio, markdown: the gRPC
+    /// port), before the port closes. 0 closes it at once.
     #[arg(long, env = "KUBEDAV_SHUTDOWN_DELAY_SECONDS", default_value_t = 0)]
     pub shutdown_delay_seconds: u64,
 
@@ -596,6 +597,7 @@ impl Cli {
             admin: self.admin_listen(),
             token: self.require_token(),
             on_bound: None,
+            drain_delay: Duration::from_secs(self.shutdown_delay_seconds),
         }
     }
 

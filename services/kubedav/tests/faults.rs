@@ -148,6 +148,62 @@ async fn shutdown_delay_keeps_serving_while_balancers_catch_up(mode: Mode) {
     assert!(exited.success(), "{exited:?}");
 }
 
+/// A gRPC service given `--shutdown-delay-seconds` (the chart's for services of several
+/// pods) keeps accepting calls for the delay after SIGTERM while its `/readyz` already
+/// says draining, so a gateway that still lists it (a headless Service's DNS answer, a
+/// registry view) is not refused: a write through the gateway in the delay is stored.
+/// Then its port closes and it exits.
+async fn a_grpc_service_serves_through_its_shutdown_delay() {
+    let delay = Duration::from_secs(3);
+    let mut server = Server::start_full(
+        Mode::Microservices,
+        &[],
+        &[("KUBEDAV_SHUTDOWN_DELAY_SECONDS", "3")],
+    )
+    .await;
+    let admin = server.admin.iter().find(|(name, _)| *name == "fileio").unwrap().1;
+    let grpc = server.grpc.expect("fileio's gRPC address");
+    let signalled = tokio::time::Instant::now();
+    terminate(server.process("fileio").pid());
+    let draining = common::eventually_async(Duration::from_secs(2), || async {
+        match client().get(format!("http://{admin}/readyz")).send().await {
+            Ok(ready) => ready.status() == 503 && ready.text().await.unwrap().contains("draining"),
+            Err(_) => false,
+        }
+    })
+    .await;
+    assert!(draining, "fileio's /readyz says draining right after SIGTERM");
+    let stored = client()
+        .put(server.url("/written-while-draining.txt"))
+        .body("stored")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.status(),
+        201,
+        "a write in the delay reaches fileio: {}",
+        stored.text().await.unwrap()
+    );
+    assert!(signalled.elapsed() < delay, "checked within the delay");
+    assert_eq!(
+        std::fs::read(server.disk("written-while-draining.txt")).unwrap(),
+        b"stored"
+    );
+
+    let refused = common::eventually_async(Duration::from_secs(10), || async {
+        tokio::net::TcpStream::connect(grpc).await.is_err()
+    })
+    .await;
+    assert!(refused, "the gRPC port closes after the delay");
+    assert!(signalled.elapsed() >= delay, "not before the delay");
+    let exited = tokio::time::timeout(Duration::from_secs(10), server.process("fileio").child.wait())
+        .await
+        .expect("fileio exits")
+        .unwrap();
+    assert!(exited.success(), "{exited:?}");
+}
+
 /// The temporary upload files in the root.
 fn temporaries(server: &Server) -> Vec<String> {
     common::names_in(&server.root)
@@ -495,6 +551,7 @@ on_s3!(
     shutdown_delay_keeps_serving_while_balancers_catch_up,
 );
 microservices_only!(
+    a_grpc_service_serves_through_its_shutdown_delay,
     stuck_services_give_504,
     a_service_dying_mid_call_gives_503,
     each_service_down_affects_only_its_operations

@@ -8,6 +8,11 @@
 //! An attempt whose pause ends within [`PATIENCE`] waits for it instead: right after a
 //! pod restarts, its first pauses are that short, and a call that comes a few
 //! milliseconds too early should reach the new pod rather than fail.
+//!
+//! After a failure the connector also dials by itself, at the end of each pause, until
+//! one attempt connects ([`Connector::accepting`] is false until then). A balancer sends
+//! no call to a backend that is not accepting while another is, so no client's request
+//! is spent finding out whether a pod is back.
 
 use http::Uri;
 use hyper_util::rt::TokioIo;
@@ -38,6 +43,8 @@ pub fn pause(failures: u32) -> Duration {
 struct State {
     failures: u32,
     retry_at: Option<Instant>,
+    /// Whether a task dials the backend until it accepts ([`Connector::probe`]).
+    probing: bool,
 }
 
 /// Dials TCP for one backend, pausing after failures (see [the module](self)).
@@ -56,14 +63,51 @@ impl Connector {
         }
     }
 
-    fn failed(&self) {
+    /// Whether the last attempt to connect succeeded (or none was made): a balancer's
+    /// check of whether calls may be sent this way.
+    pub fn accepting(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).failures == 0
+    }
+
+    /// Counts a failure; answers whether a probe should start (none runs yet).
+    fn failed(&self) -> bool {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.failures = state.failures.saturating_add(1);
         state.retry_at = Some(Instant::now() + pause(state.failures));
+        !std::mem::replace(&mut state.probing, true)
     }
 
     fn succeeded(&self) {
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State::default();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.failures = 0;
+        state.retry_at = None;
+    }
+
+    /// Dials `host:port` at the end of every pause until an attempt (this task's or a
+    /// call's) connects, or until nothing uses this connector any more.
+    fn probe(&self, host: String, port: u16) {
+        let state = Arc::downgrade(&self.state);
+        let timeout = self.timeout;
+        tokio::spawn(async move {
+            loop {
+                match probe_wait(&state) {
+                    None => return,
+                    Some(wait) if !wait.is_zero() => {
+                        tokio::time::sleep(wait).await;
+                        continue; // a call may have connected, or failed again, meanwhile
+                    }
+                    Some(_) => {}
+                }
+                let attempt = tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), port))).await;
+                let Some(state) = state.upgrade() else { return };
+                let connector = Connector { state, timeout };
+                if matches!(attempt, Ok(Ok(_))) {
+                    connector.succeeded();
+                } else {
+                    connector.failed();
+                }
+            }
+        });
     }
 
     /// Why an attempt now would be refused, if it would.
@@ -109,7 +153,9 @@ impl Connector {
                 Ok(TokioIo::new(stream))
             }
             Err(e) => {
-                self.failed();
+                if self.failed() {
+                    self.probe(host, port);
+                }
                 Err(e)
             }
         }
@@ -128,6 +174,23 @@ impl tower_service::Service<Uri> for Connector {
     fn call(&mut self, uri: Uri) -> Self::Future {
         Box::pin(self.clone().connect(uri))
     }
+}
+
+/// How long a probe waits before its next attempt; `None` ends it: an attempt connected
+/// (the probe is then over), or nothing uses the connector any more.
+fn probe_wait(state: &std::sync::Weak<Mutex<State>>) -> Option<Duration> {
+    let state = state.upgrade()?;
+    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+    if state.failures == 0 {
+        state.probing = false;
+        return None;
+    }
+    Some(
+        state
+            .retry_at
+            .and_then(|at| at.checked_duration_since(Instant::now()))
+            .unwrap_or_default(),
+    )
 }
 
 #[cfg(test)]

@@ -135,12 +135,17 @@ pub struct Listen<'a> {
     pub token: RequireToken,
     /// Told the gRPC address once it is bound (a replica registers it).
     pub on_bound: Option<Box<dyn FnOnce(std::net::SocketAddr) + Send>>,
+    /// How long the gRPC port keeps accepting calls after shutdown is requested, while
+    /// `/readyz` already says "draining": callers that still list this pod (a headless
+    /// Service's DNS answer, a registry view) reach it instead of a closed port.
+    pub drain_delay: std::time::Duration,
 }
 
 /// Runs a service target: binds its gRPC address and its admin address (announcing
 /// `"<name> gRPC listening on ..."` and `"<name> admin listening on ..."`), then serves
-/// `service` (with health and reflection) and the admin endpoints until `shutdown`; then
-/// the gRPC server drains its calls while `/readyz` says "draining".
+/// `service` (with health and reflection) and the admin endpoints until `shutdown`. Then
+/// `/readyz` says "draining" at once, the gRPC port keeps accepting calls for the
+/// listen's `drain_delay`, and the server finishes the calls under way.
 pub async fn serve_target<S>(
     at: Listen<'_>,
     service: S,
@@ -156,6 +161,7 @@ where
         admin,
         token,
         on_bound,
+        drain_delay,
     } = at;
     let (grpc_listener, bound) = kubedav_kit::listen::bind(&format!("{name} gRPC"), grpc).await?;
     if let Some(tell) = on_bound {
@@ -163,13 +169,20 @@ where
     }
     let (admin_listener, _) = kubedav_kit::listen::bind(&format!("{name} admin"), admin).await?;
     let service = Routes::new(InterceptedService::new(service, token.clone()));
-    let main = serve(
-        grpc_listener,
-        S::NAME,
-        service,
-        token,
-        shutdown.clone().requested(),
-    );
+    let requested = shutdown.clone().requested();
+    let announced = name.to_owned();
+    let stop_serving = async move {
+        requested.await;
+        if !drain_delay.is_zero() {
+            tracing::info!(
+                target: "kubedav",
+                "{announced} serving {} s more while callers take this process out",
+                drain_delay.as_secs()
+            );
+            tokio::time::sleep(drain_delay).await;
+        }
+    };
+    let main = serve(grpc_listener, S::NAME, service, token, stop_serving);
     kubedav_kit::admin::serve_beside(admin_listener, ready, shutdown, main).await
 }
 
