@@ -13,6 +13,8 @@
 #   5. a rolling helm upgrade (a changed pod annotation rolls every workload) under k6 load through
 #      the gateway's ClusterIP: no request lost, apart from 503s that carry Retry-After;
 #   6. helm uninstall --wait: no pod left;
+#   and, after 4 in the first pass, the NetworkPolicies as kube-router enforces them: a pod
+#   that is not the gateway reaches the gateway's HTTP port but not fileio's gRPC port;
 #   then 2 to 4 and 6 in monolithic mode (ci/monolithic-values.yaml), and
 #   2 to 6 again with fileio on a bucket (ci/s3-values.yaml, two fileio replicas)
 #   of a versitygw running on the node, which the pods reach at their gateway address.
@@ -134,6 +136,43 @@ EOF
   kubectl -n "$ns" delete pod webdav-client > /dev/null
 }
 
+# The chart's NetworkPolicies, enforced by the node's kube-router: a pod that is not the
+# gateway reaches the gateway's HTTP port and fileio's admin port (probes, metrics), but
+# not fileio's gRPC port, which only the gateway may call. (helm test has shown the
+# gateway's own calls get through.)
+network_policies() {  # namespace
+  local ns=$1 fileio gateway
+  step "NetworkPolicies enforced"
+  fileio=$(kubectl -n "$ns" get pod -l app.kubernetes.io/component=fileio -o jsonpath='{.items[0].status.podIP}')
+  gateway=$(kubectl -n "$ns" get pod -l app.kubernetes.io/component=gateway -o jsonpath='{.items[0].status.podIP}')
+  kubectl -n "$ns" apply -f - > /dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: policy-probe}
+spec:
+  restartPolicy: Never
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: probe
+    image: $VALKEY
+    imagePullPolicy: Never
+    command: [bash, -c]
+    args:
+    - |
+      reach() { timeout 3 bash -c "exec 3<>/dev/tcp/\$1/\$2" 2>/dev/null; }
+      status=0
+      if reach $gateway 8080; then echo "ok  the gateway's HTTP port is open to any pod"; else echo "FAIL the gateway's HTTP port is closed"; status=1; fi
+      if reach $fileio 9180; then echo "ok  fileio's admin port is open to any pod"; else echo "FAIL fileio's admin port is closed"; status=1; fi
+      if reach $fileio 9090; then echo "FAIL fileio's gRPC port is open to a pod that is not the gateway"; status=1; else echo "ok  fileio's gRPC port is closed to a pod that is not the gateway"; fi
+      exit \$status
+    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+EOF
+  kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded pod/policy-probe --timeout 60s > /dev/null \
+    || { kubectl -n "$ns" logs policy-probe >&2 || true; fail "the NetworkPolicies are not enforced as the chart means them"; }
+  kubectl -n "$ns" logs policy-probe
+  kubectl -n "$ns" delete pod policy-probe > /dev/null
+}
+
 # k6 from the host through the gateway Service's ClusterIP (kube-proxy's rules apply to the
 # node's own traffic too) while an upgrade with a changed pod annotation rolls every workload. A
 # request is lost unless it got its normal answer or 503 with Retry-After.
@@ -208,6 +247,7 @@ rolling_upgrades() {  # namespace what helm-args...
 if [[ $PASSES == *" volume "* ]]; then
   namespace kubedav-real
   install kubedav-real "microservices, volume, bundled Redis"
+  network_policies kubedav-real
   rolling_upgrades kubedav-real "microservices, volume"
   uninstall kubedav-real "microservices, volume"
 fi

@@ -1,7 +1,8 @@
 # node.sh - one real node for cluster.sh's control plane (sourced by cluster.sh for
 # `up --real-node DIR`): containerd (Debian's 1.6, CRI, runc, cgroupfs), the CNI bridge
-# and portmap plugins, kubelet and kube-proxy (iptables), and CoreDNS as a host process
-# answering Service names on the pods' gateway address. Everything lives under DIR/node
+# and portmap plugins, kubelet and kube-proxy (iptables), CoreDNS as a host process
+# answering Service names on the pods' gateway address, and kube-router's network policy
+# controller alone (no routing, no service proxy), which enforces NetworkPolicies. Everything lives under DIR/node
 # and is stopped by `down`; nothing is installed on the host but sysctls and iptables rules.
 #
 # What this machine needs, found by trying (issue 31): cgroup v1 in hybrid mode with no
@@ -13,7 +14,7 @@ NODE_NAME=kubedav-node
 POD_SUBNET=10.244.0.0/24
 POD_GATEWAY=10.244.0.1
 PAUSE_IMAGE=localhost/kubedav-pause:1
-NODE_COMPONENTS=(containerd kubelet kube-proxy coredns)
+NODE_COMPONENTS=(containerd kubelet kube-proxy coredns kube-router)
 
 # The address the node registers with: the host's source address towards the outside.
 node_ip() {
@@ -117,9 +118,10 @@ hostnameOverride: $NODE_NAME
 bindAddress: 127.0.0.1
 healthzBindAddress: 127.0.0.1:$PROXY_HEALTHZ_PORT
 metricsBindAddress: 127.0.0.1:$PROXY_METRICS_PORT
-# Service traffic between pods on one bridge: the backend answers the node, which undoes
-# the translation, whether or not bridged packets pass iptables.
-iptables: {masqueradeAll: true}
+# Bridged packets pass iptables (br_netfilter, set by node_up), so Service traffic between
+# pods keeps the client pod's address, as NetworkPolicies need; only traffic from outside
+# the pod network (the host) is masqueraded.
+iptables: {masqueradeAll: false}
 conntrack: {maxPerCore: 0}
 EOF
 }
@@ -197,7 +199,7 @@ node_pki() { # dir
 	new_cert "$p" kubelet "system:node:$NODE_NAME" ca serverAuth "IP:127.0.0.1,IP:$ip,DNS:$NODE_NAME"
 	new_cert "$p" apiserver-kubelet-client kube-apiserver-kubelet-client ca clientAuth
 	local user
-	for user in "system:node:$NODE_NAME" system:kube-proxy coredns; do
+	for user in "system:node:$NODE_NAME" system:kube-proxy coredns kube-router; do
 		grep -q ",$user," "$p/tokens.csv" && continue
 		case $user in
 		system:node:*) printf '%s,%s,%s,"system:nodes"\n' "$(openssl rand -hex 24)" "$user" "$user" ;;
@@ -207,6 +209,7 @@ node_pki() { # dir
 	write_kubeconfig "$1" "$p/kubelet.kubeconfig" "system:node:$NODE_NAME"
 	write_kubeconfig "$1" "$p/kube-proxy.kubeconfig" system:kube-proxy
 	write_kubeconfig "$1" "$p/coredns.kubeconfig" coredns
+	write_kubeconfig "$1" "$p/kube-router.kubeconfig" kube-router
 }
 
 # The kube-apiserver flags a real node needs: the Node authorizer for kubelet; a client
@@ -250,6 +253,20 @@ kind: ClusterRoleBinding
 metadata: {name: "kubedav:coredns"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "kubedav:coredns"}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: coredns}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "kubedav:kube-router"}
+rules:
+- {apiGroups: [""], resources: [namespaces, pods, services, nodes, endpoints], verbs: [get, list, watch]}
+- {apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubedav:kube-router"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "kubedav:kube-router"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: kube-router}]
 EOF
 }
 
@@ -259,15 +276,15 @@ node_up() { # dir
 	local dir=$1 n=$1/node ip b
 	ip=$(node_ip)
 	[[ -n $ip ]] || die "no route to find the node's address by"
-	for b in kubelet kube-proxy coredns; do
+	for b in kubelet kube-proxy coredns kube-router; do
 		[[ -x $BIN/$b ]] || die "$BIN/$b missing; run: $0 build --real-node"
 	done
 	[[ -x $NODE_ROOT/usr/bin/containerd ]] || die "containerd missing; run: $0 build --real-node"
 	sysctl -qw net.ipv4.ip_forward=1
 	modprobe br_netfilter 2>/dev/null || true
-	if [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]]; then
-		sysctl -qw net.bridge.bridge-nf-call-iptables=1
-	fi
+	[[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] ||
+		die "br_netfilter is missing: bridged pod traffic would bypass kube-proxy's and kube-router's rules"
+	sysctl -qw net.bridge.bridge-nf-call-iptables=1
 	node_pki "$dir"
 	node_rbac
 	write_containerd_config "$dir"
@@ -301,6 +318,10 @@ node_up() { # dir
 		--kubeconfig="$dir/pki/kubelet.kubeconfig" --hostname-override="$NODE_NAME" --node-ip="$ip" --v=1
 	start_proc "$dir" kube-proxy env PATH="$NODE_ROOT/usr/sbin:$PATH" "$BIN/kube-proxy" --config="$n/kube-proxy.yaml"
 	start_proc "$dir" coredns "$BIN/coredns" -conf "$n/Corefile"
+	start_proc "$dir" kube-router env PATH="$NODE_ROOT/usr/sbin:$PATH" \
+		LD_LIBRARY_PATH="$NODE_ROOT/usr/lib/$(uname -m)-linux-gnu" "$BIN/kube-router" \
+		--run-firewall --run-router=false --run-service-proxy=false --enable-cni=false \
+		--kubeconfig "$dir/pki/kube-router.kubeconfig" --hostname-override "$NODE_NAME" --health-port 0
 	t0=$SECONDS
 	until "${kc[@]}" get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -q True; do
 		((SECONDS - t0 < 120)) || fail_up "$dir" kubelet
@@ -326,7 +347,7 @@ node_down() { # dir
 			ctr_node "$dir" -n k8s.io tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true
 		done
 	fi
-	for name in coredns kube-proxy containerd; do
+	for name in kube-router coredns kube-proxy containerd; do
 		stop_one "$dir" "$name"
 	done
 	# Shims outlive containerd; theirs name this node's socket.
@@ -337,5 +358,9 @@ node_down() { # dir
 	mounts=$(grep -o " $dir/node/[^ ]*" /proc/mounts | sort -r || true)
 	for m in $mounts; do umount -l "$m" 2>/dev/null || true; done
 	if [[ -x $BIN/kube-proxy ]]; then "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
+	if [[ -x $BIN/kube-router ]]; then
+		PATH="$NODE_ROOT/usr/sbin:$PATH" LD_LIBRARY_PATH="$NODE_ROOT/usr/lib/$(uname -m)-linux-gnu" \
+			"$BIN/kube-router" --cleanup-config >/dev/null 2>&1 || true
+	fi
 	ip link del kubedav0 2>/dev/null || true
 }

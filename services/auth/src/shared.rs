@@ -9,7 +9,7 @@
 //! Failures are never shared. When Redis cannot be reached the core verifies locally.
 
 use hmac::{Hmac, KeyInit, Mac};
-use redis::aio::ConnectionManager;
+use kubedav_kit::redis::Redis;
 use sha2::Sha256;
 use std::fmt::Write;
 use std::time::Duration;
@@ -24,7 +24,7 @@ pub const MIN_SECRET_BYTES: usize = 16;
 
 /// Successful verifications shared through Redis.
 pub struct SharedCache {
-    connection: ConnectionManager,
+    connection: Redis,
     secret: Vec<u8>,
     prefix: String,
     ttl: Duration,
@@ -34,12 +34,7 @@ impl SharedCache {
     /// A cache on `connection` with keys under `prefix` followed by `auth:`, entries
     /// living `ttl`, keyed under `secret` (at least [`MIN_SECRET_BYTES`] bytes, the same
     /// on every replica).
-    pub fn new(
-        connection: ConnectionManager,
-        secret: &[u8],
-        prefix: &str,
-        ttl: Duration,
-    ) -> Result<Self, String> {
+    pub fn new(connection: Redis, secret: &[u8], prefix: &str, ttl: Duration) -> Result<Self, String> {
         if secret.len() < MIN_SECRET_BYTES {
             return Err(format!(
                 "the shared auth cache secret has {} bytes; give at least {MIN_SECRET_BYTES} random bytes, \

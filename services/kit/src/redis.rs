@@ -1,37 +1,138 @@
-//! Redis connections for the services that share state through Redis (the locks store
-//! and the shared auth cache): one multiplexed connection per process that reconnects by
-//! itself, with short timeouts, so that an unreachable Redis fails a request quickly
-//! instead of hanging it.
+//! Redis connections for the services that share state through Redis (the locks store,
+//! the shared auth cache and the replicas' registry): one multiplexed connection per
+//! process that reconnects by itself, with short timeouts, so that an unreachable Redis
+//! fails a request quickly instead of hanging it.
 
-use ::redis::aio::ConnectionManagerConfig;
+use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use ::redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-pub use ::redis::aio::ConnectionManager;
 
 /// How long one Redis command may take before it counts as failed.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long connecting to Redis may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A connection manager for `url` (`redis://[user:password@]host:port/db`, or
-/// `rediss://` for TLS when built with it). It connects on first use; when Redis goes
-/// away, the failing command returns an error at once and the next one reconnects, so
-/// service resumes by itself when Redis is back.
-pub fn connect(url: &str) -> Result<ConnectionManager, String> {
-    let client = ::redis::Client::open(url).map_err(|e| {
-        format!(
-            "{} is not a usable Redis URL: {e} (expected redis://host:port/db)",
-            redacted(url)
-        )
-    })?;
+/// A connection to one Redis, shared by clones: redis's `ConnectionManager`, which
+/// reconnects by itself after an I/O error, replaced by a new one after any other failure
+/// that is not Redis's answer to the command. The manager keeps such a failure of its
+/// connection attempt (a peer that does not speak Redis's protocol, as a Service address
+/// before kube-proxy has programmed it can be; a refused handshake) and returns it to
+/// every later command without trying again; this type tries again.
+#[derive(Clone)]
+pub struct Redis {
+    client: ::redis::Client,
+    current: Arc<Mutex<Generation>>,
+}
+
+/// The manager in use, and how many were replaced before it.
+#[derive(Clone)]
+struct Generation {
+    number: u64,
+    manager: ConnectionManager,
+}
+
+impl Redis {
+    fn new(client: ::redis::Client) -> Result<Self, RedisError> {
+        let manager = manager(&client)?;
+        Ok(Self {
+            client,
+            current: Arc::new(Mutex::new(Generation { number: 0, manager })),
+        })
+    }
+
+    fn current(&self) -> Generation {
+        self.current.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces generation `number`'s manager if `error` is one it does not recover from
+    /// and no other command has replaced it meanwhile.
+    fn replace_after(&self, number: u64, error: &RedisError) {
+        if !leaves_manager_stuck(error) {
+            return;
+        }
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.number != number {
+            return;
+        }
+        match manager(&self.client) {
+            Ok(manager) => {
+                tracing::debug!(%error, "Redis connection replaced");
+                *current = Generation {
+                    number: number + 1,
+                    manager,
+                };
+            }
+            Err(e) => tracing::warn!("cannot set up a new Redis connection: {e}"),
+        }
+    }
+}
+
+/// Whether the manager that returned `error` keeps returning it: an I/O error makes it
+/// reconnect, and Redis's own answer to a command (an error reply, or a reply of another
+/// type than asked for) says nothing about the connection; anything else does.
+fn leaves_manager_stuck(error: &RedisError) -> bool {
+    !matches!(
+        error.kind(),
+        ErrorKind::Io | ErrorKind::Server(_) | ErrorKind::UnexpectedReturnType
+    )
+}
+
+fn manager(client: &::redis::Client) -> Result<ConnectionManager, RedisError> {
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
         .set_response_timeout(Some(RESPONSE_TIMEOUT))
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(50))
         .set_max_delay(Duration::from_millis(500));
-    ConnectionManager::new_lazy_with_config(client, config)
-        .map_err(|e| format!("cannot set up the Redis connection to {}: {e}", redacted(url)))
+    ConnectionManager::new_lazy_with_config(client.clone(), config)
+}
+
+impl ConnectionLike for Redis {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let Generation { number, mut manager } = self.current();
+            let result = manager.send_packed_command(cmd).await;
+            if let Err(e) = &result {
+                self.replace_after(number, e);
+            }
+            result
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let Generation { number, mut manager } = self.current();
+            let result = manager.send_packed_commands(pipeline, offset, count).await;
+            if let Err(e) = &result {
+                self.replace_after(number, e);
+            }
+            result
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.current().manager.get_db()
+    }
+}
+
+/// A connection to `url` (`redis://[user:password@]host:port/db`, or `rediss://` for TLS
+/// when built with it). It connects on first use; when Redis goes away or answers
+/// garbage, the failing command returns an error at once and the next one reconnects, so
+/// service resumes by itself when Redis is back.
+pub fn connect(url: &str) -> Result<Redis, String> {
+    let client = ::redis::Client::open(url).map_err(|e| {
+        format!(
+            "{} is not a usable Redis URL: {e} (expected redis://host:port/db)",
+            redacted(url)
+        )
+    })?;
+    Redis::new(client).map_err(|e| format!("cannot set up the Redis connection to {}: {e}", redacted(url)))
 }
 
 /// `url` with any password replaced by `***`, for logs and messages.

@@ -14,7 +14,7 @@
 //! change anything, because a replica that its view does not show yet either answers no
 //! change yet or is seen by a view read since. docs/architecture.md has the argument.
 
-use crate::redis::ConnectionManager;
+use crate::redis::Redis;
 use ::redis::Script;
 use std::future::Future;
 use std::sync::{Arc, LazyLock, OnceLock};
@@ -57,7 +57,7 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')",
 /// The replicas of one service registered in one Redis under one key prefix.
 #[derive(Clone)]
 pub struct Registry {
-    connection: ConnectionManager,
+    connection: Redis,
     prefix: String,
     service: &'static str,
     /// `<prefix><service>:replicas`.
@@ -135,7 +135,7 @@ impl Registry {
         Self::on(self.connection.clone(), &self.prefix, service)
     }
 
-    fn on(connection: ConnectionManager, prefix: &str, service: &'static str) -> Self {
+    fn on(connection: Redis, prefix: &str, service: &'static str) -> Self {
         Self {
             connection,
             prefix: prefix.to_owned(),
@@ -240,7 +240,7 @@ impl Registry {
                              once it lapses; is Redis reachable?"
                         );
                     }
-                    Err(_) => {}
+                    Err(e) => tracing::debug!(error = %e, kind = ?e.kind(), "registration not renewed"),
                 }
                 tokio::time::sleep(RENEW).await;
             }

@@ -17,8 +17,8 @@ use kubedav_api::locks::{
     LockRequest, LockResponse, Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse,
     UnlockRequest, UnlockResponse,
 };
+use kubedav_kit::redis::Redis;
 use redis::Script;
-use redis::aio::ConnectionManager;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -43,7 +43,7 @@ type Reply = Vec<Vec<Vec<u8>>>;
 
 /// The lock store on Redis.
 pub struct RedisLocks {
-    connection: ConnectionManager,
+    connection: Redis,
     prefix: String,
     max_timeout: Duration,
     max_per_principal: usize,
@@ -52,7 +52,7 @@ pub struct RedisLocks {
 impl RedisLocks {
     /// A store on `connection`, keeping its keys under `prefix` followed by `locks:`, and
     /// granting at most `max_timeout` per lock.
-    pub fn new(connection: ConnectionManager, prefix: &str, max_timeout: Duration) -> Self {
+    pub fn new(connection: Redis, prefix: &str, max_timeout: Duration) -> Self {
         // Every operation's error series exists from the start (at 0), so rates and alerts
         // over it answer before the first outage.
         for operation in [

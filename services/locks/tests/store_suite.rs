@@ -584,6 +584,79 @@ async fn redis_keys_live_under_the_prefix() {
     }
 }
 
+/// A store whose first connection met a peer that does not speak Redis's protocol (in
+/// Kubernetes, a Service address before kube-proxy has programmed it can lead to such a
+/// peer) works as soon as its Redis answers: the connection is tried again, where redis's
+/// ConnectionManager alone kept returning that first failure (found on the real node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_store_that_first_met_a_stranger_works_once_redis_answers() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let redis = RedisServer::start();
+    let target = redis
+        .url(0)
+        .trim_start_matches("redis://")
+        .trim_end_matches("/0")
+        .to_owned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front = listener.local_addr().unwrap();
+    let redis_answers = Arc::new(AtomicBool::new(false));
+    let answers = redis_answers.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut client, _) = listener.accept().await.unwrap();
+            if answers.load(Ordering::SeqCst) {
+                let target = target.clone();
+                tokio::spawn(async move {
+                    let mut redis = tokio::net::TcpStream::connect(target).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut redis).await;
+                });
+            } else {
+                let mut request = [0u8; 256];
+                let _ = client.read(&mut request).await;
+                let _ = client
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            }
+        }
+    });
+    let store = RedisLocks::new(
+        kubedav_kit::redis::connect(&format!("redis://{front}/0")).unwrap(),
+        "test:",
+        HOUR,
+    );
+    let refused = store
+        .lock(LockRequest {
+            path: "f".into(),
+            scope: Scope::Exclusive as i32,
+            depth: LockDepth::Zero as i32,
+            ..Default::default()
+        })
+        .await;
+    assert!(refused.is_err(), "no lock while the peer is not Redis");
+
+    redis_answers.store(true, Ordering::SeqCst);
+    let mut locked = false;
+    for _ in 0..50 {
+        let request = LockRequest {
+            path: "f".into(),
+            scope: Scope::Exclusive as i32,
+            depth: LockDepth::Zero as i32,
+            ..Default::default()
+        };
+        if store
+            .lock(request)
+            .await
+            .is_ok_and(|answer| answer.lock.is_some())
+        {
+            locked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(locked, "the store locks once Redis answers");
+}
+
 /// Calls of one Redis command since the last CONFIG RESETSTAT.
 async fn calls(redis: &RedisServer, command: &str) -> u64 {
     let text: String = redis_command(redis, &["INFO", "commandstats"]).await;
