@@ -337,6 +337,20 @@ ctr_node() { # dir args...
 	"$NODE_ROOT/usr/bin/ctr" --address "$dir/node/containerd.sock" "$@"
 }
 
+# Removes kube-router's policy chains and ipsets (its --cleanup-config in v2.1.0 leaves
+# them, then fails in the service proxy's cleanup).
+remove_policy_rules() {
+	local rules set
+	rules=$(iptables-save -t filter 2>/dev/null) || return 0
+	if grep -qE 'KUBE-ROUTER|KUBE-POD-FW-|KUBE-NWPLCY-' <<<"$rules"; then
+		grep -vE 'KUBE-ROUTER|KUBE-POD-FW-|KUBE-NWPLCY-' <<<"$rules" | iptables-restore -T filter
+	fi
+	for set in $(LD_LIBRARY_PATH="$NODE_ROOT/usr/lib/$(uname -m)-linux-gnu" "$NODE_ROOT/usr/sbin/ipset" list -n 2>/dev/null |
+		grep -E '^(KUBE-SRC-|KUBE-DST-|kube-router-)' || true); do
+		LD_LIBRARY_PATH="$NODE_ROOT/usr/lib/$(uname -m)-linux-gnu" "$NODE_ROOT/usr/sbin/ipset" destroy "$set" 2>/dev/null || true
+	done
+}
+
 # Stops the pods' containers (containerd leaves them running when it stops), the node's
 # processes, its mounts, kube-proxy's rules and the bridge.
 node_down() { # dir
@@ -358,9 +372,6 @@ node_down() { # dir
 	mounts=$(grep -o " $dir/node/[^ ]*" /proc/mounts | sort -r || true)
 	for m in $mounts; do umount -l "$m" 2>/dev/null || true; done
 	if [[ -x $BIN/kube-proxy ]]; then "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
-	if [[ -x $BIN/kube-router ]]; then
-		PATH="$NODE_ROOT/usr/sbin:$PATH" LD_LIBRARY_PATH="$NODE_ROOT/usr/lib/$(uname -m)-linux-gnu" \
-			"$BIN/kube-router" --cleanup-config >/dev/null 2>&1 || true
-	fi
+	remove_policy_rules
 	ip link del kubedav0 2>/dev/null || true
 }
