@@ -90,12 +90,34 @@ namespace() {  # name: one that enforces Pod Security restricted
   kubectl label namespace "$1" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest > /dev/null
 }
 
+# The last log lines of every pod in NAMESPACE that failed or is not ready, on stderr.
+failed_logs() {  # namespace
+  local pod
+  for pod in $(kubectl -n "$1" get pods --no-headers 2>/dev/null | awk '{split($2, ready, "/")} $3 != "Running" || ready[1] != ready[2] {print $1}'); do
+    echo "-- $pod:" >&2
+    kubectl -n "$1" logs "$pod" --all-containers --tail 15 >&2 2>/dev/null || true
+  done
+}
+
+# Runs a pod named NAME in NAMESPACE, as restricted Pod Security allows, with the
+# containers its stdin lists, until it succeeds; prints its log, then deletes it.
+pod_succeeds() {  # namespace name failure
+  local ns=$1 name=$2 failure=$3
+  { printf '%s\n' 'apiVersion: v1' 'kind: Pod' "metadata: {name: $name}" 'spec:' '  restartPolicy: Never' \
+      '  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}' '  containers:'
+    cat; } | kubectl -n "$ns" apply -f - > /dev/null
+  kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded "pod/$name" --timeout 90s > /dev/null \
+    || { kubectl -n "$ns" logs "$name" >&2 || true; fail "$failure"; }
+  kubectl -n "$ns" logs "$name"
+  kubectl -n "$ns" delete pod "$name" > /dev/null
+}
+
 install() {  # namespace what helm-args...
   local ns=$1 what=$2
   shift 2
   step "install ($what, Pod Security restricted)"
   helm install kd "$CHART" -n "$ns" "${images[@]}" "$@" --wait --timeout 4m > "$WORK/install.txt" 2>&1 \
-    || { cat "$WORK/install.txt"; kubectl -n "$ns" get events >&2; fail "helm install ($what)"; }
+    || { cat "$WORK/install.txt"; kubectl -n "$ns" get events >&2; failed_logs "$ns"; fail "helm install ($what)"; }
   kubectl -n "$ns" wait --for=condition=Ready pod --all --timeout 60s > /dev/null || fail "pods not Ready ($what)"
   echo "ok  $(kubectl -n "$ns" get pods --no-headers | wc -l) pods Running and Ready on $(kubectl get nodes --no-headers | awk '{print $1}')"
   kubectl -n "$ns" get pods --no-headers | awk '{print "    " $1}'
@@ -111,14 +133,7 @@ install() {  # namespace what helm-args...
   # The HTTP Service: the gateway's, or in monolithic mode the release's own.
   http_service=kd-kubedav-gateway
   kubectl -n "$ns" get service "$http_service" > /dev/null 2>&1 || http_service=kd-kubedav
-  kubectl -n "$ns" apply -f - > /dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: webdav-client}
-spec:
-  restartPolicy: Never
-  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
-  containers:
+  pod_succeeds "$ns" webdav-client "the WebDAV client pod did not succeed ($what)" <<EOF | grep -E "PROPFIND|every step passed"
   - name: client
     image: $IMAGE
     imagePullPolicy: Never
@@ -130,10 +145,6 @@ spec:
     - name: KUBEDAV_SMOKE_PASSWORD
       valueFrom: {secretKeyRef: {name: ${users#secret/}, key: password}}
 EOF
-  kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded pod/webdav-client --timeout 90s > /dev/null \
-    || { kubectl -n "$ns" logs webdav-client >&2 || true; fail "the WebDAV client pod did not succeed ($what)"; }
-  kubectl -n "$ns" logs webdav-client | grep -E "PROPFIND|every step passed"
-  kubectl -n "$ns" delete pod webdav-client > /dev/null
 }
 
 # The chart's NetworkPolicies, enforced by the node's kube-router: a pod that is not the
@@ -145,14 +156,7 @@ network_policies() {  # namespace
   step "NetworkPolicies enforced"
   fileio=$(kubectl -n "$ns" get pod -l app.kubernetes.io/component=fileio -o jsonpath='{.items[0].status.podIP}')
   gateway=$(kubectl -n "$ns" get pod -l app.kubernetes.io/component=gateway -o jsonpath='{.items[0].status.podIP}')
-  kubectl -n "$ns" apply -f - > /dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: policy-probe}
-spec:
-  restartPolicy: Never
-  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
-  containers:
+  pod_succeeds "$ns" policy-probe "the NetworkPolicies are not enforced as the chart means them" <<EOF
   - name: probe
     image: $VALKEY
     imagePullPolicy: Never
@@ -167,10 +171,6 @@ spec:
       exit \$status
     securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
 EOF
-  kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded pod/policy-probe --timeout 60s > /dev/null \
-    || { kubectl -n "$ns" logs policy-probe >&2 || true; fail "the NetworkPolicies are not enforced as the chart means them"; }
-  kubectl -n "$ns" logs policy-probe
-  kubectl -n "$ns" delete pod policy-probe > /dev/null
 }
 
 # k6 from the host through the gateway Service's ClusterIP (kube-proxy's rules apply to the
