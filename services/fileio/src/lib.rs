@@ -127,18 +127,18 @@ impl LocalFileIo {
     /// than that may be mappings ([`FileIo::read_to_send`]).
     async fn open_read(&self, request: ReadRequest, map_above: Option<u64>) -> Result<ReadReply, Status> {
         let path = parse(&request.path)?;
+        let read_began = std::time::SystemTime::now();
         if let Some(hit) = self.file_cache.get(self.volume.root_fd(), &path) {
-            return Ok(cached_reply(&path, hit, &request.ranges));
+            return Ok(cached_reply(&path, hit, &request.ranges, read_began));
         }
         // Open and stat on this worker (the kernel's caches answer them), and the first
         // chunk too when it is small and already in the page cache (a read that cannot
         // wait for the disk): a cached small file costs no trip to the blocking pool.
-        let read_began = std::time::SystemTime::now();
         let fd = self
             .volume
             .open_beneath(&path, OFlags::RDONLY | OFlags::NONBLOCK)?;
         let stx = metadata::stat_fd(&fd, &path)?;
-        let info = metadata::file_info(&path, &stx);
+        let info = metadata::validated_file_info(&path, &stx, read_began);
         if info.is_collection {
             return Ok(ReadReply {
                 header: ReadHeader {
@@ -207,13 +207,14 @@ fn parse(path: &str) -> Result<VolumePath, Status> {
 }
 
 /// A read answered from the cache of small files: each resolved range is one chunk, a
-/// slice of the kept copy.
+/// slice of the kept copy. `asked` is a moment before the cache's `statx`.
 fn cached_reply(
     path: &VolumePath,
     hit: cache::file::Hit,
     ranges: &[kubedav_api::pb::fileio::v1::ByteRangeSpec],
+    asked: std::time::SystemTime,
 ) -> ReadReply {
-    let info = metadata::file_info(path, &hit.stx);
+    let info = metadata::validated_file_info(path, &hit.stx, asked);
     let ranges = read::resolve_ranges(ranges, info.size);
     let chunks: Vec<_> = ranges
         .iter()
@@ -241,8 +242,10 @@ impl FileIo for LocalFileIo {
         // A path lookup and a statx, answered from the kernel's caches like the open of a
         // read: on this worker, not worth two thread hand-offs to the blocking pool.
         let path = parse(&request.path)?;
+        let asked = std::time::SystemTime::now();
         let fd = self.volume.open_beneath(&path, OFlags::PATH)?;
-        Ok(metadata::file_info(&path, &metadata::stat_fd(&fd, &path)?))
+        let stx = metadata::stat_fd(&fd, &path)?;
+        Ok(metadata::validated_file_info(&path, &stx, asked))
     }
 
     #[tracing::instrument(skip_all, name = "fileio.list", fields(path = %request.path, depth = request.depth))]

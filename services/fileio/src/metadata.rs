@@ -74,7 +74,18 @@ pub fn file_info(path: &VolumePath, stx: &Statx) -> FileInfo {
         modified_unix_ns: nanos(&stx.stx_mtime),
         created_unix_ns: nanos(created),
         etag: etag(stx),
+        validator: String::new(),
     }
+}
+
+/// [`file_info`] as `Stat` and `Read` answer it: for a file, with its validator
+/// ([`crate::cache::validity::validator`]); `before` is a moment before the `statx`.
+pub fn validated_file_info(path: &VolumePath, stx: &Statx, before: std::time::SystemTime) -> FileInfo {
+    let mut info = file_info(path, stx);
+    if !info.is_collection {
+        info.validator = crate::cache::validity::validator(stx, before);
+    }
+    info
 }
 
 #[cfg(test)]

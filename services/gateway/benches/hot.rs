@@ -26,6 +26,7 @@ fn entry(i: usize) -> FileInfo {
             1_234_567 + i,
             1_790_000_000_000_000_000u64 + i as u64
         ),
+        validator: String::new(),
     }
 }
 

@@ -20,21 +20,27 @@ const LOCKINFO: &str = r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:loc
 struct Fleet {
     dir: tempfile::TempDir,
     fileio: Process,
+    fileio_admin: SocketAddr,
     gateways: Vec<(Process, SocketAddr, SocketAddr)>,
     _locks: Process,
 }
 
 impl Fleet {
     async fn start() -> Fleet {
+        Self::start_with(&[]).await
+    }
+
+    /// As [`Fleet::start`], with `gateway_args` added to each gateway's.
+    async fn start_with(gateway_args: &[&str]) -> Fleet {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
         std::fs::create_dir(&root).unwrap();
         let root_arg = vec!["--root".to_owned(), root.display().to_string()];
-        let (fileio, fileio_grpc, _) = start_service("fileio", "fileio", &root_arg, &[]).await;
+        let (fileio, fileio_grpc, fileio_admin) = start_service("fileio", "fileio", &root_arg, &[]).await;
         let (locks, locks_grpc, _) = start_service("locks", "locks", &[], &[]).await;
         let mut gateways = Vec::new();
         for name in ["gateway-a", "gateway-b"] {
-            let args = vec![
+            let mut args = vec![
                 "--fileio-url".to_owned(),
                 format!("http://{fileio_grpc}"),
                 "--locks-url".to_owned(),
@@ -42,11 +48,13 @@ impl Fleet {
                 "--markdown-url".to_owned(),
                 String::new(),
             ];
+            args.extend(gateway_args.iter().map(|arg| arg.to_string()));
             gateways.push(start_gateway(name, &args, &[]).await);
         }
         Fleet {
             dir,
             fileio,
+            fileio_admin,
             gateways,
             _locks: locks,
         }
@@ -96,11 +104,31 @@ impl Fleet {
 
     /// Answers gateway `g` gave from what it kept.
     async fn hits(&self, g: usize, cache: &str) -> f64 {
+        self.lookups(g, cache, "hit").await
+    }
+
+    /// Lookups of gateway `g` in `cache` with `result`.
+    async fn lookups(&self, g: usize, cache: &str, result: &str) -> f64 {
         let text = common::metric_text(self.gateways[g].2).await;
-        let needle = format!("kubedav_cache_lookups_total{{cache=\"gateway_{cache}\",result=\"hit\"}} ");
+        let needle = format!("kubedav_cache_lookups_total{{cache=\"gateway_{cache}\",result=\"{result}\"}} ");
         text.lines()
             .find_map(|line| line.strip_prefix(&needle))
             .map_or(0.0, |v| v.parse().unwrap())
+    }
+
+    /// GETs through gateway `g` every 20 ms, checking the content, until `more` of its
+    /// kept copies were renewed by a `Stat` instead of read again.
+    async fn get_until_renewed(&self, g: usize, path: &str, expected: &str, more: f64) {
+        let target = self.lookups(g, "file", "revalidated").await + more;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.lookups(g, "file", "revalidated").await < target {
+            assert!(
+                Instant::now() < deadline,
+                "gateway {g} revalidated no kept copy of {path} in 10 s"
+            );
+            assert_eq!(self.get(g, path).await, (StatusCode::OK, expected.to_owned()));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// GETs through gateway `g` until one is answered from what it kept (a gateway keeps
@@ -445,4 +473,20 @@ async fn a_change_behind_kubedavs_back_is_seen_within_the_freshness_bound() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(seen, "the gateway kept serving its copy for 5 s");
+}
+
+/// A hot file whose copy outlived the freshness bound costs fileio a `Stat`, not a read:
+/// the gateway renews the copy when fileio's `Stat` repeats the validator of the read
+/// it kept (fileio gives one once the file's change time is a second old). A change
+/// behind kubedav's back is still seen (above).
+#[tokio::test]
+async fn a_hot_copy_past_the_freshness_bound_is_revalidated_not_read_again() {
+    let fleet = Fleet::start_with(&["--gateway-cache-freshness-ms", "100"]).await;
+    let body = "0123456789".repeat(20_000);
+    fleet.put(0, "/hot.bin", &body).await;
+    let read = || common::metric_sum(fleet.fileio_admin, "kubedav_fileio_read_bytes_total");
+    fleet.get_until_renewed(0, "/hot.bin", &body, 1.0).await;
+    let read_before = read().await;
+    fleet.get_until_renewed(0, "/hot.bin", &body, 3.0).await;
+    assert_eq!(read().await, read_before, "fileio read the unchanged file again");
 }

@@ -69,6 +69,24 @@ impl Version {
     }
 }
 
+/// The validator of a file's metadata (`FileInfo.validator` of fileio's contract): the
+/// inode's identity and [`Version`], if its change time had [`SETTLED`] by `before`, a
+/// moment before the `statx` that gave `stx`. By the argument above, any change made
+/// after that `statx` gives another; so a gateway that finds the same validator later
+/// holds the bytes the file still has. Empty when the change time had not settled.
+pub fn validator(stx: &Statx, before: SystemTime) -> String {
+    let version = Version::of(stx);
+    if !version.settled_before(before) {
+        return String::new();
+    }
+    let id = Identity::of(stx);
+    let (birth, change) = (version.birth, version.change);
+    format!(
+        "{:x}.{:x}.{:x}.{}.{}.{}.{}",
+        id.dev_major, id.dev_minor, id.ino, birth.0, birth.1, change.0, change.1
+    )
+}
+
 /// The `statx` of `path` with the fields the caches compare. For tests.
 #[cfg(test)]
 pub fn stat_path(path: &std::path::Path) -> Statx {
@@ -125,5 +143,26 @@ mod tests {
         let version = Version::of(&stat_path(&file));
         assert!(!version.settled_before(SystemTime::now()), "just written");
         assert!(version.settled_before(SystemTime::now() + SETTLED * 2));
+    }
+
+    #[test]
+    fn a_validator_is_given_once_settled_and_changes_with_any_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let later = SystemTime::now() + SETTLED * 2;
+        let stx = stat_path(&file);
+        assert_eq!(validator(&stx, SystemTime::now()), "", "not settled yet");
+        let given = validator(&stx, later);
+        assert!(!given.is_empty());
+        assert_eq!(validator(&stat_path(&file), later), given, "unchanged");
+        wait_past_ctime(&stx);
+        // Same size, same modification time: only the change time tells.
+        let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::fs::write(&file, b"y").unwrap();
+        let handle = std::fs::File::options().write(true).open(&file).unwrap();
+        handle.set_modified(modified).unwrap();
+        let rewritten = stat_path(&file);
+        assert_ne!(validator(&rewritten, SystemTime::now() + SETTLED * 2), given);
     }
 }

@@ -22,7 +22,7 @@ impl Found {
     /// The metadata of what was found at `path` (`None` for [`Found::Missing`]).
     pub fn info(&self, path: &VolumePath) -> Option<FileInfo> {
         match self {
-            Found::File(object) => Some(file_info(path, object)),
+            Found::File(object) => Some(validated_file_info(path, object)),
             Found::Collection => Some(collection_info(path)),
             Found::Missing => None,
         }
@@ -113,6 +113,16 @@ pub fn file_info(path: &VolumePath, object: &ObjectInfo) -> FileInfo {
         modified_unix_ns: modified,
         created_unix_ns: modified,
         etag: object.etag.clone(),
+        validator: String::new(),
+    }
+}
+
+/// [`file_info`] as `Stat` and `Read` answer it, with the object's ETag as its
+/// validator: an object's bytes change only with its ETag.
+pub fn validated_file_info(path: &VolumePath, object: &ObjectInfo) -> FileInfo {
+    FileInfo {
+        validator: object.etag.clone(),
+        ..file_info(path, object)
     }
 }
 
@@ -153,5 +163,6 @@ pub fn collection_info(path: &VolumePath) -> FileInfo {
         modified_unix_ns: 0,
         created_unix_ns: 0,
         etag: "c0".to_owned(),
+        validator: String::new(),
     }
 }

@@ -2,7 +2,7 @@
 //! [`MAX_CHUNK_BYTES`]; byte ranges as ranged GETs, each only of the version the
 //! header described (`If-Match`), so the ranges of one answer never mix two versions.
 
-use super::find::{Found, collection, file_info};
+use super::find::{Found, collection, validated_file_info};
 use super::keys::Keys;
 use crate::s3::S3Client;
 use bytes::Bytes;
@@ -31,7 +31,7 @@ pub async fn read(
         }) else {
             return not_a_file(s3, keys, path).await;
         };
-        let info = file_info(path, &opened.info);
+        let info = validated_file_info(path, &opened.info);
         let ranges = resolve_ranges(&[], info.size);
         let chunks = chunked(0, opened.body).boxed();
         return Ok(ReadReply {
@@ -49,7 +49,7 @@ pub async fn read(
     }) else {
         return not_a_file(s3, keys, path).await;
     };
-    let info = file_info(path, &object);
+    let info = validated_file_info(path, &object);
     let resolved = resolve_ranges(ranges, info.size);
     let chunks = ranged(s3.clone(), key, object.etag, resolved.clone()).boxed();
     Ok(ReadReply {

@@ -161,6 +161,8 @@ pub struct CachedFileIo {
     kept: Arc<Kept>,
     freshness: std::time::Duration,
     files: Lookups,
+    /// Stale file copies that fileio's `Stat` showed unchanged ([`Self::kept_file`]).
+    revalidations: kubedav_api::metrics::Counter,
     resources: Lookups,
     listings: Lookups,
 }
@@ -251,6 +253,7 @@ impl CachedFileIo {
             kept,
             freshness: config.freshness,
             files: Lookups::of("file"),
+            revalidations: kubedav_api::metrics::cache_lookups("gateway_file", "revalidated"),
             resources: Lookups::of("resource"),
             listings: Lookups::of("listing"),
         }
@@ -328,7 +331,7 @@ impl CachedFileIo {
     /// A read answered from the kept copy, or from fileio (keeping the file when it is
     /// small and read whole); `map_above` as in [`Self::read_and_keep`].
     async fn read_or_keep(&self, request: ReadRequest, map_above: Option<u64>) -> Result<ReadReply, Status> {
-        if let Some(kept) = self.files.count(self.kept_in(&self.kept.files, &request.path)) {
+        if let Some(kept) = self.kept_file(&request.path).await {
             return Ok(whole_or_ranges(&kept, &request.ranges));
         }
         // Ranges of a file not kept are never kept; nor is a file another request is
@@ -345,6 +348,50 @@ impl CachedFileIo {
             (None, None) => self.remote.read(request).await,
             (None, Some(above)) => self.remote.read_to_send(request, above).await,
         }
+    }
+
+    /// The kept copy of the file at `path`, counted as a hit, or `None` (a miss). A copy
+    /// older than the freshness bound is revalidated, not read again: if fileio's `Stat`
+    /// repeats the validator the read gave (`FileInfo.validator`: fileio sets one only
+    /// when any later change is bound to alter it), the bytes are the ones kept, and
+    /// the copy is kept anew from the time of that `Stat`. So a hot file costs fileio
+    /// one `Stat` per freshness period, not a read of up to 1 MiB during which the
+    /// requests that found no copy streamed the file from fileio one by one
+    /// (docs/benchmarks.md, "2026-11-25 (4)").
+    async fn kept_file(&self, path: &str) -> Option<Arc<KeptFile>> {
+        let kept = self.lease.valid().then(|| self.kept.files.get(path)).flatten();
+        let Some(kept) = kept else {
+            self.files.misses.inc();
+            return None;
+        };
+        if self.fresh(kept.kept_at) {
+            self.files.hits.inc();
+            return Some(kept);
+        }
+        let epoch = self.lease.epoch();
+        let asked = Instant::now();
+        let current = self
+            .remote
+            .stat(StatRequest {
+                path: path.to_owned(),
+            })
+            .await;
+        let unchanged = matches!(&current, Ok(info) if !info.validator.is_empty()
+            && info.validator == kept.info.validator);
+        if !unchanged || self.lease.epoch() != epoch {
+            // Changed, gone, or announced meanwhile: read afresh (the read keeps the new
+            // copy, or drops what the announcement named).
+            self.files.misses.inc();
+            return None;
+        }
+        let renewed = Arc::new(KeptFile {
+            info: current.ok()?,
+            data: kept.data.clone(),
+            kept_at: asked,
+        });
+        self.keep_in(&self.kept.files, epoch, path.to_owned(), &renewed);
+        self.revalidations.inc();
+        Some(renewed)
     }
 
     /// Reads a small file whole from fileio, keeps it if nothing changed meanwhile, and
