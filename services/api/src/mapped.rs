@@ -82,7 +82,9 @@ pub fn locate(address: *const u8) -> Option<FileSpan> {
 /// whose owner is `owner_uid`: it does for files the process owns (or as root, with
 /// CAP_FOWNER); for others that it may not write, it reports every page resident.
 pub fn residency_is_reported(owner_uid: u32) -> bool {
-    let me = rustix::process::geteuid().as_raw();
+    // kubedav never changes its user: one `geteuid` per process, not one per GET.
+    static ME: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let me = *ME.get_or_init(|| rustix::process::geteuid().as_raw());
     me == 0 || me == owner_uid
 }
 
