@@ -21,9 +21,11 @@ against nginx (lower is better). Then the goals of docs/benchmarks.md, met or no
 `--hog` keeps one core busy (stress-ng --cpu 1, or a Python busy loop) for the whole run:
 the slow-machine case, where the throughput ratios must still hold.
 
-Workloads: GET 1 KiB and GET 1 MiB (wrk, 64 connections), PROPFIND Depth 1 on 1,000
-files (16 connections) and Depth 0 on one file (64), allprop; PUT 10 MiB (PUT_COUNT
-sequential `curl -T` uploads to new names, deleted after each round; CPU per MB).
+Workloads: GET 1 KiB and GET 1 MiB (wrk, 64 connections), GET 10 MiB (8 connections:
+a file no gateway keeps, so in microservices mode it crosses gRPC), PROPFIND Depth 1 on
+1,000 files (16 connections) and Depth 0 on one file (64), allprop; PUT 10 MiB
+(PUT_COUNT sequential `curl -T` uploads to new names, deleted after each round; CPU per
+MB).
 """
 
 import argparse
@@ -113,12 +115,12 @@ http {{
 
 
 def fixtures(root, upload):
-    """The files every server serves: bench/1k.bin, 1m.bin, dir1000/ (1,000 files of 100
-    bytes) and the empty bench/put/."""
+    """The files every server serves: bench/1k.bin, 1m.bin, 10m.bin, dir1000/ (1,000
+    files of 100 bytes) and the empty bench/put/."""
     bench = os.path.join(root, "bench")
     os.makedirs(os.path.join(bench, "dir1000"))
     os.makedirs(os.path.join(bench, "put"))
-    for name, size in (("1k.bin", 1024), ("1m.bin", 1 << 20)):
+    for name, size in (("1k.bin", 1024), ("1m.bin", 1 << 20), ("10m.bin", 10 << 20)):
         with open(os.path.join(bench, name), "wb") as f:
             f.write(os.urandom(size))
     small = b"small file for the PROPFIND Depth 1 test, 100 bytes ".ljust(99, b".") + b"\n"
@@ -135,6 +137,7 @@ WORKLOADS = [
     # name, path, wrk arguments, connections, environment, unit of work
     ("GET 1 KiB", "/bench/1k.bin", [], 64, {}, "req"),
     ("GET 1 MiB", "/bench/1m.bin", [], 64, {}, "req"),
+    ("GET 10 MiB", "/bench/10m.bin", [], 8, {}, "req"),
     ("PROPFIND d1 (1,000)", "/bench/dir1000/", PROPFIND, 16, {"DEPTH": "1"}, "req"),
     ("PROPFIND d0", "/bench/1k.bin", PROPFIND, 64, {"DEPTH": "0"}, "req"),
     ("PUT 10 MiB", None, [], 1, {}, "MB"),
