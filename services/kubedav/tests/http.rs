@@ -419,7 +419,64 @@ async fn fileio_down_gives_503() {
     assert!(response.headers().contains_key("retry-after"));
 }
 
+/// A kept file whose copy outlived the freshness bound is renewed when fileio's `Stat`
+/// repeats its validator (on a volume: inode and settled change time; on a bucket: the
+/// ETag), not read again: across several freshness periods of GETs, the gateway's
+/// cache of files counts renewals and no miss. All-in-one keeps files of up to 64 KiB
+/// over a volume, so the file is 10 KiB.
+async fn a_hot_copy_past_the_freshness_bound_is_revalidated(mode: Mode) {
+    let server = Server::start_with(mode, &["--gateway-cache-freshness-ms", "100"]).await;
+    let body = "0123456789".repeat(1_000);
+    let status = client()
+        .put(server.url("/hot.bin"))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "PUT: {status}");
+    let gateway = match mode {
+        Mode::AllInOne => "all",
+        Mode::Microservices => "gateway",
+    };
+    let admin = server.admin.iter().find(|(name, _)| *name == gateway).unwrap().1;
+    let lookups = |result: &'static str| async move {
+        let needle = format!("kubedav_cache_lookups_total{{cache=\"gateway_file\",result=\"{result}\"}} ");
+        common::metric_text(admin)
+            .await
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix(needle.as_str())
+                    .map(|v| v.parse::<f64>().unwrap())
+            })
+            .unwrap_or(0.0)
+    };
+    // GETs every 20 ms, spanning freshness periods, until `more` copies were renewed.
+    let get_until_renewed = |more: f64| {
+        let (server, body) = (&server, &body);
+        async move {
+            let target = lookups("revalidated").await + more;
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while lookups("revalidated").await < target {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no kept copy was revalidated in 10 s"
+                );
+                let response = client().get(server.url("/hot.bin")).send().await.unwrap();
+                assert_eq!(response.status(), StatusCode::OK);
+                assert_eq!(&response.text().await.unwrap(), body);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    get_until_renewed(1.0).await;
+    let misses = lookups("miss").await;
+    get_until_renewed(3.0).await;
+    assert_eq!(lookups("miss").await, misses, "the unchanged file was read again");
+}
+
 in_both_modes!(
+    a_hot_copy_past_the_freshness_bound_is_revalidated,
     request_ids_and_limits,
     path_traversal_is_refused,
     aborted_upload_keeps_old_content,
@@ -432,6 +489,7 @@ in_both_modes!(
 // (path traversal, files changed behind the server's back) and temporary files (an
 // aborted upload, which tests/objects.rs checks on S3 as a multipart upload).
 on_s3!(
+    a_hot_copy_past_the_freshness_bound_is_revalidated,
     request_ids_and_limits,
     concurrent_puts_never_tear,
     busy_small_reads_all_succeed,
