@@ -4,7 +4,8 @@
 //! fails a request quickly instead of hanging it.
 
 use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use ::redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+use ::redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +44,19 @@ impl Redis {
 
     fn current(&self) -> Generation {
         self.current.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// `send` on the manager in use; a failure that leaves it stuck replaces it.
+    async fn on_current<T, F>(&self, send: impl FnOnce(ConnectionManager) -> F) -> RedisResult<T>
+    where
+        F: Future<Output = RedisResult<T>>,
+    {
+        let Generation { number, manager } = self.current();
+        let result = send(manager).await;
+        if let Err(e) = &result {
+            self.replace_after(number, e);
+        }
+        result
     }
 
     /// Replaces generation `number`'s manager if `error` is one it does not recover from
@@ -90,14 +104,7 @@ fn manager(client: &::redis::Client) -> Result<ConnectionManager, RedisError> {
 
 impl ConnectionLike for Redis {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(async move {
-            let Generation { number, mut manager } = self.current();
-            let result = manager.send_packed_command(cmd).await;
-            if let Err(e) = &result {
-                self.replace_after(number, e);
-            }
-            result
-        })
+        Box::pin(self.on_current(move |mut manager| async move { manager.send_packed_command(cmd).await }))
     }
 
     fn req_packed_commands<'a>(
@@ -106,14 +113,9 @@ impl ConnectionLike for Redis {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(async move {
-            let Generation { number, mut manager } = self.current();
-            let result = manager.send_packed_commands(pipeline, offset, count).await;
-            if let Err(e) = &result {
-                self.replace_after(number, e);
-            }
-            result
-        })
+        Box::pin(self.on_current(move |mut manager| async move {
+            manager.send_packed_commands(pipeline, offset, count).await
+        }))
     }
 
     fn get_db(&self) -> i64 {

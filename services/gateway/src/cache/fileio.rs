@@ -376,16 +376,23 @@ impl CachedFileIo {
                 path: path.to_owned(),
             })
             .await;
-        let unchanged = matches!(&current, Ok(info) if !info.validator.is_empty()
-            && info.validator == kept.info.validator);
-        if !unchanged || self.lease.epoch() != epoch {
+        let info = match current {
+            Ok(info)
+                if !info.validator.is_empty()
+                    && info.validator == kept.info.validator
+                    && self.lease.epoch() == epoch =>
+            {
+                info
+            }
             // Changed, gone, or announced meanwhile: read afresh (the read keeps the new
             // copy, or drops what the announcement named).
-            self.files.misses.inc();
-            return None;
-        }
+            _ => {
+                self.files.misses.inc();
+                return None;
+            }
+        };
         let renewed = Arc::new(KeptFile {
-            info: current.ok()?,
+            info,
             data: kept.data.clone(),
             kept_at: asked,
         });
