@@ -22,16 +22,19 @@ const CALLEE: &str = "fileio";
 #[derive(Clone)]
 pub struct RemoteFileIo {
     calls: Caller<Client>,
+    /// For `Read`, which is made by hand ([`crate::read_frames`]).
+    channel: ObservedChannel,
 }
 
 impl RemoteFileIo {
     /// A client on `channel`: one connection, or a balanced set of them
     /// ([`crate::balance::channel`]), observed ([`ObservedChannel`]).
     pub fn new(channel: ObservedChannel) -> Self {
-        let client =
-            stubs::file_io_client::FileIoClient::new(channel).max_decoding_message_size(4 * 1024 * 1024);
+        let client = stubs::file_io_client::FileIoClient::new(channel.clone())
+            .max_decoding_message_size(crate::read_frames::MAX_WHOLE_MESSAGE);
         Self {
             calls: Caller::new(client, CALLEE),
+            channel,
         }
     }
 }
@@ -71,8 +74,8 @@ impl FileIo for RemoteFileIo {
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
         let t = deadline::call_timeout();
         let (stream, first) = deadline::within(CALLEE, t, async {
-            let mut stream = self.calls.client().read(request).await?.into_inner();
-            let first = stream.message().await?;
+            let mut stream = crate::read_frames::receive::call(self.channel.clone(), request).await?;
+            let first = stream.next().await.transpose()?;
             Ok((stream, first))
         })
         .await?;
