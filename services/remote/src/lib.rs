@@ -11,7 +11,8 @@
 //! * [`balance`]: one channel per pod behind a headless Service, calls spread over
 //!   them, each reconnecting with [`backoff`].
 //! * [`observe`]: spans, trace-context propagation and call metrics on both ends.
-//! * [`read_frames`]: the `Read` call framed by hand, so a file's bytes are not copied.
+//! * [`frames`]: the `Read` and `Write` calls framed by hand, so a file's bytes are not
+//!   copied.
 //! * [`stubs`]: the tonic stubs generated from the services of `proto/`.
 //!
 //! `docs/architecture.md` says why these live apart from `kubedav-kit` (process
@@ -21,9 +22,9 @@ pub mod backoff;
 pub mod balance;
 pub mod client;
 pub mod deadline;
+pub mod frames;
 pub mod lease;
 pub mod observe;
-pub mod read_frames;
 pub mod serve;
 pub mod server;
 

@@ -2,6 +2,8 @@
 
 use super::{Budget, Caller};
 use crate::deadline;
+use crate::frames::send::Framed;
+use crate::frames::{READ_PATH, WRITE_PATH, receive};
 
 use crate::observe::ObservedChannel;
 use crate::stubs::fileio as stubs;
@@ -22,7 +24,7 @@ const CALLEE: &str = "fileio";
 #[derive(Clone)]
 pub struct RemoteFileIo {
     calls: Caller<Client>,
-    /// For `Read`, which is made by hand ([`crate::read_frames`]).
+    /// For `Read` and `Write`, which are made by hand ([`crate::frames`]).
     channel: ObservedChannel,
 }
 
@@ -31,7 +33,7 @@ impl RemoteFileIo {
     /// ([`crate::balance::channel`]), observed ([`ObservedChannel`]).
     pub fn new(channel: ObservedChannel) -> Self {
         let client = stubs::file_io_client::FileIoClient::new(channel.clone())
-            .max_decoding_message_size(crate::read_frames::MAX_WHOLE_MESSAGE);
+            .max_decoding_message_size(crate::frames::MAX_WHOLE_MESSAGE);
         Self {
             calls: Caller::new(client, CALLEE),
             channel,
@@ -74,7 +76,13 @@ impl FileIo for RemoteFileIo {
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
         let t = deadline::call_timeout();
         let (stream, first) = deadline::within(CALLEE, t, async {
-            let mut stream = crate::read_frames::receive::call(self.channel.clone(), request).await?;
+            let body = Framed::request(futures_util::stream::iter([Ok(request)]));
+            let mut stream = receive::call::<_, _, pb::ReadResponse>(
+                self.channel.clone(),
+                READ_PATH,
+                tonic::body::Body::new(body),
+            )
+            .await?;
             let first = stream.next().await.transpose()?;
             Ok((stream, first))
         })
@@ -118,12 +126,15 @@ impl FileIo for RemoteFileIo {
             ended: false,
             watch: watch.clone(),
         };
-        let mut client = self.calls.client();
-        let call = client.write(first.chain(data));
+        let body = Framed::request(first.chain(data).map(Ok));
+        let call = async {
+            let channel = self.channel.clone();
+            receive::unary(receive::call(channel, WRITE_PATH, tonic::body::Body::new(body)).await?).await
+        };
         let timeout = deadline::call_timeout();
         tokio::select! {
             Ok(status) = failure_rx => Err(status),
-            reply = call => Ok(reply?.into_inner()),
+            reply = call => reply,
             // Dropping the call resets the stream: fileio discards the upload.
             _ = watch.stalled(timeout) => Err(deadline::exceeded(CALLEE, timeout)),
         }

@@ -35,21 +35,58 @@ impl FileIoGrpc {
 
     /// The service, ready to be added to a server.
     pub fn into_service(self) -> FileIoService {
+        let grpc = Arc::new(self);
         FileIoService {
-            core: self.inner.core().clone(),
-            generated: stubs::file_io_server::FileIoServer::new(self)
-                .max_decoding_message_size(crate::read_frames::MAX_WHOLE_MESSAGE),
+            grpc: grpc.clone(),
+            generated: stubs::file_io_server::FileIoServer::from_arc(grpc)
+                .max_decoding_message_size(crate::frames::MAX_WHOLE_MESSAGE),
         }
+    }
+
+    /// Answers a `Read` call: its header and then its chunks.
+    async fn read_messages(&self, request: ReadRequest) -> Result<BoxStream<pb::ReadResponse>, Status> {
+        let ReadReply { header, chunks } = self.inner.core().read(request).await?;
+        let header = pb::ReadResponse {
+            item: Some(pb::read_response::Item::Header(header)),
+        };
+        let chunks = chunks.map_ok(|chunk| pb::ReadResponse {
+            item: Some(pb::read_response::Item::Chunk(chunk)),
+        });
+        Ok(futures_util::stream::iter([Ok(header)]).chain(chunks).boxed())
+    }
+
+    /// Answers a `Write` call whose request messages are `messages`.
+    async fn write_messages(
+        &self,
+        mut messages: BoxStream<pb::WriteRequest>,
+    ) -> Result<WriteResponse, Status> {
+        let header = match messages.next().await.transpose()? {
+            Some(pb::WriteRequest {
+                item: Some(pb::write_request::Item::Header(header)),
+            }) => header,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "the first Write message must be the header",
+                ));
+            }
+        };
+        let body = RequireEnd {
+            messages,
+            received: 0,
+            ended: false,
+        }
+        .boxed();
+        self.inner.write(header, body).await
     }
 }
 
-/// The `kubedav.fileio.v1.FileIo` service: tonic's generated server, except `Read`,
-/// which is framed by hand so that a file's bytes are not copied on their way to the
-/// socket ([`crate::read_frames`]).
+/// The `kubedav.fileio.v1.FileIo` service: tonic's generated server, except `Read` and
+/// `Write`, which are framed by hand so that a file's bytes are not copied on their way
+/// between the socket and the file ([`crate::frames`]).
 #[derive(Clone)]
 pub struct FileIoService {
+    grpc: Arc<FileIoGrpc>,
     generated: stubs::file_io_server::FileIoServer<FileIoGrpc>,
-    core: Arc<dyn FileIo>,
 }
 
 impl tonic::server::NamedService for FileIoService {
@@ -60,47 +97,45 @@ type GeneratedFuture = <stubs::file_io_server::FileIoServer<FileIoGrpc> as tower
     http::Request<tonic::body::Body>,
 >>::Future;
 
-type ReadFuture = std::pin::Pin<
+type ByHandFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<http::Response<tonic::body::Body>, Infallible>> + Send>,
 >;
 
 impl tower_service::Service<http::Request<tonic::body::Body>> for FileIoService {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
-    type Future = futures_util::future::Either<ReadFuture, GeneratedFuture>;
+    type Future = futures_util::future::Either<ByHandFuture, GeneratedFuture>;
 
     fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Infallible>> {
         tower_service::Service::<http::Request<tonic::body::Body>>::poll_ready(&mut self.generated, cx)
     }
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        if request.uri().path() != crate::read_frames::READ_PATH {
-            return futures_util::future::Either::Right(self.generated.call(request));
+        use crate::frames::{READ_PATH, WRITE_PATH, receive, send};
+        use futures_util::future::Either;
+        let path = request.uri().path();
+        let (read, write) = (path == READ_PATH, path == WRITE_PATH);
+        let grpc = self.grpc.clone();
+        if read {
+            let messages = receive::Frames::requests(request.into_body());
+            return Either::Left(Box::pin(async move {
+                let answered = async { grpc.read_messages(receive::unary(messages).await?).await };
+                Ok(match answered.await {
+                    Ok(messages) => send::response(messages),
+                    Err(status) => status.into_http(),
+                })
+            }));
         }
-        let core = self.core.clone();
-        futures_util::future::Either::Left(Box::pin(async move { Ok(read(core, request.into_body()).await) }))
-    }
-}
-
-/// Answers a `Read` call: the status alone when the read cannot start, otherwise the
-/// header and the chunks ([`crate::read_frames::send::ReadBody`]).
-async fn read(core: Arc<dyn FileIo>, body: tonic::body::Body) -> http::Response<tonic::body::Body> {
-    use crate::read_frames::send;
-    let started = async {
-        let request = send::request(body).await?;
-        core.read(request).await
-    };
-    match started.await {
-        Ok(ReadReply { header, chunks }) => {
-            let mut response =
-                http::Response::new(tonic::body::Body::new(send::ReadBody::new(header, chunks)));
-            response.headers_mut().insert(
-                http::header::CONTENT_TYPE,
-                http::HeaderValue::from_static("application/grpc"),
-            );
-            response
+        if write {
+            let messages = receive::Frames::requests(request.into_body()).boxed();
+            return Either::Left(Box::pin(async move {
+                Ok(match grpc.write_messages(messages).await {
+                    Ok(reply) => send::response(futures_util::stream::iter([Ok(reply)])),
+                    Err(status) => status.into_http(),
+                })
+            }));
         }
-        Err(status) => status.into_http(),
+        Either::Right(self.generated.call(request))
     }
 }
 
@@ -133,40 +168,19 @@ impl stubs::file_io_server::FileIo for FileIoGrpc {
         &self,
         request: tonic::Request<ReadRequest>,
     ) -> Result<tonic::Response<Self::ReadStream>, Status> {
-        let ReadReply { header, chunks } = self.inner.core().read(request.into_inner()).await?;
-        let header = pb::ReadResponse {
-            item: Some(pb::read_response::Item::Header(header)),
-        };
-        let chunks = chunks.map_ok(|chunk| pb::ReadResponse {
-            item: Some(pb::read_response::Item::Chunk(chunk)),
-        });
         Ok(tonic::Response::new(
-            futures_util::stream::iter([Ok(header)]).chain(chunks).boxed(),
+            self.read_messages(request.into_inner()).await?,
         ))
     }
 
+    /// Not reached through [`FileIoService`], which frames `Write` by hand; kept as the
+    /// reference the hand framing is tested against.
     async fn write(
         &self,
         request: tonic::Request<tonic::Streaming<pb::WriteRequest>>,
     ) -> Result<tonic::Response<WriteResponse>, Status> {
-        let mut stream = request.into_inner();
-        let header = match stream.message().await? {
-            Some(pb::WriteRequest {
-                item: Some(pb::write_request::Item::Header(header)),
-            }) => header,
-            _ => {
-                return Err(Status::invalid_argument(
-                    "the first Write message must be the header",
-                ));
-            }
-        };
-        let body = RequireEnd {
-            messages: stream,
-            received: 0,
-            ended: false,
-        }
-        .boxed();
-        Ok(tonic::Response::new(self.inner.write(header, body).await?))
+        let messages = request.into_inner().boxed();
+        Ok(tonic::Response::new(self.write_messages(messages).await?))
     }
 
     async fn delete(
@@ -232,11 +246,11 @@ impl stubs::file_io_server::FileIo for FileIoGrpc {
 }
 
 /// The body of a Write as fileio's core sees it: the data messages, ending cleanly only
-/// after the end message with the right size. A stream that stops without it (tonic
-/// reports a client's RST_STREAM CANCEL as a clean end) fails, so the upload is
+/// after the end message with the right size. A stream that stops without it (a
+/// client's RST_STREAM CANCEL may read as a clean end) fails, so the upload is
 /// discarded instead of committed truncated.
 struct RequireEnd {
-    messages: tonic::Streaming<pb::WriteRequest>,
+    messages: BoxStream<pb::WriteRequest>,
     received: u64,
     ended: bool,
 }

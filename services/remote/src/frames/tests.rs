@@ -1,6 +1,6 @@
-//! The hand framing against prost's encoding and tonic's own client and server.
+//! The hand framing against prost's encoding, and against tonic's own client and server.
 
-use super::receive::ReadFrames;
+use super::receive::Frames;
 use super::*;
 use crate::observe::ObservedChannel;
 use crate::stubs::fileio::{file_io_client::FileIoClient, file_io_server::FileIoServer};
@@ -125,7 +125,7 @@ async fn every_way_of_cutting_the_frames_reads_the_same_messages() {
         end: None,
     };
     for size in [1, 2, 3, 5, 6, 7, 11, 33, 64, 1000, 16_384, stream.len()] {
-        let frames = ReadFrames::new(body(cut(&stream, size), Some(ok_trailers())));
+        let frames = Frames::<_, pb::ReadResponse>::responses(body(cut(&stream, size), Some(ok_trailers())));
         assert_eq!(read_all(frames).await, expected, "frames of {size} bytes");
     }
 }
@@ -138,7 +138,8 @@ async fn a_chunk_in_one_frame_is_passed_on_without_a_copy() {
     let frame = Bytes::from(frame);
     let span = frame.as_ptr_range();
     let stream = whole_message(&header(100_000));
-    let mut messages = ReadFrames::new(body(vec![stream, frame], Some(ok_trailers())));
+    let mut messages =
+        Frames::<_, pb::ReadResponse>::responses(body(vec![stream, frame], Some(ok_trailers())));
     messages.next().await.unwrap().unwrap();
     let Some(pb::read_response::Item::Chunk(chunk)) = messages.next().await.unwrap().unwrap().item else {
         panic!("no chunk");
@@ -149,6 +150,21 @@ async fn a_chunk_in_one_frame_is_passed_on_without_a_copy() {
         "the data is a slice of the frame"
     );
     assert!(messages.next().await.is_none());
+}
+
+#[tokio::test]
+async fn an_empty_message_is_read() {
+    // The request of a read of the root: no path, no ranges, zero bytes.
+    let root = ReadRequest::default();
+    assert_eq!(whole_message(&root).len(), 5);
+    for size in [1, 5] {
+        let frames = Frames::<_, ReadRequest>::requests(body(cut(&whole_message(&root), size), None));
+        assert_eq!(
+            receive::unary(frames).await.unwrap(),
+            root,
+            "frames of {size} bytes"
+        );
+    }
 }
 
 #[tokio::test]
@@ -175,7 +191,11 @@ async fn how_a_read_ends_is_reported() {
         ),
     ];
     for (stream, trailers, end) in cases {
-        let read = read_all(ReadFrames::new(body(cut(&stream, 4), trailers))).await;
+        let read = read_all(Frames::<_, pb::ReadResponse>::responses(body(
+            cut(&stream, 4),
+            trailers,
+        )))
+        .await;
         assert_eq!(read.end, end);
     }
     let huge = [
@@ -184,7 +204,11 @@ async fn how_a_read_ends_is_reported() {
         &[0x0a],
     ]
     .concat();
-    let read = read_all(ReadFrames::new(body(vec![huge.into()], Some(ok_trailers())))).await;
+    let read = read_all(Frames::<_, pb::ReadResponse>::responses(body(
+        vec![huge.into()],
+        Some(ok_trailers()),
+    )))
+    .await;
     assert_eq!(read.end, Some(tonic::Code::ResourceExhausted));
 }
 
@@ -267,31 +291,151 @@ async fn tonics_own_client_reads_what_the_hand_framing_sends() {
     assert_eq!(missing.code(), tonic::Code::NotFound);
 }
 
+/// Reads `request` with the hand reader: what [`crate::client::RemoteFileIo`] calls.
+async fn read_by_hand(channel: &ObservedChannel, request: ReadRequest) -> Result<Read, tonic::Status> {
+    let body = send::Framed::request(futures_util::stream::iter([Ok(request)]));
+    let frames =
+        receive::call::<_, _, pb::ReadResponse>(channel.clone(), READ_PATH, tonic::body::Body::new(body));
+    Ok(read_all(frames.await?).await)
+}
+
 #[tokio::test]
 async fn the_hand_reader_reads_what_tonics_own_server_sends() {
     let (_root, core, content) = core(3 << 20);
     let url = serve(FileIoServer::new(crate::server::FileIoGrpc::new(core))).await;
-    let channel = tonic::transport::Endpoint::from_shared(url.clone())
-        .unwrap()
-        .connect_lazy();
-    let channel = ObservedChannel::new(channel, &url);
-    let read = read_all(
-        receive::call(channel.clone(), read_request(vec![]))
-            .await
-            .unwrap(),
-    )
-    .await;
+    let channel = observed(&url);
+    let read = read_by_hand(&channel, read_request(vec![])).await.unwrap();
     assert_eq!(read.end, None);
     assert_eq!(read.data, vec![content.clone()]);
-    let read = read_all(
-        receive::call(channel.clone(), read_request(two_ranges()))
-            .await
-            .unwrap(),
-    )
-    .await;
+    let read = read_by_hand(&channel, read_request(two_ranges())).await.unwrap();
     assert_eq!(read.data, in_two_ranges(&content));
-    let missing = receive::call(channel, missing_file()).await.err().unwrap();
+    let missing = read_by_hand(&channel, missing_file()).await.err().unwrap();
     assert_eq!(missing.code(), tonic::Code::NotFound);
+}
+
+fn observed(url: &str) -> ObservedChannel {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_owned())
+        .unwrap()
+        .connect_lazy();
+    ObservedChannel::new(channel, url)
+}
+
+/// The messages of an upload of `body` to `b.bin`: the header, the data, the end.
+fn upload(body: &[Bytes]) -> Vec<pb::WriteRequest> {
+    let size = body.iter().map(|b| b.len() as u64).sum();
+    let header = pb::WriteHeader {
+        path: "up.bin".into(),
+        expected_size: Some(size),
+        ..Default::default()
+    };
+    std::iter::once(pb::write_request::Item::Header(header))
+        .chain(body.iter().cloned().map(pb::write_request::Item::Data))
+        .chain([pb::write_request::Item::End(pb::WriteEnd { size })])
+        .map(|item| pb::WriteRequest { item: Some(item) })
+        .collect()
+}
+
+fn upload_body(size: usize) -> Vec<Bytes> {
+    let content: Vec<u8> = (0..size).map(|i| (i * 7 % 253) as u8).collect();
+    content.chunks(100_000).map(Bytes::copy_from_slice).collect()
+}
+
+#[tokio::test]
+async fn every_way_of_cutting_an_upload_reads_the_same_messages() {
+    let messages = upload(&upload_body(250_000));
+    let stream: Vec<u8> = messages.iter().flat_map(|m| whole_message(m).to_vec()).collect();
+    for size in [1, 3, 5, 6, 7, 13, 64, 16_384, stream.len()] {
+        let read: Vec<pb::WriteRequest> =
+            Frames::<_, pb::WriteRequest>::requests(body(cut(&stream, size), None))
+                .map(Result::unwrap)
+                .collect()
+                .await;
+        // Data may come in more pieces than it was sent in: compare the content.
+        let data = |ms: &[pb::WriteRequest]| -> Vec<u8> {
+            ms.iter()
+                .filter_map(|m| match &m.item {
+                    Some(pb::write_request::Item::Data(d)) => Some(d.to_vec()),
+                    _ => None,
+                })
+                .flatten()
+                .collect()
+        };
+        assert_eq!(data(&read), data(&messages), "frames of {size} bytes");
+        assert_eq!(read.first(), messages.first());
+        assert_eq!(read.last(), messages.last());
+    }
+}
+
+#[tokio::test]
+async fn a_request_body_that_fails_does_not_end_cleanly() {
+    let messages = futures_util::stream::iter([
+        Ok(upload(&[])[0].clone()),
+        Err(tonic::Status::cancelled("the client went away")),
+    ]);
+    let mut framed = send::Framed::request(messages);
+    let mut frames = Vec::new();
+    while let Some(frame) =
+        std::future::poll_fn(|cx| http_body::Body::poll_frame(std::pin::Pin::new(&mut framed), cx)).await
+    {
+        frames.push(frame.map(|_| ()).map_err(|status| status.code()));
+    }
+    assert_eq!(frames, vec![Ok(()), Err(tonic::Code::Cancelled)]);
+}
+
+#[tokio::test]
+async fn tonics_own_client_writes_through_the_hand_framing() {
+    let (root, core, _) = core(0);
+    let url = serve(crate::server::FileIoGrpc::new(core).into_service()).await;
+    let mut client = FileIoClient::connect(url).await.unwrap();
+    let body = upload_body(1 << 20);
+    let reply = client
+        .write(futures_util::stream::iter(upload(&body)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(reply.created);
+    assert_eq!(std::fs::read(root.path().join("up.bin")).unwrap(), body.concat());
+}
+
+/// Uploads with the hand writer to `url`, which serves `root`: a whole body, and one that
+/// breaks off, which must leave nothing.
+async fn write_by_hand(url: &str, root: &std::path::Path) {
+    let remote = crate::client::RemoteFileIo::new(observed(url));
+    let body = upload_body(1 << 20);
+    let Some(pb::write_request::Item::Header(header)) = upload(&body)[0].item.clone() else {
+        unreachable!()
+    };
+    let data = futures_util::stream::iter(body.clone().into_iter().map(Ok)).boxed();
+    let reply = remote.write(header.clone(), data).await.unwrap();
+    assert!(reply.created);
+    assert_eq!(std::fs::read(root.join("up.bin")).unwrap(), body.concat());
+
+    let broken = futures_util::stream::iter([
+        Ok(Bytes::from_static(b"only this much")),
+        Err(tonic::Status::cancelled("the client went away")),
+    ])
+    .boxed();
+    let header = pb::WriteHeader {
+        path: "broken.bin".into(),
+        ..header
+    };
+    let failed = remote.write(header, broken).await.unwrap_err();
+    assert_eq!(failed.code(), tonic::Code::Cancelled);
+    assert!(!root.join("broken.bin").exists());
+}
+
+#[tokio::test]
+async fn the_hand_writer_writes_to_tonics_own_server_and_a_broken_body_writes_nothing() {
+    let (root, core, _) = core(0);
+    let url = serve(FileIoServer::new(crate::server::FileIoGrpc::new(core))).await;
+    write_by_hand(&url, root.path()).await;
+}
+
+#[tokio::test]
+async fn the_hand_writer_writes_through_the_hand_framing_and_a_broken_body_writes_nothing() {
+    let (root, core, _) = core(0);
+    let url = serve(crate::server::FileIoGrpc::new(core).into_service()).await;
+    write_by_hand(&url, root.path()).await;
 }
 
 fn chunk_message(range_index: u32, data: &[u8]) -> pb::ReadResponse {
@@ -312,7 +456,7 @@ fn a_chunk_head_and_its_data_are_what_prost_encodes() {
             by_hand.extend_from_slice(&data);
             let by_prost = whole_message(&chunk_message(range_index, &data));
             assert_eq!(by_hand, by_prost, "range {range_index}, {len} bytes");
-            assert!(chunk_head(range_index, len).len() <= MAX_CHUNK_HEAD);
+            assert!(chunk_head(range_index, len).len() <= MAX_HEAD);
         }
     }
 }

@@ -1,22 +1,24 @@
-//! The gateway's side of a `Read`: the call made by hand ([`call`]) and its messages
-//! read from the HTTP/2 frames as they come ([`ReadFrames`]), a chunk's data passed on
-//! as slices of those frames.
+//! Reading the calls by hand: a call made on a channel ([`call`]), and an HTTP/2 body
+//! read as messages as its frames come ([`Frames`]), the bytes of [`Streamed`] messages
+//! passed on as slices of those frames.
 
-use super::{
-    CHUNK_KEY, DATA_KEY, MAX_WHOLE_MESSAGE, PREFIX_BYTES, RANGE_INDEX_KEY, READ_PATH, whole_message,
-};
+use super::{MAX_WHOLE_MESSAGE, PREFIX_BYTES, Read, Streamed, value};
 use bytes::{Buf, Bytes, BytesMut};
 use http_body::Body;
-use kubedav_api::fileio::{ReadChunk, ReadRequest};
-use kubedav_api::pb::fileio::v1 as pb;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tonic::Status;
 
-/// Makes the `Read` call on `channel`: what `FileIoClient::read` does, with the response
-/// read by [`ReadFrames`] instead of tonic's decoder. A status in the response's headers
+/// Makes the call `path` on `channel` with the request body `body` (gRPC messages,
+/// [`super::send::Framed`]), and reads the response's messages with [`Frames`]: what a
+/// generated client does, without tonic's decoder. A status in the response's headers
 /// (a call that failed before its first message) is the error.
-pub async fn call<S, B>(mut channel: S, request: ReadRequest) -> Result<ReadFrames<B>, Status>
+pub async fn call<S, B, M>(
+    mut channel: S,
+    path: &'static str,
+    body: tonic::body::Body,
+) -> Result<Frames<B, M>, Status>
 where
     S: tower_service::Service<
             http::Request<tonic::body::Body>,
@@ -24,40 +26,58 @@ where
             Error = Box<dyn std::error::Error + Send + Sync>,
         >,
 {
-    let body = tonic::body::Body::new(http_body_util::Full::new(whole_message(&request)));
     let request = http::Request::builder()
         .method(http::Method::POST)
         .version(http::Version::HTTP_2)
-        .uri(READ_PATH)
+        .uri(path)
         .header(http::header::CONTENT_TYPE, "application/grpc")
         .header(http::header::TE, "trailers")
         .body(body)
-        .map_err(|e| Status::internal(format!("cannot make the Read request: {e}")))?;
+        .map_err(|e| Status::internal(format!("cannot make the request of {path}: {e}")))?;
     std::future::poll_fn(|cx| channel.poll_ready(cx))
         .await
         .map_err(Status::from_error)?;
     let response = channel.call(request).await.map_err(Status::from_error)?;
     if let Some(status) = Status::from_header_map(response.headers()) {
         return Err(match status.code() {
-            tonic::Code::Ok => Status::internal("fileio answered Read with no message"),
+            tonic::Code::Ok => Status::internal(format!("fileio answered {path} with no message")),
             _ => status,
         });
     }
     if response.status() != http::StatusCode::OK {
         return Err(Status::unknown(format!(
-            "fileio answered Read with HTTP status {}",
+            "fileio answered {path} with HTTP status {}",
             response.status()
         )));
     }
-    Ok(ReadFrames::new(response.into_body()))
+    Ok(Frames::responses(response.into_body()))
 }
 
-/// The messages of a `Read` response body, as a stream: the header, then chunks, whose
-/// data are the slices of the HTTP/2 frames that carried them (a chunk sent in several
-/// frames comes out as several chunks of the same range). The stream ends after the
-/// status, or with it when it is not OK.
-pub struct ReadFrames<B> {
+/// The one message of a unary call's response, or its status.
+pub async fn unary<B, M>(mut frames: Frames<B, M>) -> Result<M, Status>
+where
+    Frames<B, M>: futures_util::Stream<Item = Result<M, Status>> + Unpin,
+{
+    use futures_util::StreamExt;
+    let message = frames
+        .next()
+        .await
+        .ok_or_else(|| Status::internal("fileio answered with no message"))??;
+    match frames.next().await {
+        None => Ok(message),
+        Some(Err(status)) => Err(status),
+        Some(Ok(_)) => Err(Status::internal("fileio answered a unary call with two messages")),
+    }
+}
+
+/// The messages of an HTTP/2 body, as a stream. A [`Streamed`] message whose bytes came
+/// in several frames comes out as several messages, each with a piece of them
+/// ([`Streamed::piece`]). A response ends after its status in the trailers, or with it
+/// when it is not OK; a request ends with its body.
+pub struct Frames<B, M> {
     body: B,
+    /// Whether this is a request's body, which ends without trailers.
+    request: bool,
     /// What is left of the last frame.
     pending: Bytes,
     /// The start of a message whose framing spans frames (a few dozen bytes at most:
@@ -65,59 +85,97 @@ pub struct ReadFrames<B> {
     head: BytesMut,
     state: State,
     ended: bool,
+    message: PhantomData<fn() -> M>,
 }
 
 /// Where in the stream of messages the reader is.
 enum State {
     /// At the start of a message.
     Head,
-    /// In a chunk's data: `left` more bytes of range `range_index`.
-    Data { range_index: u32, left: usize },
+    /// In a message's bytes: `left` more of them, to pieces tagged `tag`.
+    Bytes { tag: u32, left: usize },
     /// Gathering a message of `len` bytes to decode it whole.
     Whole { len: usize, gathered: BytesMut },
 }
 
 /// What the start of a message says.
 enum Decision {
-    /// A chunk whose data starts `at` bytes in.
-    Chunk { at: usize, range_index: u32, len: usize },
+    /// Bytes to stream, which start `at` bytes in.
+    Bytes { at: usize, tag: u32, len: usize },
     /// A message of `len` bytes (after its prefix) to decode whole.
     Whole { len: usize },
 }
 
-impl<B> ReadFrames<B> {
-    /// Reads the messages of `body`.
-    pub fn new(body: B) -> Self {
+impl<B, M> Frames<B, M> {
+    /// Reads the messages of a response's `body`, up to its status.
+    pub fn responses(body: B) -> Self {
+        Self::new(body, false)
+    }
+
+    /// Reads the messages of a request's `body`.
+    pub fn requests(body: B) -> Self {
+        Self::new(body, true)
+    }
+
+    fn new(body: B, request: bool) -> Self {
         Self {
             body,
+            request,
             pending: Bytes::new(),
             head: BytesMut::new(),
             state: State::Head,
             ended: false,
+            message: PhantomData,
         }
     }
 
+    /// Whether the body stopped inside a message.
+    fn inside_a_message(&self) -> bool {
+        !matches!(self.state, State::Head) || !self.head.is_empty() || !self.pending.is_empty()
+    }
+
+    /// How the stream ends when the body ends, after `trailers` if any.
+    fn end(&self, trailers: Option<&http::HeaderMap>) -> Option<Result<M, Status>> {
+        if self.inside_a_message() {
+            return Some(Err(Status::internal("the call's body ended inside a message")));
+        }
+        if self.request {
+            return None;
+        }
+        match trailers.and_then(Status::from_header_map) {
+            Some(status) if status.code() == tonic::Code::Ok => None,
+            Some(status) => Some(Err(status)),
+            None => Some(Err(Status::internal("fileio's answer ended without a status"))),
+        }
+    }
+}
+
+impl<B, M: Streamed> Frames<B, M> {
     /// The next message that `pending` completes, consuming what it reads; `None` when
     /// it needs the next frame.
-    fn next_message(&mut self) -> Result<Option<pb::ReadResponse>, Status> {
-        while !self.pending.is_empty() {
+    fn next_message(&mut self) -> Result<Option<M>, Status> {
+        loop {
             match &mut self.state {
+                State::Head if self.pending.is_empty() => return Ok(None),
                 State::Head => self.read_head()?,
-                State::Data { range_index, left } => {
+                State::Bytes { .. } if self.pending.is_empty() => return Ok(None),
+                State::Bytes { tag, left } => {
                     let data = self.pending.split_to((*left).min(self.pending.len()));
-                    let range_index = *range_index;
+                    let tag = *tag;
                     *left -= data.len();
                     if *left == 0 {
                         self.state = State::Head;
                     }
-                    let chunk = pb::read_response::Item::Chunk(ReadChunk { range_index, data });
-                    return Ok(Some(pb::ReadResponse { item: Some(chunk) }));
+                    return Ok(Some(M::piece(tag, data)));
                 }
                 State::Whole { len, gathered } => {
                     let wanted = *len - gathered.len();
                     let message = if gathered.is_empty() && self.pending.len() >= wanted {
-                        // All in this frame: decoded in place, the bytes fields sharing it.
+                        // All in this frame (or empty): decoded in place, the bytes
+                        // fields sharing the frame.
                         self.pending.split_to(wanted)
+                    } else if self.pending.is_empty() {
+                        return Ok(None);
                     } else {
                         let taken = self.pending.split_to(wanted.min(self.pending.len()));
                         gathered.extend_from_slice(&taken);
@@ -127,13 +185,12 @@ impl<B> ReadFrames<B> {
                         std::mem::take(gathered).freeze()
                     };
                     self.state = State::Head;
-                    return prost::Message::decode(message).map(Some).map_err(|e| {
-                        Status::internal(format!("fileio sent a Read message that does not decode: {e}"))
+                    return M::decode(message).map(Some).map_err(|e| {
+                        Status::internal(format!("a message of the call does not decode: {e}"))
                     });
                 }
             }
         }
-        Ok(None)
     }
 
     /// Reads the start of a message from `head` and `pending`: on a decision it moves to
@@ -143,23 +200,17 @@ impl<B> ReadFrames<B> {
             head: &self.head,
             pending: &self.pending,
         };
-        let Some(decision) = decide(&seen)? else {
+        let Some(decision) = decide::<M>(&seen)? else {
             // A few bytes in all: see `decide`.
             self.head.extend_from_slice(&self.pending);
             self.pending.clear();
             return Ok(());
         };
         let (at, next) = match decision {
-            Decision::Chunk { at, range_index, len } => (
-                at,
-                State::Data {
-                    range_index,
-                    left: len,
-                },
-            ),
+            Decision::Bytes { at, tag, len } => (at, State::Bytes { tag, left: len }),
             Decision::Whole { len } if len > MAX_WHOLE_MESSAGE => {
                 return Err(Status::resource_exhausted(format!(
-                    "fileio sent a Read message of {len} bytes, more than the {MAX_WHOLE_MESSAGE} allowed"
+                    "a message of {len} bytes, more than the {MAX_WHOLE_MESSAGE} allowed"
                 )));
             }
             Decision::Whole { len } => (
@@ -173,40 +224,27 @@ impl<B> ReadFrames<B> {
         // `head` holds fewer bytes than any decision reads, except the message bytes a
         // whole message had gathered there while its start was undecided.
         let from_head = self.head.len().min(at);
-        let from_pending = at - from_head;
         let mut state = next;
         if let State::Whole { gathered, .. } = &mut state {
             gathered.extend_from_slice(&self.head[from_head..]);
         }
         self.head.clear();
-        self.pending.advance(from_pending);
+        self.pending.advance(at - from_head);
         self.state = match state {
-            State::Data { left: 0, .. } => State::Head,
+            State::Bytes { left: 0, .. } => State::Head,
             state => state,
         };
         Ok(())
     }
-
-    /// The end of the call: its status, in `trailers`.
-    fn end(&self, trailers: &http::HeaderMap) -> Option<Result<pb::ReadResponse, Status>> {
-        let inside = !matches!(self.state, State::Head) || !self.head.is_empty() || !self.pending.is_empty();
-        if inside {
-            return Some(Err(Status::internal("fileio's Read ended inside a message")));
-        }
-        match Status::from_header_map(trailers) {
-            Some(status) if status.code() == tonic::Code::Ok => None,
-            Some(status) => Some(Err(status)),
-            None => Some(Err(Status::internal("fileio's Read ended without a status"))),
-        }
-    }
 }
 
-impl<B> futures_util::Stream for ReadFrames<B>
+impl<B, M> futures_util::Stream for Frames<B, M>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    M: Streamed,
 {
-    type Item = Result<pb::ReadResponse, Status>;
+    type Item = Result<M, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         loop {
@@ -229,12 +267,12 @@ where
                         continue;
                     }
                     Err(frame) => match frame.trailers_ref() {
-                        Some(trailers) => self.end(trailers),
+                        Some(trailers) => self.end(Some(trailers)),
                         None => continue,
                     },
                 },
                 Some(Err(e)) => Some(Err(Status::from_error(e.into()))),
-                None => Some(Err(Status::internal("fileio's Read ended without a status"))),
+                None => self.end(None),
             };
             self.ended = true;
             return Poll::Ready(ending);
@@ -262,84 +300,54 @@ impl Seen<'_> {
 }
 
 /// What a message starting at `seen` is, once enough of it is seen (`None` before: that
-/// is only while its prefix and the keys and varints before a chunk's data are not all
-/// seen, at most 38 bytes, and never once the whole message is). A chunk is recognised only in prost's shape (see [the module](super));
-/// anything else is decoded whole.
-fn decide(seen: &Seen<'_>) -> Result<Option<Decision>, Status> {
+/// is only while its prefix and the keys and varints before its bytes are not all seen,
+/// at most 38 bytes, and never once the whole message is). Bytes are streamed only in
+/// the shape [`Streamed::read_up_to_bytes`] reads; anything else is decoded whole.
+fn decide<M: Streamed>(seen: &Seen<'_>) -> Result<Option<Decision>, Status> {
     if seen.len() < PREFIX_BYTES {
         return Ok(None);
     }
     if seen.at(0) != Some(0) {
         return Err(Status::internal(
-            "fileio sent a compressed Read message, which a gateway does not read",
+            "a compressed message, which kubedav's services neither send nor read",
         ));
     }
     let byte = |i| seen.at(i).unwrap_or_default();
     let len = u32::from_be_bytes([byte(1), byte(2), byte(3), byte(4)]) as usize;
-    let end = PREFIX_BYTES + len;
-    let whole = Ok(Some(Decision::Whole { len }));
-    let mut reader = FieldReader {
+    let mut fields = FieldReader {
         seen,
         at: PREFIX_BYTES,
-        end,
+        end: PREFIX_BYTES + len,
     };
-    macro_rules! read {
-        ($step:expr) => {
-            match $step {
-                Read::Value(value) => value,
-                Read::More => return Ok(None),
-                Read::Other => return whole,
-            }
-        };
-    }
-    if read!(reader.byte()) != CHUNK_KEY {
-        return whole;
-    }
-    let inner = read!(reader.varint());
-    if reader.at as u64 + inner != end as u64 {
-        return whole;
-    }
-    let mut key = read!(reader.byte());
-    let mut range_index = 0;
-    if key == RANGE_INDEX_KEY {
-        range_index = match u32::try_from(read!(reader.varint())) {
-            Ok(index) => index,
-            Err(_) => return whole,
-        };
-        key = read!(reader.byte());
-    }
-    if key != DATA_KEY {
-        return whole;
-    }
-    let data = read!(reader.varint());
-    if reader.at as u64 + data != end as u64 {
-        return whole;
-    }
-    Ok(Some(Decision::Chunk {
-        at: reader.at,
-        range_index,
-        len: data as usize,
-    }))
+    let streamed = (|| {
+        let tag = value!(M::read_up_to_bytes(&mut fields));
+        let bytes = value!(fields.varint());
+        match fields.ends_after(bytes) {
+            true => Read::Value((tag, bytes as usize)),
+            false => Read::Other,
+        }
+    })();
+    Ok(match streamed {
+        Read::Value((tag, len)) => Some(Decision::Bytes {
+            at: fields.at,
+            tag,
+            len,
+        }),
+        Read::More => None,
+        Read::Other => Some(Decision::Whole { len }),
+    })
 }
 
-/// A step of reading a chunk's framing.
-enum Read<T> {
-    Value(T),
-    /// Not seen yet.
-    More,
-    /// Not a chunk in prost's shape.
-    Other,
-}
-
-/// Reads bytes and varints of a message that ends at `end`.
-struct FieldReader<'a, 'b> {
+/// Reads bytes and varints of a message, within its end.
+pub struct FieldReader<'a, 'b> {
     seen: &'a Seen<'b>,
     at: usize,
     end: usize,
 }
 
 impl FieldReader<'_, '_> {
-    fn byte(&mut self) -> Read<u8> {
+    /// The next byte.
+    pub fn byte(&mut self) -> Read<u8> {
         if self.at >= self.end {
             return Read::Other;
         }
@@ -352,20 +360,21 @@ impl FieldReader<'_, '_> {
         }
     }
 
-    /// A varint of at most 10 bytes.
-    fn varint(&mut self) -> Read<u64> {
+    /// The next varint, of at most 10 bytes.
+    pub fn varint(&mut self) -> Read<u64> {
         let mut value = 0u64;
         for shift in (0..70).step_by(7) {
-            let byte = match self.byte() {
-                Read::Value(byte) => byte,
-                Read::More => return Read::More,
-                Read::Other => return Read::Other,
-            };
+            let byte = value!(self.byte());
             value |= u64::from(byte & 0x7f) << shift;
             if byte & 0x80 == 0 {
                 return Read::Value(value);
             }
         }
         Read::Other
+    }
+
+    /// Whether the message ends exactly `len` bytes after what was read.
+    pub fn ends_after(&self, len: u64) -> bool {
+        self.at as u64 + len == self.end as u64
     }
 }
