@@ -12,28 +12,28 @@ impl Gateway {
     /// configured origins.
     pub fn router(self: &Arc<Self>) -> axum::Router {
         handlers::propfind::register_metrics();
-        let app = axum::Router::new()
-            .fallback(edge)
-            .with_state(self.clone())
-            .layer(crate::edge::cors::compress_listings());
+        let app = axum::Router::new().fallback(edge).with_state(self.clone());
         crate::edge::cors::allow_origins(app, &self.config.cors_origins)
     }
 }
 
 /// Every request's way through the gateway: request id, span and metrics (`observe`),
-/// framing checks (`framing::guard`), authentication, then the method's handler. Plain
+/// framing checks (`framing::guard`), authentication, then the method's handler; then a
+/// listing is compressed if the client accepts it (`cors::compress_listing`). Plain
 /// nested calls rather than three `axum::middleware::from_fn` layers, each of which
 /// cloned the inner service and boxed a future per request (docs/benchmarks.md).
 async fn edge(
     axum::extract::State(gateway): axum::extract::State<Arc<Gateway>>,
     request: axum::extract::Request,
 ) -> axum::response::Response {
-    observe::observe(request, |request| {
+    let accept_encoding = request.headers().get(http::header::ACCEPT_ENCODING).cloned();
+    let response = observe::observe(request, |request| {
         framing::guard(&gateway, request, |request| {
             auth::authenticate(&gateway, request, |request| {
                 handlers::dispatch(axum::extract::State(gateway.clone()), request)
             })
         })
     })
-    .await
+    .await;
+    crate::edge::cors::compress_listing(accept_encoding, response).await
 }

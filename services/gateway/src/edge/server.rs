@@ -34,6 +34,11 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a connection asked to close because it was idle has to finish closing.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
+/// hyper's limit on a request's header fields when none is set (431 past it). Setting
+/// one, even the same, makes hyper initialise an array of that many fields per request
+/// instead of leaving it uninitialised: 1.5 % of a PROPFIND Depth 0's user time.
+const HYPER_MAX_HEADERS: usize = 100;
+
 /// Serves `app` on `listener` until `shutdown` resolves, then drains.
 pub async fn serve(
     listener: TcpListener,
@@ -47,8 +52,10 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_read_timeout)
         .max_buf_size(config.max_header_bytes.max(8192))
-        .max_headers(config.max_headers)
         .keep_alive(true);
+    if config.max_headers != HYPER_MAX_HEADERS {
+        builder.http1().max_headers(config.max_headers);
+    }
     builder
         .http2()
         .timer(TokioTimer::new())
