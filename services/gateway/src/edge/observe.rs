@@ -179,7 +179,7 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
         otel.kind = "server",
         http.request.method = method,
         url.path = %request.uri().path(),
-        request_id = %id.to_str().unwrap_or_default(),
+        request_id = id.to_str().unwrap_or_default(),
         client.address = tracing::field::Empty,
         http.response.status_code = tracing::field::Empty,
     );

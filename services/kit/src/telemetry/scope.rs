@@ -34,23 +34,24 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Re
         if let (Some(value), Some(span)) = (found.0, ctx.span(id))
             && !value.is_empty()
         {
-            span.extensions_mut().insert(RequestId(value.into()));
+            span.extensions_mut().insert(RequestId(value));
         }
     }
 }
 
-struct FindRequestId(Option<String>);
+/// Finds the `request_id` field: best given as a `&str`, which is copied once.
+struct FindRequestId(Option<Arc<str>>);
 
 impl Visit for FindRequestId {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "request_id" {
-            self.0 = Some(value.to_owned());
+            self.0 = Some(Arc::from(value));
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if field.name() == "request_id" {
-            self.0 = Some(format!("{value:?}"));
+            self.0 = Some(Arc::from(format!("{value:?}")));
         }
     }
 }

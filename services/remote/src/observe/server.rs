@@ -89,7 +89,7 @@ fn server_span(request: &http::Request<tonic::body::Body>) -> tracing::Span {
         server.address = %address,
         server.port = port,
         rpc.grpc.status_code = tracing::field::Empty,
-        request_id = %request_id,
+        request_id = request_id,
     );
     // A failure here only means no OpenTelemetry layer is installed.
     let _ = span.set_parent(extract_context(request.headers()));
