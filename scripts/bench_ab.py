@@ -5,11 +5,11 @@
 
 Both builds run at once, each over its own root, in both run modes (all-in-one, and
 gateway + fileio + locks as processes). Each workload (GET 1 KiB, PROPFIND Depth 0,
-PUT 4 KiB, LOCK+UNLOCK, GET 10 MiB) is measured with wrk in alternating rounds, the order flipping
-every round, so a busy machine slows both alike, and the pair is set up twice, once in
-each order (see `main`). Printed per round: requests/s, and the
-CPU time (utime + stime of every process of that deployment) per request, which is the
-figure that survives a noisy machine. Needs wrk.
+PUT 4 KiB, LOCK+UNLOCK, GET 1 MiB, GET 10 MiB) is measured with wrk in alternating
+rounds, the order flipping every round, so a busy machine slows both alike, and the
+pair is set up twice, once in each order (see `main`). Printed per round: requests/s,
+and the CPU time (utime + stime of every process of that deployment) per request,
+which is the figure that survives a noisy machine. Needs wrk.
 """
 
 import argparse
@@ -32,6 +32,8 @@ class Deployment:
         os.makedirs(os.path.join(root, "bench", "put"))
         with open(os.path.join(root, "bench", "1k.bin"), "wb") as f:
             f.write(os.urandom(1024))
+        with open(os.path.join(root, "bench", "1m.bin"), "wb") as f:
+            f.write(os.urandom(1 << 20))
         with open(os.path.join(root, "bench", "10m.bin"), "wb") as f:
             f.write(os.urandom(10 << 20))
         self.kubedav = Kubedav(binary, mode, work, root)
@@ -60,6 +62,7 @@ WORKLOADS = [
     ("PROPFIND Depth 0", "/bench/1k.bin", ["-s", os.path.join(PEERS, "propfind.lua")], 16, {"DEPTH": "0"}),
     ("PUT 4 KiB", "/bench/put/", ["-s", os.path.join(REPO, "scripts", "put4k.lua")], 16, {}),
     ("LOCK+UNLOCK", "/bench/lock/", ["-s", os.path.join(REPO, "scripts", "lockunlock.lua")], 2, {}),
+    ("GET 1 MiB", "/bench/1m.bin", [], 64, {}),
     # Larger than any file a gateway keeps: its bytes cross gRPC in microservices mode.
     ("GET 10 MiB", "/bench/10m.bin", [], 8, {}),
 ]
