@@ -7,7 +7,7 @@ mod locks;
 mod markdown;
 
 pub use auth::AuthGrpc;
-pub use fileio::FileIoGrpc;
+pub use fileio::{FileIoGrpc, FileIoService};
 pub use leased::LeasedFileIo;
 pub use locks::LocksGrpc;
 pub use markdown::MarkdownGrpc;
