@@ -2,7 +2,6 @@
 
 use super::{Budget, Caller};
 use crate::deadline;
-use crate::frames::send::Framed;
 use crate::frames::{READ_PATH, WRITE_PATH, receive};
 
 use crate::observe::ObservedChannel;
@@ -76,13 +75,10 @@ impl FileIo for RemoteFileIo {
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
         let t = deadline::call_timeout();
         let (stream, first) = deadline::within(CALLEE, t, async {
-            let body = Framed::request(futures_util::stream::iter([Ok(request)]));
-            let mut stream = receive::call::<_, _, pb::ReadResponse>(
-                self.channel.clone(),
-                READ_PATH,
-                tonic::body::Body::new(body),
-            )
-            .await?;
+            let request = futures_util::stream::iter([Ok(request)]);
+            let mut stream =
+                receive::call::<_, _, _, _, pb::ReadResponse>(self.channel.clone(), READ_PATH, request)
+                    .await?;
             let first = stream.next().await.transpose()?;
             Ok((stream, first))
         })
@@ -126,11 +122,9 @@ impl FileIo for RemoteFileIo {
             ended: false,
             watch: watch.clone(),
         };
-        let body = Framed::request(first.chain(data).map(Ok));
-        let call = async {
-            let channel = self.channel.clone();
-            receive::unary(receive::call(channel, WRITE_PATH, tonic::body::Body::new(body)).await?).await
-        };
+        let messages = first.chain(data).map(Ok);
+        let call =
+            async { receive::unary(receive::call(self.channel.clone(), WRITE_PATH, messages).await?).await };
         let timeout = deadline::call_timeout();
         tokio::select! {
             Ok(status) = failure_rx => Err(status),

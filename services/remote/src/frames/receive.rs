@@ -10,14 +10,14 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tonic::Status;
 
-/// Makes the call `path` on `channel` with the request body `body` (gRPC messages,
+/// Makes the call `path` on `channel` with the request `messages` (framed by
 /// [`super::send::Framed`]), and reads the response's messages with [`Frames`]: what a
-/// generated client does, without tonic's decoder. A status in the response's headers
-/// (a call that failed before its first message) is the error.
-pub async fn call<S, B, M>(
+/// generated client does, without tonic's encoder and decoder. A status in the
+/// response's headers (a call that failed before its first message) is the error.
+pub async fn call<S, B, Q, R, M>(
     mut channel: S,
     path: &'static str,
-    body: tonic::body::Body,
+    messages: Q,
 ) -> Result<Frames<B, M>, Status>
 where
     S: tower_service::Service<
@@ -25,7 +25,10 @@ where
             Response = http::Response<B>,
             Error = Box<dyn std::error::Error + Send + Sync>,
         >,
+    Q: futures_util::Stream<Item = Result<R, Status>> + Unpin + Send + 'static,
+    R: Streamed + 'static,
 {
+    let body = tonic::body::Body::new(super::send::Framed::request(messages));
     let request = http::Request::builder()
         .method(http::Method::POST)
         .version(http::Version::HTTP_2)
@@ -53,7 +56,7 @@ where
     Ok(Frames::responses(response.into_body()))
 }
 
-/// The one message of a unary call's response, or its status.
+/// The one message of a unary request or response, or the status that ended it.
 pub async fn unary<B, M>(mut frames: Frames<B, M>) -> Result<M, Status>
 where
     Frames<B, M>: futures_util::Stream<Item = Result<M, Status>> + Unpin,
@@ -62,11 +65,13 @@ where
     let message = frames
         .next()
         .await
-        .ok_or_else(|| Status::internal("fileio answered with no message"))??;
+        .ok_or_else(|| Status::invalid_argument("the call carried no message where one was due"))??;
     match frames.next().await {
         None => Ok(message),
         Some(Err(status)) => Err(status),
-        Some(Ok(_)) => Err(Status::internal("fileio answered a unary call with two messages")),
+        Some(Ok(_)) => Err(Status::invalid_argument(
+            "the call carried two messages where one was due",
+        )),
     }
 }
 

@@ -293,9 +293,8 @@ async fn tonics_own_client_reads_what_the_hand_framing_sends() {
 
 /// Reads `request` with the hand reader: what [`crate::client::RemoteFileIo`] calls.
 async fn read_by_hand(channel: &ObservedChannel, request: ReadRequest) -> Result<Read, tonic::Status> {
-    let body = send::Framed::request(futures_util::stream::iter([Ok(request)]));
-    let frames =
-        receive::call::<_, _, pb::ReadResponse>(channel.clone(), READ_PATH, tonic::body::Body::new(body));
+    let request = futures_util::stream::iter([Ok(request)]);
+    let frames = receive::call::<_, _, _, _, pb::ReadResponse>(channel.clone(), READ_PATH, request);
     Ok(read_all(frames.await?).await)
 }
 

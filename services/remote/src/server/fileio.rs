@@ -113,29 +113,30 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for FileIoService 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         use crate::frames::{READ_PATH, WRITE_PATH, receive, send};
         use futures_util::future::Either;
-        let path = request.uri().path();
-        let (read, write) = (path == READ_PATH, path == WRITE_PATH);
-        let grpc = self.grpc.clone();
-        if read {
-            let messages = receive::Frames::requests(request.into_body());
-            return Either::Left(Box::pin(async move {
-                let answered = async { grpc.read_messages(receive::unary(messages).await?).await };
-                Ok(match answered.await {
-                    Ok(messages) => send::response(messages),
-                    Err(status) => status.into_http(),
-                })
-            }));
+        match request.uri().path() {
+            READ_PATH => {
+                let grpc = self.grpc.clone();
+                let messages = receive::Frames::requests(request.into_body());
+                Either::Left(Box::pin(async move {
+                    let answered = async { grpc.read_messages(receive::unary(messages).await?).await };
+                    Ok(match answered.await {
+                        Ok(messages) => send::response(messages),
+                        Err(status) => status.into_http(),
+                    })
+                }))
+            }
+            WRITE_PATH => {
+                let grpc = self.grpc.clone();
+                let messages = receive::Frames::requests(request.into_body()).boxed();
+                Either::Left(Box::pin(async move {
+                    Ok(match grpc.write_messages(messages).await {
+                        Ok(reply) => send::response(futures_util::stream::iter([Ok(reply)])),
+                        Err(status) => status.into_http(),
+                    })
+                }))
+            }
+            _ => Either::Right(self.generated.call(request)),
         }
-        if write {
-            let messages = receive::Frames::requests(request.into_body()).boxed();
-            return Either::Left(Box::pin(async move {
-                Ok(match grpc.write_messages(messages).await {
-                    Ok(reply) => send::response(futures_util::stream::iter([Ok(reply)])),
-                    Err(status) => status.into_http(),
-                })
-            }));
-        }
-        Either::Right(self.generated.call(request))
     }
 }
 
