@@ -22,9 +22,15 @@
 //! Only pages already in the page cache are mapped: `sendfile` on a page that must come
 //! from the disk would stall the async worker that called it. `cachestat(2)` (Linux 6.5)
 //! counts them in one walk of the file's cache; before it, `mincore(2)` looks up each
-//! page, which cost a tenth of a 1 MiB GET's CPU when measured. The kernel reveals
+//! page, which cost a tenth of a 1 MiB GET's CPU when measured. `cachestat` itself walks
+//! the cache page by page, so a range of a file version found wholly cached is trusted
+//! to stay so for a second ([`residency`]). The kernel reveals
 //! residency only for files the process owns or may write (`mincore` reports every page
 //! resident otherwise), so callers map only such files ([`residency_is_reported`]).
+
+mod residency;
+
+pub use residency::FileVersion;
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -91,13 +97,31 @@ pub fn residency_is_reported(owner_uid: u32) -> bool {
 /// Up to `len` bytes of `file` from `offset`, as a mapping, if at least `min_len` of
 /// them (from `offset` on) are in the page cache: as many leading bytes as are, up to
 /// [`MAX_MAPPED_BYTES`]. `None` when fewer are, or the mapping fails; the caller then
-/// reads the ordinary way. Mind the module's rules on who may read the result.
-pub fn map_resident(file: &Arc<File>, offset: u64, len: usize, min_len: usize) -> Option<Bytes> {
+/// reads the ordinary way. With the file's `version`, a range found wholly cached within
+/// the last second is not checked again ([`residency`]). Mind the module's rules on who
+/// may read the result.
+pub fn map_resident(
+    file: &Arc<File>,
+    version: Option<FileVersion>,
+    offset: u64,
+    len: usize,
+    min_len: usize,
+) -> Option<Bytes> {
     let len = len.min(MAX_MAPPED_BYTES);
     if len == 0 || len < min_len {
         return None;
     }
-    let cached = all_cached(file, offset, len);
+    let cached = match version {
+        Some(version) if residency::trusted(version, offset, len) => Some(true),
+        Some(version) => {
+            let cached = all_cached(file, offset, len);
+            if cached == Some(true) {
+                residency::found_cached(version, offset, len);
+            }
+            cached
+        }
+        None => all_cached(file, offset, len),
+    };
     if cached == Some(false) {
         return None;
     }
@@ -160,6 +184,8 @@ fn all_cached(file: &File, offset: u64, len: usize) -> Option<bool> {
         len: len as u64,
     };
     let mut stat = Stat::default();
+    #[cfg(test)]
+    tests::CACHESTAT_CALLS.with(|calls| calls.set(calls.get() + 1));
     // SAFETY: cachestat reads `range` and writes `stat`, both alive for the call.
     let done = unsafe {
         libc::syscall(
@@ -283,7 +309,13 @@ impl Drop for Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
     use std::io::Write;
+
+    thread_local! {
+        /// The `cachestat` calls this test thread made.
+        pub(super) static CACHESTAT_CALLS: Cell<usize> = const { Cell::new(0) };
+    }
 
     fn file_of(len: usize) -> (tempfile::TempDir, Arc<File>, Vec<u8>) {
         let dir = tempfile::tempdir().unwrap();
@@ -296,7 +328,7 @@ mod tests {
     #[test]
     fn a_mapping_shows_the_file_and_locate_finds_its_file_and_offset() {
         let (_dir, file, content) = file_of(300_000);
-        let bytes = map_resident(&file, 5_000, 200_000, 1).expect("just written, so resident");
+        let bytes = map_resident(&file, None, 5_000, 200_000, 1).expect("just written, so resident");
         assert_eq!(bytes.len(), 200_000);
         assert_eq!(&bytes[..], &content[5_000..205_000]);
         let span = locate(bytes[1_000..].as_ptr()).expect("inside the mapping");
@@ -320,9 +352,37 @@ mod tests {
     }
 
     #[test]
+    fn a_range_of_a_file_version_found_cached_is_not_checked_again_at_once() {
+        let (_dir, file, content) = file_of(300_000);
+        if all_cached(&file, 0, 300_000).is_none() {
+            eprintln!("no cachestat here (Linux before 6.5): nothing to remember");
+            return;
+        }
+        let stx = rustix::fs::statx(
+            &*file,
+            "",
+            rustix::fs::AtFlags::EMPTY_PATH,
+            rustix::fs::StatxFlags::ALL,
+        )
+        .unwrap();
+        let version = FileVersion::of(&stx);
+        let calls = || CACHESTAT_CALLS.with(Cell::get);
+        let before = calls();
+        for _ in 0..3 {
+            let bytes = map_resident(&file, Some(version), 0, 300_000, 1).expect("resident");
+            assert_eq!(&bytes[..], &content[..]);
+        }
+        assert_eq!(calls() - before, 1, "checked once, then trusted");
+        for _ in 0..2 {
+            map_resident(&file, None, 0, 300_000, 1).expect("resident");
+        }
+        assert_eq!(calls() - before, 3, "without a version, checked every time");
+    }
+
+    #[test]
     fn too_few_bytes_are_not_mapped() {
         let (_dir, file, _) = file_of(10_000);
-        assert!(map_resident(&file, 0, 1_000, 4_096).is_none());
-        assert!(map_resident(&file, 0, 0, 0).is_none());
+        assert!(map_resident(&file, None, 0, 1_000, 4_096).is_none());
+        assert!(map_resident(&file, None, 0, 0, 0).is_none());
     }
 }

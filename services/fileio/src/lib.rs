@@ -152,10 +152,11 @@ impl LocalFileIo {
         let file = Arc::new(std::fs::File::from(fd));
         // Mapped chunks for a caller that sends them with sendfile, if the kernel tells
         // this process which pages are cached (kubedav_api::mapped).
-        let mapped = map_above.is_some_and(|above| info.size > above)
-            && kubedav_api::mapped::residency_is_reported(stx.stx_uid);
+        let mapped = (map_above.is_some_and(|above| info.size > above)
+            && kubedav_api::mapped::residency_is_reported(stx.stx_uid))
+        .then(|| kubedav_api::mapped::FileVersion::of(&stx));
         let first = match ranges.first() {
-            Some(_) if mapped => None,
+            Some(_) if mapped.is_some() => None,
             Some(range) => {
                 let len = (range.last + 1 - range.first).min(MAX_CHUNK_BYTES as u64) as usize;
                 // From the page cache right here, as the later chunks are (`ChunkStream`):

@@ -4,6 +4,7 @@ use crate::errors::join_status;
 use bytes::Bytes;
 use kubedav_api::MAX_CHUNK_BYTES;
 use kubedav_api::fileio::ReadChunk;
+use kubedav_api::mapped::FileVersion;
 use kubedav_api::pb::fileio::v1::ResolvedRange;
 use std::fs::File;
 use std::future::Future;
@@ -78,8 +79,9 @@ pub struct ChunkStream {
     ready: Option<ReadChunk>,
     pending: Option<JoinHandle<Result<Bytes, Status>>>,
     on_bytes: fn(u64),
-    /// Whether chunks in the page cache are mappings ([`ChunkStream::mapping`]).
-    mapping: bool,
+    /// With the file's version, chunks in the page cache are mappings
+    /// ([`ChunkStream::mapping`]).
+    mapping: Option<FileVersion>,
 }
 
 /// The fewest bytes worth a mapping: below this, copying them costs less than mapping,
@@ -98,7 +100,7 @@ impl ChunkStream {
             ready: None,
             pending: None,
             on_bytes,
-            mapping: false,
+            mapping: None,
         };
         if let Some(data) = first {
             stream.ready = Some(ReadChunk {
@@ -110,23 +112,22 @@ impl ChunkStream {
         stream
     }
 
-    /// With `mapping`, the stream's chunks that are in the page cache are mappings of
-    /// the file, of up to [`kubedav_api::mapped::MAX_MAPPED_BYTES`] each, for a consumer
-    /// that sends them with sendfile and never reads them (see
-    /// [`kubedav_api::mapped`]); the others are read as always.
-    pub fn mapping(mut self, mapping: bool) -> Self {
-        self.mapping = mapping;
+    /// With the `version` of the file (`Some`), the stream's chunks that are in the page
+    /// cache are mappings of the file, of up to
+    /// [`kubedav_api::mapped::MAX_MAPPED_BYTES`] each, for a consumer that sends them
+    /// with sendfile and never reads them (see [`kubedav_api::mapped`]); the others are
+    /// read as always.
+    pub fn mapping(mut self, version: Option<FileVersion>) -> Self {
+        self.mapping = version;
         self
     }
 
     /// The next chunk as a mapping, if mapping is on and enough of it is cached.
     fn next_mapped(&self) -> Option<Bytes> {
-        if !self.mapping {
-            return None;
-        }
+        let version = self.mapping?;
         let range = self.ranges.get(self.index)?;
         let left = usize::try_from(range.last + 1 - self.offset).unwrap_or(usize::MAX);
-        kubedav_api::mapped::map_resident(&self.file, self.offset, left, MIN_MAPPED_BYTES)
+        kubedav_api::mapped::map_resident(&self.file, Some(version), self.offset, left, MIN_MAPPED_BYTES)
     }
 
     /// Length of the next chunk to read, if any is left.
