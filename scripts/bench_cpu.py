@@ -9,6 +9,14 @@ else runs; the server's CPU time per request (utime + stime of every one of its
 processes over a run, divided by the requests it answered) moves far less, and it is what
 decides who wins once the CPU is scarce. So this is make bench's headline figure.
 
+Beside it, `client`: the load generator's own CPU per request (wrk's; PUT: curl's, per
+MB). Over loopback TCP much of the kernel's work for a response (sending the segments
+and delivering them to the receiving socket) runs in whichever process's system call
+pushes them out: the server's send for what the client's window takes at once, the
+client's read (whose acknowledgement releases the rest) otherwise. So a server figure
+can rise while the client's falls by as much: for large responses compare the sums too
+(docs/benchmarks.md, "2026-11-26 (2)").
+
 The three servers run at once, each over its own root with the same fixtures: kubedav
 all-in-one, kubedav microservices (gateway, fileio and locks as processes, all of them
 counted) and nginx with the dav-ext module (master and workers counted, sendfile on, no
@@ -144,25 +152,36 @@ WORKLOADS = [
 ]
 
 
+def client_seconds():
+    """utime + stime of this script's finished children: the load generators (wrk, curl)."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
 def wrk(server, workload, seconds):
-    """One wrk run: (requests/s, µs of CPU per request)."""
+    """One wrk run: (requests/s, µs of the server's CPU per request, µs of wrk's)."""
     _, path, args, conns, env, _ = workload
     before = cpu_seconds(server.pids())
+    client_before = client_seconds()
     out = subprocess.run(
         ["wrk", "-t2", f"-c{conns}", f"-d{seconds}s", "--timeout", "10s", *args, server.url + path],
         capture_output=True, text=True, timeout=seconds + 60, env={**os.environ, **env},
     ).stdout
+    client = client_seconds() - client_before  # before `ps` (server.pids) adds to it
     used = cpu_seconds(server.pids()) - before
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     if "Non-2xx" in out or requests == 0:
         sys.exit(f"failed answers from {server.url}{path}:\n{out}")
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), used / requests * 1e6
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    return rate, used / requests * 1e6, client / requests * 1e6
 
 
 def put(server, upload, round_):
-    """PUT_COUNT sequential uploads: (MB/s, µs of CPU per MB); the files are deleted after."""
+    """PUT_COUNT sequential uploads: (MB/s, µs of the server's CPU per MB, µs of curl's);
+    the files are deleted after."""
     names = [f"{server.url}/bench/put/r{round_}-{i}.bin" for i in range(PUT_COUNT)]
     before = cpu_seconds(server.pids())
+    client_before = client_seconds()
     started = time.monotonic()
     for name in names:
         code = subprocess.run(["curl", "-s", "-o", "/dev/null", "--max-time", "120", "-w", "%{http_code}",
@@ -170,11 +189,12 @@ def put(server, upload, round_):
         if not code.startswith("2"):
             sys.exit(f"PUT {name} answered {code}")
     elapsed = time.monotonic() - started
+    client = client_seconds() - client_before  # before `ps` (server.pids) adds to it
     used = cpu_seconds(server.pids()) - before
     for name in names:
         subprocess.run(["curl", "-s", "-o", "/dev/null", "-X", "DELETE", name])
     megabytes = PUT_COUNT * (PUT_MIB << 20) / 1e6
-    return megabytes / elapsed, used / megabytes * 1e6
+    return megabytes / elapsed, used / megabytes * 1e6, client / megabytes * 1e6
 
 
 def spread(values, fmt):
@@ -220,7 +240,8 @@ def main():
           + ("; one core kept busy by a CPU hog" if busy else "")
           + (f"; kubedav --durability {options.durability}" if extra else ""))
     print("CPU = utime+stime of every process of the server, per request (PUT: per MB); "
-          "median [min-max] over the rounds; ratio = kubedav CPU / nginx CPU (lower is better)")
+          "median [min-max] over the rounds; ratio = kubedav CPU / nginx CPU (lower is better); "
+          "client = the load generator's (wrk, curl) median CPU per request (per MB)")
     results = {}
     with tempfile.TemporaryDirectory(prefix="kubedav-bench-cpu.") as work:
         upload = os.path.join(work, "upload.bin")
@@ -249,15 +270,16 @@ def main():
                             figures[name].append(wrk(servers[name], workload, options.seconds))
                 unit = workload[5]
                 rate_unit = "MB/s" if unit == "MB" else "r/s"
-                nginx_cpu = statistics.median(c for _, c in figures["nginx"])
-                nginx_rate = statistics.median(r for r, _ in figures["nginx"])
+                nginx_cpu = statistics.median(c for _, c, _ in figures["nginx"])
+                nginx_rate = statistics.median(r for r, _, _ in figures["nginx"])
                 for name in names:
-                    rates = [r for r, _ in figures[name]]
-                    cpus = [c for _, c in figures[name]]
+                    rates = [r for r, _, _ in figures[name]]
+                    cpus = [c for _, c, _ in figures[name]]
+                    clients = [c for _, _, c in figures[name]]
                     ratio = statistics.median(cpus) / nginx_cpu
                     results[(name, workload[0])] = (ratio, statistics.median(rates) / nginx_rate)
                     print(f"{workload[0]:20} {name:13} {rate_unit:4} {spread(rates, '{:.0f}'):>24}   "
-                          f"µs CPU/{unit} {spread(cpus, '{:.1f}'):>22}"
+                          f"µs CPU/{unit} {spread(cpus, '{:.1f}'):>22}   client {statistics.median(clients):6.1f}"
                           + ("" if name == "nginx" else f"   CPU x{ratio:.2f}, throughput x{results[(name, workload[0])][1]:.2f}"))
         finally:
             for server in servers.values():
