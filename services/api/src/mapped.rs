@@ -23,8 +23,9 @@
 //! from the disk would stall the async worker that called it. `cachestat(2)` (Linux 6.5)
 //! counts them in one walk of the file's cache; before it, `mincore(2)` looks up each
 //! page, which cost a tenth of a 1 MiB GET's CPU when measured. `cachestat` itself walks
-//! the cache page by page, so a range of a file version found wholly cached is trusted
-//! to stay so for a second ([`residency`]). The kernel reveals
+//! the cache folio by folio, and `mmap` and `munmap` cost as much again, so the mapping
+//! of a range of a file version found wholly cached is kept for a second and handed out
+//! again ([`residency`]). The kernel reveals
 //! residency only for files the process owns or may write (`mincore` reports every page
 //! resident otherwise), so callers map only such files ([`residency_is_reported`]).
 
@@ -98,8 +99,8 @@ pub fn residency_is_reported(owner_uid: u32) -> bool {
 /// them (from `offset` on) are in the page cache: as many leading bytes as are, up to
 /// [`MAX_MAPPED_BYTES`]. `None` when fewer are, or the mapping fails; the caller then
 /// reads the ordinary way. With the file's `version`, a range found wholly cached within
-/// the last second is not checked again ([`residency`]). Mind the module's rules on who
-/// may read the result.
+/// the last second is neither checked nor mapped again: its mapping is kept
+/// ([`residency`]). Mind the module's rules on who may read the result.
 pub fn map_resident(
     file: &Arc<File>,
     version: Option<FileVersion>,
@@ -111,17 +112,10 @@ pub fn map_resident(
     if len == 0 || len < min_len {
         return None;
     }
-    let cached = match version {
-        Some(version) if residency::trusted(version, offset, len) => Some(true),
-        Some(version) => {
-            let cached = all_cached(file, offset, len);
-            if cached == Some(true) {
-                residency::found_cached(version, offset, len);
-            }
-            cached
-        }
-        None => all_cached(file, offset, len),
-    };
+    if let Some(bytes) = version.and_then(|version| residency::kept(version, offset, len)) {
+        return Some(bytes);
+    }
+    let cached = all_cached(file, offset, len);
     if cached == Some(false) {
         return None;
     }
@@ -133,7 +127,13 @@ pub fn map_resident(
     if available < min_len.max(1) {
         return None;
     }
-    Some(Bytes::from_owner(mapping.register(available, offset)))
+    let bytes = Bytes::from_owner(mapping.register(available, offset));
+    if let Some(version) = version
+        && cached == Some(true)
+    {
+        residency::keep(version, offset, len, &bytes);
+    }
+    Some(bytes)
 }
 
 /// A copy of `data` that a [`locate`]-aware connection sends with `sendfile` too: the
@@ -352,7 +352,7 @@ mod tests {
     }
 
     #[test]
-    fn a_range_of_a_file_version_found_cached_is_not_checked_again_at_once() {
+    fn a_range_of_a_file_version_found_cached_is_neither_checked_nor_mapped_again_at_once() {
         let (_dir, file, content) = file_of(300_000);
         if all_cached(&file, 0, 300_000).is_none() {
             eprintln!("no cachestat here (Linux before 6.5): nothing to remember");
@@ -368,9 +368,11 @@ mod tests {
         let version = FileVersion::of(&stx);
         let calls = || CACHESTAT_CALLS.with(Cell::get);
         let before = calls();
-        for _ in 0..3 {
-            let bytes = map_resident(&file, Some(version), 0, 300_000, 1).expect("resident");
-            assert_eq!(&bytes[..], &content[..]);
+        let first = map_resident(&file, Some(version), 0, 300_000, 1).expect("resident");
+        for _ in 0..2 {
+            let again = map_resident(&file, Some(version), 0, 300_000, 1).expect("resident");
+            assert_eq!(again.as_ptr(), first.as_ptr(), "the same mapping, not a new one");
+            assert_eq!(&again[..], &content[..]);
         }
         assert_eq!(calls() - before, 1, "checked once, then trusted");
         for _ in 0..2 {

@@ -630,8 +630,58 @@ async fn a_file_truncated_while_sent_ends_the_response_and_nothing_else(mode: Mo
     assert!(body == data[..1024], "the file as it is now");
 }
 
+/// A large file deleted through kubedav stops taking space within seconds of its last
+/// GET: the mapping kept for GETs that repeat within a second (kubedav_api::mapped)
+/// keeps the file open no longer, even when no request follows.
+async fn a_deleted_file_is_let_go_soon_after_its_last_get(mode: Mode) {
+    if common::backend() != common::Backend::Volume {
+        return;
+    }
+    let server = Server::start(mode).await;
+    let data = patterned(2 << 20);
+    let put = client()
+        .put(server.url("/gone.bin"))
+        .body(data.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    for _ in 0..2 {
+        let (status, _, body) = get_bytes(&server, "/gone.bin", None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body == data, "the file differs");
+    }
+    let disk = server.disk("gone.bin");
+    assert_eq!(
+        send(&server, "DELETE", "/gone.bin", "").await.0,
+        StatusCode::NO_CONTENT
+    );
+    let process = server
+        .processes
+        .iter()
+        .find(|p| VOLUME.contains(&p.name))
+        .expect("a process serves the volume");
+    let holds_it = || {
+        std::fs::read_dir(format!("/proc/{}/fd", process.pid()))
+            .unwrap()
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            // A deleted file's link reads "<path> (deleted)".
+            .any(|target| target.to_string_lossy().starts_with(&*disk.to_string_lossy()))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while holds_it() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{mode:?}: {} still holds the deleted file open after 10 s",
+            process.name
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 in_both_modes!(
     durability_says_what_a_change_waits_for,
+    a_deleted_file_is_let_go_soon_after_its_last_get,
     large_files_arrive_whole_however_they_are_asked_for,
     kept_files_are_sent_with_sendfile_too,
     a_file_truncated_while_sent_ends_the_response_and_nothing_else,

@@ -1,26 +1,36 @@
-//! A memo of file ranges found wholly in the page cache, so that a file sent again and
-//! again is checked with `cachestat(2)` once per [`TRUSTED_FOR`], not once per GET.
+//! A memo of the mappings of file ranges found wholly in the page cache, kept for a
+//! second, so that a file sent again and again is checked with `cachestat(2)` and mapped
+//! once per [`TRUSTED_FOR`], not once per GET.
 //!
 //! `cachestat` walks the file's cache folio by folio. A file that came into the cache
 //! by being read from the disk, or written in small pieces, is held in small folios:
-//! then the walk costs about 5–7 µs per MiB on the benchmark machine, about a twentieth
-//! of everything a GET of a 1 MiB file costs kubedav (docs/benchmarks.md). Pages leave
-//! the cache only when the kernel evicts them, and it evicts the least recently used
-//! first: a file sent within the last second is the last it would take. If it does,
-//! the cost is one `sendfile` that waits for the disk on an async worker, which nginx
-//! accepts on every GET; never wrong data.
+//! then the walk costs about 5–7 µs per MiB on the benchmark machine. `mmap` and
+//! `munmap` of the range cost about 7 µs more. Together that is about a tenth of all a
+//! GET of a 1 MiB file costs kubedav (docs/benchmarks.md).
+//!
+//! - **Eviction.** Pages leave the cache only when the kernel evicts them, and it evicts
+//!   the least recently used first: a file sent within the last second is the last it
+//!   would take. If it does, one `sendfile` waits for the disk on an async worker, which
+//!   nginx accepts on every GET; the data is never wrong.
+//! - **Open files.** A kept mapping keeps its file open. So a kept range expires
+//!   [`TRUSTED_FOR`] after it was found cached, a thread drops the expired ones even when
+//!   no request comes (the space of a file deleted meanwhile is freed within two
+//!   seconds), and at most [`MOST_KEPT`] are kept.
+//! - **Versions.** A range is kept for one version of the file: the inode, its size and
+//!   its change time. A request that finds the file replaced or changed maps it afresh.
 
+use bytes::Bytes;
 use rustix::fs::Statx;
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long a range found wholly cached is trusted to stay so.
+/// How long a range found wholly cached is trusted to stay so, and its mapping kept.
 pub const TRUSTED_FOR: Duration = Duration::from_secs(1);
 
-/// The most ranges remembered: beyond it the expired ones are dropped, and all of them
-/// if none had expired.
-const MOST_REMEMBERED: usize = 4096;
+/// The most mappings kept at once (each keeps its file open).
+pub const MOST_KEPT: usize = 64;
 
 /// Which state of which file a range belongs to: the inode, its size and its change
 /// time. A file replaced or changed is another version, checked afresh.
@@ -47,46 +57,90 @@ impl FileVersion {
 /// A range of one version of a file: the version, the offset and the length.
 type Range = (FileVersion, u64, usize);
 
-/// When each range was last found wholly cached.
+/// A mapping of a range, and when the range was found wholly cached.
+struct Kept {
+    found_at: Instant,
+    bytes: Bytes,
+}
+
+/// The mappings kept.
 #[derive(Default)]
 struct Memo {
-    found: HashMap<Range, Instant>,
+    kept: HashMap<Range, Kept>,
 }
 
 impl Memo {
-    fn trusted(&self, range: &Range, now: Instant) -> bool {
-        self.found
-            .get(range)
-            .is_some_and(|at| now.saturating_duration_since(*at) < TRUSTED_FOR)
+    /// The mapping of `range`, if it was found cached less than [`TRUSTED_FOR`] ago.
+    fn get(&self, range: &Range, now: Instant) -> Option<Bytes> {
+        let kept = self.kept.get(range)?;
+        (now.saturating_duration_since(kept.found_at) < TRUSTED_FOR).then(|| kept.bytes.clone())
     }
 
-    fn found_cached(&mut self, range: Range, now: Instant) {
-        if self.found.len() >= MOST_REMEMBERED {
-            self.found
-                .retain(|_, at| now.saturating_duration_since(*at) < TRUSTED_FOR);
-            if self.found.len() >= MOST_REMEMBERED {
-                self.found.clear();
+    /// Keeps `bytes`, the mapping of `range` just found cached, unless [`MOST_KEPT`] are
+    /// kept and none has expired.
+    fn keep(&mut self, range: Range, bytes: &Bytes, now: Instant) {
+        if self.kept.len() >= MOST_KEPT {
+            self.drop_expired(now);
+            if self.kept.len() >= MOST_KEPT {
+                return;
             }
         }
-        self.found.insert(range, now);
+        let bytes = bytes.clone();
+        self.kept.insert(range, Kept { found_at: now, bytes });
+    }
+
+    fn drop_expired(&mut self, now: Instant) {
+        self.kept
+            .retain(|_, kept| now.saturating_duration_since(kept.found_at) < TRUSTED_FOR);
     }
 }
 
 static MEMO: Mutex<Option<Memo>> = Mutex::new(None);
+/// Whether the thread that drops expired mappings runs (it ends when none is kept).
+static SWEEPING: AtomicBool = AtomicBool::new(false);
 
-/// Whether `len` bytes from `offset` of `version` were found wholly cached within the
-/// last [`TRUSTED_FOR`].
-pub fn trusted(version: FileVersion, offset: u64, len: usize) -> bool {
-    let memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
-    memo.as_ref()
-        .is_some_and(|memo| memo.trusted(&(version, offset, len), Instant::now()))
+fn memo() -> std::sync::MutexGuard<'static, Option<Memo>> {
+    MEMO.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Remembers that `len` bytes from `offset` of `version` are wholly cached now.
-pub fn found_cached(version: FileVersion, offset: u64, len: usize) {
-    let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
-    memo.get_or_insert_with(Memo::default)
-        .found_cached((version, offset, len), Instant::now());
+/// The kept mapping of `len` bytes from `offset` of `version`, if that range was found
+/// wholly cached within the last [`TRUSTED_FOR`].
+pub fn kept(version: FileVersion, offset: u64, len: usize) -> Option<Bytes> {
+    memo().as_ref()?.get(&(version, offset, len), Instant::now())
+}
+
+/// Keeps `bytes`, a mapping of `len` bytes from `offset` of `version`, which are wholly
+/// cached now.
+pub fn keep(version: FileVersion, offset: u64, len: usize, bytes: &Bytes) {
+    memo()
+        .get_or_insert_with(Memo::default)
+        .keep((version, offset, len), bytes, Instant::now());
+    if !SWEEPING.swap(true, Ordering::AcqRel) {
+        let spawned = std::thread::Builder::new()
+            .name("kubedav-mappings".into())
+            .spawn(sweep);
+        if spawned.is_err() {
+            SWEEPING.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Drops the expired mappings every [`TRUSTED_FOR`] until none is kept.
+fn sweep() {
+    loop {
+        std::thread::sleep(TRUSTED_FOR);
+        let mut memo = memo();
+        let Some(kept) = memo.as_mut() else {
+            SWEEPING.store(false, Ordering::Release);
+            return;
+        };
+        kept.drop_expired(Instant::now());
+        if kept.kept.is_empty() {
+            // Under the lock: a `keep` after this sees the flag down and starts another.
+            SWEEPING.store(false, Ordering::Release);
+            return;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -102,45 +156,62 @@ mod tests {
         }
     }
 
+    fn bytes(n: u8) -> Bytes {
+        Bytes::from(vec![n; 8])
+    }
+
     #[test]
-    fn a_range_found_cached_is_trusted_only_as_found_and_for_a_second() {
+    fn a_mapping_is_kept_only_for_its_range_and_version_and_for_a_second() {
         let (mut memo, now) = (Memo::default(), Instant::now());
         let v = version(7);
-        assert!(!memo.trusted(&(v, 0, 4096), now), "never found");
-        memo.found_cached((v, 0, 4096), now);
-        assert!(memo.trusted(&(v, 0, 4096), now + TRUSTED_FOR / 2));
-        assert!(!memo.trusted(&(v, 0, 4096), now + TRUSTED_FOR), "too long ago");
-        assert!(!memo.trusted(&(v, 4096, 4096), now), "another range");
-        assert!(!memo.trusted(&(v, 0, 8192), now), "a longer range");
+        assert!(memo.get(&(v, 0, 4096), now).is_none(), "never kept");
+        memo.keep((v, 0, 4096), &bytes(1), now);
+        let got = memo.get(&(v, 0, 4096), now + TRUSTED_FOR / 2).expect("kept");
+        assert_eq!(got, bytes(1));
+        assert!(
+            memo.get(&(v, 0, 4096), now + TRUSTED_FOR).is_none(),
+            "too long ago"
+        );
+        assert!(memo.get(&(v, 4096, 4096), now).is_none(), "another range");
+        assert!(memo.get(&(v, 0, 8192), now).is_none(), "a longer range");
         let changed = FileVersion {
             changed: (1_700_000_001, 5),
             ..v
         };
-        assert!(!memo.trusted(&(changed, 0, 4096), now), "the file changed since");
+        assert!(
+            memo.get(&(changed, 0, 4096), now).is_none(),
+            "the file changed since"
+        );
+        memo.drop_expired(now + TRUSTED_FOR);
+        assert!(memo.kept.is_empty(), "expired, so dropped");
     }
 
     #[test]
-    fn the_memo_stays_bounded_and_drops_the_expired_first() {
+    fn at_most_so_many_are_kept_and_the_expired_make_room() {
         let (mut memo, now) = (Memo::default(), Instant::now());
-        for inode in 0..MOST_REMEMBERED as u64 - 1 {
-            memo.found_cached((version(inode), 0, 1), now);
+        for inode in 0..2 * MOST_KEPT as u64 {
+            memo.keep((version(inode), 0, 1), &bytes(0), now);
         }
+        assert_eq!(memo.kept.len(), MOST_KEPT);
+        assert!(memo.get(&(version(0), 0, 1), now).is_some(), "the first stay");
         let later = now + TRUSTED_FOR;
-        memo.found_cached((version(u64::MAX), 0, 1), later);
-        memo.found_cached((version(u64::MAX - 1), 0, 1), later);
-        assert_eq!(memo.found.len(), 2, "the expired ones went");
-        assert!(memo.trusted(&(version(u64::MAX), 0, 1), later));
-        for inode in 0..2 * MOST_REMEMBERED as u64 {
-            memo.found_cached((version(inode), 0, 1), later);
-            assert!(memo.found.len() <= MOST_REMEMBERED);
-        }
+        memo.keep((version(u64::MAX), 0, 1), &bytes(2), later);
+        assert_eq!(memo.kept.len(), 1, "the expired ones went");
+        assert_eq!(memo.get(&(version(u64::MAX), 0, 1), later), Some(bytes(2)));
     }
 
     #[test]
-    fn the_process_memo_answers() {
+    fn the_process_memo_keeps_and_its_thread_lets_go() {
         let v = version(u64::MAX - 7);
-        assert!(!trusted(v, 0, 1));
-        found_cached(v, 0, 1);
-        assert!(trusted(v, 0, 1));
+        assert!(kept(v, 0, 8).is_none());
+        let mapping = bytes(3);
+        keep(v, 0, 8, &mapping);
+        assert_eq!(kept(v, 0, 8), Some(bytes(3)));
+        // The thread drops it within two seconds; poll for it rather than sleep.
+        let deadline = Instant::now() + 10 * TRUSTED_FOR;
+        while memo().as_ref().is_some_and(|m| m.kept.contains_key(&(v, 0, 8))) {
+            assert!(Instant::now() < deadline, "the expired mapping was never dropped");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
