@@ -16,8 +16,12 @@
 //!   [`TRUSTED_FOR`] after it was found cached, a thread drops the expired ones even when
 //!   no request comes (the space of a file deleted meanwhile is freed within two
 //!   seconds), and at most [`MOST_KEPT`] are kept.
-//! - **Versions.** A range is kept for one version of the file: the inode, its size and
-//!   its change time. A request that finds the file replaced or changed maps it afresh.
+//! - **Versions.** A mapping is kept for one version of the file: the inode, its size
+//!   and its change time. A request that finds the file replaced or changed maps it
+//!   afresh.
+//! - **Whole files only**, of up to [`super::MAX_MAPPED_BYTES`]: what repeats is a file
+//!   sent whole again and again, not the chunks of a large download or a client's
+//!   ranges, which would only crowd it out.
 
 use bytes::Bytes;
 use rustix::fs::Statx;
@@ -110,8 +114,13 @@ pub fn kept(version: FileVersion, offset: u64, len: usize) -> Option<Bytes> {
 }
 
 /// Keeps `bytes`, a mapping of `len` bytes from `offset` of `version`, which are wholly
-/// cached now.
+/// cached now, if they are the whole file: a file sent whole again and again is what
+/// repeats, not the chunks of a large download or a client's ranges, which would only
+/// crowd it out.
 pub fn keep(version: FileVersion, offset: u64, len: usize, bytes: &Bytes) {
+    if offset != 0 || len as u64 != version.size {
+        return;
+    }
     memo()
         .get_or_insert_with(Memo::default)
         .keep((version, offset, len), bytes, Instant::now());
@@ -201,15 +210,22 @@ mod tests {
     }
 
     #[test]
-    fn the_process_memo_keeps_and_its_thread_lets_go() {
+    fn the_process_memo_keeps_whole_files_only_and_its_thread_lets_go() {
         let v = version(u64::MAX - 7);
-        assert!(kept(v, 0, 8).is_none());
-        let mapping = bytes(3);
-        keep(v, 0, 8, &mapping);
-        assert_eq!(kept(v, 0, 8), Some(bytes(3)));
+        let whole = 1 << 20;
+        keep(v, 0, 4096, &bytes(4));
+        keep(v, 4096, whole - 4096, &bytes(5));
+        assert!(kept(v, 0, 4096).is_none(), "a part of the file is not kept");
+        assert!(kept(v, 4096, whole - 4096).is_none(), "nor is the rest");
+        assert!(kept(v, 0, whole).is_none());
+        keep(v, 0, whole, &bytes(3));
+        assert_eq!(kept(v, 0, whole), Some(bytes(3)));
         // The thread drops it within two seconds; poll for it rather than sleep.
         let deadline = Instant::now() + 10 * TRUSTED_FOR;
-        while memo().as_ref().is_some_and(|m| m.kept.contains_key(&(v, 0, 8))) {
+        while memo()
+            .as_ref()
+            .is_some_and(|m| m.kept.contains_key(&(v, 0, whole)))
+        {
             assert!(Instant::now() < deadline, "the expired mapping was never dropped");
             std::thread::sleep(Duration::from_millis(20));
         }
