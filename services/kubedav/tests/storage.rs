@@ -419,6 +419,17 @@ fn patterned(len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// PUTs `data` at `path`, a new file.
+async fn put_bytes(server: &Server, path: &str, data: &[u8]) {
+    let put = client()
+        .put(server.url(path))
+        .body(data.to_vec())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PUT {path}: {e}"));
+    assert_eq!(put.status(), StatusCode::CREATED, "PUT {path}");
+}
+
 async fn get_bytes(
     server: &Server,
     path: &str,
@@ -441,13 +452,7 @@ async fn large_files_arrive_whole_however_they_are_asked_for(mode: Mode) {
     let server = Server::start(mode).await;
     // Past one mapping (8 MiB) and not a whole number of pages.
     let data = patterned((9 << 20) + 4_321);
-    let put = client()
-        .put(server.url("/big.bin"))
-        .body(data.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::CREATED);
+    put_bytes(&server, "/big.bin", &data).await;
 
     let traced = traced_during(&server, EDGE, "sendfile", async {
         let (status, _, body) = get_bytes(&server, "/big.bin", None).await;
@@ -527,13 +532,7 @@ fn sent_with_sendfile(traced: &[String]) -> usize {
 async fn kept_files_are_sent_with_sendfile_too(mode: Mode) {
     let server = Server::start(mode).await;
     let data = patterned(300_001);
-    let put = client()
-        .put(server.url("/kept.bin"))
-        .body(data.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::CREATED);
+    put_bytes(&server, "/kept.bin", &data).await;
     // The first GET reads the file whole and keeps it; the next is answered from the copy.
     assert!(get_bytes(&server, "/kept.bin", None).await.2 == data);
     let traced = traced_during(&server, EDGE, "sendfile", async {
@@ -586,13 +585,7 @@ async fn a_file_truncated_while_sent_ends_the_response_and_nothing_else(mode: Mo
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let server = Server::start(mode).await;
     let data = patterned(64 << 20);
-    let put = client()
-        .put(server.url("/shrinks.bin"))
-        .body(data.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::CREATED);
+    put_bytes(&server, "/shrinks.bin", &data).await;
     let addr = server
         .url("/")
         .trim_start_matches("http://")
@@ -639,13 +632,7 @@ async fn a_deleted_file_is_let_go_soon_after_its_last_get(mode: Mode) {
     }
     let server = Server::start(mode).await;
     let data = patterned(2 << 20);
-    let put = client()
-        .put(server.url("/gone.bin"))
-        .body(data.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::CREATED);
+    put_bytes(&server, "/gone.bin", &data).await;
     for _ in 0..2 {
         let (status, _, body) = get_bytes(&server, "/gone.bin", None).await;
         assert_eq!(status, StatusCode::OK);
