@@ -24,8 +24,8 @@
 //! counts them in one walk of the file's cache; before it, `mincore(2)` looks up each
 //! page, which cost a tenth of a 1 MiB GET's CPU when measured. `cachestat` itself walks
 //! the cache folio by folio, and `mmap` and `munmap` cost as much again, so the mapping
-//! of a range of a file version found wholly cached is kept for a second and handed out
-//! again ([`residency`]). The kernel reveals
+//! of a whole file (a version of it) found wholly cached is kept for a second and handed
+//! out again ([`residency`]). The kernel reveals
 //! residency only for files the process owns or may write (`mincore` reports every page
 //! resident otherwise), so callers map only such files ([`residency_is_reported`]).
 
@@ -98,8 +98,8 @@ pub fn residency_is_reported(owner_uid: u32) -> bool {
 /// Up to `len` bytes of `file` from `offset`, as a mapping, if at least `min_len` of
 /// them (from `offset` on) are in the page cache: as many leading bytes as are, up to
 /// [`MAX_MAPPED_BYTES`]. `None` when fewer are, or the mapping fails; the caller then
-/// reads the ordinary way. With the file's `version`, a range found wholly cached within
-/// the last second is neither checked nor mapped again: its mapping is kept
+/// reads the ordinary way. With the file's `version`, a whole file found wholly cached
+/// within the last second is neither checked nor mapped again: its mapping is kept
 /// ([`residency`]). Mind the module's rules on who may read the result.
 pub fn map_resident(
     file: &Arc<File>,

@@ -1,4 +1,4 @@
-//! A memo of the mappings of file ranges found wholly in the page cache, kept for a
+//! A memo of the mappings of whole files found wholly in the page cache, kept for a
 //! second, so that a file sent again and again is checked with `cachestat(2)` and mapped
 //! once per [`TRUSTED_FOR`], not once per GET.
 //!
@@ -12,8 +12,8 @@
 //!   the least recently used first: a file sent within the last second is the last it
 //!   would take. If it does, one `sendfile` waits for the disk on an async worker, which
 //!   nginx accepts on every GET; the data is never wrong.
-//! - **Open files.** A kept mapping keeps its file open. So a kept range expires
-//!   [`TRUSTED_FOR`] after it was found cached, a thread drops the expired ones even when
+//! - **Open files.** A kept mapping keeps its file open. So it expires [`TRUSTED_FOR`]
+//!   after the file was found cached, a thread drops the expired ones even when
 //!   no request comes (the space of a file deleted meanwhile is freed within two
 //!   seconds), and at most [`MOST_KEPT`] are kept.
 //! - **Versions.** A mapping is kept for one version of the file: the inode, its size
@@ -26,18 +26,18 @@
 use bytes::Bytes;
 use rustix::fs::Statx;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// How long a range found wholly cached is trusted to stay so, and its mapping kept.
-pub const TRUSTED_FOR: Duration = Duration::from_secs(1);
+/// How long a file found wholly cached is trusted to stay so, and its mapping kept.
+const TRUSTED_FOR: Duration = Duration::from_secs(1);
 
 /// The most mappings kept at once (each keeps its file open).
-pub const MOST_KEPT: usize = 64;
+const MOST_KEPT: usize = 64;
 
-/// Which state of which file a range belongs to: the inode, its size and its change
-/// time. A file replaced or changed is another version, checked afresh.
+/// Which state of which file a mapping shows: the inode, its size and its change time.
+/// A file replaced or changed is another version, checked afresh.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FileVersion {
     device: (u32, u32),
@@ -56,33 +56,36 @@ impl FileVersion {
             changed: (stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec),
         }
     }
+
+    /// Whether `len` bytes from `offset` are the whole of this version: only those are
+    /// kept.
+    fn is_whole(&self, offset: u64, len: usize) -> bool {
+        offset == 0 && len as u64 == self.size
+    }
 }
 
-/// A range of one version of a file: the version, the offset and the length.
-type Range = (FileVersion, u64, usize);
-
-/// A mapping of a range, and when the range was found wholly cached.
+/// A mapping of a whole file, and when the file was found wholly cached.
 struct Kept {
     found_at: Instant,
     bytes: Bytes,
 }
 
-/// The mappings kept.
+/// The mappings kept, by the version of the file they show.
 #[derive(Default)]
 struct Memo {
-    kept: HashMap<Range, Kept>,
+    kept: HashMap<FileVersion, Kept>,
 }
 
 impl Memo {
-    /// The mapping of `range`, if it was found cached less than [`TRUSTED_FOR`] ago.
-    fn get(&self, range: &Range, now: Instant) -> Option<Bytes> {
-        let kept = self.kept.get(range)?;
+    /// The mapping of `version`, if it was found cached less than [`TRUSTED_FOR`] ago.
+    fn get(&self, version: &FileVersion, now: Instant) -> Option<Bytes> {
+        let kept = self.kept.get(version)?;
         (now.saturating_duration_since(kept.found_at) < TRUSTED_FOR).then(|| kept.bytes.clone())
     }
 
-    /// Keeps `bytes`, the mapping of `range` just found cached, unless [`MOST_KEPT`] are
-    /// kept and none has expired.
-    fn keep(&mut self, range: Range, bytes: &Bytes, now: Instant) {
+    /// Keeps `bytes`, the mapping of `version` just found cached, unless [`MOST_KEPT`]
+    /// are kept and none has expired.
+    fn keep(&mut self, version: FileVersion, bytes: &Bytes, now: Instant) {
         if self.kept.len() >= MOST_KEPT {
             self.drop_expired(now);
             if self.kept.len() >= MOST_KEPT {
@@ -90,7 +93,7 @@ impl Memo {
             }
         }
         let bytes = bytes.clone();
-        self.kept.insert(range, Kept { found_at: now, bytes });
+        self.kept.insert(version, Kept { found_at: now, bytes });
     }
 
     fn drop_expired(&mut self, now: Instant) {
@@ -99,18 +102,21 @@ impl Memo {
     }
 }
 
-static MEMO: Mutex<Option<Memo>> = Mutex::new(None);
+static MEMO: LazyLock<Mutex<Memo>> = LazyLock::new(Mutex::default);
 /// Whether the thread that drops expired mappings runs (it ends when none is kept).
 static SWEEPING: AtomicBool = AtomicBool::new(false);
 
-fn memo() -> std::sync::MutexGuard<'static, Option<Memo>> {
+fn memo() -> MutexGuard<'static, Memo> {
     MEMO.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The kept mapping of `len` bytes from `offset` of `version`, if that range was found
-/// wholly cached within the last [`TRUSTED_FOR`].
+/// The kept mapping of `len` bytes from `offset` of `version`, if they are the whole
+/// file and it was found wholly cached within the last [`TRUSTED_FOR`].
 pub fn kept(version: FileVersion, offset: u64, len: usize) -> Option<Bytes> {
-    memo().as_ref()?.get(&(version, offset, len), Instant::now())
+    if !version.is_whole(offset, len) {
+        return None;
+    }
+    memo().get(&version, Instant::now())
 }
 
 /// Keeps `bytes`, a mapping of `len` bytes from `offset` of `version`, which are wholly
@@ -118,12 +124,10 @@ pub fn kept(version: FileVersion, offset: u64, len: usize) -> Option<Bytes> {
 /// repeats, not the chunks of a large download or a client's ranges, which would only
 /// crowd it out.
 pub fn keep(version: FileVersion, offset: u64, len: usize, bytes: &Bytes) {
-    if offset != 0 || len as u64 != version.size {
+    if !version.is_whole(offset, len) {
         return;
     }
-    memo()
-        .get_or_insert_with(Memo::default)
-        .keep((version, offset, len), bytes, Instant::now());
+    memo().keep(version, bytes, Instant::now());
     if !SWEEPING.swap(true, Ordering::AcqRel) {
         let spawned = std::thread::Builder::new()
             .name("kubedav-mappings".into())
@@ -139,12 +143,8 @@ fn sweep() {
     loop {
         std::thread::sleep(TRUSTED_FOR);
         let mut memo = memo();
-        let Some(kept) = memo.as_mut() else {
-            SWEEPING.store(false, Ordering::Release);
-            return;
-        };
-        kept.drop_expired(Instant::now());
-        if kept.kept.is_empty() {
+        memo.drop_expired(Instant::now());
+        if memo.kept.is_empty() {
             // Under the lock: a `keep` after this sees the flag down and starts another.
             SWEEPING.store(false, Ordering::Release);
             return;
@@ -170,43 +170,44 @@ mod tests {
     }
 
     #[test]
-    fn a_mapping_is_kept_only_for_its_range_and_version_and_for_a_second() {
+    fn a_mapping_is_kept_only_for_its_version_and_for_a_second() {
         let (mut memo, now) = (Memo::default(), Instant::now());
         let v = version(7);
-        assert!(memo.get(&(v, 0, 4096), now).is_none(), "never kept");
-        memo.keep((v, 0, 4096), &bytes(1), now);
-        let got = memo.get(&(v, 0, 4096), now + TRUSTED_FOR / 2).expect("kept");
+        assert!(memo.get(&v, now).is_none(), "never kept");
+        memo.keep(v, &bytes(1), now);
+        let got = memo.get(&v, now + TRUSTED_FOR / 2).expect("kept");
         assert_eq!(got, bytes(1));
-        assert!(
-            memo.get(&(v, 0, 4096), now + TRUSTED_FOR).is_none(),
-            "too long ago"
-        );
-        assert!(memo.get(&(v, 4096, 4096), now).is_none(), "another range");
-        assert!(memo.get(&(v, 0, 8192), now).is_none(), "a longer range");
+        assert!(memo.get(&v, now + TRUSTED_FOR).is_none(), "too long ago");
         let changed = FileVersion {
             changed: (1_700_000_001, 5),
             ..v
         };
-        assert!(
-            memo.get(&(changed, 0, 4096), now).is_none(),
-            "the file changed since"
-        );
+        assert!(memo.get(&changed, now).is_none(), "the file changed since");
         memo.drop_expired(now + TRUSTED_FOR);
         assert!(memo.kept.is_empty(), "expired, so dropped");
+    }
+
+    #[test]
+    fn only_the_whole_file_is_a_range_worth_keeping() {
+        let v = version(7);
+        assert!(v.is_whole(0, 1 << 20));
+        assert!(!v.is_whole(4096, (1 << 20) - 4096), "another range");
+        assert!(!v.is_whole(0, 4096), "a shorter range");
+        assert!(!v.is_whole(0, 2 << 20), "a longer range");
     }
 
     #[test]
     fn at_most_so_many_are_kept_and_the_expired_make_room() {
         let (mut memo, now) = (Memo::default(), Instant::now());
         for inode in 0..2 * MOST_KEPT as u64 {
-            memo.keep((version(inode), 0, 1), &bytes(0), now);
+            memo.keep(version(inode), &bytes(0), now);
         }
         assert_eq!(memo.kept.len(), MOST_KEPT);
-        assert!(memo.get(&(version(0), 0, 1), now).is_some(), "the first stay");
+        assert!(memo.get(&version(0), now).is_some(), "the first stay");
         let later = now + TRUSTED_FOR;
-        memo.keep((version(u64::MAX), 0, 1), &bytes(2), later);
+        memo.keep(version(u64::MAX), &bytes(2), later);
         assert_eq!(memo.kept.len(), 1, "the expired ones went");
-        assert_eq!(memo.get(&(version(u64::MAX), 0, 1), later), Some(bytes(2)));
+        assert_eq!(memo.get(&version(u64::MAX), later), Some(bytes(2)));
     }
 
     #[test]
@@ -222,10 +223,7 @@ mod tests {
         assert_eq!(kept(v, 0, whole), Some(bytes(3)));
         // The thread drops it within two seconds; poll for it rather than sleep.
         let deadline = Instant::now() + 10 * TRUSTED_FOR;
-        while memo()
-            .as_ref()
-            .is_some_and(|m| m.kept.contains_key(&(v, 0, whole)))
-        {
+        while memo().kept.contains_key(&v) {
             assert!(Instant::now() < deadline, "the expired mapping was never dropped");
             std::thread::sleep(Duration::from_millis(20));
         }
