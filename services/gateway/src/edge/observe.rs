@@ -151,6 +151,25 @@ fn generated_id() -> HeaderValue {
     HeaderValue::from_bytes(&digits).expect("hex is a valid header")
 }
 
+/// The request's server span, or none when nothing would read it: no trace export, no
+/// JSON logs and no debug lines here (`kubedav_remote::observe::spans_read`). Its
+/// request id reaches log lines through the task's `REQUEST_ID` either way.
+fn request_span(request: &Request, method: &'static str, id: &HeaderValue) -> tracing::Span {
+    if !kubedav_remote::observe::spans_read() && !tracing::enabled!(tracing::Level::DEBUG) {
+        return tracing::Span::none();
+    }
+    tracing::info_span!(
+        "http.request",
+        otel.name = method,
+        otel.kind = "server",
+        http.request.method = method,
+        url.path = %request.uri().path(),
+        request_id = id.to_str().unwrap_or_default(),
+        client.address = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+    )
+}
+
 /// The middleware.
 pub async fn observe<F: std::future::Future<Output = Response>>(
     mut request: Request,
@@ -173,22 +192,15 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
         .map(|c| c.0);
     let access = tracing::enabled!(target: "kubedav::access", tracing::Level::INFO)
         .then(|| (request.method().clone(), request.uri().path().to_owned()));
-    let span = tracing::info_span!(
-        "http.request",
-        otel.name = method,
-        otel.kind = "server",
-        http.request.method = method,
-        url.path = %request.uri().path(),
-        request_id = id.to_str().unwrap_or_default(),
-        client.address = tracing::field::Empty,
-        http.response.status_code = tracing::field::Empty,
-    );
-    if let Some(client) = client {
+    let span = request_span(&request, method, &id);
+    if let Some(client) = client
+        && !span.is_disabled()
+    {
         span.record("client.address", tracing::field::display(client));
     }
     // Only the W3C trace context propagator is installed: without its header there is
     // nothing to extract, and the lookup is skipped.
-    if request.headers().contains_key("traceparent") {
+    if !span.is_disabled() && request.headers().contains_key("traceparent") {
         let _ = span.set_parent(kubedav_remote::observe::extract_context(request.headers()));
     }
     let request =
@@ -197,7 +209,7 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
     let started = Instant::now();
     let request_id: std::sync::Arc<str> = id.to_str().unwrap_or_default().into();
     let mut response = kubedav_remote::observe::REQUEST_ID
-        .scope(request_id, next(request))
+        .scope(request_id.clone(), next(request))
         .instrument(span.clone())
         .await;
     IN_FLIGHT.dec();
@@ -210,7 +222,8 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
     );
     metrics.requests(index, status).inc();
     if let Some((method, path)) = access {
-        span.in_scope(|| {
+        let _entered = span.enter();
+        kubedav_remote::observe::REQUEST_ID.sync_scope(request_id, || {
             tracing::info!(
                 target: "kubedav::access",
                 method = method.as_str(),

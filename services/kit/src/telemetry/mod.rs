@@ -24,6 +24,23 @@ use tracing_subscriber::{EnvFilter, Layer};
 /// The log target of the access log.
 pub const ACCESS: &str = "kubedav::access";
 
+/// See [`spans_read`]; true until [`init`] finds otherwise.
+static SPANS_READ: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Whether anything reads a request's span besides the text log lines written inside
+/// it: traces are exported, or log lines are JSON (which carry the span's trace and span
+/// ids). True until [`init`] has run.
+///
+/// When it is false, the per-request spans (the gateway's `http.request`, the gRPC
+/// `grpc.client` and `grpc.server` spans) are made only where debug lines are enabled,
+/// so that text lines name them then. Otherwise they are not made: making, entering and
+/// closing one cost 1.7 µs of the 19 µs a PROPFIND Depth 0 takes
+/// (docs/benchmarks.md, "2026-11-26 (3)"), for a name in a line that is seldom
+/// written. The lines keep their request id either way ([`scope::REQUEST_ID`]).
+pub fn spans_read() -> bool {
+    SPANS_READ.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Log line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum LogFormat {
@@ -133,6 +150,7 @@ pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<Teleme
     } else {
         None
     };
+    SPANS_READ.store(provider.is_some(), std::sync::atomic::Ordering::Relaxed);
     let otel = provider.as_ref().map(|provider| {
         opentelemetry::global::set_tracer_provider(provider.clone());
         tracing_opentelemetry::layer().with_tracer(provider.tracer("kubedav"))

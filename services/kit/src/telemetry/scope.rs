@@ -6,7 +6,8 @@
 //! looks them up in the registry through the installed dispatcher, and takes the request
 //! id from the nearest span that carries one, which [`RequestIds`] noted when the span
 //! began (the gateway's request span, or a service's gRPC span, which gets it from the
-//! caller).
+//! caller), or else from the task's [`REQUEST_ID`]: with text logs and no trace export
+//! those spans are not made at all ([`super::spans_read`]).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -20,6 +21,13 @@ use tracing_subscriber::registry::{LookupSpan, Registry, SpanRef};
 /// (A formatter runs inside the dispatcher, where `tracing::dispatcher::get_default`
 /// answers with no subscriber, so it keeps its own handle.)
 pub type DispatchCell = Arc<OnceLock<tracing::dispatcher::WeakDispatch>>;
+
+tokio::task_local! {
+    /// The id of the HTTP request being served (its `x-request-id`). The gateway sets it
+    /// around each request, and a service around each call it serves; gRPC calls made
+    /// inside carry it on, and log lines written inside name it.
+    pub static REQUEST_ID: Arc<str>;
+}
 
 /// The request id a span carries.
 struct RequestId(Arc<str>);
@@ -60,7 +68,8 @@ impl Visit for FindRequestId {
 pub struct LineScope<'a> {
     /// The innermost span first.
     pub spans: Vec<SpanRef<'a, Registry>>,
-    /// The request id of the nearest span that has one.
+    /// The request id of the nearest span that has one, else the task's
+    /// [`REQUEST_ID`].
     pub request_id: Option<Arc<str>>,
     /// The dispatcher, for the OpenTelemetry context of a span.
     pub dispatch: &'a tracing::Dispatch,
@@ -91,7 +100,8 @@ pub fn with_event_scope<R>(
         .unwrap_or_default();
     let request_id = spans
         .iter()
-        .find_map(|span| span.extensions().get::<RequestId>().map(|id| id.0.clone()));
+        .find_map(|span| span.extensions().get::<RequestId>().map(|id| id.0.clone()))
+        .or_else(|| REQUEST_ID.try_with(Arc::clone).ok());
     f(Some(&LineScope {
         spans,
         request_id,

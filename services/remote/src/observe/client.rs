@@ -79,6 +79,28 @@ impl ObservedChannel {
     }
 }
 
+impl ObservedChannel {
+    /// The span of one outgoing call. None when nothing would read it
+    /// ([`super::spans_read`]).
+    fn client_span(&self, path: &str, service: &str, method: &str) -> tracing::Span {
+        if !super::spans_read() && !tracing::enabled!(tracing::Level::DEBUG) {
+            return tracing::Span::none();
+        }
+        tracing::info_span!(
+            "grpc.client",
+            otel.name = %path.trim_start_matches('/'),
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            rpc.system = "grpc",
+            rpc.service = %service,
+            rpc.method = %method,
+            server.address = %self.address,
+            server.port = self.port,
+            rpc.grpc.status_code = tracing::field::Empty,
+        )
+    }
+}
+
 impl tower_service::Service<http::Request<tonic::body::Body>> for ObservedChannel {
     type Response = http::Response<ObservedBody<tonic::body::Body>>;
     /// A [`tonic::Status`] (UNAVAILABLE) in a box, which the generated clients pass on
@@ -100,22 +122,13 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for ObservedChanne
             .trim_start_matches('/')
             .split_once('/')
             .unwrap_or((&path, ""));
-        let span = tracing::info_span!(
-            "grpc.client",
-            otel.name = %path.trim_start_matches('/'),
-            otel.kind = "client",
-            otel.status_code = tracing::field::Empty,
-            rpc.system = "grpc",
-            rpc.service = %service,
-            rpc.method = %method,
-            server.address = %self.address,
-            server.port = self.port,
-            rpc.grpc.status_code = tracing::field::Empty,
-        );
-        let context = span.context();
-        opentelemetry::global::get_text_map_propagator(|propagator| {
-            propagator.inject_context(&context, &mut HeaderInjector(request.headers_mut()))
-        });
+        let span = self.client_span(&path, service, method);
+        if !span.is_disabled() {
+            let context = span.context();
+            opentelemetry::global::get_text_map_propagator(|propagator| {
+                propagator.inject_context(&context, &mut HeaderInjector(request.headers_mut()))
+            });
+        }
         if let Ok(Ok(id)) = REQUEST_ID.try_with(|id| http::HeaderValue::from_str(id)) {
             request.headers_mut().insert(REQUEST_ID_HEADER, id);
         }

@@ -7,7 +7,10 @@
 //!   id ([`REQUEST_ID`]) travel in the call's metadata.
 //! * **Server** ([`ServerLayer`]): every incoming call gets a server span that continues
 //!   the caller's trace context and records the caller's request id, with the same
-//!   attributes (`server.address` is the `:authority` the caller addressed).
+//!   attributes (`server.address` is the `:authority` the caller addressed); the call
+//!   runs with that id as its [`REQUEST_ID`].
+//! * Both spans are made only when something reads them ([`spans_read`]) or debug lines
+//!   are enabled here; the request id and the metrics do not depend on them.
 //! * **Metrics** on both ends, in the style of go-grpc-prometheus:
 //!   `kubedav_grpc_{client,server}_started_total`, `..._handled_total` (with the gRPC
 //!   status `grpc_code`) and `..._handling_seconds`, labelled `grpc_service` and
@@ -34,11 +37,18 @@ pub use metrics::{register_client_metrics, register_server_metrics};
 pub use propagation::{REQUEST_ID, REQUEST_ID_HEADER, extract_context};
 pub use server::{ObservedServer, ServerLayer};
 
+/// Whether a request's span is read beyond text log lines (re-exported from
+/// `kubedav_kit::telemetry`, for the gateway's request span).
+pub use kubedav_kit::telemetry::spans_read;
+
 /// The id of `span`'s trace as 32 lowercase hex digits, when the trace is sampled (and so
 /// exported): what an exemplar names, so that a dashboard can open the trace.
 pub fn sampled_trace_id(span: &tracing::Span) -> Option<String> {
     use opentelemetry::trace::TraceContextExt;
     use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if span.is_disabled() {
+        return None;
+    }
     let context = span.context();
     let span = context.span();
     let span_context = span.span_context();

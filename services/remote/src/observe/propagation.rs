@@ -2,13 +2,11 @@
 //! the HTTP request it serves.
 
 use opentelemetry::propagation::{Extractor, Injector};
-use std::sync::Arc;
 
-tokio::task_local! {
-    /// The id of the HTTP request being served (its `x-request-id`). The gateway sets it
-    /// around each request; gRPC calls made inside carry it to the services.
-    pub static REQUEST_ID: Arc<str>;
-}
+/// The id of the HTTP request being served (its `x-request-id`), a task-local. The
+/// gateway sets it around each request; gRPC calls made inside carry it to the services,
+/// which set it around the calls they serve.
+pub use kubedav_kit::telemetry::scope::REQUEST_ID;
 
 /// The metadata key that carries the request id between processes.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";

@@ -2,7 +2,7 @@
 
 use super::body::{Completion, ObservedBody};
 use super::metrics::SERVER;
-use super::propagation::{REQUEST_ID_HEADER, extract_context};
+use super::propagation::{REQUEST_ID, REQUEST_ID_HEADER, extract_context};
 use bytes::Bytes;
 use http_body::Body;
 use std::future::Future;
@@ -46,26 +46,37 @@ where
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let span = server_span(&request);
+        let request_id: Option<std::sync::Arc<str>> = request
+            .headers()
+            .get(REQUEST_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .filter(|id| !id.is_empty())
+            .map(Into::into);
         let completion = Completion::start(&SERVER, request.uri().path(), span.clone(), false);
         let call = {
             let _entered = span.enter();
             self.inner.call(request)
         };
-        Box::pin(
-            async move {
-                let response = call.await?;
-                let (parts, body) = response.into_parts();
-                let body = ObservedBody::new(body, completion, &parts.headers);
-                Ok(http::Response::from_parts(parts, body))
-            }
-            .instrument(span),
-        )
+        let call = async move {
+            let response = call.await?;
+            let (parts, body) = response.into_parts();
+            let body = ObservedBody::new(body, completion, &parts.headers);
+            Ok(http::Response::from_parts(parts, body))
+        }
+        .instrument(span);
+        match request_id {
+            Some(id) => Box::pin(REQUEST_ID.scope(id, call)),
+            None => Box::pin(call),
+        }
     }
 }
 
 /// The span of one incoming call: a child of the caller's trace context, carrying the
-/// caller's request id.
+/// caller's request id. None when nothing would read it ([`super::spans_read`]).
 fn server_span(request: &http::Request<tonic::body::Body>) -> tracing::Span {
+    if !super::spans_read() && !tracing::enabled!(tracing::Level::DEBUG) {
+        return tracing::Span::none();
+    }
     let path = request.uri().path();
     let (service, method) = path.trim_start_matches('/').split_once('/').unwrap_or((path, ""));
     let authority = request
