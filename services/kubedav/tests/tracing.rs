@@ -622,6 +622,22 @@ async fn json_logs_carry_the_trace_and_request_ids_in_every_process() {
     }
 }
 
+/// With no collector, a request that continues no trace gets no request spans, so its
+/// JSON lines carry no trace id that would name nothing; every line still names the
+/// request, in every process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_of_a_request_that_continues_no_trace_carry_its_request_id() {
+    for mode in [Mode::AllInOne, Mode::Microservices] {
+        let (mut server, gateway, fileio) = logged_put(mode, "json", FILEIO_DEBUG, "req-45", None).await;
+        let access = log_line(&mut server, gateway, |l| l["target"] == "kubedav::access").await;
+        assert_eq!(access["request_id"], "req-45", "{mode:?}: {access}");
+        assert_eq!(access["status"], 201);
+        assert!(access.get("trace_id").is_none(), "{mode:?}: {access}");
+        let committed = log_line(&mut server, fileio, |l| l["message"] == "upload committed").await;
+        assert_eq!(committed["request_id"], "req-45", "{mode:?}: {committed}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sampler_is_the_one_the_environment_names() {
     let (receiver, endpoint) = Receiver::start().await;

@@ -152,10 +152,12 @@ fn generated_id() -> HeaderValue {
 }
 
 /// The request's server span, or none when nothing would read it: no trace export, no
-/// JSON logs and no debug lines here (`kubedav_remote::observe::spans_read`). Its
-/// request id reaches log lines through the task's `REQUEST_ID` either way.
+/// JSON logs with an incoming `traceparent` to continue, and no debug lines here
+/// (`kubedav_remote::observe::span_wanted`). Its request id reaches log lines through
+/// the task's `REQUEST_ID` either way.
 fn request_span(request: &Request, method: &'static str, id: &HeaderValue) -> tracing::Span {
-    if !kubedav_remote::observe::spans_read() && !tracing::enabled!(tracing::Level::DEBUG) {
+    let continues = request.headers().contains_key("traceparent");
+    if !kubedav_remote::observe::span_wanted(continues) && !tracing::enabled!(tracing::Level::DEBUG) {
         return tracing::Span::none();
     }
     tracing::info_span!(

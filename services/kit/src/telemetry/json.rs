@@ -1,9 +1,9 @@
 //! JSON log lines that say which request and which trace they belong to.
 //!
 //! Each line is one object: `timestamp`, `level`, `target`, `message` and the event's
-//! own fields, then `span` (the innermost span's name), `request_id` (from the nearest
-//! span that has one, see [`super::scope`]) and `trace_id` / `span_id` (W3C, hex) of the
-//! innermost span.
+//! own fields, then `request_id` (from the nearest span that has one, or the task's, see
+//! [`super::scope`]), and, when the line was written in a span, `span` (the innermost
+//! span's name) and its `trace_id` / `span_id` (W3C, hex).
 
 use super::scope::{DispatchCell, with_event_scope};
 use opentelemetry::trace::TraceContextExt;
@@ -78,6 +78,9 @@ where
         event.record(&mut Fields(&mut line));
         with_event_scope(&self.dispatch, event, |scope| {
             let Some(scope) = scope else { return };
+            if let Some(id) = &scope.request_id {
+                line.insert("request_id".into(), id.as_ref().into());
+            }
             let Some(leaf) = scope.spans.first() else { return };
             line.insert("span".into(), leaf.name().into());
             if let Some(context) = tracing_opentelemetry::get_otel_context(&leaf.id(), scope.dispatch) {
@@ -87,9 +90,6 @@ where
                     line.insert("trace_id".into(), ids.trace_id().to_string().into());
                     line.insert("span_id".into(), ids.span_id().to_string().into());
                 }
-            }
-            if let Some(id) = &scope.request_id {
-                line.insert("request_id".into(), id.as_ref().into());
             }
         });
         writeln!(writer, "{}", Value::Object(line))

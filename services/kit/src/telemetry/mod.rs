@@ -17,6 +17,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -24,21 +25,25 @@ use tracing_subscriber::{EnvFilter, Layer};
 /// The log target of the access log.
 pub const ACCESS: &str = "kubedav::access";
 
-/// See [`spans_read`]; true until [`init`] finds otherwise.
-static SPANS_READ: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+/// Whether traces are exported; true until [`init`] finds otherwise ([`span_wanted`]).
+static EXPORTED: AtomicBool = AtomicBool::new(true);
+/// Whether log lines carry span and trace ids (JSON); see [`span_wanted`].
+static LINES_CARRY_SPAN_IDS: AtomicBool = AtomicBool::new(true);
 
-/// Whether anything reads a request's span besides the text log lines written inside
-/// it: traces are exported, or log lines are JSON (which carry the span's trace and span
-/// ids). True until [`init`] has run.
+/// Whether a request's span (the gateway's `http.request`, a gRPC call's `grpc.client`
+/// or `grpc.server`) is read by anything but the text lines written inside it: always
+/// when traces are exported; when log lines carry span and trace ids (JSON), if the
+/// request `continues_a_trace` (an incoming `traceparent`, or a span made above it), so
+/// that its lines carry the caller's trace id. Before [`init`] has run, always.
 ///
-/// When it is false, the per-request spans (the gateway's `http.request`, the gRPC
-/// `grpc.client` and `grpc.server` spans) are made only where debug lines are enabled,
-/// so that text lines name them then. Otherwise they are not made: making, entering and
-/// closing one cost 1.7 µs of the 19 µs a PROPFIND Depth 0 takes
-/// (docs/benchmarks.md, "2026-11-26 (3)"), for a name in a line that is seldom
-/// written. The lines keep their request id either way ([`scope::REQUEST_ID`]).
-pub fn spans_read() -> bool {
-    SPANS_READ.load(std::sync::atomic::Ordering::Relaxed)
+/// The callers make the span when this is true or debug lines are on where they make
+/// it, so that text lines name it then. Otherwise it is not made: making, entering and
+/// closing one cost 1.7 µs of the 19 µs a PROPFIND Depth 0 takes (docs/benchmarks.md,
+/// "2026-11-26 (3)"), for a name in a line that is seldom written, or for a trace id
+/// that would name nothing beyond the request id. The lines keep their request id
+/// either way ([`scope::REQUEST_ID`]).
+pub fn span_wanted(continues_a_trace: bool) -> bool {
+    EXPORTED.load(Ordering::Relaxed) || (continues_a_trace && LINES_CARRY_SPAN_IDS.load(Ordering::Relaxed))
 }
 
 /// Log line format.
@@ -150,7 +155,8 @@ pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<Teleme
     } else {
         None
     };
-    SPANS_READ.store(provider.is_some(), std::sync::atomic::Ordering::Relaxed);
+    EXPORTED.store(otlp_configured(), Ordering::Relaxed);
+    LINES_CARRY_SPAN_IDS.store(format == LogFormat::Json, Ordering::Relaxed);
     let otel = provider.as_ref().map(|provider| {
         opentelemetry::global::set_tracer_provider(provider.clone());
         tracing_opentelemetry::layer().with_tracer(provider.tracer("kubedav"))

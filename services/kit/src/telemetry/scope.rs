@@ -7,7 +7,7 @@
 //! id from the nearest span that carries one, which [`RequestIds`] noted when the span
 //! began (the gateway's request span, or a service's gRPC span, which gets it from the
 //! caller), or else from the task's [`REQUEST_ID`]: with text logs and no trace export
-//! those spans are not made at all ([`super::spans_read`]).
+//! those spans are often not made at all ([`super::span_wanted`]).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};

@@ -81,9 +81,10 @@ impl ObservedChannel {
 
 impl ObservedChannel {
     /// The span of one outgoing call. None when nothing would read it
-    /// ([`super::spans_read`]).
+    /// ([`super::span_wanted`]: it continues a trace when a span was made above it).
     fn client_span(&self, path: &str, service: &str, method: &str) -> tracing::Span {
-        if !super::spans_read() && !tracing::enabled!(tracing::Level::DEBUG) {
+        let continues = !tracing::Span::current().is_none();
+        if !super::span_wanted(continues) && !tracing::enabled!(tracing::Level::DEBUG) {
             return tracing::Span::none();
         }
         tracing::info_span!(

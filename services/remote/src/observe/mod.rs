@@ -9,7 +9,7 @@
 //!   the caller's trace context and records the caller's request id, with the same
 //!   attributes (`server.address` is the `:authority` the caller addressed); the call
 //!   runs with that id as its [`REQUEST_ID`].
-//! * Both spans are made only when something reads them ([`spans_read`]) or debug lines
+//! * Both spans are made only when something reads them ([`span_wanted`]) or debug lines
 //!   are enabled here; the request id and the metrics do not depend on them.
 //! * **Metrics** on both ends, in the style of go-grpc-prometheus:
 //!   `kubedav_grpc_{client,server}_started_total`, `..._handled_total` (with the gRPC
@@ -39,7 +39,7 @@ pub use server::{ObservedServer, ServerLayer};
 
 /// Whether a request's span is read beyond text log lines (re-exported from
 /// `kubedav_kit::telemetry`, for the gateway's request span).
-pub use kubedav_kit::telemetry::spans_read;
+pub use kubedav_kit::telemetry::span_wanted;
 
 /// The id of `span`'s trace as 32 lowercase hex digits, when the trace is sampled (and so
 /// exported): what an exemplar names, so that a dashboard can open the trace.

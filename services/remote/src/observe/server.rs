@@ -72,9 +72,11 @@ where
 }
 
 /// The span of one incoming call: a child of the caller's trace context, carrying the
-/// caller's request id. None when nothing would read it ([`super::spans_read`]).
+/// caller's request id. None when nothing would read it ([`super::span_wanted`]: it
+/// continues a trace when the caller sent a `traceparent`).
 fn server_span(request: &http::Request<tonic::body::Body>) -> tracing::Span {
-    if !super::spans_read() && !tracing::enabled!(tracing::Level::DEBUG) {
+    let continues = request.headers().contains_key("traceparent");
+    if !super::span_wanted(continues) && !tracing::enabled!(tracing::Level::DEBUG) {
         return tracing::Span::none();
     }
     let path = request.uri().path();
