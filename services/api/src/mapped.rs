@@ -16,8 +16,9 @@
 //! (`writev`) fails the call with `EFAULT`, and `sendfile` from the file sends what is
 //! left and then reports the end: both close the connection, as nginx does.
 //!
-//! A gateway's kept copies of files are sent the same way: [`sealed_copy`] keeps them in
-//! a sealed memfd, mapped, which nothing can truncate, so anyone may read those.
+//! A gateway's kept copies of files are sent the same way: a [`CopyStore`] keeps them in
+//! unnamed files on a disk filesystem, or in sealed memfds, mapped, which nothing can
+//! truncate, so anyone may read those.
 //!
 //! Only pages already in the page cache are mapped: `sendfile` on a page that must come
 //! from the disk would stall the async worker that called it. `cachestat(2)` (Linux 6.5)
@@ -29,8 +30,10 @@
 //! residency only for files the process owns or may write (`mincore` reports every page
 //! resident otherwise), so callers map only such files ([`residency_is_reported`]).
 
+mod copies;
 mod residency;
 
+pub use copies::CopyStore;
 pub use residency::FileVersion;
 
 use bytes::Bytes;
@@ -134,27 +137,6 @@ pub fn map_resident(
         residency::keep(version, offset, len, &bytes);
     }
     Some(bytes)
-}
-
-/// A copy of `data` that a [`locate`]-aware connection sends with `sendfile` too: the
-/// bytes in a sealed memfd (a file in memory that can no longer shrink, grow or change),
-/// mapped read-only. Unlike [`map_resident`]'s, these bytes are safe for anyone to read:
-/// nothing can truncate them. For what a gateway keeps in memory and serves many times.
-/// `None` if the kernel refuses a step; the caller keeps `data` as it is then.
-pub fn sealed_copy(data: &[u8]) -> Option<Bytes> {
-    use rustix::fs::{MemfdFlags, SealFlags};
-    use std::io::Write;
-    if data.is_empty() {
-        return None;
-    }
-    let fd =
-        rustix::fs::memfd_create("kubedav-kept", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).ok()?;
-    let mut file = File::from(fd);
-    file.write_all(data).ok()?;
-    let seals = SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL;
-    rustix::fs::fcntl_add_seals(&file, seals).ok()?;
-    let (mapping, _) = Mapping::of(&Arc::new(file), 0, data.len())?;
-    Some(Bytes::from_owner(mapping.register(data.len(), 0)))
 }
 
 /// `cachestat(2)`'s system call number, the same on every architecture (the libc crate
@@ -339,16 +321,6 @@ mod tests {
         let address = bytes.as_ptr();
         drop(bytes);
         assert_eq!(locate(address), None, "forgotten once dropped");
-    }
-
-    #[test]
-    fn a_sealed_copy_reads_back_and_locate_finds_it() {
-        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
-        let copy = sealed_copy(&data).expect("memfds work here");
-        assert_eq!(&copy[..], &data[..]);
-        let span = locate(copy[10..].as_ptr()).expect("inside the mapping");
-        assert_eq!((span.offset, span.available), (10, 99_990));
-        assert!(sealed_copy(&[]).is_none());
     }
 
     #[test]

@@ -4,6 +4,7 @@ use crate::cli::{Cli, LogFormat, Target};
 use kubedav_api::auth::Auth;
 use kubedav_api::fileio::FileIo;
 use kubedav_api::locks::Locks;
+use kubedav_api::mapped::CopyStore;
 use kubedav_api::markdown::Markdown;
 use kubedav_auth::AuthCore;
 use kubedav_fileio::{LocalFileIo, ObjectFileIo};
@@ -128,11 +129,14 @@ async fn local_ports(cli: &Cli) -> Result<Ports, String> {
         let leased = kubedav_remote::server::LeasedFileIo::new(fileio);
         // Over a volume, files above the size the gateway sends with sendfile cost less
         // sent from the page cache than copied from a kept copy.
-        let mut config = cache_config(cli);
-        if cli.storage.is_none() {
-            config.max_file_bytes = kubedav_gateway::SENDFILE_ABOVE;
-        }
-        fileio = Arc::new(CachedFileIo::in_process(leased, config));
+        let max_file_bytes = match cli.storage {
+            None => kubedav_gateway::SENDFILE_ABOVE,
+            Some(_) => kubedav_gateway::cache::MAX_FILE_BYTES,
+        };
+        fileio = Arc::new(CachedFileIo::in_process(
+            leased,
+            cache_config(cli, max_file_bytes),
+        ));
     }
     let (locks, _) = lock_store(cli)?;
     let markdown = Some(Arc::new(cli.markdown_core()) as Arc<dyn Markdown>);
@@ -185,12 +189,17 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
     } else {
         kubedav_gateway::cache::register_metrics();
         let fileio = match fileio_replicas {
-            None => CachedFileIo::new(fileio, cache_config(cli)),
+            None => CachedFileIo::new(fileio, cache_config(cli, kubedav_gateway::cache::MAX_FILE_BYTES)),
             Some(view) => {
                 let open = replica_watch("fileio", token, |channel, requests| {
                     Box::pin(RemoteFileIo::new(channel).watch(requests))
                 });
-                let cached = CachedFileIo::over_replicas(fileio, view, open, cache_config(cli));
+                let cached = CachedFileIo::over_replicas(
+                    fileio,
+                    view,
+                    open,
+                    cache_config(cli, kubedav_gateway::cache::MAX_FILE_BYTES),
+                );
                 if let Some(leases) = cached.replica_leases() {
                     let _ = fileio_leases.set(leases);
                 }
@@ -395,13 +404,35 @@ fn require_shared_locks(locks: RemoteLocks, registered: tokio::sync::watch::Rece
     });
 }
 
-/// What `--gateway-cache-mib` and `--gateway-cache-freshness-ms` say a gateway keeps.
-fn cache_config(cli: &Cli) -> CacheConfig {
+/// What `--gateway-cache-mib`, `--gateway-cache-freshness-ms` and `--gateway-cache-dir`
+/// say a gateway keeps, of files up to `max_file_bytes`.
+fn cache_config(cli: &Cli, max_file_bytes: u64) -> CacheConfig {
+    let copies = if max_file_bytes > kubedav_gateway::SENDFILE_ABOVE {
+        copy_store(cli.gateway_cache_dir.clone().unwrap_or_else(std::env::temp_dir))
+    } else {
+        CopyStore::Memory
+    };
     CacheConfig {
         capacity_bytes: cli.gateway_cache_mib << 20,
         freshness: Duration::from_millis(cli.gateway_cache_freshness_ms),
-        max_file_bytes: kubedav_gateway::cache::MAX_FILE_BYTES,
+        max_file_bytes,
+        copies,
     }
+}
+
+/// Where kept copies of files over 64 KiB go: unnamed files in `dir`, or memory where
+/// that cannot be; said once at start.
+fn copy_store(dir: std::path::PathBuf) -> CopyStore {
+    let (store, why_memory) = CopyStore::in_directory(&dir);
+    match why_memory {
+        None => {
+            tracing::info!(target: "kubedav", "the gateway keeps copies of files over 64 KiB as unnamed files in {}", dir.display())
+        }
+        Some(why) => {
+            tracing::info!(target: "kubedav", "the gateway keeps copies of files over 64 KiB in memory: {why} (--gateway-cache-dir names a directory on a disk filesystem, where sendfile sends them for less CPU)")
+        }
+    }
+    store
 }
 
 /// The auth core for `users_file`, sharing verifications through Redis when configured,

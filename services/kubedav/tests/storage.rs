@@ -557,6 +557,76 @@ async fn kept_files_are_sent_with_sendfile_too(mode: Mode) {
     );
 }
 
+/// A gateway writes its copies of files over 64 KiB as unnamed files in
+/// `--gateway-cache-dir`: nothing appears there, the space goes when the copy does, and
+/// what is sent is the file's current content.
+#[tokio::test]
+async fn a_gateways_kept_copies_live_unnamed_in_its_cache_dir_and_go_with_the_file() {
+    let cache_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = cache_dir.path().to_str().unwrap();
+    let server = Server::start_with(Mode::Microservices, &["--gateway-cache-dir", dir]).await;
+    let gateway = server
+        .processes
+        .iter()
+        .find(|p| p.name == "gateway")
+        .expect("a gateway process");
+    // The copies the gateway holds open in the directory (besides the directory itself):
+    // a file with no name there reads "<dir>/#<inode> (deleted)".
+    let copies_held = || {
+        std::fs::read_dir(format!("/proc/{}/fd", gateway.pid()))
+            .unwrap()
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            .filter(|target| target.starts_with(cache_dir.path()) && target != cache_dir.path())
+            .count()
+    };
+    let first = patterned(300_001);
+    put_bytes(&server, "/kept.bin", &first).await;
+    for _ in 0..2 {
+        assert!(
+            get_bytes(&server, "/kept.bin", None).await.2 == first,
+            "the file differs"
+        );
+    }
+    assert_eq!(copies_held(), 1, "the gateway keeps its copy in {dir}");
+    assert_eq!(
+        std::fs::read_dir(cache_dir.path()).unwrap().count(),
+        0,
+        "a kept copy has no name in the directory"
+    );
+    let second: Vec<u8> = first.iter().rev().copied().collect();
+    let replaced = client()
+        .put(server.url("/kept.bin"))
+        .body(second.clone())
+        .send()
+        .await
+        .expect("PUT /kept.bin again");
+    assert_eq!(
+        replaced.status(),
+        StatusCode::NO_CONTENT,
+        "PUT over the kept file"
+    );
+    for _ in 0..2 {
+        assert!(
+            get_bytes(&server, "/kept.bin", None).await.2 == second,
+            "the old content was sent"
+        );
+    }
+    assert_eq!(
+        send(&server, "DELETE", "/kept.bin", "").await.0,
+        StatusCode::NO_CONTENT
+    );
+    // Dropped copies are let go when their last response has gone out.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while copies_held() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway still holds {} copies in {dir} 10 s after the file was deleted",
+            copies_held()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// The body of a GET of `path` over HTTP/2 (h2c with prior knowledge, by curl).
 async fn get_over_http2(server: &Server, path: &str) -> Vec<u8> {
     let curl = tokio::process::Command::new("curl")

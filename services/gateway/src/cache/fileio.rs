@@ -154,6 +154,8 @@ pub struct CachedFileIo {
     remote: Arc<dyn FileIo>,
     /// The largest file kept: [`MAX_FILE_BYTES`], or less if a shard holds less.
     max_file_bytes: u64,
+    /// Where copies of larger files go ([`sendable`]).
+    copies: kubedav_api::mapped::CopyStore,
     filling: Filling,
     lease: Arc<dyn Coherence>,
     /// The leases from each fileio replica, when there are several.
@@ -247,6 +249,7 @@ impl CachedFileIo {
         Self {
             remote,
             max_file_bytes,
+            copies: config.copies,
             filling: Filling::default(),
             lease,
             replicas: None,
@@ -432,7 +435,7 @@ impl CachedFileIo {
         }
         let kept = Arc::new(KeptFile {
             info,
-            data: sendable(data.freeze()),
+            data: sendable(&self.copies, data.freeze()),
             kept_at: asked,
         });
         self.keep_in(&self.kept.files, epoch, path, &kept);
@@ -441,14 +444,14 @@ impl CachedFileIo {
 }
 
 /// A kept file's data as the gateway keeps it: above [`crate::SENDFILE_ABOVE`], in a
-/// sealed memfd ([`kubedav_api::mapped::sealed_copy`]), which an HTTP/1 connection sends
-/// with sendfile, without copying it per request; smaller, or if the kernel refuses, as
-/// it is.
-fn sendable(data: Bytes) -> Bytes {
+/// file of `copies` (an unnamed file on disk, or a sealed memfd), mapped, which an HTTP/1
+/// connection sends with sendfile, without copying it per request; smaller, or if the
+/// kernel refuses, as it is.
+fn sendable(copies: &kubedav_api::mapped::CopyStore, data: Bytes) -> Bytes {
     if data.len() as u64 <= crate::SENDFILE_ABOVE {
         return data;
     }
-    kubedav_api::mapped::sealed_copy(&data).unwrap_or(data)
+    copies.copy(&data).unwrap_or(data)
 }
 
 /// The files being read whole to be kept: one request per file at a time does it, so a

@@ -19,8 +19,8 @@ pub use locks::CachedLocks;
 use kubedav_api::metrics::Counter;
 use std::time::Duration;
 
-/// How much a gateway keeps, and for how long at most.
-#[derive(Clone, Copy, Debug)]
+/// How much a gateway keeps, for how long at most, and where its copies of files live.
+#[derive(Clone, Debug)]
 pub struct CacheConfig {
     /// Bytes of files, resources and listings kept (locks take a fixed small share
     /// on top).
@@ -32,6 +32,9 @@ pub struct CacheConfig {
     /// process over a volume, larger files cost less sent from the page cache with
     /// sendfile than copied from a kept copy, so less is kept there.
     pub max_file_bytes: u64,
+    /// Where copies of files over [`crate::SENDFILE_ABOVE`] are written, to be sent with
+    /// sendfile: unnamed files on a disk filesystem cost less CPU per GET than memfds.
+    pub copies: kubedav_api::mapped::CopyStore,
 }
 
 /// Hit and miss counters of one cache.
