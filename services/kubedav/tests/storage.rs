@@ -525,9 +525,9 @@ fn sent_with_sendfile(traced: &[String]) -> usize {
         .sum()
 }
 
-/// A file the gateway keeps (over 64 KiB, at most 1 MiB) is sent from memory with
-/// sendfile, with no copy per request: in microservices from the gateway's sealed
-/// memfd, in one process over a volume from the page cache. Over HTTP/2, which reads
+/// A file the gateway keeps (over 64 KiB, at most 1 MiB) is sent with sendfile, with no
+/// copy per request: in microservices from the gateway's kept copy (an unnamed file in
+/// its cache directory), in one process over a volume from the page cache. Over HTTP/2, which reads
 /// the kept copy to frame it, it arrives the same.
 async fn kept_files_are_sent_with_sendfile_too(mode: Mode) {
     let server = Server::start(mode).await;

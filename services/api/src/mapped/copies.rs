@@ -129,7 +129,7 @@ impl CopyStore {
 
 /// `data` in a sealed memfd (a file in memory that can no longer shrink, grow or
 /// change), mapped read-only.
-pub(super) fn sealed_memfd(data: &[u8]) -> Option<Bytes> {
+fn sealed_memfd(data: &[u8]) -> Option<Bytes> {
     use rustix::fs::{MemfdFlags, SealFlags};
     if data.is_empty() {
         return None;
