@@ -45,50 +45,30 @@ impl CopyStore {
     /// one that cannot be opened, or one whose filesystem refuses unnamed files (such
     /// as overlayfs before Linux 6.6) keeps copies in memory.
     pub fn in_directory(dir: &Path) -> (Self, Option<String>) {
+        match Self::usable_directory(dir) {
+            Ok(store) => (store, None),
+            Err(why) => (Self::Memory, Some(why)),
+        }
+    }
+
+    /// [`Self::Directory`] of `dir`, or why it cannot be one.
+    fn usable_directory(dir: &Path) -> Result<Self, String> {
         use rustix::fs::{Mode, OFlags};
-        let opened = rustix::fs::open(
-            dir,
-            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        );
-        let dir_fd = match opened {
-            Ok(fd) => fd,
-            Err(e) => {
-                return (
-                    Self::Memory,
-                    Some(format!("{} cannot be opened: {e}", dir.display())),
-                );
-            }
-        };
+        let shown = dir.display();
+        let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(dir, flags, Mode::empty())
+            .map_err(|e| format!("{shown} cannot be opened: {e}"))?;
+        let stat = rustix::fs::fstatfs(&fd).map_err(|e| format!("{shown}: statfs failed: {e}"))?;
         // `f_type`'s integer type differs between architectures.
         #[allow(clippy::unnecessary_cast)]
-        let in_memory = |stat: &rustix::fs::StatFs| MEMORY_FILESYSTEMS.contains(&(stat.f_type as i64));
-        match rustix::fs::fstatfs(&dir_fd) {
-            Ok(stat) if in_memory(&stat) => {
-                return (
-                    Self::Memory,
-                    Some(format!("{} is in memory (tmpfs)", dir.display())),
-                );
-            }
-            Ok(_) => {}
-            Err(e) => {
-                return (
-                    Self::Memory,
-                    Some(format!("{}: statfs failed: {e}", dir.display())),
-                );
-            }
+        if MEMORY_FILESYSTEMS.contains(&(stat.f_type as i64)) {
+            return Err(format!("{shown} is in memory (tmpfs or ramfs)"));
         }
-        let store = Self::Directory(Arc::new(dir_fd));
-        match store.unnamed_file() {
-            Ok(_) => (store, None),
-            Err(e) => (
-                Self::Memory,
-                Some(format!(
-                    "{} refuses unnamed files (O_TMPFILE): {e}",
-                    dir.display()
-                )),
-            ),
-        }
+        let store = Self::Directory(Arc::new(fd));
+        store
+            .unnamed_file()
+            .map_err(|e| format!("{shown} refuses unnamed files (O_TMPFILE): {e}"))?;
+        Ok(store)
     }
 
     /// A copy of `data` mapped read-only, which a [`super::locate`]-aware connection
