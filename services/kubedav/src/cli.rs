@@ -192,7 +192,7 @@ pub struct Cli {
     /// at most a third of `--gateway-cache-mib`: sendfile sends them for less CPU than
     /// from memory. Unset: the system's temporary directory ($TMPDIR, else /tmp). On
     /// tmpfs, or where unnamed files are refused, copies are kept in memory (sealed
-    /// memfds) instead (docs/architecture.md, "What a gateway keeps").
+    /// memfds) instead (docs/architecture.md, "Large files with sendfile").
     #[arg(long, env = "KUBEDAV_GATEWAY_CACHE_DIR")]
     pub gateway_cache_dir: Option<std::path::PathBuf>,
 

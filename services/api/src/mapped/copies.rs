@@ -64,11 +64,8 @@ impl CopyStore {
         if MEMORY_FILESYSTEMS.contains(&(stat.f_type as i64)) {
             return Err(format!("{shown} is in memory (tmpfs or ramfs)"));
         }
-        let store = Self::Directory(Arc::new(fd));
-        store
-            .unnamed_file()
-            .map_err(|e| format!("{shown} refuses unnamed files (O_TMPFILE): {e}"))?;
-        Ok(store)
+        unnamed_file_in(&fd).map_err(|e| format!("{shown} refuses unnamed files (O_TMPFILE): {e}"))?;
+        Ok(Self::Directory(Arc::new(fd)))
     }
 
     /// A copy of `data` mapped read-only, which a [`super::locate`]-aware connection
@@ -79,8 +76,8 @@ impl CopyStore {
         if data.is_empty() {
             return None;
         }
-        if let Self::Directory(_) = self {
-            let written = self.unnamed_file().and_then(|mut file| {
+        if let Self::Directory(dir) = self {
+            let written = unnamed_file_in(dir).and_then(|mut file| {
                 file.write_all(data)?;
                 Ok(file)
             });
@@ -90,30 +87,24 @@ impl CopyStore {
         }
         sealed_memfd(data)
     }
-
-    /// A new unnamed file in the directory, open for reading and writing.
-    fn unnamed_file(&self) -> std::io::Result<File> {
-        use rustix::fs::{Mode, OFlags};
-        let Self::Directory(dir) = self else {
-            return Err(std::io::Error::other("no directory"));
-        };
-        let fd = rustix::fs::openat(
-            &**dir,
-            ".",
-            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
-            Mode::RUSR | Mode::WUSR,
-        )?;
-        Ok(File::from(fd))
-    }
 }
 
-/// `data` in a sealed memfd (a file in memory that can no longer shrink, grow or
-/// change), mapped read-only.
+/// A new unnamed file in the directory `dir`, open for reading and writing.
+fn unnamed_file_in(dir: &OwnedFd) -> std::io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::RUSR | Mode::WUSR,
+    )?;
+    Ok(File::from(fd))
+}
+
+/// `data` (not empty) in a sealed memfd (a file in memory that can no longer shrink,
+/// grow or change), mapped read-only.
 fn sealed_memfd(data: &[u8]) -> Option<Bytes> {
     use rustix::fs::{MemfdFlags, SealFlags};
-    if data.is_empty() {
-        return None;
-    }
     let fd =
         rustix::fs::memfd_create("kubedav-kept", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).ok()?;
     let mut file = File::from(fd);
@@ -138,8 +129,8 @@ mod tests {
         (0..100_000u32).map(|i| (i % 253) as u8).collect()
     }
 
-    /// Whether `fd` is a file with no name: its /proc link says "(deleted)" or names no
-    /// file in the directory.
+    /// Whether `fd` is a file with no name: its /proc link says "(deleted)", and the
+    /// directory holds no file.
     fn has_no_name(fd: i32, dir: &Path) -> bool {
         let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
         let text = link.to_string_lossy();
