@@ -654,6 +654,6 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
             }
         }
     };
-    let main = kubedav_gateway::edge::server::serve(http_listener, gateway.router(), &config, stop_serving);
+    let main = kubedav_gateway::edge::server::serve(http_listener, gateway.service(), &config, stop_serving);
     admin::serve_beside(admin_listener, ready, shutdown, main).await
 }

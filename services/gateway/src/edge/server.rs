@@ -40,12 +40,22 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 const HYPER_MAX_HEADERS: usize = 100;
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains.
-pub async fn serve(
+pub async fn serve<S>(
     listener: TcpListener,
-    app: axum::Router,
+    app: S,
     config: &GatewayConfig,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), String> {
+) -> Result<(), String>
+where
+    S: tower::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()

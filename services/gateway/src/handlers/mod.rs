@@ -17,14 +17,16 @@ mod put;
 use crate::Gateway;
 use crate::dav::method::DavMethod;
 use crate::http::errors::HttpError;
+use crate::http::errors::HttpResult;
 use crate::http::paths::{DecodeError, RequestPath, decode};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
 
 /// Routes a request to its method's handler; 405 with `Allow` for any other method.
-pub async fn dispatch(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
+pub async fn dispatch(gateway: &Gateway, request: Request) -> Response {
     let Some(method) = DavMethod::of(request.method()) else {
         let mut response = HttpError::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -41,21 +43,27 @@ pub async fn dispatch(State(gateway): State<Arc<Gateway>>, request: Request) -> 
     {
         return asset;
     }
-    let result = match method {
-        DavMethod::Get => get::get(&gateway, request, false).await,
-        DavMethod::Head => get::get(&gateway, request, true).await,
-        DavMethod::Put => put::put(&gateway, request).await,
-        DavMethod::Delete => delete::delete(&gateway, request).await,
-        DavMethod::Mkcol => mkcol::mkcol(&gateway, request).await,
-        DavMethod::Options => Ok(options::options()),
-        DavMethod::Propfind => propfind::propfind(&gateway, request).await,
-        DavMethod::Proppatch => proppatch::proppatch(&gateway, request).await,
-        DavMethod::Copy => copymove::copy_or_move(&gateway, request, false).await,
-        DavMethod::Move => copymove::copy_or_move(&gateway, request, true).await,
-        DavMethod::Lock => lock::lock(&gateway, request).await,
-        DavMethod::Unlock => lock::unlock(&gateway, request).await,
+    if method == DavMethod::Options {
+        return options::options();
+    }
+    // Each handler's future is boxed: inline, the largest of them (LOCK's, 2 KiB) would
+    // size every request's future, and the layers around it copy that as each starts
+    // (`memmove` was a tenth of a PROPFIND Depth 0's user time; docs/benchmarks.md).
+    let handler: Pin<Box<dyn Future<Output = HttpResult> + Send + '_>> = match method {
+        DavMethod::Get => Box::pin(get::get(gateway, request, false)),
+        DavMethod::Head => Box::pin(get::get(gateway, request, true)),
+        DavMethod::Put => Box::pin(put::put(gateway, request)),
+        DavMethod::Delete => Box::pin(delete::delete(gateway, request)),
+        DavMethod::Mkcol => Box::pin(mkcol::mkcol(gateway, request)),
+        DavMethod::Propfind => Box::pin(propfind::propfind(gateway, request)),
+        DavMethod::Proppatch => Box::pin(proppatch::proppatch(gateway, request)),
+        DavMethod::Copy => Box::pin(copymove::copy_or_move(gateway, request, false)),
+        DavMethod::Move => Box::pin(copymove::copy_or_move(gateway, request, true)),
+        DavMethod::Lock => Box::pin(lock::lock(gateway, request)),
+        DavMethod::Unlock => Box::pin(lock::unlock(gateway, request)),
+        DavMethod::Options => unreachable!("answered above"),
     };
-    result.unwrap_or_else(IntoResponse::into_response)
+    handler.await.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// The decoded path of a request, or the 400/414 that explains why it is refused.

@@ -1,4 +1,4 @@
-//! In-process handler tests: the gateway's `router()` over the real fileio and locks
+//! In-process handler tests: the gateway's `service()` over the real fileio and locks
 //! cores (and, with users, the real auth core) on a temporary directory, without a
 //! socket, a process or gRPC. A request is a `tower::ServiceExt::oneshot` call, as in
 //! axum's testing example, so a case costs milliseconds.
@@ -20,7 +20,7 @@ use tower::ServiceExt;
 
 /// A gateway in this process over a fresh temporary root.
 pub struct App {
-    router: axum::Router,
+    service: kubedav_gateway::app::HttpService,
     root: tempfile::TempDir,
     /// Holds the users file.
     _config_dir: tempfile::TempDir,
@@ -88,7 +88,7 @@ impl App {
             markdown: None,
         };
         App {
-            router: Gateway::new(ports, config).router(),
+            service: Gateway::new(ports, config).service(),
             root,
             _config_dir: config_dir,
         }
@@ -108,7 +108,7 @@ impl App {
     /// does in the black-box suites.
     pub fn client(&self) -> Client {
         Client {
-            router: self.router.clone(),
+            service: self.service.clone(),
         }
     }
 }
@@ -116,10 +116,10 @@ impl App {
 /// The host every request names.
 pub const HOST: &str = "dav.test";
 
-/// Calls the gateway's router; see [`App::client`].
+/// Calls the gateway's service; see [`App::client`].
 #[derive(Clone)]
 pub struct Client {
-    router: axum::Router,
+    service: kubedav_gateway::app::HttpService,
 }
 
 impl Client {
@@ -128,7 +128,7 @@ impl Client {
         let url = url.as_ref();
         let path = url.strip_prefix(&format!("http://{HOST}")).unwrap_or(url);
         RequestBuilder {
-            router: self.router.clone(),
+            service: self.service.clone(),
             request: Request::builder().method(method).uri(path).header("host", HOST),
             body: Body::empty(),
         }
@@ -157,7 +157,7 @@ impl Client {
 
 /// A request being built; [`RequestBuilder::send`] makes it.
 pub struct RequestBuilder {
-    router: axum::Router,
+    service: kubedav_gateway::app::HttpService,
     request: http::request::Builder,
     body: Body,
 }
@@ -185,14 +185,14 @@ impl RequestBuilder {
         self
     }
 
-    /// Sends the request through the router, as from 192.0.2.1. Never fails: the
+    /// Sends the request through the gateway's service, as from 192.0.2.1. Never fails: the
     /// `Result` only keeps the shape of reqwest's.
     pub async fn send(self) -> Result<Response, std::convert::Infallible> {
         let mut request = self.request.body(self.body).unwrap();
         request
             .extensions_mut()
             .insert(ClientIp("192.0.2.1".parse().unwrap()));
-        let response = self.router.oneshot(request).await.unwrap();
+        let response = self.service.oneshot(request).await.unwrap();
         let status = response.status();
         let headers = response.headers().clone();
         let body = response.into_body().collect().await.unwrap().to_bytes();
