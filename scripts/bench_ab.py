@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two kubedav builds side by side: which costs more CPU per request.
 
-    python3 scripts/bench_ab.py BEFORE_BINARY AFTER_BINARY [--rounds 3] [--seconds 5]
+    python3 scripts/bench_ab.py BEFORE_BINARY AFTER_BINARY [--rounds 3] [--seconds 5] [--pin]
 
 Both builds run at once, each over its own root, in both run modes (all-in-one, and
 gateway + fileio + locks as processes). Each workload (GET 1 KiB, PROPFIND Depth 0,
@@ -9,16 +9,22 @@ PUT 4 KiB, LOCK+UNLOCK, GET 1 MiB, GET 10 MiB) is measured with wrk in alternati
 rounds, the order flipping every round, so a busy machine slows both alike, and the
 pair is set up twice, once in each order (see `main`). Printed per round: requests/s,
 and the CPU time (utime + stime of every process of that deployment) per request,
-which is the figure that survives a noisy machine. Needs wrk.
+which is the figure that survives a noisy machine; then, per workload, the paired
+differences (after − before, same round and placement): their median, and in how many
+rounds the after build cost less. `--pin` runs the servers on the last CPU and wrk on the
+others (benchkit.pin_servers): a one-core server, unlike production, but two builds'
+figures then differ by what the builds do rather than by who preempted whom. Needs wrk.
 """
 
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 
+import benchkit
 from benchkit import PEERS, REPO, Kubedav, cpu_seconds
 
 
@@ -95,11 +101,17 @@ def main():
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--only", help="the workloads whose name contains this, e.g. PUT")
     parser.add_argument("--modes", default="all,microservices", help="comma-separated run modes")
+    parser.add_argument("--pin", action="store_true", help="servers on the last CPU, wrk on the others")
     options = parser.parse_args()
     builds = {"before": options.before, "after": options.after}
+    pinned = ""
+    if options.pin:
+        servers, load = benchkit.pin_servers()
+        pinned = f"; servers on CPU {sorted(servers)}, wrk on CPU {sorted(load)}"
     print(f"wrk -t2, {options.seconds} s per run, {options.rounds} alternating rounds; "
-          f"CPU = utime+stime of all the deployment's processes per request")
+          f"CPU = utime+stime of all the deployment's processes per request{pinned}")
     workloads = [w for w in WORKLOADS if not options.only or options.only in w[0]]
+    differences = {}
     for mode in options.modes.split(","):
         # Each pair of deployments is set up twice, once in each order: on this machine
         # the deployment set up second paid up to 15 % more CPU per PUT whichever build it
@@ -117,6 +129,8 @@ def main():
                             order = placement if round_ % 2 == 0 else list(reversed(placement))
                             for name in order:
                                 figures[name].append(measure(deployments[name], workload, options.seconds))
+                        paired = [a[1] - b[1] for a, b in zip(figures["after"], figures["before"])]
+                        differences.setdefault((mode, workload[0]), []).extend(paired)
                         for name in builds:
                             rates = " / ".join(f"{r:7.0f}" for r, _ in figures[name])
                             cpus = " / ".join(f"{c:5.1f}" for _, c in figures[name])
@@ -126,6 +140,10 @@ def main():
                 finally:
                     for d in deployments.values():
                         d.stop()
+    for (mode, name), paired in differences.items():
+        lower = sum(1 for d in paired if d < 0)
+        print(f"{mode:13} {name:17} after − before: median {statistics.median(paired):+.1f} µs CPU/req, "
+              f"lower in {lower} of {len(paired)} paired rounds")
 
 if __name__ == "__main__":
     main()

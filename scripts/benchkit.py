@@ -12,10 +12,32 @@ PEERS = os.environ.get("PEERS_DIR", os.path.join(REPO, "..", "shared", "peers"))
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+# The CPUs the servers started by `start` may run on; None: any (see `pin_servers`).
+SERVER_CPUS = None
+
+
+def pin_servers():
+    """Servers started from now on run on the last CPU only, and this process (with the
+    load generators it starts) on the others: each side's CPU time then no longer
+    includes being preempted by the other on a shared core, which is most of the noise
+    between two builds' figures on this 2-core machine. Returns the two CPU sets."""
+    global SERVER_CPUS
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        sys.exit("--pin needs at least 2 CPUs")
+    SERVER_CPUS = {cpus[-1]}
+    load = set(cpus[:-1])
+    os.sched_setaffinity(0, load)
+    return SERVER_CPUS, load
+
+
 def start(binary, log, args):
-    """Starts `binary args`, logging to `log`."""
+    """Starts `binary args`, logging to `log`, on SERVER_CPUS when set."""
     out = open(log, "w")
-    return subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL)
+    cpus = SERVER_CPUS
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    return subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL,
+                            preexec_fn=pin)
 
 
 def announced(log, what, timeout=30):
