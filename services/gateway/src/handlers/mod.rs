@@ -16,8 +16,7 @@ mod put;
 
 use crate::Gateway;
 use crate::dav::method::DavMethod;
-use crate::http::errors::HttpError;
-use crate::http::errors::HttpResult;
+use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::{DecodeError, RequestPath, decode};
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
@@ -43,9 +42,6 @@ pub async fn dispatch(gateway: &Gateway, request: Request) -> Response {
     {
         return asset;
     }
-    if method == DavMethod::Options {
-        return options::options();
-    }
     // Each handler's future is boxed: inline, the largest of them (LOCK's, 2 KiB) would
     // size every request's future, and the layers around it copy that as each starts
     // (`memmove` was a tenth of a PROPFIND Depth 0's user time; docs/benchmarks.md).
@@ -55,13 +51,13 @@ pub async fn dispatch(gateway: &Gateway, request: Request) -> Response {
         DavMethod::Put => Box::pin(put::put(gateway, request)),
         DavMethod::Delete => Box::pin(delete::delete(gateway, request)),
         DavMethod::Mkcol => Box::pin(mkcol::mkcol(gateway, request)),
+        DavMethod::Options => return options::options(),
         DavMethod::Propfind => Box::pin(propfind::propfind(gateway, request)),
         DavMethod::Proppatch => Box::pin(proppatch::proppatch(gateway, request)),
         DavMethod::Copy => Box::pin(copymove::copy_or_move(gateway, request, false)),
         DavMethod::Move => Box::pin(copymove::copy_or_move(gateway, request, true)),
         DavMethod::Lock => Box::pin(lock::lock(gateway, request)),
         DavMethod::Unlock => Box::pin(lock::unlock(gateway, request)),
-        DavMethod::Options => unreachable!("answered above"),
     };
     handler.await.unwrap_or_else(IntoResponse::into_response)
 }
