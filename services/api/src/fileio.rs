@@ -58,4 +58,13 @@ pub trait FileIo: Send + Sync + 'static {
     ) -> Result<PatchPropertiesResponse, Status>;
     /// Space used and available.
     async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status>;
+    /// Which copy of the resource at `path` this port would answer a Depth 0 listing
+    /// from now, if it keeps one: the same number later means the same copy, so what was
+    /// made of a listing answered from it still holds; any change to the resource
+    /// (announced, or older than the freshness bound) replaces the copy and its number.
+    /// `None`, as by default: nothing is kept, or not now.
+    fn kept_copy(&self, path: &str) -> Option<u64> {
+        let _ = path;
+        None
+    }
 }

@@ -1,6 +1,7 @@
 //! The gateway's state: its ports to the services ([`Ports`]), its settings
 //! ([`GatewayConfig`]) and whether it is draining. Every layer reads it; it imports no
-//! layer but the client-address settings of `edge::client`.
+//! layer but the client-address settings of `edge::client` and the answers kept by
+//! `cache::answers`.
 
 use kubedav_api::auth::Auth;
 use kubedav_api::fileio::FileIo;
@@ -109,6 +110,8 @@ pub struct Gateway {
     pub markdown: Option<Arc<dyn Markdown>>,
     /// Limits and settings.
     pub config: GatewayConfig,
+    /// PROPFIND Depth 0 answers rendered before, answered again while they hold.
+    pub(crate) answers: crate::cache::KeptAnswers,
     /// Set once shutdown began: HTTP/1 answers carry `Connection: close`.
     draining: std::sync::atomic::AtomicBool,
     /// The process's shutdown signal, read directly ([`Gateway::drain_on`]).
@@ -130,6 +133,7 @@ impl Gateway {
             auth,
             markdown,
             config,
+            answers: Default::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
             drain_signal: std::sync::OnceLock::new(),
         })

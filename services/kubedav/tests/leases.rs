@@ -173,11 +173,18 @@ async fn changes_through_one_gateway_are_seen_at_once_through_the_other() {
         assert_eq!(head.headers()["content-length"], now.len().to_string().as_str());
     }
 
-    // Dead properties: a PROPPATCH through A shows in a Depth 0 PROPFIND through B.
+    // Dead properties: a PROPPATCH through A shows in a Depth 0 PROPFIND through B,
+    // though B had the resource kept, and its answer too (`cache::answers`).
     for round in 0..5 {
         let before = fleet.hits(1, "resource").await;
+        let answers_before = fleet.hits(1, "answer").await;
         fleet.propfind0(1, "/doc.txt").await;
         fleet.propfind0(1, "/doc.txt").await;
+        fleet.propfind0(1, "/doc.txt").await;
+        assert!(
+            fleet.hits(1, "answer").await > answers_before,
+            "round {round}: B answered no PROPFIND from a kept answer"
+        );
         let value = format!("colour {round}");
         let patch = format!(
             r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:test"><D:set><D:prop><Z:colour>{value}</Z:colour></D:prop></D:set></D:propertyupdate>"#

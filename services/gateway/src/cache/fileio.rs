@@ -44,7 +44,12 @@ struct KeptFile {
 struct KeptResource {
     entry: ListEntry,
     kept_at: Instant,
+    /// This copy's number ([`FileIo::kept_copy`]): unique in the process.
+    copy: u64,
 }
+
+/// The next [`KeptResource::copy`].
+static NEXT_COPY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// A collection and its members, each with all its dead properties, as a Depth 1
 /// listing returned them.
@@ -304,6 +309,7 @@ impl CachedFileIo {
             let kept = Arc::new(KeptResource {
                 entry,
                 kept_at: asked,
+                copy: NEXT_COPY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             });
             self.keep_in(&self.kept.resources, epoch, path, &kept);
             return Ok(batched(std::slice::from_ref(&kept.entry), &selection));
@@ -636,5 +642,11 @@ impl FileIo for CachedFileIo {
 
     async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status> {
         self.remote.usage(request).await
+    }
+
+    /// The kept resource's number while a Depth 0 listing of `path` would be answered
+    /// from it: the lease holds and it is fresh.
+    fn kept_copy(&self, path: &str) -> Option<u64> {
+        self.kept_in(&self.kept.resources, path).map(|kept| kept.copy)
     }
 }

@@ -2,7 +2,8 @@
 //! services' leases (`kubedav_remote::lease`): [`CachedFileIo`] (files of up to 1 MiB, single
 //! resources and collections' Depth 1 listings, with their dead properties) and
 //! [`CachedLocks`] (lock discovery). Each implements its port around the remote adapter,
-//! so the gateway does not know they are there.
+//! so the gateway does not know they are there. Beside them, [`KeptAnswers`]: PROPFIND
+//! Depth 0 answers rendered from what `CachedFileIo` keeps, for as long as it keeps it.
 //!
 //! Coherence: a change made through kubedav (by any gateway) is answered only after
 //! every gateway has dropped what it kept of it, so a client that saw its PUT, PROPPATCH
@@ -10,9 +11,11 @@
 //! made to the volume behind fileio's back (another program writing the files) is seen
 //! once the copy is older than the freshness bound ([`CacheConfig::freshness`]).
 
+pub mod answers;
 mod fileio;
 mod locks;
 
+pub use answers::KeptAnswers;
 pub use fileio::{CachedFileIo, MAX_FILE_BYTES};
 pub use locks::CachedLocks;
 
@@ -60,7 +63,7 @@ impl Lookups {
 
 /// Registers the cache metrics, so they are exported (at 0) before the first lookup.
 pub fn register_metrics() {
-    for cache in ["file", "resource", "listing", "locks"] {
+    for cache in ["file", "resource", "listing", "locks", "answer"] {
         let _ = Lookups::of(cache);
     }
 }

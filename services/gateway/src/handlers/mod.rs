@@ -64,7 +64,12 @@ pub async fn dispatch(gateway: &Gateway, request: Request) -> Response {
 
 /// The decoded path of a request, or the 400/414 that explains why it is refused.
 pub fn request_path(request: &Request) -> Result<RequestPath, HttpError> {
-    decode(request.uri().path()).map_err(|e| match e {
+    decode_path(request.uri().path())
+}
+
+/// A request's path decoded, or the 400/414 that explains why it is refused.
+pub fn decode_path(raw_path: &str) -> Result<RequestPath, HttpError> {
+    decode(raw_path).map_err(|e| match e {
         DecodeError::TooLong => HttpError::new(StatusCode::URI_TOO_LONG, e.to_string()),
         DecodeError::Invalid(inner) => HttpError::bad_request(format!("invalid request path: {inner}")),
         DecodeError::OutsideBase => HttpError::new(StatusCode::NOT_FOUND, e.to_string()),
@@ -181,13 +186,14 @@ pub async fn xml_bytes(request: Request) -> Result<Option<bytes::Bytes>, HttpErr
 }
 
 /// A 207 Multi-Status response with this XML body.
-pub fn multistatus(body: String) -> axum::response::Response {
-    (
-        StatusCode::MULTI_STATUS,
-        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        body,
-    )
-        .into_response()
+pub fn multistatus(body: impl Into<bytes::Bytes>) -> axum::response::Response {
+    let mut response = Response::new(axum::body::Body::from(body.into()));
+    *response.status_mut() = StatusCode::MULTI_STATUS;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/xml; charset=utf-8"),
+    );
+    response
 }
 
 /// A 207 Multi-Status whose XML body streams from `body`.

@@ -1,11 +1,13 @@
 //! PROPFIND (RFC 4918 9.1): one fileio List call answers any depth and size.
 
-use super::{request_path, xml_bytes};
+use super::{decode_path, request_path, xml_bytes};
 use crate::Gateway;
+use crate::cache::answers::KeptAnswer;
 use crate::dav::headers::{Depth, depth};
 use crate::dav::locking::SUPPORTED_LOCK;
 use crate::dav::properties::{LiveContext, MULTISTATUS_CLOSE, Prefixes, Propfind, write_response};
 use crate::http::errors::{HttpError, HttpResult};
+use crate::http::paths::RequestPath;
 use crate::http::paths::write_wire_href;
 use axum::extract::Request;
 use axum::response::Response;
@@ -29,10 +31,20 @@ static LOCKDISCOVERY_UNAVAILABLE: LazyLock<Counter> = LazyLock::new(|| {
 
 /// 207 with one response per resource; 403 `DAV:propfind-finite-depth` for Depth
 /// infinity on a collection unless enabled (on a file it is Depth 0); 404 for a missing
-/// resource.
+/// resource. A Depth 0 answer rendered before is answered again while it holds
+/// (`cache::answers`).
 pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&request)?;
     let mut depth = depth(request.headers(), Depth::Infinity)?;
+    if depth == Depth::Zero {
+        let raw_path = request.uri().path().to_owned();
+        let body = xml_bytes(request).await?;
+        if let Some(answer) = kept_answer(gateway, &raw_path, body.as_ref()).await {
+            return Ok(answer);
+        }
+        let target = decode_path(&raw_path)?;
+        return render(gateway, target, depth, body, Some(&raw_path)).await;
+    }
+    let target = request_path(&request)?;
     if depth == Depth::Infinity && !gateway.config.propfind_infinity {
         // Refused for collections only, as Apache mod_dav does: a file's infinite depth
         // is itself, and clients that send no Depth header (webdav4, for one) ask a
@@ -49,12 +61,48 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
         }
         depth = Depth::Zero;
     }
-    let propfind = match xml_bytes(request).await? {
+    let body = xml_bytes(request).await?;
+    render(gateway, target, depth, body, None).await
+}
+
+/// The answer kept for a Depth 0 request with this path (as it came) and body, if it
+/// still holds: the fileio port answers from the copy it was rendered from, and no lock
+/// applies if it shows lock discovery.
+async fn kept_answer(gateway: &Gateway, raw_path: &str, body: Option<&Bytes>) -> Option<Response> {
+    let request_body = body.map_or(&[][..], |body| &body[..]);
+    let Some(kept) = gateway.answers.get(raw_path, request_body) else {
+        return gateway.answers.count(None);
+    };
+    let holds = gateway.fileio.kept_copy(kept.path.as_str()) == Some(kept.copy)
+        && (!kept.shows_locks || discover(gateway, &kept.path, Depth::Zero).await.is_empty());
+    if !holds {
+        gateway.answers.forget(raw_path, request_body);
+    }
+    gateway
+        .answers
+        .count(holds.then(|| super::multistatus(kept.body.clone())))
+}
+
+/// Lists `target` to `depth` and renders the 207; a Depth 0 answer is kept for requests
+/// with path `keep_as` (as it came) and this body when it can be answered again
+/// (`cache::answers`).
+async fn render(
+    gateway: &Gateway,
+    target: RequestPath,
+    depth: Depth,
+    body: Option<Bytes>,
+    keep_as: Option<&str>,
+) -> HttpResult {
+    // Read before listing: the listing is then answered from this copy or a later one,
+    // and an answer is kept only under the copy it may have been rendered from.
+    let copy = keep_as.and_then(|_| gateway.fileio.kept_copy(target.path.as_str()));
+    let propfind = match &body {
         Some(bytes) if bytes.len() > super::PARSE_ON_WORKER_BYTES => {
+            let bytes = bytes.clone();
             super::off_worker(move || Propfind::parse(Some(&crate::dav::xmldom::parse(&bytes)?))).await
         }
         // Clients repeat the same few bodies: a body met before is not parsed again.
-        Some(bytes) => crate::dav::bodymemo::propfind(&bytes, |bytes| {
+        Some(bytes) => crate::dav::bodymemo::propfind(bytes, |bytes| {
             Propfind::parse(Some(&crate::dav::xmldom::parse(bytes)?))
         }),
         None => Propfind::parse(None),
@@ -143,6 +191,19 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
             }
         }
         out.push_str(MULTISTATUS_CLOSE);
+        let out = Bytes::from(out);
+        if let (Some(raw_path), Some(copy)) = (keep_as, copy)
+            && render.usage.is_none()
+            && render.locks.is_empty()
+        {
+            let answer = KeptAnswer {
+                shows_locks: render.propfind.needs_lockdiscovery(),
+                path: target.path,
+                copy,
+                body: out.clone(),
+            };
+            gateway.answers.keep(raw_path, body.unwrap_or_default(), answer);
+        }
         return Ok(super::multistatus(out));
     }
     // Depth 1 streams batch by batch: memory stays at one batch however large the

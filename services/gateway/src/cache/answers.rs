@@ -1,0 +1,147 @@
+//! [`KeptAnswers`]: PROPFIND Depth 0 answers as the gateway rendered them, answered
+//! again for as long as what they were rendered from is unchanged.
+//!
+//! A file manager or sync client asks the same few properties of the same resources
+//! over and over. Rendering a Depth 0 answer (the kept resource copied with the
+//! properties asked for, its lock discovery, the XML written) was a third of the
+//! gateway's user time per request (docs/benchmarks.md, "2026-11-26 (5)"). An answer is kept
+//! with the number of the copy of the resource it was rendered from
+//! ([`kubedav_api::fileio::FileIo::kept_copy`]), and answers again only while the fileio
+//! port still answers from that copy: a change announced by fileio, or the copy passing
+//! the freshness bound, ends it. Locks are read on every request as before; an answer is
+//! kept only when no lock applied, and answers only while none does.
+//!
+//! The key is the request's path as it came (not decoded: the same bytes decode the same
+//! way, and only paths that decoded are kept) and its body's exact bytes; what else
+//! decides the rendering is the gateway's configuration, which does not change.
+
+use super::Lookups;
+use bytes::Bytes;
+use kubedav_api::path::VolumePath;
+use quick_cache::Equivalent;
+use quick_cache::sync::Cache;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// Bytes of answers kept (their bodies, request bodies and paths), per gateway.
+pub const CAPACITY_BYTES: u64 = 8 << 20;
+
+/// The largest request body whose answer is kept: a client's usual PROPFIND is a few
+/// hundred bytes.
+pub const MAX_REQUEST_BYTES: usize = 2048;
+
+/// The largest answer kept: a Depth 0 answer of all properties is about 1 KB, more with
+/// many dead properties.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// A rendered 207 and what it was rendered from.
+pub struct KeptAnswer {
+    /// The resource, as the request's path decoded.
+    pub path: VolumePath,
+    /// The number of the fileio port's kept copy the answer was rendered from.
+    pub copy: u64,
+    /// Whether the answer shows `DAV:lockdiscovery` (then it holds only while no lock
+    /// applies to the resource, as when it was rendered).
+    pub shows_locks: bool,
+    /// The multistatus body.
+    pub body: Bytes,
+}
+
+/// What identifies a request's answer: its path as it came and its body.
+#[derive(PartialEq, Eq)]
+struct Key {
+    raw_path: Box<str>,
+    request_body: Bytes,
+}
+
+/// A [`Key`] looked up without copying the request's path and body.
+struct Lookup<'a> {
+    raw_path: &'a str,
+    request_body: &'a [u8],
+}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        Lookup {
+            raw_path: &self.raw_path,
+            request_body: &self.request_body,
+        }
+        .hash(state);
+    }
+}
+
+impl Hash for Lookup<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.raw_path.hash(state);
+        self.request_body.hash(state);
+    }
+}
+
+impl Equivalent<Key> for Lookup<'_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        self.raw_path == &*key.raw_path && self.request_body == &key.request_body[..]
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Weight;
+
+impl quick_cache::Weighter<Key, Arc<KeptAnswer>> for Weight {
+    fn weight(&self, key: &Key, answer: &Arc<KeptAnswer>) -> u64 {
+        (key.raw_path.len() + key.request_body.len() + answer.path.as_str().len() + answer.body.len() + 96)
+            as u64
+    }
+}
+
+/// The PROPFIND Depth 0 answers one gateway keeps (see the module's documentation).
+pub struct KeptAnswers {
+    answers: Cache<Key, Arc<KeptAnswer>, Weight>,
+    lookups: Lookups,
+}
+
+impl Default for KeptAnswers {
+    fn default() -> Self {
+        Self {
+            answers: Cache::with_weighter(8192, CAPACITY_BYTES, Weight),
+            lookups: Lookups::of("answer"),
+        }
+    }
+}
+
+impl KeptAnswers {
+    /// The answer kept for a request with this path (as it came) and body. The caller
+    /// checks that it still holds ([`KeptAnswer::copy`], [`KeptAnswer::shows_locks`]),
+    /// and counts what it found with [`KeptAnswers::count`].
+    pub fn get(&self, raw_path: &str, request_body: &[u8]) -> Option<Arc<KeptAnswer>> {
+        self.answers.get(&Lookup {
+            raw_path,
+            request_body,
+        })
+    }
+
+    /// Counts a lookup: a hit if an answer that holds was `found`, else a miss.
+    pub fn count<T>(&self, found: Option<T>) -> Option<T> {
+        self.lookups.count(found)
+    }
+
+    /// Keeps `answer` for requests with this path and body, unless either is larger than
+    /// is kept.
+    pub fn keep(&self, raw_path: &str, request_body: Bytes, answer: KeptAnswer) {
+        if request_body.len() > MAX_REQUEST_BYTES || answer.body.len() > MAX_ANSWER_BYTES {
+            return;
+        }
+        let key = Key {
+            raw_path: raw_path.into(),
+            request_body,
+        };
+        self.answers.insert(key, Arc::new(answer));
+    }
+
+    /// Forgets the answer kept for this path and body (it no longer holds).
+    pub fn forget(&self, raw_path: &str, request_body: &[u8]) {
+        self.answers.remove(&Lookup {
+            raw_path,
+            request_body,
+        });
+    }
+}
