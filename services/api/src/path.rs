@@ -88,7 +88,7 @@ impl VolumePath {
     /// Builds a path from already-decoded segments (the gateway decodes the URL), skipping
     /// empty ones (`//` in a URL).
     pub fn from_segments<'a>(segments: impl IntoIterator<Item = &'a str>) -> Result<Self, PathError> {
-        let mut out = String::new();
+        let mut out = String::with_capacity(64);
         for segment in segments {
             if segment.is_empty() {
                 continue;
@@ -175,11 +175,11 @@ fn check_segment(segment: &str) -> Result<(), PathError> {
     if segment.len() > MAX_NAME_BYTES {
         return Err(PathError::NameTooLong);
     }
-    if segment.contains('\0') {
-        return Err(PathError::Nul);
-    }
-    if let Some(c) = segment.chars().find(|c| c.is_ascii_control()) {
-        return Err(PathError::Control(c as u32));
+    // One pass for both: NUL is a control character, named on its own.
+    match segment.bytes().find(u8::is_ascii_control) {
+        Some(0) => return Err(PathError::Nul),
+        Some(c) => return Err(PathError::Control(u32::from(c))),
+        None => {}
     }
     if segment.starts_with(RESERVED_PREFIX) {
         return Err(PathError::Reserved);

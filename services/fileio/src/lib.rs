@@ -42,6 +42,7 @@ use rustix::fs::OFlags;
 use std::path::Path;
 use std::sync::Arc;
 use tonic::Status;
+use tracing::Instrument;
 pub use volume::{Durability, Volume};
 
 /// Bytes an upload gathers before handing them to the blocking pool in one write.
@@ -121,6 +122,49 @@ impl LocalFileIo {
     pub fn with_file_cache(mut self, capacity_bytes: u64) -> Self {
         self.file_cache = cache::file::FileCache::new(capacity_bytes);
         self
+    }
+
+    /// [`FileIo::list`], inside its span.
+    async fn list_in_span(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
+        let path = parse(&request.path)?;
+        let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
+        if depth == Depth::Zero {
+            let selection = request.properties.unwrap_or_default();
+            let scan = listing::Scan {
+                volume: &self.volume,
+                selection: &selection,
+                cache: &self.property_cache,
+                names: &self.name_cache,
+                io_uring: false,
+            };
+            let entries = vec![scan.single(&path, &self.resolved)?];
+            return Ok(futures_util::stream::iter([Ok(ListResponse { entries })]).boxed());
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        let volume = self.volume.clone();
+        let cache = self.property_cache.clone();
+        let names = self.name_cache.clone();
+        let io_uring = uring::scans_enabled();
+        metrics::scan(if io_uring {
+            metrics::ScanPath::IoUring
+        } else {
+            metrics::ScanPath::Fallback
+        });
+        let mut outlet = self.scan_slots.enter(tx).await;
+        tokio::task::spawn_blocking(move || {
+            let selection = request.properties.unwrap_or_default();
+            let scan = listing::Scan {
+                volume: &volume,
+                selection: &selection,
+                cache: &cache,
+                names: &names,
+                io_uring,
+            };
+            if let Err(status) = scan.walk(path, depth, request.max_entries, &mut outlet) {
+                let _ = outlet.send(Err(status));
+            }
+        });
+        first_batch_decides(rx).await
     }
 
     /// Opens a read ([`FileIo::read`]); with `map_above`, the chunks of a file larger
@@ -236,10 +280,29 @@ fn cached_reply(
     }
 }
 
+/// fileio's span for one read-side call (stat, list, read), made only when something
+/// reads it: traces are exported, or the caller's span is there to continue (log lines
+/// with span ids), or debug lines are on (`kubedav_kit::telemetry::span_wanted`, as for
+/// the gateway's request span). Otherwise making, entering and closing it was a twentieth
+/// of the user time of an all-in-one GET of 1 MiB (docs/benchmarks.md, "2026-11-26 (5)").
+/// Writes keep their spans always: they cost far more.
+macro_rules! read_span {
+    ($name:literal, $($fields:tt)*) => {
+        if kubedav_kit::telemetry::span_wanted(!tracing::Span::current().is_none())
+            || tracing::enabled!(tracing::Level::DEBUG)
+        {
+            tracing::info_span!($name, $($fields)*)
+        } else {
+            tracing::Span::none()
+        }
+    };
+}
+
 #[async_trait::async_trait]
 impl FileIo for LocalFileIo {
-    #[tracing::instrument(skip_all, name = "fileio.stat", fields(path = %request.path))]
     async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
+        let span = read_span!("fileio.stat", path = %request.path);
+        let _entered = span.enter();
         // A path lookup and a statx, answered from the kernel's caches like the open of a
         // read: on this worker, not worth two thread hand-offs to the blocking pool.
         let path = parse(&request.path)?;
@@ -249,57 +312,19 @@ impl FileIo for LocalFileIo {
         Ok(metadata::validated_file_info(&path, &stx, asked))
     }
 
-    #[tracing::instrument(skip_all, name = "fileio.list", fields(path = %request.path, depth = request.depth))]
     async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
-        let path = parse(&request.path)?;
-        let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
-        if depth == Depth::Zero {
-            let selection = request.properties.unwrap_or_default();
-            let scan = listing::Scan {
-                volume: &self.volume,
-                selection: &selection,
-                cache: &self.property_cache,
-                names: &self.name_cache,
-                io_uring: false,
-            };
-            let entries = vec![scan.single(&path, &self.resolved)?];
-            return Ok(futures_util::stream::iter([Ok(ListResponse { entries })]).boxed());
-        }
-        let (tx, rx) = tokio::sync::mpsc::channel(2);
-        let volume = self.volume.clone();
-        let cache = self.property_cache.clone();
-        let names = self.name_cache.clone();
-        let io_uring = uring::scans_enabled();
-        metrics::scan(if io_uring {
-            metrics::ScanPath::IoUring
-        } else {
-            metrics::ScanPath::Fallback
-        });
-        let mut outlet = self.scan_slots.enter(tx).await;
-        tokio::task::spawn_blocking(move || {
-            let selection = request.properties.unwrap_or_default();
-            let scan = listing::Scan {
-                volume: &volume,
-                selection: &selection,
-                cache: &cache,
-                names: &names,
-                io_uring,
-            };
-            if let Err(status) = scan.walk(path, depth, request.max_entries, &mut outlet) {
-                let _ = outlet.send(Err(status));
-            }
-        });
-        first_batch_decides(rx).await
+        let span = read_span!("fileio.list", path = %request.path, depth = request.depth);
+        self.list_in_span(request).instrument(span).await
     }
 
-    #[tracing::instrument(skip_all, name = "fileio.read", fields(path = %request.path))]
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
-        self.open_read(request, None).await
+        let span = read_span!("fileio.read", path = %request.path);
+        self.open_read(request, None).instrument(span).await
     }
 
-    #[tracing::instrument(skip_all, name = "fileio.read", fields(path = %request.path))]
     async fn read_to_send(&self, request: ReadRequest, map_above: u64) -> Result<ReadReply, Status> {
-        self.open_read(request, Some(map_above)).await
+        let span = read_span!("fileio.read", path = %request.path);
+        self.open_read(request, Some(map_above)).instrument(span).await
     }
 
     #[tracing::instrument(skip_all, name = "fileio.write", fields(path = %header.path))]

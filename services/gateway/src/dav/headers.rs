@@ -4,6 +4,24 @@ use crate::http::errors::HttpError;
 use crate::http::paths::{RequestPath, decode};
 use http::{HeaderMap, StatusCode, header};
 
+/// The WebDAV request headers' names (RFC 4918 section 10). Looked up by a
+/// `HeaderName`, not by text, which would be parsed and classified on every lookup.
+pub mod names {
+    use http::HeaderName;
+    /// `Depth`
+    pub const DEPTH: HeaderName = HeaderName::from_static("depth");
+    /// `Overwrite`
+    pub const OVERWRITE: HeaderName = HeaderName::from_static("overwrite");
+    /// `Destination`
+    pub const DESTINATION: HeaderName = HeaderName::from_static("destination");
+    /// `Timeout`
+    pub const TIMEOUT: HeaderName = HeaderName::from_static("timeout");
+    /// `Lock-Token`
+    pub const LOCK_TOKEN: HeaderName = HeaderName::from_static("lock-token");
+    /// `If`
+    pub const IF: HeaderName = HeaderName::from_static("if");
+}
+
 /// The Depth header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Depth {
@@ -17,7 +35,7 @@ pub enum Depth {
 
 /// Parses `Depth`; `default` applies when it is absent.
 pub fn depth(headers: &HeaderMap, default: Depth) -> Result<Depth, HttpError> {
-    let Some(value) = headers.get("depth") else {
+    let Some(value) = headers.get(names::DEPTH) else {
         return Ok(default);
     };
     match value.to_str().map(str::trim) {
@@ -32,7 +50,7 @@ pub fn depth(headers: &HeaderMap, default: Depth) -> Result<Depth, HttpError> {
 
 /// Parses `Overwrite` (default T).
 pub fn overwrite(headers: &HeaderMap) -> Result<bool, HttpError> {
-    match headers.get("overwrite").map(|v| v.to_str().map(str::trim)) {
+    match headers.get(names::OVERWRITE).map(|v| v.to_str().map(str::trim)) {
         None => Ok(true),
         Some(Ok("T" | "t")) => Ok(true),
         Some(Ok("F" | "f")) => Ok(false),
@@ -44,7 +62,7 @@ pub fn overwrite(headers: &HeaderMap) -> Result<bool, HttpError> {
 /// host gives 502 (kubedav does not copy or move across servers).
 pub fn destination(headers: &HeaderMap) -> Result<RequestPath, HttpError> {
     let value = headers
-        .get("destination")
+        .get(names::DESTINATION)
         .ok_or_else(|| HttpError::bad_request("the Destination header is missing"))?
         .to_str()
         .map_err(|_| HttpError::bad_request("the Destination header is not ASCII; percent-encode it"))?
@@ -89,7 +107,7 @@ pub fn destination(headers: &HeaderMap) -> Result<RequestPath, HttpError> {
 /// `Second-N` and `Infinite`. Returns seconds, 0 for Infinite or absent (the locks
 /// service then grants its maximum).
 pub fn timeout(headers: &HeaderMap) -> Result<u64, HttpError> {
-    let Some(value) = headers.get("timeout") else {
+    let Some(value) = headers.get(names::TIMEOUT) else {
         return Ok(0);
     };
     let bad =
@@ -112,7 +130,7 @@ pub fn timeout(headers: &HeaderMap) -> Result<u64, HttpError> {
 /// Parses `Lock-Token` (RFC 4918 10.5): one Coded-URL, `<urn:uuid:...>`.
 pub fn lock_token(headers: &HeaderMap) -> Result<String, HttpError> {
     let value = headers
-        .get("lock-token")
+        .get(names::LOCK_TOKEN)
         .ok_or_else(|| HttpError::bad_request("UNLOCK needs the Lock-Token header"))?
         .to_str()
         .map_err(|_| HttpError::bad_request("the Lock-Token header is not ASCII"))?

@@ -45,7 +45,7 @@ pub fn member(path: &VolumePath, recursive: bool) -> Vec<WriteTarget> {
 
 /// The request's parsed If header (empty when absent); 400 when malformed.
 pub fn if_header(headers: &HeaderMap) -> Result<Vec<kubedav_api::locks::TaggedLists>, HttpError> {
-    let Some(value) = headers.get("if") else {
+    let Some(value) = headers.get(crate::dav::headers::names::IF) else {
         return Ok(Vec::new());
     };
     let value = value

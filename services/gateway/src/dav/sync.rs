@@ -63,7 +63,7 @@ impl UploadChecks {
                 }
             }
         }
-        if let Some(algorithm) = wanted_digest(headers, "want-repr-digest") {
+        if let Some(algorithm) = wanted_digest(headers, WANT_REPR_DIGEST) {
             checks.compute.push(algorithm.name());
             checks.digest = true;
         }
@@ -127,9 +127,12 @@ fn digest_members(text: &str, field: &str) -> Result<Vec<(Algorithm, Vec<u8>)>, 
     Ok(members)
 }
 
+/// `Want-Repr-Digest` (RFC 9530), by name: a lookup by text parses the name each time.
+pub const WANT_REPR_DIGEST: http::HeaderName = http::HeaderName::from_static("want-repr-digest");
+
 /// The algorithm a `Want-Repr-Digest` (or `Want-Content-Digest`) prefers among those
 /// kubedav keeps: the highest weight above 0, sha-256 on a tie.
-pub fn wanted_digest(headers: &HeaderMap, field: &str) -> Option<Algorithm> {
+pub fn wanted_digest(headers: &HeaderMap, field: http::HeaderName) -> Option<Algorithm> {
     let mut best: Option<(Algorithm, u32)> = None;
     for value in headers.get_all(field) {
         let Ok(text) = value.to_str() else { continue };
@@ -316,9 +319,9 @@ mod tests {
     #[test]
     fn want_repr_digest_prefers_the_heaviest() {
         let h = headers(&[("want-repr-digest", "sha-256=3, sha-512=5, md5=9")]);
-        assert_eq!(wanted_digest(&h, "want-repr-digest"), Some(Algorithm::Sha512));
+        assert_eq!(wanted_digest(&h, WANT_REPR_DIGEST), Some(Algorithm::Sha512));
         let h = headers(&[("want-repr-digest", "sha-256=0")]);
-        assert_eq!(wanted_digest(&h, "want-repr-digest"), None);
+        assert_eq!(wanted_digest(&h, WANT_REPR_DIGEST), None);
         let sums = [Checksum {
             algorithm: "SHA256".into(),
             hex: "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9".into(),

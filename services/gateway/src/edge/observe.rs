@@ -18,8 +18,13 @@ use std::time::Instant;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// The request id header, the one the gRPC hops carry too.
-pub use kubedav_remote::observe::REQUEST_ID_HEADER as REQUEST_ID;
+/// The request id header, the one the gRPC hops carry too. A `HeaderName`, not the
+/// name's text: a lookup or insert by text parses and classifies the name each time.
+pub const REQUEST_ID: http::HeaderName =
+    http::HeaderName::from_static(kubedav_remote::observe::REQUEST_ID_HEADER);
+
+/// W3C trace context's header.
+const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 
 static REQUESTS: LazyLock<CounterFamily> = LazyLock::new(|| {
     CounterFamily::new(
@@ -156,7 +161,7 @@ fn generated_id() -> HeaderValue {
 /// (`kubedav_remote::observe::span_wanted`). Its request id reaches log lines through
 /// the task's `REQUEST_ID` either way.
 fn request_span(request: &Request, method: &'static str, id: &HeaderValue) -> tracing::Span {
-    let continues = request.headers().contains_key("traceparent");
+    let continues = request.headers().contains_key(TRACEPARENT);
     if !kubedav_remote::observe::span_wanted(continues) && !tracing::enabled!(tracing::Level::DEBUG) {
         return tracing::Span::none();
     }
@@ -177,7 +182,7 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
     mut request: Request,
     next: impl FnOnce(Request) -> F,
 ) -> Response {
-    let id = match request.headers().get(REQUEST_ID) {
+    let id = match request.headers().get(&REQUEST_ID) {
         Some(value) if acceptable_id(value) => value.clone(),
         _ => {
             let generated = generated_id();
@@ -202,7 +207,7 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
     }
     // Only the W3C trace context propagator is installed: without its header there is
     // nothing to extract, and the lookup is skipped.
-    if !span.is_disabled() && request.headers().contains_key("traceparent") {
+    if !span.is_disabled() && request.headers().contains_key(TRACEPARENT) {
         let _ = span.set_parent(kubedav_remote::observe::extract_context(request.headers()));
     }
     let request =

@@ -86,7 +86,7 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
         Some(_) => (Some(read_header.ranges), chunks),
         None => (None, chunks),
     };
-    let wanted = crate::dav::sync::wanted_digest(headers, "want-repr-digest");
+    let wanted = crate::dav::sync::wanted_digest(headers, crate::dav::sync::WANT_REPR_DIGEST);
     let mut response = body(&info, ranges, content_type, chunks, head).await?;
     if let Some(algorithm) = wanted
         && let Some(sums) = stored_checksums(gateway, &target.path, &info.etag).await

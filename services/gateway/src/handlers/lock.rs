@@ -159,7 +159,9 @@ fn lock_response(status: StatusCode, lock: &ActiveLock, with_token: bool) -> axu
     )
         .into_response();
     if with_token && let Ok(value) = HeaderValue::from_str(&format!("<{}>", lock.token)) {
-        response.headers_mut().insert("lock-token", value);
+        response
+            .headers_mut()
+            .insert(crate::dav::headers::names::LOCK_TOKEN, value);
     }
     response
 }

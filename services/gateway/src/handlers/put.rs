@@ -61,7 +61,7 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
     let modified = sync::oc_mtime(headers)?;
     let principal = crate::edge::auth::principal(&request);
     let must_still_be = guard_write(gateway, headers, principal, &target.path, Change::create()).await?;
-    let wanted_digest = sync::wanted_digest(headers, "want-repr-digest");
+    let wanted_digest = sync::wanted_digest(headers, sync::WANT_REPR_DIGEST);
     let write = WriteHeader {
         path: target.path.as_str().to_owned(),
         expected_size: declared,

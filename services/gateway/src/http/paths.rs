@@ -82,14 +82,20 @@ pub fn decode(raw: &str) -> Result<RequestPath, DecodeError> {
     if raw.len() > MAX_PATH_BYTES * 3 {
         return Err(DecodeError::TooLong);
     }
-    let mut segments = Vec::new();
-    for raw_segment in raw.split('/') {
-        let decoded = percent_decode_str(raw_segment)
-            .decode_utf8()
-            .map_err(|_| DecodeError::Invalid(PathError::NotUtf8))?;
-        segments.push(decoded);
+    let path = if raw.contains('%') {
+        let mut segments = Vec::new();
+        for raw_segment in raw.split('/') {
+            let decoded = percent_decode_str(raw_segment)
+                .decode_utf8()
+                .map_err(|_| DecodeError::Invalid(PathError::NotUtf8))?;
+            segments.push(decoded);
+        }
+        VolumePath::from_segments(segments.iter().map(|s| s.as_ref()))
+    } else {
+        // Nothing escaped: the segments are the text's own, checked as they are.
+        VolumePath::from_segments(raw.split('/'))
     }
-    let path = VolumePath::from_segments(segments.iter().map(|s| s.as_ref())).map_err(|e| match e {
+    .map_err(|e| match e {
         PathError::TooLong => DecodeError::TooLong,
         other => DecodeError::Invalid(other),
     })?;
