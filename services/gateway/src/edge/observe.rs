@@ -82,10 +82,24 @@ const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// The index of a method's label: a known method's place, or [`OTHER`].
 fn method_index(method: &http::Method) -> usize {
-    KNOWN_METHODS
-        .iter()
-        .position(|m| *m == method.as_str())
-        .unwrap_or(OTHER)
+    // A match, not a search of KNOWN_METHODS: one comparison of lengths and bytes.
+    match method.as_str() {
+        "GET" => 0,
+        "HEAD" => 1,
+        "PUT" => 2,
+        "POST" => 3,
+        "DELETE" => 4,
+        "OPTIONS" => 5,
+        "PATCH" => 6,
+        "MKCOL" => 7,
+        "PROPFIND" => 8,
+        "PROPPATCH" => 9,
+        "COPY" => 10,
+        "MOVE" => 11,
+        "LOCK" => 12,
+        "UNLOCK" => 13,
+        _ => OTHER,
+    }
 }
 
 fn method_label(index: usize) -> &'static str {
@@ -260,6 +274,14 @@ mod tests {
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
         );
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn every_known_method_has_its_own_label() {
+        for (index, name) in KNOWN_METHODS.iter().enumerate() {
+            let method = http::Method::from_bytes(name.as_bytes()).unwrap();
+            assert_eq!(method_index(&method), index, "{name}");
+        }
     }
 
     #[test]
