@@ -127,15 +127,12 @@ async fn local_ports(cli: &Cli) -> Result<Ports, String> {
     if keeps && !shared {
         kubedav_gateway::cache::register_metrics();
         let leased = kubedav_remote::server::LeasedFileIo::new(fileio);
-        // Over a volume, files above the size the gateway sends with sendfile cost less
-        // sent from the page cache than copied from a kept copy.
-        let max_file_bytes = match cli.storage {
-            None => kubedav_gateway::SENDFILE_ABOVE,
-            Some(_) => kubedav_gateway::cache::MAX_FILE_BYTES,
-        };
+        // Files of up to 1 MiB are kept as in microservices mode, those over 64 KiB once
+        // asked for twice: sent from a kept copy, one cost less CPU than opened, checked
+        // and sent from the volume (docs/benchmarks.md, "2026-11-26 (5)").
         fileio = Arc::new(CachedFileIo::in_process(
             leased,
-            cache_config(cli, max_file_bytes),
+            cache_config(cli, kubedav_gateway::cache::MAX_FILE_BYTES),
         ));
     }
     let (locks, _) = lock_store(cli)?;

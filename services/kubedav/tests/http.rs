@@ -422,8 +422,8 @@ async fn fileio_down_gives_503() {
 /// A kept file whose copy outlived the freshness bound is renewed when fileio's `Stat`
 /// repeats its validator (on a volume: inode and settled change time; on a bucket: the
 /// ETag), not read again: across several freshness periods of GETs, the gateway's
-/// cache of files counts renewals and no miss. All-in-one keeps files of up to 64 KiB
-/// over a volume, so the file is 10 KiB.
+/// cache of files counts renewals and no miss. The file is 10 KiB, kept at its first
+/// ask (larger ones are kept from their second: below).
 async fn a_hot_copy_past_the_freshness_bound_is_revalidated(mode: Mode) {
     let server = Server::start_with(mode, &["--gateway-cache-freshness-ms", "100"]).await;
     let body = "0123456789".repeat(1_000);
@@ -475,7 +475,56 @@ async fn a_hot_copy_past_the_freshness_bound_is_revalidated(mode: Mode) {
     assert_eq!(lookups("miss").await, misses, "the unchanged file was read again");
 }
 
+/// A file over 64 KiB (sent with sendfile) is sent as fileio gives it at its first ask
+/// and kept from its second: a file read once costs no copy. Kept, it is served from
+/// the copy, and a change on disk behind kubedav's back is seen within the freshness
+/// bound (1 s).
+async fn a_large_file_is_kept_from_its_second_ask(mode: Mode) {
+    let server = Server::start(mode).await;
+    let body: String = (0..512 * 1024)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    put(&server, "/large.bin", body.clone()).await;
+    let gateway = match mode {
+        Mode::AllInOne => "all",
+        Mode::Microservices => "gateway",
+    };
+    let admin = server.admin.iter().find(|(name, _)| *name == gateway).unwrap().1;
+    let hits = || async move {
+        common::metric_text(admin)
+            .await
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix("kubedav_cache_lookups_total{cache=\"gateway_file\",result=\"hit\"} ")
+            })
+            .map_or(0.0, |v| v.parse::<f64>().unwrap())
+    };
+    let before = hits().await;
+    for ask in ["first", "second"] {
+        let (status, bytes) = get_bytes(&server, "/large.bin").await;
+        assert_eq!((status, bytes.len()), (StatusCode::OK, body.len()), "{ask} ask");
+        assert!(bytes == body.as_bytes(), "{ask} ask: other bytes");
+    }
+    assert_eq!(hits().await, before, "a copy was kept at the first ask");
+    let (status, bytes) = get_bytes(&server, "/large.bin").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(bytes == body.as_bytes(), "third ask: other bytes");
+    assert_eq!(hits().await, before + 1.0, "the second ask kept no copy");
+
+    let changed = "changed behind kubedav's back";
+    std::fs::write(server.disk("large.bin"), changed).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while get_bytes(&server, "/large.bin").await.1 != changed.as_bytes() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the kept copy outlived a change on disk by 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 in_both_modes!(
+    a_large_file_is_kept_from_its_second_ask,
     a_hot_copy_past_the_freshness_bound_is_revalidated,
     request_ids_and_limits,
     path_traversal_is_refused,

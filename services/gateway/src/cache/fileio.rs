@@ -162,6 +162,8 @@ pub struct CachedFileIo {
     /// Where copies of larger files go ([`sendable`]).
     copies: kubedav_api::mapped::CopyStore,
     filling: Filling,
+    /// Files too large to keep at their first ask that were asked for once.
+    asked_once: AskedOnce,
     lease: Arc<dyn Coherence>,
     /// The leases from each fileio replica, when there are several.
     replicas: Option<Arc<ReplicaLeases>>,
@@ -256,6 +258,7 @@ impl CachedFileIo {
             max_file_bytes,
             copies: config.copies,
             filling: Filling::default(),
+            asked_once: AskedOnce::default(),
             lease,
             replicas: None,
             kept,
@@ -339,6 +342,11 @@ impl CachedFileIo {
 
     /// A read answered from the kept copy, or from fileio (keeping the file when it is
     /// small and read whole); `map_above` as in [`Self::read_and_keep`].
+    ///
+    /// A file that may come mapped (a read to send, over `map_above` bytes) is kept only
+    /// when it is asked for again ([`AskedOnce`]): keeping it costs a read and a write of
+    /// its bytes, which a file read once (a backup walking a photo library) would pay
+    /// for nothing, where sending it from the page cache costs no copy at all.
     async fn read_or_keep(&self, request: ReadRequest, map_above: Option<u64>) -> Result<ReadReply, Status> {
         if let Some(kept) = self.kept_file(&request.path).await {
             return Ok(whole_or_ranges(&kept, &request.ranges));
@@ -350,12 +358,29 @@ impl CachedFileIo {
         } else {
             None
         };
-        // Files small enough to keep are never mapped: keeping one reads it.
-        let map_above = map_above.map(|above| above.max(self.max_file_bytes));
+        let asked_before = map_above.is_none() || (claim.is_some() && self.asked_once.seen(&request.path));
         match (claim, map_above) {
-            (Some(_claim), _) => self.read_and_keep(request, map_above).await,
+            // Files small enough to keep are never mapped: keeping one reads it.
+            (Some(_claim), _) if asked_before => {
+                let map_above = map_above.map(|above| above.max(self.max_file_bytes));
+                self.read_and_keep(request, map_above).await
+            }
+            // The first ask: kept if it comes whole (not over `map_above`), else sent as
+            // fileio gives it, and remembered.
+            (Some(_claim), Some(above)) => {
+                let path = request.path.clone();
+                let reply = self.read_and_keep(request, Some(above)).await?;
+                if reply.header.info.as_ref().is_some_and(|info| info.size > above) {
+                    self.asked_once.remember(path);
+                }
+                Ok(reply)
+            }
             (None, None) => self.remote.read(request).await,
-            (None, Some(above)) => self.remote.read_to_send(request, above).await,
+            (None, Some(above)) => {
+                let above = above.max(self.max_file_bytes);
+                self.remote.read_to_send(request, above).await
+            }
+            (Some(_), None) => unreachable!("a plain read counts as asked before"),
         }
     }
 
@@ -428,7 +453,9 @@ impl CachedFileIo {
         let Some(info) = reply.header.info.clone() else {
             return Ok(reply);
         };
-        if info.is_collection || info.size > self.max_file_bytes {
+        // Over `map_above`, the chunks may be mappings, which are sent, never read.
+        let may_be_mapped = map_above.is_some_and(|above| info.size > above);
+        if info.is_collection || info.size > self.max_file_bytes || may_be_mapped {
             return Ok(reply);
         }
         let mut data = BytesMut::with_capacity(info.size as usize);
@@ -475,6 +502,32 @@ impl Filling {
             filling: self,
             path: path.to_owned(),
         })
+    }
+}
+
+/// The paths of files sent without being kept at their first ask
+/// ([`CachedFileIo::read_or_keep`]): the next ask of one keeps it. Bounded: the least
+/// recently remembered are forgotten first, and a path is forgotten once asked again.
+struct AskedOnce(Cache<String, ()>);
+
+/// How many paths [`AskedOnce`] remembers.
+const ASKED_ONCE_PATHS: usize = 4096;
+
+impl Default for AskedOnce {
+    fn default() -> Self {
+        Self(Cache::new(ASKED_ONCE_PATHS))
+    }
+}
+
+impl AskedOnce {
+    /// Remembers that `path` was asked for once.
+    fn remember(&self, path: String) {
+        self.0.insert(path, ());
+    }
+
+    /// Whether `path` was asked for before (then it is forgotten: the ask keeps it).
+    fn seen(&self, path: &str) -> bool {
+        self.0.remove(path).is_some()
     }
 }
 

@@ -31,9 +31,9 @@ pub struct CacheConfig {
     /// The longest a copy is served without asking fileio again: the bound on how
     /// stale a change made behind fileio's back can be seen.
     pub freshness: Duration,
-    /// The largest file kept whole: [`MAX_FILE_BYTES`] from a remote fileio. In one
-    /// process over a volume, larger files cost less sent from the page cache with
-    /// sendfile than copied from a kept copy, so less is kept there.
+    /// The largest file kept whole: [`MAX_FILE_BYTES`], in either run mode. Files that
+    /// may come mapped (over the size sent with sendfile) are kept from their second
+    /// ask ([`CachedFileIo`]).
     pub max_file_bytes: u64,
     /// Where copies of files over [`crate::SENDFILE_ABOVE`] are written, to be sent with
     /// sendfile: unnamed files on a disk filesystem cost less CPU per GET than memfds.
