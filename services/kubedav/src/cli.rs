@@ -187,8 +187,8 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_GATEWAY_CACHE_FRESHNESS_MS", default_value_t = 1000)]
     pub gateway_cache_freshness_ms: u64,
 
-    /// Where a gateway writes its kept copies of files over 64 KiB (targets gateway, and
-    /// all over object storage), as unnamed files that vanish with the process and hold
+    /// Where a gateway writes its kept copies of files over 64 KiB (targets gateway and
+    /// all), as unnamed files that vanish with the process and hold
     /// at most a third of `--gateway-cache-mib`: sendfile sends them for less CPU than
     /// from memory. Unset: the system's temporary directory ($TMPDIR, else /tmp). On
     /// tmpfs, or where unnamed files are refused, copies are kept in memory (sealed
