@@ -95,10 +95,11 @@ impl Dav {
         }
     }
 
-    async fn lock(&self, path: &str, depth: &str) -> String {
+    /// LOCKs `path` to `depth` for `timeout`; its lock token.
+    async fn lock(&self, path: &str, depth: &str, timeout: &str) -> String {
         let response = client()
             .request(Method::from_bytes(b"LOCK").unwrap(), self.server.url(path))
-            .header("timeout", "Second-600")
+            .header("timeout", timeout)
             .header("depth", depth)
             .body(LOCKINFO)
             .send()
@@ -147,7 +148,7 @@ async fn a_kept_answer_is_the_composed_one_and_follows_every_change(mode: Mode) 
 
     // A lock on the resource, then its release.
     dav.until_kept("/doc.txt", "").await;
-    let token = dav.lock("/doc.txt", "0").await;
+    let token = dav.lock("/doc.txt", "0", "Second-600").await;
     let bare = token.trim_matches(|c| c == '<' || c == '>');
     let (_, answer) = dav.propfind("/doc.txt", "").await;
     assert!(answer.contains(bare), "after a LOCK: {answer}");
@@ -160,7 +161,7 @@ async fn a_kept_answer_is_the_composed_one_and_follows_every_change(mode: Mode) 
 
     // A lock of the collection above it, to infinite depth.
     dav.until_kept("/doc.txt", "").await;
-    let token = dav.lock("/", "infinity").await;
+    let token = dav.lock("/", "infinity", "Second-600").await;
     let bare = token.trim_matches(|c| c == '<' || c == '>');
     let (_, answer) = dav.propfind("/doc.txt", "").await;
     assert!(answer.contains(bare), "after a LOCK of the root: {answer}");
@@ -215,15 +216,7 @@ async fn an_expired_lock_leaves_the_answers(mode: Mode) {
     let dav = Dav::start(mode).await;
     dav.put("/short.txt", "short").await;
     dav.until_kept("/short.txt", "").await;
-    let response = client()
-        .request(Method::from_bytes(b"LOCK").unwrap(), dav.server.url("/short.txt"))
-        .header("timeout", "Second-1")
-        .body(LOCKINFO)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let token = response.headers()["lock-token"].to_str().unwrap().to_owned();
+    let token = dav.lock("/short.txt", "0", "Second-1").await;
     let bare = token.trim_matches(|c| c == '<' || c == '>').to_owned();
     let hits = dav.answer_hits().await;
     let (_, answer) = dav.propfind("/short.txt", "").await;
