@@ -145,3 +145,54 @@ impl KeptAnswers {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(body: usize) -> KeptAnswer {
+        KeptAnswer {
+            path: VolumePath::parse("doc.txt").unwrap(),
+            copy: 1,
+            shows_locks: true,
+            body: Bytes::from(vec![b'x'; body]),
+        }
+    }
+
+    /// A client sending ever new bodies (each one keyed apart) never makes the answers
+    /// hold more than their bound.
+    #[test]
+    fn answers_never_hold_more_than_their_bound() {
+        let answers = KeptAnswers::default();
+        for n in 0..20_000 {
+            let request = Bytes::from(format!("<propfind n=\"{n}\"/>"));
+            answers.keep("/doc.txt", request, answer(1024));
+        }
+        assert!(
+            answers.answers.weight() <= CAPACITY_BYTES,
+            "{} bytes kept",
+            answers.answers.weight()
+        );
+        assert!(
+            answers.answers.weight() > CAPACITY_BYTES / 2,
+            "the bound is not used"
+        );
+    }
+
+    /// Bodies and answers too large to keep are not kept; the same request finds the
+    /// answer kept for it, another body or path does not.
+    #[test]
+    fn only_the_same_request_finds_a_kept_answer() {
+        let answers = KeptAnswers::default();
+        answers.keep("/doc.txt", Bytes::from_static(b"<a/>"), answer(10));
+        assert!(answers.get("/doc.txt", b"<a/>").is_some());
+        assert!(answers.get("/doc.txt", b"<b/>").is_none());
+        assert!(answers.get("/doc.txt/", b"<a/>").is_none());
+        answers.keep("/big", Bytes::from(vec![b' '; MAX_REQUEST_BYTES + 1]), answer(10));
+        assert!(answers.get("/big", &vec![b' '; MAX_REQUEST_BYTES + 1]).is_none());
+        answers.keep("/huge", Bytes::new(), answer(MAX_ANSWER_BYTES + 1));
+        assert!(answers.get("/huge", b"").is_none());
+        answers.forget("/doc.txt", b"<a/>");
+        assert!(answers.get("/doc.txt", b"<a/>").is_none());
+    }
+}
