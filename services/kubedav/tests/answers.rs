@@ -130,6 +130,13 @@ async fn a_kept_answer_is_the_composed_one_and_follows_every_change(mode: Mode) 
         etag_only.contains("getetag") && !etag_only.contains("getcontentlength"),
         "{etag_only}"
     );
+    // Quota changes with any write in the tree: an answer showing it is never kept.
+    let quota = r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop><D:quota-used-bytes/></D:prop></D:propfind>"#;
+    let hits = dav.answer_hits().await;
+    for _ in 0..3 {
+        assert_eq!(dav.propfind("/doc.txt", quota).await.0, StatusCode::MULTI_STATUS);
+    }
+    assert_eq!(dav.answer_hits().await, hits, "an answer showing quota was kept");
     // The same path with a trailing slash addresses a collection: still 404.
     assert_eq!(dav.propfind("/doc.txt/", "").await.0, StatusCode::NOT_FOUND);
 

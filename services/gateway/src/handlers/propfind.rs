@@ -193,7 +193,7 @@ async fn render(
         out.push_str(MULTISTATUS_CLOSE);
         let out = Bytes::from(out);
         if let (Some(raw_path), Some(copy)) = (keep_as, copy)
-            && render.usage.is_none()
+            && !render.propfind.needs_usage()
             && render.locks.is_empty()
         {
             let answer = KeptAnswer {
