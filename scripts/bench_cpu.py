@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU time per request: kubedav (both run modes) against nginx, in alternating rounds.
 
-    python3 scripts/bench_cpu.py [--binary target/release/kubedav] [--rounds 3]
+    python3 scripts/bench_cpu.py [--binary target/release/kubedav] [--rounds 5]
                                  [--seconds 5] [--hog] [--only NAME] [--durability fsync|none]
 
 Throughput on a shared 2-core machine, with wrk on the same cores, moves with whatever
@@ -16,6 +16,11 @@ pushes them out: the server's send for what the client's window takes at once, t
 client's read (whose acknowledgement releases the rest) otherwise. So a server figure
 can rise while the client's falls by as much: for large responses compare the sums too
 (docs/benchmarks.md, "2026-11-26 (2)").
+
+And `cores`: the server's CPU time over the run's wall time, its share of the machine.
+Under a CPU hog, throughput follows that share as much as the cost per request: a
+server whose threads the kernel runs less often loses throughput at the same cost
+(docs/benchmarks.md, "2026-11-26 (6)").
 
 The three servers run at once, each over its own root with the same fixtures: kubedav
 all-in-one, kubedav microservices (gateway, fileio and locks as processes, all of them
@@ -159,21 +164,24 @@ def client_seconds():
 
 
 def wrk(server, workload, seconds):
-    """One wrk run: (requests/s, µs of the server's CPU per request, µs of wrk's)."""
+    """One wrk run: (requests/s, µs of the server's CPU per request, µs of wrk's, the
+    cores the server used)."""
     _, path, args, conns, env, _ = workload
     before = cpu_seconds(server.pids())
     client_before = client_seconds()
+    started = time.monotonic()
     out = subprocess.run(
         ["wrk", "-t2", f"-c{conns}", f"-d{seconds}s", "--timeout", "10s", *args, server.url + path],
         capture_output=True, text=True, timeout=seconds + 60, env={**os.environ, **env},
     ).stdout
+    elapsed = time.monotonic() - started
     client = client_seconds() - client_before  # before `ps` (server.pids) adds to it
     used = cpu_seconds(server.pids()) - before
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     if "Non-2xx" in out or requests == 0:
         sys.exit(f"failed answers from {server.url}{path}:\n{out}")
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    return rate, used / requests * 1e6, client / requests * 1e6
+    return rate, used / requests * 1e6, client / requests * 1e6, used / elapsed
 
 
 def put(server, upload, round_):
@@ -194,7 +202,7 @@ def put(server, upload, round_):
     for name in names:
         subprocess.run(["curl", "-s", "-o", "/dev/null", "-X", "DELETE", name])
     megabytes = PUT_COUNT * (PUT_MIB << 20) / 1e6
-    return megabytes / elapsed, used / megabytes * 1e6, client / megabytes * 1e6
+    return megabytes / elapsed, used / megabytes * 1e6, client / megabytes * 1e6, used / elapsed
 
 
 def spread(values, fmt):
@@ -222,7 +230,7 @@ def hog():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", default=os.path.join(REPO, "target", "release", "kubedav"))
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--hog", action="store_true", help="keep one core busy during the run")
     parser.add_argument("--only", help="the workloads whose name contains this, e.g. PROPFIND")
@@ -241,7 +249,8 @@ def main():
           + (f"; kubedav --durability {options.durability}" if extra else ""))
     print("CPU = utime+stime of every process of the server, per request (PUT: per MB); "
           "median [min-max] over the rounds; ratio = kubedav CPU / nginx CPU (lower is better); "
-          "client = the load generator's (wrk, curl) median CPU per request (per MB)")
+          "client = the load generator's (wrk, curl) median CPU per request (per MB); "
+          "cores = the server's median CPU time over the run's wall time (its share of the machine)")
     results = {}
     with tempfile.TemporaryDirectory(prefix="kubedav-bench-cpu.") as work:
         upload = os.path.join(work, "upload.bin")
@@ -270,16 +279,18 @@ def main():
                             figures[name].append(wrk(servers[name], workload, options.seconds))
                 unit = workload[5]
                 rate_unit = "MB/s" if unit == "MB" else "r/s"
-                nginx_cpu = statistics.median(c for _, c, _ in figures["nginx"])
-                nginx_rate = statistics.median(r for r, _, _ in figures["nginx"])
+                nginx_cpu = statistics.median(f[1] for f in figures["nginx"])
+                nginx_rate = statistics.median(f[0] for f in figures["nginx"])
                 for name in names:
-                    rates = [r for r, _, _ in figures[name]]
-                    cpus = [c for _, c, _ in figures[name]]
-                    clients = [c for _, _, c in figures[name]]
+                    rates = [f[0] for f in figures[name]]
+                    cpus = [f[1] for f in figures[name]]
+                    clients = [f[2] for f in figures[name]]
+                    cores = [f[3] for f in figures[name]]
                     ratio = statistics.median(cpus) / nginx_cpu
                     results[(name, workload[0])] = (ratio, statistics.median(rates) / nginx_rate)
                     print(f"{workload[0]:20} {name:13} {rate_unit:4} {spread(rates, '{:.0f}'):>24}   "
-                          f"µs CPU/{unit} {spread(cpus, '{:.1f}'):>22}   client {statistics.median(clients):6.1f}"
+                          f"µs CPU/{unit} {spread(cpus, '{:.1f}'):>22}   client {statistics.median(clients):6.1f}   "
+                          f"cores {statistics.median(cores):4.2f}"
                           + ("" if name == "nginx" else f"   CPU x{ratio:.2f}, throughput x{results[(name, workload[0])][1]:.2f}"))
         finally:
             for server in servers.values():

@@ -27,6 +27,9 @@ pub struct GatewayConfig {
     /// Most connections one client address (IPv6: one /64) may hold; past it a new one
     /// gets 429 and is closed. Trusted proxies are exempt.
     pub max_connections_per_address: usize,
+    /// Threads client connections are served on, each with a runtime of its own
+    /// (`edge::threads`); 0 serves them on the shared runtime.
+    pub http_threads: usize,
     /// Peers whose `X-Forwarded-For` / `Forwarded` headers name the client.
     pub trusted_proxies: crate::edge::client::TrustedProxies,
     /// Largest DAV:owner kept with a lock, in bytes (400 past it).
@@ -68,6 +71,7 @@ impl Default for GatewayConfig {
             header_read_timeout: Duration::from_secs(30),
             max_connections: 4096,
             max_connections_per_address: 256,
+            http_threads: crate::edge::threads::default_count(),
             trusted_proxies: Default::default(),
             max_lock_owner_bytes: 4096,
             propfind_infinity: false,

@@ -391,6 +391,14 @@ pub struct Cli {
     #[arg(long, env = "KUBEDAV_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 256)]
     pub max_connections_per_address: usize,
 
+    /// Threads client connections are served on (targets all, gateway), each with its
+    /// own event loop, like nginx's worker processes; a connection stays on the thread it
+    /// was given, the one holding the fewest. Default: one per CPU this process may use
+    /// (a cgroup CPU limit counts). 0 serves connections on the shared runtime's
+    /// work-stealing workers instead.
+    #[arg(long, env = "KUBEDAV_HTTP_THREADS")]
+    pub http_threads: Option<usize>,
+
     /// Proxies whose `X-Forwarded-For` or `Forwarded` header names the client (targets
     /// all, gateway): comma-separated addresses or networks, e.g. `10.0.0.0/8`. Set it to
     /// the Ingress controller's pods. The client address is then used for login
@@ -618,6 +626,9 @@ impl Cli {
             header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
             max_connections: self.max_connections.max(1),
             max_connections_per_address: self.max_connections_per_address.max(1),
+            http_threads: self
+                .http_threads
+                .unwrap_or_else(kubedav_gateway::edge::threads::default_count),
             trusted_proxies: self.trusted_proxies.clone(),
             max_lock_owner_bytes: self.max_lock_owner_bytes,
             propfind_infinity: self.propfind_depth_infinity,

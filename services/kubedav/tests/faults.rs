@@ -15,7 +15,22 @@ fn terminate(pid: u32) {
 /// connections at once, `/readyz` answers 503 "draining" while the upload finishes, the
 /// upload completes with all its bytes, and then the process exits cleanly.
 async fn sigterm_drains_in_flight_requests(mode: Mode) {
-    let mut server = Server::start(mode).await;
+    sigterm_drains(mode, &[]).await;
+}
+
+/// The same with every connection on one connection thread, which meanwhile answers a
+/// GET on another connection.
+async fn one_connection_thread_serves_and_drains_many_connections(mode: Mode) {
+    sigterm_drains(mode, &["--http-threads", "1"]).await;
+}
+
+/// The same with connections on the shared runtime (`--http-threads 0`).
+async fn the_shared_runtime_serves_and_drains_connections(mode: Mode) {
+    sigterm_drains(mode, &["--http-threads", "0"]).await;
+}
+
+async fn sigterm_drains(mode: Mode, args: &[&str]) {
+    let mut server = Server::start_with(mode, args).await;
     std::fs::write(server.disk("doc.txt"), b"old content").unwrap();
     let edge = match mode {
         Mode::AllInOne => "all",
@@ -52,6 +67,15 @@ async fn sigterm_drains_in_flight_requests(mode: Mode) {
         common::eventually_async(Duration::from_secs(10), || async { in_flight().await >= 1.0 }).await,
         "the upload never started"
     );
+
+    // Another connection is served while the upload holds its own.
+    let other = reqwest::Client::new()
+        .get(server.url("/doc.txt"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
+    assert_eq!(other.bytes().await.unwrap(), &b"old content"[..]);
 
     terminate(server.process(edge).pid());
 
@@ -541,6 +565,8 @@ async fn a_service_dying_mid_call_gives_503() {
 
 in_both_modes!(
     sigterm_drains_in_flight_requests,
+    one_connection_thread_serves_and_drains_many_connections,
+    the_shared_runtime_serves_and_drains_connections,
     shutdown_delay_keeps_serving_while_balancers_catch_up,
     kill_during_uploads_loses_nothing
 );

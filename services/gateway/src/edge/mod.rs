@@ -12,3 +12,4 @@ pub mod framing;
 pub mod observe;
 pub mod sendfile;
 pub mod server;
+pub mod threads;

@@ -1,6 +1,7 @@
 //! The HTTP server loop: HTTP/1.1 and h2c on one port, request-head limits, bounds on
 //! connections (in all and per client address), an idle watchdog on every connection,
 //! and graceful shutdown (in-flight requests finish; no new connections are accepted).
+//! Connections are accepted here and served on the connection threads (`edge::threads`).
 //!
 //! hyper bounds the time to a complete request head only on connections it already
 //! knows to be HTTP/1, and never closes an idle HTTP/2 connection. So each connection
@@ -13,6 +14,7 @@
 use crate::GatewayConfig;
 use crate::edge::client::{ClientIp, limit_key};
 use crate::edge::sendfile::{Sendfile, SendfileStream};
+use crate::edge::threads::ConnectionThreads;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -77,6 +79,7 @@ where
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let per_address = PerAddress::new(config.max_connections_per_address);
     let (stop, stopping) = watch::channel(false);
+    let threads = ConnectionThreads::start(config.http_threads)?;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -127,12 +130,12 @@ where
                         }
                     }))
                 };
-                let connection = builder
-                    .serve_connection_with_upgrades(TokioIo::new(SendfileStream::new(stream)), service)
-                    .into_owned();
                 metrics::connection_opened();
-                let (idle, mut stopping) = (config.header_read_timeout, stopping.clone());
-                tokio::spawn(async move {
+                let (builder, idle, mut stopping) = (builder.clone(), config.header_read_timeout, stopping.clone());
+                threads.serve(stream, move |stream| async move {
+                    let connection = builder
+                        .serve_connection_with_upgrades(TokioIo::new(SendfileStream::new(stream)), service)
+                        .into_owned();
                     watch_connection(connection, &activity, idle, &mut stopping).await;
                     metrics::connection_closed();
                     drop((slot, address_slot));
@@ -149,6 +152,7 @@ where
         _ = slots.acquire_many(all) => tracing::info!(target: "kubedav", "HTTP connections drained"),
         _ = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::warn!("drain timed out after {DRAIN_TIMEOUT:?}; closing the remaining connections"),
     }
+    drop(threads);
     Ok(())
 }
 
