@@ -393,9 +393,10 @@ pub struct Cli {
 
     /// Threads client connections are served on (targets all, gateway), each with its
     /// own event loop, like nginx's worker processes; a connection stays on the thread it
-    /// was given, the one holding the fewest. Default: one per CPU this process may use
-    /// (a cgroup CPU limit counts). 0 serves connections on the shared runtime's
-    /// work-stealing workers instead.
+    /// was given, the one holding the fewest. 0 serves connections on the shared
+    /// runtime's work-stealing workers instead. Default: all, one per CPU this process
+    /// may use (a cgroup CPU limit counts); gateway, 0, where the gRPC connections to
+    /// the services are.
     #[arg(long, env = "KUBEDAV_HTTP_THREADS")]
     pub http_threads: Option<usize>,
 
@@ -626,9 +627,13 @@ impl Cli {
             header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
             max_connections: self.max_connections.max(1),
             max_connections_per_address: self.max_connections_per_address.max(1),
-            http_threads: self
-                .http_threads
-                .unwrap_or_else(kubedav_gateway::edge::threads::default_count),
+            http_threads: self.http_threads.unwrap_or_else(|| match self.target {
+                // A gateway's calls to fileio run on the shared runtime, which holds the
+                // gRPC connections: from connection threads each would cross threads
+                // (docs/architecture.md, "Connection threads").
+                Target::Gateway => 0,
+                _ => kubedav_gateway::edge::threads::default_count(),
+            }),
             trusted_proxies: self.trusted_proxies.clone(),
             max_lock_owner_bytes: self.max_lock_owner_bytes,
             propfind_infinity: self.propfind_depth_infinity,
@@ -667,6 +672,21 @@ fn parse_algorithm(name: &str) -> Result<kubedav_api::checksums::Algorithm, Stri
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn connection_threads_default_to_the_cpus_in_one_process_and_to_none_in_a_gateway() {
+        let threads = |args: &[&str]| {
+            Cli::try_parse_from([&["kubedav"], args].concat())
+                .unwrap()
+                .gateway_config()
+                .http_threads
+        };
+        let cpus = kubedav_gateway::edge::threads::default_count();
+        assert_eq!(threads(&["--target=all"]), cpus);
+        assert_eq!(threads(&["--target=gateway"]), 0);
+        assert_eq!(threads(&["--target=gateway", "--http-threads", "3"]), 3);
+        assert_eq!(threads(&["--target=all", "--http-threads", "0"]), 0);
+    }
 
     #[test]
     fn every_flag_has_an_env_var() {
