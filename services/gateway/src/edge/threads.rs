@@ -11,8 +11,8 @@
 //! keeps the share nginx gets (docs/benchmarks.md, "2026-11-26 (6)"). The price is nginx's
 //! too: a connection cannot move to an idle thread while its own is busy, so CPU-heavy
 //! work (password hashing, HTML conversion, directory scans) runs on the blocking pool.
-//! A gateway process does without them by default: its gRPC connections live on the
-//! shared runtime, and reaching them from a connection thread costs a crossing per call.
+//! A gateway process does without them by default: there they cost 9 % more CPU per
+//! small PUT, for a reason not yet found (docs/benchmarks.md, "2026-11-26 (6)").
 
 use std::future::Future;
 use std::pin::Pin;
