@@ -130,9 +130,11 @@ where
                         }
                     }))
                 };
-                metrics::connection_opened();
                 let (builder, idle, mut stopping) = (builder.clone(), config.header_read_timeout, stopping.clone());
                 threads.serve(stream, move |stream| async move {
+                    // Counted here, so that a connection its thread could not take is
+                    // never counted as open.
+                    metrics::connection_opened();
                     let connection = builder
                         .serve_connection_with_upgrades(TokioIo::new(SendfileStream::new(stream)), service)
                         .into_owned();

@@ -3,10 +3,11 @@
 //! (epoll) of its own. The accept loop stays on the shared runtime and hands each new
 //! connection to the thread holding the fewest.
 //!
-//! Why not the shared work-stealing runtime: its workers share one reactor, so a worker
-//! that finds work wakes another to help, and the kernel tends to queue both beside the
-//! thread that woke them. With another busy process on the machine the server then gets
-//! a smaller share of the CPU than its runnable threads are owed. A thread per
+//! Why not the shared work-stealing runtime: with another busy process on the machine
+//! its workers got a smaller share of the CPU than nginx's processes, at the same cost
+//! per request. The likely cause: they share one reactor, so a worker that finds work
+//! wakes another to help, and the kernel tends to queue both beside the thread that
+//! woke them. A thread per
 //! connection group that sleeps only in its own epoll, as nginx's worker processes do,
 //! keeps the share nginx gets (docs/benchmarks.md, "2026-11-26 (6)"). The price is nginx's
 //! too: a connection cannot move to an idle thread while its own is busy, so CPU-heavy
