@@ -364,6 +364,16 @@ async fn traced_during(
         .lines()
         .count();
     act.await;
+    // A call the client saw finish may not be written out whole yet: strace writes a
+    // call's name and arguments when it starts and its result when it returns (on a
+    // later `resumed>` line if another thread's call came between). Killed before
+    // that, it would lose the result.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !all_resumed(&std::fs::read_to_string(out.path()).unwrap_or_default())
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     strace.start_kill().unwrap();
     let _ = strace.wait().await;
     let traced = std::fs::read_to_string(out.path()).unwrap_or_default();
@@ -514,6 +524,12 @@ async fn large_files_arrive_whole_however_they_are_asked_for(mode: Mode) {
         assert_eq!(status, StatusCode::OK);
         assert!(body == data, "the file read back from the disk differs");
     }
+}
+
+/// Whether every call strace began writing has its result written too.
+fn all_resumed(traced: &str) -> bool {
+    (traced.is_empty() || traced.ends_with('\n'))
+        && traced.matches("<unfinished ...>").count() <= traced.matches(" resumed>").count()
 }
 
 /// How many bytes the traced `sendfile` calls sent.
