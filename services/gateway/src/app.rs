@@ -60,10 +60,10 @@ where
     fn call(&mut self, request: http::Request<B>) -> Answer {
         let request = request.map(axum::body::Body::new);
         match self {
-            Self::Edge(gateway) => {
-                let gateway = gateway.clone();
-                Box::pin(async move { Ok(edge(gateway, request).await) })
-            }
+            // Not `async move { Ok(edge(..).await) }`: that block would keep a second
+            // copy of the request's place beside edge's own, and the box is filled by
+            // copying the whole future.
+            Self::Edge(gateway) => Box::pin(edge(gateway.clone(), request)),
             Self::WithCors(router) => Box::pin(tower::ServiceExt::oneshot(router.clone(), request)),
         }
     }
@@ -74,7 +74,7 @@ where
 /// listing is compressed if the client accepts it (`cors::compress_listing`). Plain
 /// nested calls rather than three `axum::middleware::from_fn` layers, each of which
 /// cloned the inner service and boxed a future per request (docs/benchmarks.md).
-async fn edge(gateway: Arc<Gateway>, request: axum::extract::Request) -> Response {
+async fn edge(gateway: Arc<Gateway>, request: axum::extract::Request) -> Result<Response, Infallible> {
     let accept_encoding = request.headers().get(http::header::ACCEPT_ENCODING).cloned();
     let response = observe::observe(request, |request| {
         framing::guard(&gateway, request, |request| {
@@ -82,5 +82,5 @@ async fn edge(gateway: Arc<Gateway>, request: axum::extract::Request) -> Respons
         })
     })
     .await;
-    crate::edge::cors::compress_listing(accept_encoding, response).await
+    Ok(crate::edge::cors::compress_listing(accept_encoding, response).await)
 }
