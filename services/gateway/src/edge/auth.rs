@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use http::{HeaderValue, Method, StatusCode, header};
 use kubedav_api::auth::{VerifyRequest, verify_response::Outcome};
+use std::sync::Arc;
 
 /// The authenticated user of a request ("" when auth is off or the request is anonymous).
 #[derive(Clone, Debug, Default)]
@@ -70,21 +71,44 @@ pub fn basic_credentials(headers: &http::HeaderMap) -> Option<Result<(String, St
 
 /// The authentication step of every request: `next` runs the rest when the request may
 /// proceed (its principal attached), otherwise the answer is a challenge or an error.
-pub async fn authenticate<F: Future<Output = Response>>(
-    gateway: &Gateway,
-    mut request: Request,
-    next: impl FnOnce(Request) -> F,
-) -> Response {
+pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
+    gateway: &'a Gateway,
+    request: Request,
+    next: impl FnOnce(Request) -> F + Send + 'a,
+) -> futures_util::future::Either<F, futures_util::future::BoxFuture<'a, Response>> {
+    use futures_util::future::Either;
     let Some(auth) = &gateway.auth else {
-        return next(request).await;
+        return Either::Left(next(request));
     };
     let read = is_read(request.method());
     let (user, password) = match basic_credentials(request.headers()) {
-        None if gateway.config.anonymous_read && read => return next(request).await,
-        None => return challenge(gateway, "credentials are required"),
-        Some(Err(problem)) => return challenge(gateway, problem),
+        None if gateway.config.anonymous_read && read => return Either::Left(next(request)),
+        None => {
+            let answer = challenge(gateway, "credentials are required");
+            return Either::Right(Box::pin(std::future::ready(answer)));
+        }
+        Some(Err(problem)) => {
+            let answer = challenge(gateway, problem);
+            return Either::Right(Box::pin(std::future::ready(answer)));
+        }
         Some(Ok(pair)) => pair,
     };
+    Either::Right(Box::pin(verified(
+        gateway, auth, request, read, user, password, next,
+    )))
+}
+
+/// The rest of [`authenticate`] for a request with credentials: checked by the auth
+/// service, then `next`.
+async fn verified<F: Future<Output = Response>>(
+    gateway: &Gateway,
+    auth: &Arc<dyn kubedav_api::auth::Auth>,
+    mut request: Request,
+    read: bool,
+    user: String,
+    password: String,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     let client_address = request
         .extensions()
         .get::<crate::edge::client::ClientIp>()

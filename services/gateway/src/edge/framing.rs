@@ -32,32 +32,39 @@ pub const LINGER: Duration = Duration::from_secs(5);
 pub const LINGER_BYTES: u64 = 64 << 20;
 
 /// The middleware.
-pub async fn guard<F: std::future::Future<Output = Response>>(
+pub fn guard<F: std::future::Future<Output = Response>>(
     gateway: &crate::Gateway,
     request: Request,
     next: impl FnOnce(Request) -> F,
-) -> Response {
+) -> impl std::future::Future<Output = Response> {
+    use futures_util::future::Either;
     let http1 = request.version() <= Version::HTTP_11;
-    let mut response =
-        if request.version() == Version::HTTP_11 && !request.headers().contains_key(header::HOST) {
-            refuse("HTTP/1.1 requests must carry a Host header (RFC 9112, section 3.2)")
-        } else if has_body(&request) {
-            next(request.map(|body| axum::body::Body::new(Lingering(Some(body))))).await
-        } else {
-            next(request).await
-        };
-    // Every answer, file or error, is taken as the type it declares: a browser never
-    // sniffs a text/plain error message or an uploaded file into HTML.
-    response.headers_mut().insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    if http1 && gateway.is_draining() {
+    let answer = if request.version() == Version::HTTP_11 && !request.headers().contains_key(header::HOST) {
+        Either::Left(std::future::ready(refuse(
+            "HTTP/1.1 requests must carry a Host header (RFC 9112, section 3.2)",
+        )))
+    } else if has_body(&request) {
+        Either::Right(next(
+            request.map(|body| axum::body::Body::new(Lingering(Some(body)))),
+        ))
+    } else {
+        Either::Right(next(request))
+    };
+    async move {
+        let mut response = answer.await;
+        // Every answer, file or error, is taken as the type it declares: a browser never
+        // sniffs a text/plain error message or an uploaded file into HTML.
+        response.headers_mut().insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        if http1 && gateway.is_draining() {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    response
 }
 
 /// 400 with `message`, closing the connection: what follows on it cannot be trusted.
