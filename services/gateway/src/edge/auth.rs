@@ -13,7 +13,6 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use http::{HeaderValue, Method, StatusCode, header};
 use kubedav_api::auth::{VerifyRequest, verify_response::Outcome};
-use std::sync::Arc;
 
 /// The authenticated user of a request ("" when auth is off or the request is anonymous).
 #[derive(Clone, Debug, Default)]
@@ -94,7 +93,7 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
         Some(Ok(pair)) => pair,
     };
     Either::Right(Box::pin(verified(
-        gateway, auth, request, read, user, password, next,
+        gateway, &**auth, request, read, user, password, next,
     )))
 }
 
@@ -102,7 +101,7 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
 /// service, then `next`.
 async fn verified<F: Future<Output = Response>>(
     gateway: &Gateway,
-    auth: &Arc<dyn kubedav_api::auth::Auth>,
+    auth: &dyn kubedav_api::auth::Auth,
     mut request: Request,
     read: bool,
     user: String,
