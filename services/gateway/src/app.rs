@@ -82,5 +82,5 @@ async fn edge(gateway: Arc<Gateway>, request: axum::extract::Request) -> Result<
         })
     })
     .await;
-    Ok(crate::edge::cors::compress_listing(accept_encoding, response).await)
+    Ok(crate::edge::cors::compress_listing(accept_encoding, response))
 }

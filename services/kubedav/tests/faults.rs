@@ -563,6 +563,45 @@ async fn a_service_dying_mid_call_gives_503() {
     assert!(body.contains("retry"), "{body}");
 }
 
+/// A client that gives up on a request while the gateway waits for it (here on a stopped
+/// fileio) is no longer counted in `kubedav_http_requests_in_flight` once its connection
+/// closes: the gauge dashboards and alerts read goes back to 0 instead of keeping the
+/// abandoned request for good.
+async fn an_abandoned_request_leaves_the_in_flight_gauge() {
+    use tokio::io::AsyncWriteExt;
+    let mut server = Server::start_with(Mode::Microservices, &["--rpc-timeout-seconds", "600"]).await;
+    std::fs::write(server.disk("f.txt"), b"content").unwrap();
+    let gateway = server
+        .admin
+        .iter()
+        .find(|(name, _)| *name == "gateway")
+        .map(|(_, addr)| *addr)
+        .unwrap();
+    let fileio = server.process("fileio").pid();
+    stop(fileio);
+    let mut connection = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    connection
+        .write_all(b"GET /f.txt HTTP/1.1\r\nHost: kubedav\r\n\r\n")
+        .await
+        .unwrap();
+    let in_flight = || async move { common::metric_sum(gateway, "kubedav_http_requests_in_flight").await };
+    assert!(
+        common::eventually_async(Duration::from_secs(10), || async { in_flight().await >= 1.0 }).await,
+        "the GET never reached the gateway"
+    );
+    drop(connection);
+    let left = common::eventually_async(Duration::from_secs(10), || async { in_flight().await == 0.0 }).await;
+    assert!(
+        left,
+        "the abandoned GET is still counted in flight: {}",
+        in_flight().await
+    );
+
+    signal(fileio, rustix::process::Signal::CONT);
+    let response = client().get(server.url("/f.txt")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+}
+
 in_both_modes!(
     sigterm_drains_in_flight_requests,
     one_connection_thread_serves_and_drains_many_connections,
@@ -580,5 +619,6 @@ microservices_only!(
     a_grpc_service_serves_through_its_shutdown_delay,
     stuck_services_give_504,
     a_service_dying_mid_call_gives_503,
+    an_abandoned_request_leaves_the_in_flight_gauge,
     each_service_down_affects_only_its_operations
 );

@@ -136,7 +136,10 @@ fn takes_the_layer(request: &Request, origins: &[HeaderValue]) -> bool {
 /// came, as the layer would return them. Wrapped around every answer, the layer's body
 /// type (5,824 bytes, for its encoders' state) was moved several times per request:
 /// memory copies of 7 % of a PROPFIND Depth 0's user time (docs/benchmarks.md).
-pub async fn compress_listing(
+///
+/// A plain function: the layer's future is ready at once around an answer already made,
+/// so it is polled here once rather than awaited by every request's future.
+pub fn compress_listing(
     accept_encoding: Option<HeaderValue>,
     response: axum::response::Response,
 ) -> axum::response::Response {
@@ -163,7 +166,9 @@ pub async fn compress_listing(
             .compress_when(Listings),
         answered,
     );
-    match compressing.oneshot(request).await {
+    let compressed = futures_util::FutureExt::now_or_never(compressing.oneshot(request))
+        .expect("the compression layer answers at once when its inner service does");
+    match compressed {
         Ok(response) => response.map(axum::body::Body::new),
         Err(never) => match never {},
     }

@@ -37,6 +37,7 @@ pub fn guard<F: std::future::Future<Output = Response>>(
     request: Request,
     next: impl FnOnce(Request) -> F,
 ) -> impl std::future::Future<Output = Response> {
+    use futures_util::FutureExt;
     use futures_util::future::Either;
     let http1 = request.version() <= Version::HTTP_11;
     let answer = if request.version() == Version::HTTP_11 && !request.headers().contains_key(header::HOST) {
@@ -50,8 +51,8 @@ pub fn guard<F: std::future::Future<Output = Response>>(
     } else {
         Either::Right(next(request))
     };
-    async move {
-        let mut response = answer.await;
+    // `map`, not an `async move` block awaiting `answer`, which would keep it twice.
+    answer.map(move |mut response| {
         // Every answer, file or error, is taken as the type it declares: a browser never
         // sniffs a text/plain error message or an uploaded file into HTML.
         response.headers_mut().insert(
@@ -64,7 +65,7 @@ pub fn guard<F: std::future::Future<Output = Response>>(
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
-    }
+    })
 }
 
 /// 400 with `message`, closing the connection: what follows on it cannot be trusted.

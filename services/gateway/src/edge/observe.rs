@@ -11,6 +11,7 @@
 use crate::edge::counting::CountingBody;
 use axum::extract::Request;
 use axum::response::Response;
+use futures_util::FutureExt;
 use http::HeaderValue;
 use kubedav_api::metrics::{Counter, CounterFamily, Gauge, TracedHistogram, TracedHistogramFamily};
 use std::sync::{LazyLock, OnceLock};
@@ -191,11 +192,15 @@ fn request_span(request: &Request, method: &'static str, id: &HeaderValue) -> tr
     )
 }
 
-/// The middleware.
-pub async fn observe<F: std::future::Future<Output = Response>>(
+/// The middleware: its request-side work is done when called, in the request's scope
+/// and span, together with `next`'s own (the layers inside are plain functions too);
+/// what it returns awaits the answer and then records it. It does not keep the request
+/// for the answer's whole life, as an `async fn` would: that place would be copied with
+/// every request's future (docs/benchmarks.md, "2026-11-27").
+pub fn observe<F: std::future::Future<Output = Response>>(
     mut request: Request,
     next: impl FnOnce(Request) -> F,
-) -> Response {
+) -> impl std::future::Future<Output = Response> {
     let id = match request.headers().get(&REQUEST_ID) {
         Some(value) if acceptable_id(value) => value.clone(),
         _ => {
@@ -226,38 +231,58 @@ pub async fn observe<F: std::future::Future<Output = Response>>(
     }
     let request =
         request.map(|body| axum::body::Body::new(CountingBody::new(body, metrics.bytes_in.clone())));
-    IN_FLIGHT.inc();
+    let in_flight = InFlight::begin();
     let started = Instant::now();
     let request_id: std::sync::Arc<str> = id.to_str().unwrap_or_default().into();
-    let mut response = kubedav_remote::observe::REQUEST_ID
-        .scope(request_id.clone(), next(request))
-        .instrument(span.clone())
-        .await;
-    IN_FLIGHT.dec();
-    let status = response.status();
-    // As an i64: tracing-opentelemetry exports u64 fields as strings.
-    span.record("http.response.status_code", i64::from(status.as_u16()));
-    metrics.duration.observe(
-        started.elapsed().as_secs_f64(),
-        kubedav_remote::observe::sampled_trace_id(&span),
-    );
-    metrics.requests(index, status).inc();
-    if let Some((method, path)) = access {
-        let _entered = span.enter();
-        kubedav_remote::observe::REQUEST_ID.sync_scope(request_id, || {
-            tracing::info!(
-                target: "kubedav::access",
-                method = method.as_str(),
-                path = %path,
-                client = client.map(tracing::field::display),
-                status = i64::from(status.as_u16()),
-                duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-                "request"
-            )
-        });
+    let scope = &kubedav_remote::observe::REQUEST_ID;
+    let answer = scope.sync_scope(request_id.clone(), || span.in_scope(|| next(request)));
+    let answer = scope.scope(request_id.clone(), answer).instrument(span.clone());
+    // `map`, not an `async move` block awaiting `answer`: such a block would keep
+    // `answer` twice, as the value it captured and as the future it polls.
+    answer.map(move |mut response| {
+        drop(in_flight);
+        let status = response.status();
+        // As an i64: tracing-opentelemetry exports u64 fields as strings.
+        span.record("http.response.status_code", i64::from(status.as_u16()));
+        metrics.duration.observe(
+            started.elapsed().as_secs_f64(),
+            kubedav_remote::observe::sampled_trace_id(&span),
+        );
+        metrics.requests(index, status).inc();
+        if let Some((method, path)) = access {
+            let _entered = span.enter();
+            scope.sync_scope(request_id, || {
+                tracing::info!(
+                    target: "kubedav::access",
+                    method = method.as_str(),
+                    path = %path,
+                    client = client.map(tracing::field::display),
+                    status = i64::from(status.as_u16()),
+                    duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+                    "request"
+                )
+            });
+        }
+        response.headers_mut().insert(REQUEST_ID, id);
+        response.map(|body| axum::body::Body::new(CountingBody::new(body, metrics.bytes_out.clone())))
+    })
+}
+
+/// A request counted in `kubedav_http_requests_in_flight` until it is answered, or until
+/// its future is dropped unanswered (the client went away while it waited).
+struct InFlight;
+
+impl InFlight {
+    fn begin() -> Self {
+        IN_FLIGHT.inc();
+        Self
     }
-    response.headers_mut().insert(REQUEST_ID, id);
-    response.map(|body| axum::body::Body::new(CountingBody::new(body, metrics.bytes_out.clone())))
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.dec();
+    }
 }
 
 #[cfg(test)]

@@ -20,12 +20,19 @@ use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::{DecodeError, RequestPath, decode};
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
+use futures_util::future::Either;
 use http::{StatusCode, header};
 use std::future::Future;
 use std::pin::Pin;
 
 /// Routes a request to its method's handler; 405 with `Allow` for any other method.
-pub async fn dispatch(gateway: &Gateway, request: Request) -> Response {
+///
+/// The choice is made when called, and what is returned only runs the handler: an
+/// `async fn` here would keep the request's place beside the handler's future for the
+/// request's whole life.
+pub fn dispatch<'a>(gateway: &'a Gateway, request: Request) -> impl Future<Output = Response> + Send + 'a {
+    let answered = |response| Either::Left(std::future::ready(response));
     let Some(method) = DavMethod::of(request.method()) else {
         let mut response = HttpError::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -35,23 +42,23 @@ pub async fn dispatch(gateway: &Gateway, request: Request) -> Response {
         response
             .headers_mut()
             .insert(header::ALLOW, crate::dav::method::allow());
-        return response;
+        return answered(response);
     };
     if matches!(method, DavMethod::Get | DavMethod::Head)
         && let Some(asset) = get::asset(request.uri().path(), method == DavMethod::Head)
     {
-        return asset;
+        return answered(asset);
     }
     // Each handler's future is boxed: inline, the largest of them (LOCK's, 2 KiB) would
     // size every request's future, and the layers around it copy that as each starts
     // (`memmove` was a tenth of a PROPFIND Depth 0's user time; docs/benchmarks.md).
-    let handler: Pin<Box<dyn Future<Output = HttpResult> + Send + '_>> = match method {
+    let handler: Pin<Box<dyn Future<Output = HttpResult> + Send + 'a>> = match method {
         DavMethod::Get => Box::pin(get::get(gateway, request, false)),
         DavMethod::Head => Box::pin(get::get(gateway, request, true)),
         DavMethod::Put => Box::pin(put::put(gateway, request)),
         DavMethod::Delete => Box::pin(delete::delete(gateway, request)),
         DavMethod::Mkcol => Box::pin(mkcol::mkcol(gateway, request)),
-        DavMethod::Options => return options::options(),
+        DavMethod::Options => return answered(options::options()),
         DavMethod::Propfind => Box::pin(propfind::propfind(gateway, request)),
         DavMethod::Proppatch => Box::pin(proppatch::proppatch(gateway, request)),
         DavMethod::Copy => Box::pin(copymove::copy_or_move(gateway, request, false)),
@@ -59,7 +66,7 @@ pub async fn dispatch(gateway: &Gateway, request: Request) -> Response {
         DavMethod::Lock => Box::pin(lock::lock(gateway, request)),
         DavMethod::Unlock => Box::pin(lock::unlock(gateway, request)),
     };
-    handler.await.unwrap_or_else(IntoResponse::into_response)
+    Either::Right(handler.map(|result| result.unwrap_or_else(IntoResponse::into_response)))
 }
 
 /// The decoded path of a request, or the 400/414 that explains why it is refused.
