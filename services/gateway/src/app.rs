@@ -58,6 +58,18 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Answer {
+        self.answer(request)
+    }
+}
+
+impl HttpService {
+    /// What [`tower::Service::call`] does, through a shared reference: the service is
+    /// always ready, so a connection calls this without cloning it or polling readiness.
+    pub fn answer<B>(&self, request: http::Request<B>) -> Answer
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
         let request = request.map(axum::body::Body::new);
         match self {
             // Not `async move { Ok(edge(..).await) }`: that block would keep a second

@@ -13,6 +13,7 @@ use axum::extract::Request;
 use axum::response::Response;
 use futures_util::FutureExt;
 use http::HeaderValue;
+use http_body::Body as _;
 use kubedav_api::metrics::{Counter, CounterFamily, Gauge, TracedHistogram, TracedHistogramFamily};
 use std::sync::{LazyLock, OnceLock};
 use std::time::Instant;
@@ -198,16 +199,14 @@ fn request_span(request: &Request, method: &'static str, id: &HeaderValue) -> tr
 /// for the answer's whole life, as an `async fn` would: that place would be copied with
 /// every request's future (docs/benchmarks.md, "2026-11-27").
 pub fn observe<F: std::future::Future<Output = Response>>(
-    mut request: Request,
+    request: Request,
     next: impl FnOnce(Request) -> F,
 ) -> impl std::future::Future<Output = Response> {
+    // A generated id is not added to the request's headers: nothing reads it there, and
+    // the calls the request makes take it from the task-local scope below.
     let id = match request.headers().get(&REQUEST_ID) {
         Some(value) if acceptable_id(value) => value.clone(),
-        _ => {
-            let generated = generated_id();
-            request.headers_mut().insert(REQUEST_ID, generated.clone());
-            generated
-        }
+        _ => generated_id(),
     };
     let index = method_index(request.method());
     let method = method_label(index);
@@ -229,8 +228,12 @@ pub fn observe<F: std::future::Future<Output = Response>>(
     if !span.is_disabled() && request.headers().contains_key(TRACEPARENT) {
         let _ = span.set_parent(kubedav_remote::observe::extract_context(request.headers()));
     }
-    let request =
-        request.map(|body| axum::body::Body::new(CountingBody::new(body, metrics.bytes_in.clone())));
+    // A request without a body (most of them) has no bytes to count, nor a wrapper to box.
+    let request = if request.body().is_end_stream() {
+        request
+    } else {
+        request.map(|body| axum::body::Body::new(CountingBody::new(body, metrics.bytes_in.clone())))
+    };
     let in_flight = InFlight::begin();
     let started = Instant::now();
     let request_id: std::sync::Arc<str> = id.to_str().unwrap_or_default().into();

@@ -13,9 +13,11 @@
 //! few bytes of a head, and an idle keep-alive connection of either protocol.
 
 use crate::GatewayConfig;
+use crate::app::HttpService;
 use crate::edge::client::{ClientIp, limit_key};
 use crate::edge::sendfile::{Sendfile, SendfileStream};
 use crate::edge::threads::ConnectionThreads;
+use futures_util::FutureExt;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -43,22 +45,12 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 const HYPER_MAX_HEADERS: usize = 100;
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains.
-pub async fn serve<S>(
+pub async fn serve(
     listener: TcpListener,
-    app: S,
+    app: HttpService,
     config: &GatewayConfig,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), String>
-where
-    S: tower::Service<
-            http::Request<hyper::body::Incoming>,
-            Response = axum::response::Response,
-            Error = std::convert::Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
+) -> Result<(), String> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -127,11 +119,12 @@ where
                         if request.version() <= http::Version::HTTP_11 {
                             request.extensions_mut().insert(Sendfile);
                         }
-                        let response = tower::ServiceExt::oneshot(app.clone(), request);
-                        async move {
-                            let response = response.await?;
-                            Ok::<_, std::convert::Infallible>(response.map(|body| Tracked { body, _in_flight: in_flight }))
-                        }
+                        // The application's own future, mapped: not `oneshot` (the
+                        // application is always ready) awaited in an `async` block, which
+                        // would keep that future twice in hyper's state for the request.
+                        app.answer(request).map(move |answer| {
+                            answer.map(|response| response.map(|body| Tracked { body, _in_flight: in_flight }))
+                        })
                     }))
                 };
                 let (builder, idle, mut stopping) = (builder.clone(), config.header_read_timeout, stopping.clone());
