@@ -330,12 +330,13 @@ async fn body(
 fn representation_headers(
     headers: &mut http::HeaderMap,
     info: &FileInfo,
-    content_type: &str,
+    content_type: &'static str,
     negotiable: bool,
     markdown_note: Option<String>,
 ) {
     if !headers.contains_key(header::CONTENT_TYPE) {
-        insert(headers, header::CONTENT_TYPE, content_type.to_owned());
+        // A media type from `mediatype::of_name`: kept as it is, not copied per request.
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     validator_headers(headers, &info.etag, info.modified_unix_ns);
