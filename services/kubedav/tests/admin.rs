@@ -105,12 +105,7 @@ async fn admin_endpoints(mode: Mode) {
         .await
         .unwrap();
     assert_eq!(locked.status(), StatusCode::LOCKED);
-    let edge = server
-        .admin
-        .iter()
-        .find(|(n, _)| *n == "gateway" || *n == "all")
-        .unwrap()
-        .1;
+    let edge = server.edge_admin();
     let metrics = admin_get(edge, "/metrics").await.1;
     for series in [
         "kubedav_http_requests_total{method=\"GET\",code=\"404\",status_class=\"4xx\"} 1",
@@ -121,7 +116,7 @@ async fn admin_endpoints(mode: Mode) {
     }
     if mode == Mode::Microservices {
         // The gateway is not ready while fileio is away.
-        let gateway_admin = server.admin.iter().find(|(n, _)| *n == "gateway").unwrap().1;
+        let gateway_admin = server.admin_of("gateway");
         server.process("fileio").child.kill().await.unwrap();
         let (status, body) = admin_get(gateway_admin, "/readyz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);

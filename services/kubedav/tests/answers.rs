@@ -61,13 +61,7 @@ impl Dav {
             Mode::AllInOne => "all",
             Mode::Microservices => "gateway",
         };
-        let admin = self
-            .server
-            .admin
-            .iter()
-            .find(|(name, _)| *name == gateway)
-            .unwrap()
-            .1;
+        let admin = self.server.admin_of(gateway);
         let needle = "kubedav_cache_lookups_total{cache=\"gateway_answer\",result=\"hit\"} ";
         common::metric_text(admin)
             .await

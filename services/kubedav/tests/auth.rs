@@ -179,7 +179,7 @@ async fn full_crypt_queue_answers_503(mode: Mode) {
         });
     }
     // Once the crypt worker is busy, a cached login must still be answered at once.
-    let verifier_admin = server.admin.iter().find(|(n, _)| *n == verifier(mode)).unwrap().1;
+    let verifier_admin = server.admin_of(verifier(mode));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while common::metric_sum(verifier_admin, "kubedav_auth_crypt_verifications_total").await < 1.0
         && common::metric_sum(verifier_admin, "kubedav_auth_attempts_total").await < 2.0
@@ -244,7 +244,7 @@ async fn lockout_engages_and_lifts(mode: Mode) {
     for _ in 0..3 {
         assert_eq!(status(&server, "alice", "guess").await, StatusCode::UNAUTHORIZED);
     }
-    let verifier_admin = server.admin.iter().find(|(n, _)| *n == verifier(mode)).unwrap().1;
+    let verifier_admin = server.admin_of(verifier(mode));
     assert!(
         common::metric_sum(verifier_admin, "kubedav_auth_lockouts_total").await >= 1.0,
         "lockouts are counted"

@@ -36,12 +36,7 @@ async fn sigterm_drains(mode: Mode, args: &[&str]) {
         Mode::AllInOne => "all",
         Mode::Microservices => "gateway",
     };
-    let admin = server
-        .admin
-        .iter()
-        .find(|(name, _)| *name == edge)
-        .map(|(_, addr)| *addr)
-        .unwrap();
+    let admin = server.admin_of(edge);
 
     // An upload whose body the test hands over piece by piece.
     let (body_tx, body_rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
@@ -122,7 +117,7 @@ async fn shutdown_delay_keeps_serving_while_balancers_catch_up(mode: Mode) {
         Mode::AllInOne => "all",
         Mode::Microservices => "gateway",
     };
-    let admin = server.admin.iter().find(|(name, _)| *name == edge).unwrap().1;
+    let admin = server.admin_of(edge);
     let signalled = tokio::time::Instant::now();
     terminate(server.process(edge).pid());
     let draining = common::eventually_async(Duration::from_secs(2), || async {
@@ -185,7 +180,7 @@ async fn a_grpc_service_serves_through_its_shutdown_delay() {
         &[("KUBEDAV_SHUTDOWN_DELAY_SECONDS", "3")],
     )
     .await;
-    let admin = server.admin.iter().find(|(name, _)| *name == "fileio").unwrap().1;
+    let admin = server.admin_of("fileio");
     let grpc = server.grpc.expect("fileio's gRPC address");
     let signalled = tokio::time::Instant::now();
     terminate(server.process("fileio").pid());
@@ -533,12 +528,7 @@ async fn stuck_services_give_504() {
 async fn a_service_dying_mid_call_gives_503() {
     let mut server = Server::start(Mode::Microservices).await;
     std::fs::write(server.disk("f.txt"), b"content").unwrap();
-    let gateway = server
-        .admin
-        .iter()
-        .find(|(name, _)| *name == "gateway")
-        .map(|(_, addr)| *addr)
-        .unwrap();
+    let gateway = server.admin_of("gateway");
     let fileio = server.process("fileio").pid();
     stop(fileio);
     let get = tokio::spawn(client().get(server.url("/f.txt")).send());
@@ -571,12 +561,7 @@ async fn an_abandoned_request_leaves_the_in_flight_gauge() {
     use tokio::io::AsyncWriteExt;
     let mut server = Server::start_with(Mode::Microservices, &["--rpc-timeout-seconds", "600"]).await;
     std::fs::write(server.disk("f.txt"), b"content").unwrap();
-    let gateway = server
-        .admin
-        .iter()
-        .find(|(name, _)| *name == "gateway")
-        .map(|(_, addr)| *addr)
-        .unwrap();
+    let gateway = server.admin_of("gateway");
     let fileio = server.process("fileio").pid();
     stop(fileio);
     let mut connection = tokio::net::TcpStream::connect(server.addr).await.unwrap();

@@ -478,12 +478,7 @@ async fn a_stalled_download_does_not_pin_memory(mode: Mode) {
     let file = std::fs::File::create(server.disk("big.bin")).unwrap();
     file.set_len(SIZE).unwrap();
     let before = server.memory_kib("VmRSS");
-    let gateway_admin = server
-        .admin
-        .iter()
-        .find(|(name, _)| matches!(*name, "all" | "gateway"))
-        .map(|(_, addr)| *addr)
-        .unwrap();
+    let gateway_admin = server.edge_admin();
     let sent = || async move {
         common::metric_text(gateway_admin)
             .await
@@ -781,12 +776,7 @@ async fn silent_connections_cannot_shut_clients_out(mode: Mode) {
             }
         }
         // What the server holds is what the test counts on before going on.
-        let admin = server
-            .admin
-            .iter()
-            .find(|(n, _)| matches!(*n, "all" | "gateway"))
-            .unwrap()
-            .1;
+        let admin = server.edge_admin();
         let open = held.len() as f64;
         assert!(
             common::eventually_async(Duration::from_secs(4), || async {

@@ -439,7 +439,7 @@ async fn a_hot_copy_past_the_freshness_bound_is_revalidated(mode: Mode) {
         Mode::AllInOne => "all",
         Mode::Microservices => "gateway",
     };
-    let admin = server.admin.iter().find(|(name, _)| *name == gateway).unwrap().1;
+    let admin = server.admin_of(gateway);
     let lookups = |result: &'static str| async move {
         let needle = format!("kubedav_cache_lookups_total{{cache=\"gateway_file\",result=\"{result}\"}} ");
         common::metric_text(admin)
@@ -489,7 +489,7 @@ async fn a_large_file_is_kept_from_its_second_ask(mode: Mode) {
         Mode::AllInOne => "all",
         Mode::Microservices => "gateway",
     };
-    let admin = server.admin.iter().find(|(name, _)| *name == gateway).unwrap().1;
+    let admin = server.admin_of(gateway);
     let hits = || async move {
         common::metric_text(admin)
             .await

@@ -16,12 +16,7 @@ fn converter(mode: Mode) -> &'static str {
 }
 
 async fn conversions(server: &Server, mode: Mode) -> f64 {
-    let admin = server
-        .admin
-        .iter()
-        .find(|(n, _)| *n == converter(mode))
-        .unwrap()
-        .1;
+    let admin = server.admin_of(converter(mode));
     common::metric_sum(admin, "kubedav_markdown_conversions_total").await
 }
 

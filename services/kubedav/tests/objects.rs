@@ -59,7 +59,7 @@ fn fileio(mode: Mode) -> &'static str {
 /// The admin address of the process that runs fileio.
 fn fileio_admin(server: &Server, mode: Mode) -> std::net::SocketAddr {
     let process = fileio(mode);
-    server.admin.iter().find(|(name, _)| *name == process).unwrap().1
+    server.admin_of(process)
 }
 
 /// S3 requests fileio has made so far.

@@ -234,7 +234,7 @@ async fn a_read_only_volume_serves_reads_and_refuses_writes(mode: Mode) {
         Mode::Microservices => ("gateway", "fileio"),
     };
     let ready = |server: &Server| {
-        let admin = server.admin.iter().find(|(name, _)| *name == edge).unwrap().1;
+        let admin = server.admin_of(edge);
         async move {
             let response = client()
                 .get(format!("http://{admin}/readyz"))

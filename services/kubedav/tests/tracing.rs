@@ -448,12 +448,7 @@ async fn a_stalled_or_missing_collector_costs_spans_never_requests() {
         )
         .await;
         std::fs::write(server.disk("f.txt"), b"still served").unwrap();
-        let admin = server
-            .admin
-            .iter()
-            .find(|(n, _)| *n == "all" || *n == "gateway")
-            .unwrap()
-            .1;
+        let admin = server.edge_admin();
         let dropped = format!("kubedav_otel_spans_dropped_total{{reason=\"{reason}\"}}");
         assert_eq!(
             metric_sum(admin, &dropped).await,

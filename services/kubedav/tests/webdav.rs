@@ -332,12 +332,7 @@ async fn partial_tree_failures_give_207(mode: Mode) {
 
 /// Sum of a metric's samples on one process's admin port.
 async fn metric_sum(server: &Server, process: &str, name: &str) -> f64 {
-    let addr = server
-        .admin
-        .iter()
-        .find(|(n, _)| *n == process)
-        .expect("that process")
-        .1;
+    let addr = server.admin_of(process);
     common::metric_sum(addr, name).await
 }
 

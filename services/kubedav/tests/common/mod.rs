@@ -454,6 +454,24 @@ impl Server {
         self.root.join(relative)
     }
 
+    /// The admin address (metrics, health) of the process with this name.
+    pub fn admin_of(&self, name: &str) -> SocketAddr {
+        self.admin
+            .iter()
+            .find(|(process, _)| *process == name)
+            .map(|(_, addr)| *addr)
+            .expect("a process of that name")
+    }
+
+    /// The admin address of the process that serves HTTP: `all`, or `gateway`.
+    pub fn edge_admin(&self) -> SocketAddr {
+        self.admin
+            .iter()
+            .find(|(process, _)| matches!(*process, "all" | "gateway"))
+            .map(|(_, addr)| *addr)
+            .expect("a process serving HTTP")
+    }
+
     /// The process with this name.
     pub fn process(&mut self, name: &str) -> &mut Process {
         self.processes
