@@ -5,13 +5,15 @@ LISTEN ?= 127.0.0.1:8080
 
 .PHONY: run build test test-real-node lint fmt bench clean markdown-corpus image image-test chart-readme loadtest fuzz rolling-restart replica-kill
 
+# The `dist` profile (Cargo.toml): release, linked as one unit. The test binaries stay
+# on `release`; everything run from target/dist is the build users run.
 build:
-	$(CARGO) build --release --locked -p kubedav
+	$(CARGO) build --profile dist --locked -p kubedav
 
 run: build
 	@mkdir -p $(ROOT)
 	@echo "kubedav: serving $(ROOT) at http://$(LISTEN)/  (Ctrl-C stops it)"
-	./target/release/kubedav --target=all --root $(ROOT) --listen $(LISTEN)
+	./target/dist/kubedav --target=all --root $(ROOT) --listen $(LISTEN)
 
 # Unit tests, the HTTP suites against both run modes and both backends (a volume, and
 # fileio on S3 on a real versitygw, built by scripts/need-versitygw.sh when missing; the
@@ -25,9 +27,9 @@ run: build
 # container image built from the Dockerfile with podman and run as the chart runs it
 # (scripts/image-test.sh), then the Helm chart checks (scripts/chart-test.sh:
 # lint, schema, offline validation, checkov, wiring, and a live install on a local
-# control plane). Release build: the suites move gigabytes and share the build with
-# `make run` and `make bench`.
-test:
+# control plane). Release build: the suites move gigabytes. The scripts after them run
+# the build users run (target/dist, `make build`), as `make run` and `make bench` do.
+test: build
 	bash scripts/need.sh curl:curl strace:strace redis-server:redis-server prometheus:prometheus rclone:rclone cadaver:cadaver mount.davfs:davfs2 gio:libglib2.0-bin dbus-run-session:dbus /usr/libexec/gvfsd-dav:gvfs-backends
 	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" KUBEDAV_WEBDAV4_PYTHON="$$(bash scripts/need-webdav4.sh)" KUBEDAV_BROWSER_PYTHON="$$(bash scripts/need-browser.sh)" $(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
@@ -94,7 +96,7 @@ bench: build
 	bash scripts/bench-auth.sh
 	$(CARGO) bench --locked -p kubedav-markdown --bench convert
 	bash scripts/bench-markdown.sh
-	python3 scripts/bench_edge.py target/release/kubedav
+	python3 scripts/bench_edge.py target/dist/kubedav
 	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" python3 scripts/bench_s3.py
 
 # The one container image every target runs, from the public base images (podman, or

@@ -10,7 +10,7 @@
 # Address and user lockouts are off here, so the flood really reaches the crypt pool.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/dist/kubedav"
 DURATION="${DURATION:-10}"; VALID_CONNS="${VALID_CONNS:-8}"; FLOOD_CONNS="${FLOOD_CONNS:-64}"
 WORK="$(mktemp -d /tmp/kubedav-bench-auth.XXXXXX)"
 PIDS=()

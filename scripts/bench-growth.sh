@@ -16,7 +16,7 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DURATION="${DURATION:-10}"; THREADS=1; CONNS=4
-BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/dist/kubedav"
 WORK="$(mktemp -d /tmp/kubedav-bench-growth.XXXXXX)"
 PIDS=()
 cleanup() {

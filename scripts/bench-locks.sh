@@ -14,7 +14,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS_DIR="${PEERS_DIR:-$REPO/../shared/peers}"
 DURATION="${DURATION:-10}"; THREADS="${THREADS:-2}"; CONNS="${CONNS:-64}"
-BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/dist/kubedav"
 WORK="$(mktemp -d /tmp/kubedav-bench-locks.XXXXXX)"
 PIDS=()
 cleanup() {

@@ -6,7 +6,7 @@
 # Env (defaults): DURATION=10.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/dist/kubedav"
 DURATION="${DURATION:-10}"
 WORK="$(mktemp -d /tmp/kubedav-bench-md.XXXXXX)"
 PIDS=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU time per request: kubedav (both run modes) against nginx, in alternating rounds.
 
-    python3 scripts/bench_cpu.py [--binary target/release/kubedav] [--rounds 5]
+    python3 scripts/bench_cpu.py [--binary target/dist/kubedav] [--rounds 5]
                                  [--seconds 5] [--hog] [--only NAME] [--durability fsync|none]
 
 Throughput on a shared 2-core machine, with wrk on the same cores, moves with whatever
@@ -229,7 +229,7 @@ def hog():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", default=os.path.join(REPO, "target", "release", "kubedav"))
+    parser.add_argument("--binary", default=os.path.join(REPO, "target", "dist", "kubedav"))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--hog", action="store_true", help="keep one core busy during the run")

@@ -21,7 +21,7 @@ figure that survives it), the S3 server's CPU per request, and S3 requests per W
 request, counted in versitygw's request log. Then each kubedav's fileio peak resident
 set while a 1 GiB PUT and GET stream through it.
 
-Usage: scripts/bench_s3.py [--rounds 3] [--seconds 5] [--bin target/release/kubedav]
+Usage: scripts/bench_s3.py [--rounds 3] [--seconds 5] [--bin target/dist/kubedav]
 Needs wrk, curl and rclone (make bench installs them); versitygw from
 scripts/need-versitygw.sh.
 """
@@ -341,7 +341,7 @@ class Bench:
 def main():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bin", default=os.path.join(repo, "target/release/kubedav"))
+    parser.add_argument("--bin", default=os.path.join(repo, "target/dist/kubedav"))
     parser.add_argument("--versitygw", default=os.environ.get("KUBEDAV_VERSITYGW"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5)

@@ -37,7 +37,7 @@ set -euo pipefail
 # the writer, cut off with SIGPIPE, would fail the pipeline under pipefail.
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CHART="$REPO/charts/kubedav"
-BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/dist/kubedav"
 CLUSTER="$REPO/scripts/k8s/cluster.sh"
 CACHE="${KUBEDAV_K8S_CACHE:-$HOME/.cache/kubedav-k8s}"
 K8S_VERSION=1.36.0            # the schemas of kubernetes-validate 1.36.0; the cluster is v1.36.3
@@ -51,7 +51,7 @@ cleanup() {
 trap cleanup EXIT
 step() { echo "== chart: $*"; }
 fail() { echo "chart-test: $*" >&2; exit 1; }
-[ -x "$BIN" ] || fail "$BIN is missing; build with: cargo build --release"
+[ -x "$BIN" ] || fail "$BIN is missing; build with: make build"
 
 step "tools"
 bash "$REPO/scripts/need.sh" redis-server:redis-server python3:python3 promtool:prometheus

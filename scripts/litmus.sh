@@ -12,9 +12,9 @@
 # KUBEDAV_VERSITYGW (the versitygw binary; built when unset).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${KUBEDAV_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav}"
+BIN="${KUBEDAV_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/dist/kubedav}"
 SUITES="${LITMUS_SUITES:-basic copymove props locks http}"
-[ -x "$BIN" ] || { echo "litmus.sh: $BIN is missing; build with: cargo build --release" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "litmus.sh: $BIN is missing; build with: make build" >&2; exit 1; }
 bash "$REPO/scripts/need.sh" litmus:litmus redis-server:redis-server nginx:nginx
 NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 

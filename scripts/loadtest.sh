@@ -6,7 +6,7 @@
 #     SCENARIO  smoke | webdav-mixed | lock-edit-unlock | markdown-agents | auth-flood | soak
 #     MODE      all (default) | microservices (every service its own process, on loopback)
 #
-# kubedav runs from target/release (or KUBEDAV_BIN) with Basic auth (a users file with
+# kubedav runs from target/dist (or KUBEDAV_BIN) with Basic auth (a users file with
 # the load user), on free ports, in a fresh root; it is stopped at the end. Env for the
 # scenario (DURATION, VUS, ...) passes through to k6, and KUBEDAV_* settings to kubedav;
 # K6_ARGS adds k6 options. After the run it prints the requests k6 sent per second and
@@ -23,8 +23,8 @@ SCRIPT="$REPO/loadtests/$SCENARIO.js"
 [ -f "$SCRIPT" ] || { echo "loadtest: no scenario $SCENARIO (see loadtests/)" >&2; exit 2; }
 case "$MODE" in all|microservices) ;; *) echo "loadtest: mode is all or microservices, not $MODE" >&2; exit 2;; esac
 K6="$(bash "$REPO/scripts/need-k6.sh")"
-BIN="${KUBEDAV_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav}"
-[ -x "$BIN" ] || cargo build --release --locked -p kubedav --manifest-path "$REPO/Cargo.toml"
+BIN="${KUBEDAV_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/dist/kubedav}"
+[ -x "$BIN" ] || cargo build --profile dist --locked -p kubedav --manifest-path "$REPO/Cargo.toml"
 WORK="$(mktemp -d /tmp/kubedav-loadtest.XXXXXX)"
 PIDS=()
 NAMES=()

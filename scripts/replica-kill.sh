@@ -14,8 +14,8 @@ bash "$REPO/scripts/need.sh" nginx:nginx redis-server:redis-server curl:curl
 NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 K6="$(bash "$REPO/scripts/need-k6.sh")"
 VERSITYGW="${KUBEDAV_VERSITYGW:-$(bash "$REPO/scripts/need-versitygw.sh")}"
-BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
-[ -x "$BIN" ] || cargo build --release --locked -p kubedav --manifest-path "$REPO/Cargo.toml"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/dist/kubedav"
+[ -x "$BIN" ] || cargo build --profile dist --locked -p kubedav --manifest-path "$REPO/Cargo.toml"
 WORK="$(mktemp -d /tmp/kubedav-replica-kill.XXXXXX)"
 PIDS=()
 cleanup() {

@@ -10,8 +10,8 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$REPO/scripts/need.sh" nginx:nginx
 NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 K6="$(bash "$REPO/scripts/need-k6.sh")"
-BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/kubedav"
-[ -x "$BIN" ] || cargo build --release --locked -p kubedav --manifest-path "$REPO/Cargo.toml"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/dist/kubedav"
+[ -x "$BIN" ] || cargo build --profile dist --locked -p kubedav --manifest-path "$REPO/Cargo.toml"
 WORK="$(mktemp -d /tmp/kubedav-rollout.XXXXXX)"
 PIDS=()
 cleanup() {
