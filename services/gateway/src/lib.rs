@@ -11,7 +11,8 @@ pub mod dav;
 pub mod edge;
 pub mod handlers;
 pub mod http;
+pub mod request;
 mod state;
 
-pub use edge::sendfile::SENDFILE_ABOVE;
+pub use request::SENDFILE_ABOVE;
 pub use state::{Gateway, GatewayConfig, Ports};

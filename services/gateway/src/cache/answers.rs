@@ -16,8 +16,8 @@
 //! decides the rendering is the gateway's configuration, which does not change.
 
 use super::Lookups;
+use crate::request::KeptAnswer;
 use bytes::Bytes;
-use kubedav_api::path::VolumePath;
 use quick_cache::Equivalent;
 use quick_cache::sync::Cache;
 use std::hash::{Hash, Hasher};
@@ -33,19 +33,6 @@ pub const MAX_REQUEST_BYTES: usize = 2048;
 /// The largest answer kept: a Depth 0 answer of all properties is about 1 KB, more with
 /// many dead properties.
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
-
-/// A rendered 207 and what it was rendered from.
-pub struct KeptAnswer {
-    /// The resource, as the request's path decoded.
-    pub path: VolumePath,
-    /// The number of the fileio port's kept copy the answer was rendered from.
-    pub copy: u64,
-    /// Whether the answer shows `DAV:lockdiscovery` (then it holds only while no lock
-    /// applies to the resource, as when it was rendered).
-    pub shows_locks: bool,
-    /// The multistatus body.
-    pub body: Bytes,
-}
 
 /// What identifies a request's answer: its path as it came and its body.
 #[derive(PartialEq, Eq)]
@@ -149,6 +136,7 @@ impl KeptAnswers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kubedav_api::path::VolumePath;
 
     fn answer(body: usize) -> KeptAnswer {
         KeptAnswer {

@@ -110,7 +110,7 @@ async fn verified<F: Future<Output = Response>>(
 ) -> Response {
     let client_address = request
         .extensions()
-        .get::<crate::edge::client::ClientIp>()
+        .get::<crate::request::ClientIp>()
         .map(|a| a.0.to_string())
         .unwrap_or_default();
     let verdict = {

@@ -17,10 +17,6 @@ use http::HeaderMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::str::FromStr;
 
-/// The client's address as the gateway uses it: for throttling, logs and spans.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientIp(pub IpAddr);
-
 /// One network in CIDR notation (`10.0.0.0/8`, `fd00::/8`, or one address).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cidr {

@@ -213,7 +213,7 @@ pub fn observe<F: std::future::Future<Output = Response>>(
     let metrics = metrics_of(index);
     let client = request
         .extensions()
-        .get::<crate::edge::client::ClientIp>()
+        .get::<crate::request::ClientIp>()
         .map(|c| c.0);
     let access = tracing::enabled!(target: "kubedav::access", tracing::Level::INFO)
         .then(|| (request.method().clone(), request.uri().path().to_owned()));

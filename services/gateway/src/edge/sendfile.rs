@@ -6,7 +6,7 @@
 //! asks fileio for chunks that are mappings of the file ([`kubedav_api::mapped`]), which
 //! nothing reads. [`SendfileStream`] recognises those buffers by their address and
 //! sends them from the file with `sendfile` instead, the head before them. Everything else is written as
-//! before. Only HTTP/1 responses carry such chunks ([`Sendfile`]): HTTP/2 copies data
+//! before. Only HTTP/1 responses carry such chunks ([`Sendfile`](crate::request::Sendfile)): HTTP/2 copies data
 //! into frames, which would read the mapping.
 
 use kubedav_api::mapped::{self, FileSpan};
@@ -16,16 +16,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
-
-/// Files larger than this are sent with sendfile: below it, copying the bytes costs less
-/// than mapping the file, checking its pages and unmapping it. (In one process, the
-/// gateway keeps copies of files up to this size.)
-pub const SENDFILE_ABOVE: u64 = 64 * 1024;
-
-/// Marks a request that arrived over HTTP/1 on a [`SendfileStream`]: its response may
-/// carry mapped chunks.
-#[derive(Clone, Copy, Debug)]
-pub struct Sendfile;
 
 /// A client's TCP connection that sends mapped chunks with sendfile.
 pub struct SendfileStream {

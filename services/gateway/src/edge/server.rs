@@ -14,9 +14,10 @@
 
 use crate::GatewayConfig;
 use crate::app::HttpService;
-use crate::edge::client::{ClientIp, limit_key};
-use crate::edge::sendfile::{Sendfile, SendfileStream};
+use crate::edge::client::limit_key;
+use crate::edge::sendfile::SendfileStream;
 use crate::edge::threads::ConnectionThreads;
+use crate::request::{ClientIp, Sendfile};
 use futures_util::FutureExt;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;

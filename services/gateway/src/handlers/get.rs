@@ -3,9 +3,9 @@
 
 use super::{request_path, validator_headers};
 use crate::Gateway;
-use crate::edge::sendfile::{SENDFILE_ABOVE, Sendfile};
 use crate::http::conditional::{Outcome, Validators, evaluate, if_range_holds};
 use crate::http::errors::{HttpError, HttpResult};
+use crate::request::{SENDFILE_ABOVE, Sendfile};
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
@@ -358,8 +358,7 @@ fn representation_headers(
 #[derive(Clone, Copy, Debug)]
 struct Sending {
     /// Straight to a [`Sendfile`] connection, which nothing before it reads: large
-    /// files may come as mappings sent from the page cache
-    /// ([`crate::edge::sendfile`]).
+    /// files may come as mappings sent from the page cache (`edge::sendfile`).
     untouched: bool,
 }
 

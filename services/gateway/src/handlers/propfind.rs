@@ -2,13 +2,13 @@
 
 use super::{decode_path, request_path, xml_bytes};
 use crate::Gateway;
-use crate::cache::answers::KeptAnswer;
 use crate::dav::headers::{Depth, depth};
 use crate::dav::locking::SUPPORTED_LOCK;
 use crate::dav::properties::{LiveContext, MULTISTATUS_CLOSE, Prefixes, Propfind, write_response};
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::RequestPath;
 use crate::http::paths::write_wire_href;
+use crate::request::KeptAnswer;
 use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;

@@ -11,7 +11,7 @@ use axum::body::Body;
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use kubedav_api::auth::Auth;
-use kubedav_gateway::edge::client::ClientIp;
+use kubedav_gateway::request::ClientIp;
 use kubedav_gateway::{Gateway, GatewayConfig, Ports};
 use std::path::PathBuf;
 use std::sync::Arc;
