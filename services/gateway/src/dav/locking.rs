@@ -5,6 +5,7 @@ use crate::Gateway;
 use crate::dav::xml::escape;
 use crate::http::errors::HttpError;
 use crate::http::paths::href;
+use crate::request::Principal;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
 use kubedav_api::fileio::StatRequest;
@@ -71,7 +72,7 @@ pub fn if_header(headers: &HeaderMap) -> Result<Vec<kubedav_api::locks::TaggedLi
 pub async fn check_write(
     gateway: &Gateway,
     headers: &HeaderMap,
-    principal: String,
+    principal: &Principal,
     request_path: &VolumePath,
     targets: Vec<WriteTarget>,
 ) -> Result<(), HttpError> {
@@ -95,7 +96,7 @@ pub async fn check_write(
 pub async fn check_create(
     gateway: &Gateway,
     headers: &HeaderMap,
-    principal: String,
+    principal: &Principal,
     path: &VolumePath,
 ) -> Result<Option<String>, HttpError> {
     let parent_target = parent(path);
@@ -142,7 +143,7 @@ fn precondition_failed() -> HttpError {
 async fn ask(
     gateway: &Gateway,
     headers: &HeaderMap,
-    principal: String,
+    principal: &Principal,
     request_path: &VolumePath,
     targets: Vec<WriteTarget>,
 ) -> Result<kubedav_api::locks::CheckWriteResponse, HttpError> {
@@ -172,7 +173,7 @@ async fn ask(
         targets,
         if_header,
         etags,
-        principal,
+        principal: principal.name().to_owned(),
         request_path: request_path.as_str().to_owned(),
     };
     let span = tracing::info_span!("locks.check_write", targets = request.targets.len() as i64);

@@ -2,7 +2,8 @@
 //! [`xml`] it writes and the bodies it parses ([`xmldom`], remembered by
 //! [`bodymemo`]), [`properties`], the `If` header ([`ifheader`]) and what the locks
 //! service is asked around writes ([`locking`]), what sync clients add ([`sync`]), and settings for
-//! particular clients' habits ([`quirks`]). May import `http` and the state.
+//! particular clients' habits ([`quirks`]). May import `http`, `request` and
+//! the state.
 
 pub mod bodymemo;
 pub mod headers;

@@ -8,24 +8,12 @@
 
 use crate::Gateway;
 use crate::http::errors::HttpError;
+use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use http::{HeaderValue, Method, StatusCode, header};
-use kubedav_api::auth::{VerifyRequest, verify_response::Outcome};
-
-/// The authenticated user of a request ("" when auth is off or the request is anonymous).
-#[derive(Clone, Debug, Default)]
-pub struct Principal(pub String);
-
-/// The principal of a request.
-pub fn principal(request: &Request) -> String {
-    request
-        .extensions()
-        .get::<Principal>()
-        .map(|p| p.0.clone())
-        .unwrap_or_default()
-}
+use kubedav_api::auth::{VerifyRequest, VerifyResponse, verify_response::Outcome};
 
 fn is_read(method: &Method) -> bool {
     crate::dav::method::DavMethod::of(method).is_some_and(|m| m.is_read())
@@ -97,6 +85,30 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
     )))
 }
 
+/// The auth service's check of `user`'s password, in its span, and the principal the
+/// request gets if it passes: made before the call, which takes the user's name, so that
+/// name is copied once. Apart from [`verified`], where `user`, borrowed, would keep its
+/// place in the future across the call.
+fn verification<'a>(
+    auth: &'a dyn kubedav_api::auth::Auth,
+    user: String,
+    password: String,
+    client_address: String,
+) -> (
+    Principal,
+    impl Future<Output = Result<VerifyResponse, tonic::Status>> + 'a,
+) {
+    let principal = Principal::new(&user);
+    let span = tracing::info_span!("auth.verify", user = %user);
+    let request = VerifyRequest {
+        user,
+        password,
+        client_address,
+    };
+    let call = tracing::Instrument::instrument(auth.verify(request), span);
+    (principal, call)
+}
+
 /// The rest of [`authenticate`] for a request with credentials: checked by the auth
 /// service, then `next`.
 async fn verified<F: Future<Output = Response>>(
@@ -113,23 +125,17 @@ async fn verified<F: Future<Output = Response>>(
         .get::<crate::request::ClientIp>()
         .map(|a| a.0.to_string())
         .unwrap_or_default();
-    let verdict = {
-        let span = tracing::info_span!("auth.verify", user = %user);
-        let request = VerifyRequest {
-            user: user.clone(),
-            password,
-            client_address,
-        };
-        tracing::Instrument::instrument(auth.verify(request), span).await
-    };
+    let (principal, verify) = verification(auth, user, password, client_address);
+    let verdict = verify.await;
     match verdict {
         Ok(reply) => match reply.outcome() {
             Outcome::Allowed => {
-                if !read && gateway.config.read_only_users.contains(&user) {
+                let user = principal.name();
+                if !read && gateway.config.read_only_users.contains(user) {
                     return HttpError::new(StatusCode::FORBIDDEN, format!("{user} has read-only access"))
                         .into_response();
                 }
-                request.extensions_mut().insert(Principal(user));
+                request.extensions_mut().insert(principal);
                 next(request).await
             }
             Outcome::Denied => challenge(gateway, "the user name or password is wrong"),

@@ -6,6 +6,7 @@ use crate::Gateway;
 use crate::dav::headers::{Depth, depth, destination, overwrite};
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::href;
+use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::{StatusCode, header};
@@ -45,7 +46,7 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
     if is_move {
         targets.extend(crate::dav::locking::member(&source.path, true));
     }
-    let principal = crate::edge::auth::principal(&request);
+    let principal = Principal::of(&request);
     guard_write(gateway, headers, principal, &source.path, Change::of(targets)).await?;
     let (from, to) = (
         source.path.as_str().to_owned(),

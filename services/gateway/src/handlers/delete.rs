@@ -4,6 +4,7 @@ use super::guard::{Change, guard_write};
 use super::{request_path, single_if_match};
 use crate::Gateway;
 use crate::http::errors::{HttpError, HttpResult};
+use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::StatusCode;
@@ -19,7 +20,7 @@ pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
         ));
     }
     let targets = crate::dav::locking::member(&target.path, true);
-    let principal = crate::edge::auth::principal(&request);
+    let principal = Principal::of(&request);
     let change = Change::of(targets).conditional();
     guard_write(gateway, request.headers(), principal, &target.path, change).await?;
     let reply = gateway

@@ -5,7 +5,7 @@ use super::{request_path, validator_headers};
 use crate::Gateway;
 use crate::http::conditional::{Outcome, Validators, evaluate, if_range_holds};
 use crate::http::errors::{HttpError, HttpResult};
-use crate::request::{SENDFILE_ABOVE, Sendfile};
+use crate::request::{Principal, SENDFILE_ABOVE, Sendfile};
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
@@ -508,8 +508,9 @@ impl Stream for MultipartBody {
 /// Whether the page offers write actions: without authentication anyone writes; with
 /// it, an authenticated user who is not read-only. The server enforces it either way.
 fn may_write(gateway: &Gateway, request: &Request) -> bool {
-    let principal = crate::edge::auth::principal(request);
-    gateway.auth.is_none() || (!principal.is_empty() && !gateway.config.read_only_users.contains(&principal))
+    let principal = Principal::of(request);
+    let user = principal.name();
+    gateway.auth.is_none() || (!user.is_empty() && !gateway.config.read_only_users.contains(user))
 }
 
 /// The page's script or style sheet, when the request is for one of them.

@@ -4,6 +4,7 @@ use crate::Gateway;
 use crate::dav::locking;
 use crate::http::conditional::{Outcome, Validators, evaluate};
 use crate::http::errors::HttpError;
+use crate::request::Principal;
 use http::{HeaderMap, StatusCode, header};
 use kubedav_api::locks::WriteTarget;
 use kubedav_api::path::VolumePath;
@@ -64,7 +65,7 @@ impl Change {
 pub async fn guard_write(
     gateway: &Gateway,
     headers: &HeaderMap,
-    principal: String,
+    principal: Principal,
     path: &VolumePath,
     change: Change,
 ) -> Result<Option<String>, HttpError> {
@@ -79,10 +80,10 @@ pub async fn guard_write(
     }
     match change.what {
         What::Targets(targets) => {
-            locking::check_write(gateway, headers, principal, path, targets).await?;
+            locking::check_write(gateway, headers, &principal, path, targets).await?;
             Ok(None)
         }
-        What::Create => locking::check_create(gateway, headers, principal, path).await,
+        What::Create => locking::check_create(gateway, headers, &principal, path).await,
     }
 }
 

@@ -7,6 +7,7 @@ use crate::dav::headers::{Depth, depth, lock_token, timeout};
 use crate::dav::locking::{activelock, if_header, locked};
 use crate::dav::properties::DAV;
 use crate::http::errors::{HttpError, HttpResult};
+use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::{HeaderValue, StatusCode, header};
@@ -21,7 +22,7 @@ use tonic::Code;
 /// way. Without a body: a refresh of the lock named in the If header.
 pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
-    let principal = crate::edge::auth::principal(&request);
+    let principal = Principal::of(&request);
     let headers = request.headers().clone();
     let timeout_seconds = timeout(&headers)?;
     let depth = depth(&headers, Depth::Infinity)?;
@@ -29,7 +30,7 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
         return Err(HttpError::bad_request("LOCK takes Depth 0 or infinity"));
     }
     let Some(body) = xml_body(request).await? else {
-        return refresh(gateway, &headers, &target.path, &principal, timeout_seconds).await;
+        return refresh(gateway, &headers, &target.path, principal.name(), timeout_seconds).await;
     };
     if !body.is(DAV, "lockinfo") {
         return Err(HttpError::bad_request("the LOCK body must be a DAV:lockinfo"));
@@ -95,7 +96,7 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
                 LockDepth::Infinity
             } as i32,
             owner_xml: owner_xml.into(),
-            principal: principal.clone(),
+            principal: principal.name().to_owned(),
             timeout_seconds,
             collection: existing.as_ref().is_some_and(|info| info.is_collection),
         })
@@ -226,7 +227,7 @@ pub async fn unlock(gateway: &Gateway, request: Request) -> HttpResult {
     let unlock = UnlockRequest {
         path: target.path.as_str().to_owned(),
         token,
-        principal: crate::edge::auth::principal(&request),
+        principal: Principal::of(&request).name().to_owned(),
     };
     match gateway.locks.unlock(unlock).await {
         Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),

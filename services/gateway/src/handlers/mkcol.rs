@@ -4,6 +4,7 @@ use super::guard::{Change, guard_write};
 use super::{has_body, request_path};
 use crate::Gateway;
 use crate::http::errors::{HttpError, HttpResult};
+use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::StatusCode;
@@ -27,7 +28,7 @@ pub async fn mkcol(gateway: &Gateway, request: Request) -> HttpResult {
         ));
     }
     let targets = crate::dav::locking::member(&target.path, false);
-    let principal = crate::edge::auth::principal(&request);
+    let principal = Principal::of(&request);
     let change = Change::of(targets);
     guard_write(gateway, request.headers(), principal, &target.path, change).await?;
     match gateway

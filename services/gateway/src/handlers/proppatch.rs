@@ -7,6 +7,7 @@ use crate::dav::properties::{DAV, MULTISTATUS_CLOSE, Name, Prefixes, write_props
 use crate::dav::sync;
 use crate::http::errors::{HttpError, HttpResult, http_status};
 use crate::http::paths::href;
+use crate::request::Principal;
 use axum::extract::Request;
 use http::StatusCode;
 use kubedav_api::checksums::is_reserved;
@@ -21,7 +22,7 @@ use std::fmt::Write;
 pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&request)?;
     let targets = vec![crate::dav::locking::target(&target.path, false)];
-    let principal = crate::edge::auth::principal(&request);
+    let principal = Principal::of(&request);
     let change = Change::of(targets);
     guard_write(gateway, request.headers(), principal, &target.path, change).await?;
     let body = xml_body(request)

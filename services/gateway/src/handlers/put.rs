@@ -5,6 +5,7 @@ use super::{request_path, single_if_match, validator_headers};
 use crate::Gateway;
 use crate::dav::sync::{self, UploadChecks};
 use crate::http::errors::{HttpError, HttpResult};
+use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use bytes::Bytes;
@@ -59,7 +60,7 @@ pub async fn put(gateway: &Gateway, request: Request) -> HttpResult {
     }
     let checks = UploadChecks::of(headers)?;
     let modified = sync::oc_mtime(headers)?;
-    let principal = crate::edge::auth::principal(&request);
+    let principal = Principal::of(&request);
     let must_still_be = guard_write(gateway, headers, principal, &target.path, Change::create()).await?;
     let wanted_digest = sync::wanted_digest(headers, sync::WANT_REPR_DIGEST);
     let write = WriteHeader {

@@ -2,10 +2,15 @@
 //! into another for it.
 //!
 //! The edge puts into a request's extensions the client's address ([`ClientIp`],
-//! `edge::server`) and whether its connection sends file data from the page cache
-//! ([`Sendfile`], `edge::server`); the later layers and the handlers read them here. A
-//! PROPFIND handler leaves the answer it rendered to the answers cache as a
-//! [`KeptAnswer`] (`cache::answers`). Imports nothing else of the gateway.
+//! `edge::server`), whether its connection sends file data from the page cache
+//! ([`Sendfile`], `edge::server`) and who makes it ([`Principal`], `edge::auth`); the
+//! later layers and the handlers read them here. A PROPFIND handler leaves the answer it
+//! rendered to the answers cache as a [`KeptAnswer`] (`cache::answers`). Imports nothing
+//! else of the gateway.
+
+mod principal;
+
+pub use principal::Principal;
 
 use bytes::Bytes;
 use kubedav_api::path::VolumePath;
