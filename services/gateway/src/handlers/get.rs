@@ -3,7 +3,7 @@
 
 use super::{request_path, validator_headers};
 use crate::Gateway;
-use crate::http::conditional::{Outcome, Validators, evaluate, if_range_holds};
+use crate::http::conditional::{Validators, if_range_holds, read_preconditions};
 use crate::http::errors::{HttpError, HttpResult};
 use crate::request::{Principal, SENDFILE_ABOVE, Sendfile};
 use axum::body::Body;
@@ -23,7 +23,7 @@ use std::task::{Context, Poll};
 ///
 /// The steps: which ranges were asked for ([`asked_ranges`]); the read, opened before
 /// the preconditions are evaluated ([`open`] says why); the Markdown variant for agents
-/// ([`markdown_variant`]); the preconditions ([`preconditions`]); then the listing of a
+/// ([`markdown_variant`]); the preconditions ([`read_preconditions`]); then the listing of a
 /// collection, or the file's body ([`body`]) with its representation headers
 /// ([`representation_headers`]).
 pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult {
@@ -70,7 +70,13 @@ pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult 
         return super::markdown::listing(gateway, &target.path, &info, headers, head).await;
     }
     let validators = Validators::new(&info.etag, info.modified_unix_ns);
-    if let Some(response) = preconditions(headers, &info, &validators, negotiable || info.is_collection)? {
+    let not_modified = |headers: &mut http::HeaderMap| {
+        validator_headers(headers, &info.etag, info.modified_unix_ns);
+        if negotiable || info.is_collection {
+            headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+        }
+    };
+    if let Some(response) = read_preconditions(headers, &validators, not_modified)? {
         return Ok(response);
     }
     if info.is_collection {
@@ -252,33 +258,6 @@ async fn markdown_variant(
     };
     let note = Some(format!("conversion failed: {reason}"));
     Ok(Variant::Html { chunks, note })
-}
-
-/// The answer the precondition headers call for, if they stop the request: 304 with
-/// the validators, or 412.
-fn preconditions(
-    headers: &http::HeaderMap,
-    info: &FileInfo,
-    validators: &Validators,
-    negotiable: bool,
-) -> Result<Option<Response>, HttpError> {
-    match evaluate(headers, Some(validators), true) {
-        Outcome::Proceed => Ok(None),
-        Outcome::NotModified => {
-            let mut response = StatusCode::NOT_MODIFIED.into_response();
-            validator_headers(response.headers_mut(), &info.etag, info.modified_unix_ns);
-            if negotiable {
-                response
-                    .headers_mut()
-                    .insert(header::VARY, HeaderValue::from_static("Accept"));
-            }
-            Ok(Some(response))
-        }
-        Outcome::Failed => Err(HttpError::new(
-            StatusCode::PRECONDITION_FAILED,
-            "a precondition header did not hold",
-        )),
-    }
 }
 
 /// The file's body: whole (`ranges` is `None`), one range (206), several (206

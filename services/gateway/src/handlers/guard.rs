@@ -2,10 +2,10 @@
 
 use crate::Gateway;
 use crate::dav::locking;
-use crate::http::conditional::{Outcome, Validators, evaluate};
+use crate::http::conditional::{Outcome, Validators, evaluate, precondition_failed};
 use crate::http::errors::HttpError;
 use crate::request::Principal;
-use http::{HeaderMap, StatusCode, header};
+use http::{HeaderMap, header};
 use kubedav_api::locks::WriteTarget;
 use kubedav_api::path::VolumePath;
 
@@ -72,10 +72,7 @@ pub async fn guard_write(
     if change.conditional && has_preconditions(headers) {
         let current = current_validators(gateway, path).await?;
         if evaluate(headers, current.as_ref(), false) != Outcome::Proceed {
-            return Err(HttpError::new(
-                StatusCode::PRECONDITION_FAILED,
-                "a precondition header did not hold",
-            ));
+            return Err(precondition_failed());
         }
     }
     match change.what {

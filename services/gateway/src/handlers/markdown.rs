@@ -1,11 +1,11 @@
 //! The Markdown variant of HTML resources, for agents that prefer `text/markdown`.
 
 use crate::Gateway;
-use crate::http::conditional::{Outcome, Validators, evaluate};
+use crate::http::conditional::{Validators, read_preconditions};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderMap, HeaderValue, header};
 use kubedav_api::BoxStream;
 use kubedav_api::fileio::{FileInfo, ReadChunk, ReadRequest};
 use kubedav_api::markdown::{CONVERTER_VERSION, ConvertHeader, LookupRequest};
@@ -31,20 +31,9 @@ pub async fn serve(
     let markdown = gateway.markdown.as_ref().ok_or("no markdown service")?;
     let etag = variant_etag(&info.etag);
     let validators = Validators::new(&etag, info.modified_unix_ns);
-    match evaluate(headers, Some(&validators), true) {
-        Outcome::Proceed => {}
-        Outcome::NotModified => {
-            let mut response = StatusCode::NOT_MODIFIED.into_response();
-            variant_headers(gateway, response.headers_mut(), info, &etag);
-            return Ok(response);
-        }
-        Outcome::Failed => {
-            return Ok(crate::http::errors::HttpError::new(
-                StatusCode::PRECONDITION_FAILED,
-                "a precondition header did not hold",
-            )
-            .into_response());
-        }
+    let not_modified = |headers: &mut HeaderMap| variant_headers(gateway, headers, info, &etag);
+    if let Some(stopped) = read_preconditions(headers, &validators, not_modified).transpose() {
+        return Ok(stopped.unwrap_or_else(IntoResponse::into_response));
     }
     let base_url = page_url(headers, path);
     let lookup = LookupRequest {
@@ -119,19 +108,9 @@ pub async fn listing(
 ) -> Result<Response, crate::http::errors::HttpError> {
     let etag = variant_etag(&info.etag);
     let validators = Validators::new(&etag, info.modified_unix_ns);
-    match evaluate(headers, Some(&validators), true) {
-        Outcome::Proceed => {}
-        Outcome::NotModified => {
-            let mut response = StatusCode::NOT_MODIFIED.into_response();
-            variant_headers(gateway, response.headers_mut(), info, &etag);
-            return Ok(response);
-        }
-        Outcome::Failed => {
-            return Err(crate::http::errors::HttpError::new(
-                StatusCode::PRECONDITION_FAILED,
-                "a precondition header did not hold",
-            ));
-        }
+    let not_modified = |headers: &mut HeaderMap| variant_headers(gateway, headers, info, &etag);
+    if let Some(response) = read_preconditions(headers, &validators, not_modified)? {
+        return Ok(response);
     }
     let members = super::get::members(gateway, path).await?;
     let markdown = super::agent_listing::render(path, members);

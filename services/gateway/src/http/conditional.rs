@@ -2,7 +2,9 @@
 //! If-Modified-Since, If-Unmodified-Since and If-Range, evaluated in the order of
 //! section 13.2.2.
 
-use http::HeaderMap;
+use crate::http::errors::HttpError;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The validators of the current representation.
@@ -73,6 +75,35 @@ pub fn evaluate(headers: &HeaderMap, current: Option<&Validators>, safe: bool) -
         return Outcome::NotModified;
     }
     Outcome::Proceed
+}
+
+/// What a read's (GET's, HEAD's) precondition headers say against the current
+/// representation's `validators`: `Ok(None)` to serve it; `Ok(Some(..))`, a 304 with the
+/// headers `not_modified` adds (the validators, and whatever else the 200 would say of
+/// them); or the 412 of [`precondition_failed`].
+pub fn read_preconditions(
+    headers: &HeaderMap,
+    validators: &Validators,
+    not_modified: impl FnOnce(&mut HeaderMap),
+) -> Result<Option<Response>, HttpError> {
+    match evaluate(headers, Some(validators), true) {
+        Outcome::Proceed => Ok(None),
+        Outcome::NotModified => {
+            let mut response = StatusCode::NOT_MODIFIED.into_response();
+            not_modified(response.headers_mut());
+            Ok(Some(response))
+        }
+        Outcome::Failed => Err(precondition_failed()),
+    }
+}
+
+/// 412: a precondition header (`If-Match`, `If-None-Match`, `If-Modified-Since`,
+/// `If-Unmodified-Since`) did not hold.
+pub fn precondition_failed() -> HttpError {
+    HttpError::new(
+        StatusCode::PRECONDITION_FAILED,
+        "a precondition header did not hold",
+    )
 }
 
 /// Whether a Range request should be honoured under its `If-Range` header (absent:
