@@ -8,7 +8,7 @@
 //! most the parser's budget, and its fragment is at most six times both together.
 #![no_main]
 
-use kubedav_gateway::dav::properties::{MAX_PROPFIND_NAMES, Propfind};
+use kubedav_gateway::dav::propfind::{MAX_PROPFIND_NAMES, Propfind};
 use kubedav_gateway::dav::xmldom::{self, Element, MAX_EXPANDED_NAMES, Node};
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashSet;

@@ -6,7 +6,8 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kubedav_api::fileio::FileInfo;
 use kubedav_api::path::VolumePath;
-use kubedav_gateway::dav::properties::{LiveContext, Propfind, write_response};
+use kubedav_gateway::dav::multistatus::{LiveContext, Prefixes, write_response};
+use kubedav_gateway::dav::propfind::Propfind;
 use kubedav_gateway::dav::{ifheader, locking};
 use kubedav_gateway::http::{dates, paths, range};
 use std::hint::black_box;
@@ -35,7 +36,7 @@ fn entry(i: usize) -> FileInfo {
 fn propfind_body(c: &mut Criterion) {
     let mut group = c.benchmark_group("PROPFIND allprop 207");
     let request = Propfind::AllProp { include: Vec::new() };
-    let prefixes = request.prefixes();
+    let prefixes = Prefixes::of(request.echoed());
     let ctx = LiveContext {
         prefixes: &prefixes,
         usage: None,

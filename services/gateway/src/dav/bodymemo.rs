@@ -7,7 +7,7 @@
 //! keyed by the exact bytes, and parsing is a function of them, so an answer from it is
 //! the answer the parser gives. Bodies the parser refuses are not kept.
 
-use crate::dav::properties::Propfind;
+use crate::dav::propfind::Propfind;
 use bytes::Bytes;
 use std::cell::RefCell;
 

@@ -1,8 +1,9 @@
-//! Minimal XML output for multistatus bodies.
+//! XML output: text escaped ([`escape`], [`escape_into`]), numbers ([`push_decimal`]) and
+//! the `DAV:error` body of a refusal ([`dav_error`]); multistatus bodies are
+//! [`super::multistatus`]'s.
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
-use std::fmt::Write;
 
 /// Escapes text for XML element content and attribute values.
 pub fn escape(text: &str) -> String {
@@ -31,29 +32,9 @@ pub fn escape_into(out: &mut String, text: &str) {
     out.push_str(&text[plain..]);
 }
 
-/// A `DAV:multistatus` body with one `DAV:response` per (href, status) pair.
-pub fn multistatus(responses: &[(String, http::StatusCode, String)]) -> String {
-    let mut body =
-        String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:multistatus xmlns:D=\"DAV:\">\n");
-    for (href, status, description) in responses {
-        let _ = write!(
-            body,
-            "<D:response><D:href>{}</D:href><D:status>HTTP/1.1 {} {}</D:status>",
-            escape(href),
-            status.as_u16(),
-            status.canonical_reason().unwrap_or("")
-        );
-        if !description.is_empty() {
-            let _ = write!(
-                body,
-                "<D:responsedescription>{}</D:responsedescription>",
-                escape(description)
-            );
-        }
-        body.push_str("</D:response>\n");
-    }
-    body.push_str("</D:multistatus>\n");
-    body
+/// `value` in decimal, without the formatting machinery (a size per PROPFIND entry).
+pub fn push_decimal(out: &mut String, value: u64) {
+    out.push_str(itoa::Buffer::new().format(value));
 }
 
 /// A WebDAV error response: `status` with a `DAV:error` body holding the precondition
@@ -72,4 +53,18 @@ pub fn dav_error(status: StatusCode, condition: &str, description: &str) -> Resp
         body,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_as_display_writes_them() {
+        for value in [0u64, 7, 10, 1_234_567, u64::MAX] {
+            let mut out = String::from("x");
+            push_decimal(&mut out, value);
+            assert_eq!(out, format!("x{value}"));
+        }
+    }
 }

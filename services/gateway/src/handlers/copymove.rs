@@ -109,5 +109,5 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
         }
         return Ok(response);
     }
-    Ok(super::failures(&reply.failures))
+    Ok(crate::dav::multistatus::failures(&reply.failures))
 }

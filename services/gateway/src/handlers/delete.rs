@@ -34,5 +34,5 @@ pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
         crate::dav::locking::release(gateway, &target.path).await;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    Ok(super::failures(&reply.failures))
+    Ok(crate::dav::multistatus::failures(&reply.failures))
 }

@@ -4,7 +4,8 @@ use super::{decode_path, request_path, xml_bytes};
 use crate::Gateway;
 use crate::dav::headers::{Depth, depth};
 use crate::dav::locking::SUPPORTED_LOCK;
-use crate::dav::properties::{LiveContext, MULTISTATUS_CLOSE, Prefixes, Propfind, write_response};
+use crate::dav::multistatus::{self, LiveContext, MULTISTATUS_CLOSE, Prefixes, write_response};
+use crate::dav::propfind::Propfind;
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::RequestPath;
 use crate::http::paths::write_wire_href;
@@ -80,7 +81,7 @@ async fn kept_answer(gateway: &Gateway, raw_path: &str, body: Option<&Bytes>) ->
     }
     gateway
         .answers
-        .count(holds.then(|| super::multistatus(kept.body.clone())))
+        .count(holds.then(|| multistatus::answer(kept.body.clone())))
 }
 
 /// Lists `target` to `depth` and renders the 207; a Depth 0 answer is kept for requests
@@ -144,7 +145,7 @@ async fn render(
         Vec::new()
     };
     let mut render = Render {
-        prefixes: propfind.prefixes(),
+        prefixes: Prefixes::of(propfind.echoed()),
         propfind,
         usage,
         locks,
@@ -204,7 +205,7 @@ async fn render(
             };
             gateway.answers.keep(raw_path, body.unwrap_or_default(), answer);
         }
-        return Ok(super::multistatus(out));
+        return Ok(multistatus::answer(out));
     }
     // Depth 1 streams batch by batch: memory stays at one batch however large the
     // collection. A failure after the first batch aborts the body (the client sees an
@@ -220,7 +221,7 @@ async fn render(
         .chain(futures_util::stream::iter([Ok(Bytes::from_static(
             MULTISTATUS_CLOSE.as_bytes(),
         ))]));
-    Ok(super::multistatus_stream(axum::body::Body::from_stream(body)))
+    Ok(multistatus::answer_stream(axum::body::Body::from_stream(body)))
 }
 
 /// What each listed entry's `response` element is written from.

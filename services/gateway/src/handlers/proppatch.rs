@@ -3,7 +3,10 @@
 use super::guard::{Change, guard_write};
 use super::{request_path, xml_body};
 use crate::Gateway;
-use crate::dav::properties::{DAV, MULTISTATUS_CLOSE, Name, Prefixes, write_propstat};
+use crate::dav::multistatus::{
+    self, MULTISTATUS_CLOSE, Prefixes, close_response, open_response, write_propstat,
+};
+use crate::dav::properties::{DAV, Name};
 use crate::dav::sync;
 use crate::http::errors::{HttpError, HttpResult, http_status};
 use crate::http::paths::href;
@@ -13,7 +16,6 @@ use http::StatusCode;
 use kubedav_api::checksums::is_reserved;
 use kubedav_api::fileio::PatchPropertiesRequest;
 use kubedav_api::pb::fileio::v1::{DeadProperty, PropertyName, PropertyOperation, property_operation};
-use std::fmt::Write;
 
 /// 207 with every property's outcome: all 200, or (nothing applied) 403
 /// `DAV:cannot-modify-protected-property` for live properties and 424 for the rest.
@@ -106,11 +108,7 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let prefixes = Prefixes::of(&names);
     let mut out = String::new();
     prefixes.open_multistatus(&mut out);
-    let _ = write!(
-        out,
-        "<D:response><D:href>{}</D:href>",
-        crate::dav::xml::escape(&href(&target.path, target.trailing_slash))
-    );
+    open_response(&mut out, &href(&target.path, target.trailing_slash));
     let group = |wanted: Option<bool>| {
         let mut props = String::new();
         for (name, _) in names
@@ -137,7 +135,7 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
             }
         }
     }
-    out.push_str("</D:response>\n");
+    close_response(&mut out);
     out.push_str(MULTISTATUS_CLOSE);
-    Ok(super::multistatus(out))
+    Ok(multistatus::answer(out))
 }
