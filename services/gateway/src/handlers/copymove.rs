@@ -1,11 +1,10 @@
 //! COPY and MOVE (RFC 4918 9.8, 9.9).
 
 use super::guard::{Change, guard_write};
-use super::request_path;
 use crate::Gateway;
 use crate::dav::headers::{Depth, depth, destination, overwrite};
 use crate::http::errors::{HttpError, HttpResult};
-use crate::http::paths::href;
+use crate::http::paths::{href, request_path};
 use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;

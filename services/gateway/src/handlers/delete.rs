@@ -1,9 +1,10 @@
 //! DELETE: remove a resource, a collection with all its members (RFC 4918 9.6).
 
 use super::guard::{Change, guard_write};
-use super::{request_path, single_if_match};
 use crate::Gateway;
+use crate::http::conditional::single_if_match;
 use crate::http::errors::{HttpError, HttpResult};
+use crate::http::paths::request_path;
 use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;

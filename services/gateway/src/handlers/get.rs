@@ -1,10 +1,10 @@
 //! GET and HEAD: files with conditional requests and byte ranges, and HTML listings of
 //! collections.
 
-use super::{request_path, validator_headers};
 use crate::Gateway;
-use crate::http::conditional::{Validators, if_range_holds, read_preconditions};
+use crate::http::conditional::{Validators, if_range_holds, read_preconditions, validator_headers};
 use crate::http::errors::{HttpError, HttpResult};
+use crate::http::paths::request_path;
 use crate::request::{Principal, SENDFILE_ABOVE, Sendfile};
 use axum::body::Body;
 use axum::extract::Request;

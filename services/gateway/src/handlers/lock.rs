@@ -1,12 +1,13 @@
 //! LOCK and UNLOCK (RFC 4918 9.10, 9.11) through the locks service.
 
+use super::body::xml_body;
 use super::guard::{Change, guard_write};
-use super::{request_path, xml_body};
 use crate::Gateway;
 use crate::dav::headers::{Depth, depth, lock_token, timeout};
 use crate::dav::locking::{activelock, if_header, locked};
 use crate::dav::properties::DAV;
 use crate::http::errors::{HttpError, HttpResult};
+use crate::http::paths::request_path;
 use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;

@@ -1,7 +1,7 @@
 //! The Markdown variant of HTML resources, for agents that prefer `text/markdown`.
 
 use crate::Gateway;
-use crate::http::conditional::{Validators, read_preconditions};
+use crate::http::conditional::{Validators, read_preconditions, validator_headers};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
@@ -150,7 +150,7 @@ pub fn page_url(headers: &HeaderMap, path: &VolumePath) -> String {
 }
 
 fn variant_headers(gateway: &Gateway, headers: &mut HeaderMap, info: &FileInfo, etag: &str) {
-    super::validator_headers(headers, etag, info.modified_unix_ns);
+    validator_headers(headers, etag, info.modified_unix_ns);
     headers.insert(header::VARY, HeaderValue::from_static("Accept"));
     if let Some(signal) = gateway
         .config

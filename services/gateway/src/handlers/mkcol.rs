@@ -1,13 +1,13 @@
 //! MKCOL: create a collection (RFC 4918 9.3).
 
 use super::guard::{Change, guard_write};
-use super::{has_body, request_path};
 use crate::Gateway;
 use crate::http::errors::{HttpError, HttpResult};
+use crate::http::paths::request_path;
 use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
-use http::StatusCode;
+use http::{StatusCode, header};
 use kubedav_api::fileio::MkdirRequest;
 use tonic::Code;
 
@@ -54,4 +54,14 @@ pub async fn mkcol(gateway: &Gateway, request: Request) -> HttpResult {
             _ => status.into(),
         }),
     }
+}
+
+/// Whether a request carries a body (a non-zero Content-Length, or chunked encoding).
+fn has_body(headers: &http::HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
 }

@@ -1,14 +1,13 @@
 //! PROPFIND (RFC 4918 9.1): one fileio List call answers any depth and size.
 
-use super::{decode_path, request_path, xml_bytes};
+use super::body::{PARSE_ON_WORKER_BYTES, off_worker, xml_bytes};
 use crate::Gateway;
 use crate::dav::headers::{Depth, depth};
 use crate::dav::locking::SUPPORTED_LOCK;
 use crate::dav::multistatus::{self, LiveContext, MULTISTATUS_CLOSE, Prefixes, write_response};
 use crate::dav::propfind::Propfind;
 use crate::http::errors::{HttpError, HttpResult};
-use crate::http::paths::RequestPath;
-use crate::http::paths::write_wire_href;
+use crate::http::paths::{RequestPath, decode, request_path, write_wire_href};
 use crate::request::KeptAnswer;
 use axum::extract::Request;
 use axum::response::Response;
@@ -42,7 +41,7 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
         if let Some(answer) = kept_answer(gateway, &raw_path, body.as_ref()).await {
             return Ok(answer);
         }
-        let target = decode_path(&raw_path)?;
+        let target = decode(&raw_path)?;
         return render(gateway, target, depth, body, Some(&raw_path)).await;
     }
     let target = request_path(&request)?;
@@ -98,9 +97,9 @@ async fn render(
     // and an answer is kept only under the copy it may have been rendered from.
     let copy = keep_as.and_then(|_| gateway.fileio.kept_copy(target.path.as_str()));
     let propfind = match &body {
-        Some(bytes) if bytes.len() > super::PARSE_ON_WORKER_BYTES => {
+        Some(bytes) if bytes.len() > PARSE_ON_WORKER_BYTES => {
             let bytes = bytes.clone();
-            super::off_worker(move || Propfind::parse(Some(&crate::dav::xmldom::parse(&bytes)?))).await
+            off_worker(move || Propfind::parse(Some(&crate::dav::xmldom::parse(&bytes)?))).await
         }
         // Clients repeat the same few bodies: a body met before is not parsed again.
         Some(bytes) => crate::dav::bodymemo::propfind(bytes, |bytes| {

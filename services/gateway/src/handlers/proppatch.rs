@@ -1,7 +1,7 @@
 //! PROPPATCH (RFC 4918 9.2): set and remove dead properties, all or nothing.
 
+use super::body::xml_body;
 use super::guard::{Change, guard_write};
-use super::{request_path, xml_body};
 use crate::Gateway;
 use crate::dav::multistatus::{
     self, MULTISTATUS_CLOSE, Prefixes, close_response, open_response, write_propstat,
@@ -9,7 +9,7 @@ use crate::dav::multistatus::{
 use crate::dav::properties::{DAV, Name};
 use crate::dav::sync;
 use crate::http::errors::{HttpError, HttpResult, http_status};
-use crate::http::paths::href;
+use crate::http::paths::{href, request_path};
 use crate::request::Principal;
 use axum::extract::Request;
 use http::StatusCode;

@@ -1,10 +1,11 @@
 //! PUT: streaming atomic upload (RFC 9110 9.3.4, RFC 4918 9.7).
 
 use super::guard::{Change, guard_write};
-use super::{request_path, single_if_match, validator_headers};
 use crate::Gateway;
 use crate::dav::sync::{self, UploadChecks};
+use crate::http::conditional::{single_if_match, validator_headers};
 use crate::http::errors::{HttpError, HttpResult};
+use crate::http::paths::request_path;
 use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;

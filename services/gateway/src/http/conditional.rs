@@ -4,7 +4,7 @@
 
 use crate::http::errors::HttpError;
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, StatusCode, header};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The validators of the current representation.
@@ -104,6 +104,33 @@ pub fn precondition_failed() -> HttpError {
         StatusCode::PRECONDITION_FAILED,
         "a precondition header did not hold",
     )
+}
+
+/// Adds `ETag` and `Last-Modified` for a representation.
+pub fn validator_headers(headers: &mut HeaderMap, etag: &str, modified_unix_ns: i64) {
+    // Built by hand, not with `format!`, whose formatting machinery and growing buffer
+    // were 3 % of a 1 MiB GET's user time; a value made from a `String` keeps its bytes.
+    let mut quoted = String::with_capacity(etag.len() + 2);
+    quoted.push('"');
+    quoted.push_str(etag);
+    quoted.push('"');
+    if let Ok(value) = header::HeaderValue::try_from(quoted) {
+        headers.insert(header::ETAG, value);
+    }
+    if let Ok(value) = header::HeaderValue::try_from(crate::http::dates::http_date(modified_unix_ns)) {
+        headers.insert(header::LAST_MODIFIED, value);
+    }
+}
+
+/// The single strong etag of an `If-Match` header, to be re-checked by fileio at commit
+/// time (closing the gap between the gateway's check and the write).
+pub fn single_if_match(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::IF_MATCH)?.to_str().ok()?;
+    let mut tags = entity_tags(value);
+    match (tags.next(), tags.next()) {
+        (Some((false, tag)), None) => Some(tag.to_owned()),
+        _ => None,
+    }
 }
 
 /// Whether a Range request should be honoured under its `If-Range` header (absent:

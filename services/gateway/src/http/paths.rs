@@ -5,6 +5,8 @@
 //! never create a segment boundary and an encoded dot segment (`%2e%2e`) is refused like a
 //! literal one.
 
+use crate::http::errors::HttpError;
+use http::StatusCode;
 use kubedav_api::path::{MAX_PATH_BYTES, PathError, VolumePath};
 use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_encode};
 
@@ -29,6 +31,22 @@ pub enum DecodeError {
     /// Not below the base path (`--base-path`): 404.
     #[error("this server serves only paths below {}", base_path())]
     OutsideBase,
+}
+
+impl From<DecodeError> for HttpError {
+    fn from(e: DecodeError) -> Self {
+        match e {
+            DecodeError::TooLong => HttpError::new(StatusCode::URI_TOO_LONG, e.to_string()),
+            DecodeError::Invalid(inner) => HttpError::bad_request(format!("invalid request path: {inner}")),
+            DecodeError::OutsideBase => HttpError::new(StatusCode::NOT_FOUND, e.to_string()),
+        }
+    }
+}
+
+/// The decoded path of a request, or the 400, 404 or 414 that explains why it is
+/// refused ([`DecodeError`]).
+pub fn request_path<B>(request: &http::Request<B>) -> Result<RequestPath, HttpError> {
+    Ok(decode(request.uri().path())?)
 }
 
 /// The path prefix kubedav is served under (`--base-path`, e.g. `/dav`), without a
