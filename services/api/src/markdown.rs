@@ -1,6 +1,9 @@
 //! The markdown port: [`Markdown`], HTML to Markdown conversion as the gateway sees it.
 //! The gRPC adapters are `kubedav_remote::client::RemoteMarkdown` and
-//! `kubedav_remote::server::MarkdownGrpc`.
+//! `kubedav_remote::server::MarkdownGrpc`. Beside it, the rules both sides write Markdown
+//! by ([`escape`]): the converter, and the gateway's Markdown listing of a collection.
+
+pub mod escape;
 
 use crate::BoxStream;
 use crate::pb::markdown::v1 as pb;

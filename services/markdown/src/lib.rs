@@ -11,10 +11,11 @@
 pub mod builder;
 pub mod charset;
 pub mod convert;
-pub mod escape;
 pub mod service;
 pub mod tokenizer;
 pub mod writer;
 
 pub use convert::{CONVERTER_VERSION, Content, ConvertError, Converted, Options, convert};
+/// Escaping for Markdown, shared with the gateway: [`kubedav_api::markdown::escape`].
+pub use kubedav_api::markdown::escape;
 pub use service::MarkdownCore;

@@ -8,8 +8,8 @@ use crate::http::dates::write_rfc3339;
 use crate::http::mediatype::of_name;
 use crate::http::paths::href;
 use kubedav_api::fileio::FileInfo;
+use kubedav_api::markdown::escape::{destination, push_text};
 use kubedav_api::path::{VolumePath, last_name};
-use kubedav_markdown::escape::{destination, push_text};
 use std::fmt::Write;
 
 /// The listing of `dir` with `members`: collections first, then files, each sorted by

@@ -1,5 +1,9 @@
 //! Escaping for each place text lands in Markdown: running text, the start of a line,
 //! link destinations and titles, image alt text, table cells and code spans.
+//!
+//! Here, not in `kubedav-markdown`, because the gateway writes Markdown too (a
+//! collection's listing, `handlers::agent_listing`) and should not depend on the
+//! converter for it; `kubedav_markdown::escape` is this module.
 
 /// Whether a link or image target may be kept: no script or local-file schemes.
 pub fn safe_url(url: &str) -> bool {
