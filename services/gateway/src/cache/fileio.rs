@@ -1,6 +1,7 @@
 //! [`CachedFileIo`]: files of up to 1 MiB, single resources and Depth 1 listings kept
 //! under fileio's lease, or under a lease from each of its replicas.
 
+use super::admission::{AskedOnce, Filling};
 use super::{CacheConfig, Lookups};
 use bytes::{Bytes, BytesMut};
 use futures_util::{StreamExt, TryStreamExt};
@@ -17,8 +18,7 @@ use kubedav_remote::client::RemoteFileIo;
 use kubedav_remote::lease::{self, Coherence, OpenAt, ReplicaLeases};
 use kubedav_remote::server::LeasedFileIo;
 use quick_cache::sync::Cache;
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 use tonic::Status;
 
@@ -485,66 +485,6 @@ fn sendable(copies: &kubedav_api::mapped::CopyStore, data: Bytes) -> Bytes {
         return data;
     }
     copies.copy(&data).unwrap_or(data)
-}
-
-/// The files being read whole to be kept: one request per file at a time does it, so a
-/// burst of misses (each kept copy is fetched again after the freshness bound) holds one
-/// file's bytes, not one per request.
-#[derive(Default)]
-struct Filling(Mutex<HashSet<String>>);
-
-impl Filling {
-    /// Claims `path`, unless another request is reading it whole; released when the
-    /// claim is dropped.
-    fn claim(&self, path: &str) -> Option<FillClaim<'_>> {
-        let mut paths = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        paths.insert(path.to_owned()).then(|| FillClaim {
-            filling: self,
-            path: path.to_owned(),
-        })
-    }
-}
-
-/// The paths of files sent without being kept at their first ask
-/// ([`CachedFileIo::read_or_keep`]): the next ask of one keeps it. Bounded: the least
-/// recently remembered are forgotten first, and a path is forgotten once asked again.
-struct AskedOnce(Cache<String, ()>);
-
-/// How many paths [`AskedOnce`] remembers.
-const ASKED_ONCE_PATHS: usize = 4096;
-
-impl Default for AskedOnce {
-    fn default() -> Self {
-        Self(Cache::new(ASKED_ONCE_PATHS))
-    }
-}
-
-impl AskedOnce {
-    /// Remembers that `path` was asked for once.
-    fn remember(&self, path: String) {
-        self.0.insert(path, ());
-    }
-
-    /// Whether `path` was asked for before (then it is forgotten: the ask keeps it).
-    fn seen(&self, path: &str) -> bool {
-        self.0.remove(path).is_some()
-    }
-}
-
-/// A claim of [`Filling`] on one path.
-struct FillClaim<'a> {
-    filling: &'a Filling,
-    path: String,
-}
-
-impl Drop for FillClaim<'_> {
-    fn drop(&mut self) {
-        self.filling
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.path);
-    }
 }
 
 /// A read answered from a kept file: each resolved range is one chunk, a slice of it.

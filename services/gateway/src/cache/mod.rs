@@ -11,6 +11,7 @@
 //! made to the volume behind fileio's back (another program writing the files) is seen
 //! once the copy is older than the freshness bound ([`CacheConfig::freshness`]).
 
+mod admission;
 pub mod answers;
 mod fileio;
 mod locks;
