@@ -35,8 +35,9 @@ pub trait FileIo: Send + Sync + 'static {
     /// A read whose data the caller hands straight to a connection that sends mapped
     /// bytes with `sendfile(2)`, never reading them itself: the chunks of a file of
     /// more than `map_above` bytes may then be mappings of the file
-    /// ([`crate::mapped`] says why the caller must not read them). Where nothing can be
-    /// mapped (over gRPC, on object storage) it is [`FileIo::read`], as by default.
+    /// (`kubedav_zerocopy::map_resident` says why the caller must not read them: a file
+    /// truncated in place behind kubedav's back would raise `SIGBUS`). Where nothing can
+    /// be mapped (over gRPC, on object storage) it is [`FileIo::read`], as by default.
     async fn read_to_send(&self, request: ReadRequest, map_above: u64) -> Result<ReadReply, Status> {
         let _ = map_above;
         self.read(request).await

@@ -13,10 +13,10 @@ pub mod telemetry;
 /// Sets `kubedav_build_info{version, commit} 1`, the series dashboards list namespaces and
 /// jobs by (every target exports it) and that says which build a pod runs.
 pub fn register_build_info(version: &str, commit: &str) {
-    static BUILD_INFO: std::sync::OnceLock<kubedav_api::metrics::GaugeFamily> = std::sync::OnceLock::new();
+    static BUILD_INFO: std::sync::OnceLock<kubedav_metrics::GaugeFamily> = std::sync::OnceLock::new();
     BUILD_INFO
         .get_or_init(|| {
-            kubedav_api::metrics::GaugeFamily::new(
+            kubedav_metrics::GaugeFamily::new(
                 "kubedav_build_info",
                 "Always 1: the version and commit of the running build.",
                 &["version", "commit"],

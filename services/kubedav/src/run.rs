@@ -4,7 +4,6 @@ use crate::cli::{Cli, LogFormat, Target};
 use kubedav_api::auth::Auth;
 use kubedav_api::fileio::FileIo;
 use kubedav_api::locks::Locks;
-use kubedav_api::mapped::CopyStore;
 use kubedav_api::markdown::Markdown;
 use kubedav_auth::AuthCore;
 use kubedav_fileio::{LocalFileIo, ObjectFileIo};
@@ -13,12 +12,13 @@ use kubedav_gateway::{Gateway, Ports};
 use kubedav_kit::admin::ReadinessCheck;
 use kubedav_kit::shutdown::Shutdown;
 use kubedav_kit::{admin, listen, telemetry};
+use kubedav_lease::{Leases, OpenAt, ReplicaLeases, View, Watch};
 use kubedav_locks::{MemoryLocks, RedisLocks};
 use kubedav_remote::client::{RemoteAuth, RemoteFileIo, RemoteLocks, RemoteMarkdown};
-use kubedav_remote::lease::{Leases, OpenAt, ReplicaLeases, View};
 use kubedav_remote::observe::ObservedChannel;
 use kubedav_remote::serve as grpc;
 use kubedav_remote::server::{AuthGrpc, FileIoGrpc, LocksGrpc, MarkdownGrpc};
+use kubedav_zerocopy::CopyStore;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tonic::transport::Endpoint;
@@ -126,11 +126,11 @@ async fn local_ports(cli: &Cli) -> Result<Ports, String> {
     }
     if keeps && !shared {
         kubedav_gateway::cache::register_metrics();
-        let leased = kubedav_remote::server::LeasedFileIo::new(fileio);
+        let leased = kubedav_lease::LeasedFileIo::new(fileio);
         // Files of up to 1 MiB are kept as in microservices mode, those over 64 KiB once
         // asked for twice: sent from a kept copy, one cost less CPU than opened, checked
         // and sent from the volume (docs/benchmarks.md, "2026-11-26 (5)").
-        fileio = Arc::new(CachedFileIo::in_process(
+        fileio = Arc::new(CachedFileIo::new(
             leased,
             cache_config(cli, kubedav_gateway::cache::MAX_FILE_BYTES),
         ));
@@ -192,7 +192,7 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
                     Box::pin(RemoteFileIo::new(channel).watch(requests))
                 });
                 let cached = CachedFileIo::over_replicas(
-                    fileio,
+                    Arc::new(fileio),
                     view,
                     open,
                     cache_config(cli, kubedav_gateway::cache::MAX_FILE_BYTES),
@@ -209,7 +209,7 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
                 let open = replica_watch("locks", token, |channel, requests| {
                     Box::pin(RemoteLocks::new(channel).watch(requests))
                 });
-                let cached = CachedLocks::over_replicas(locks, view, open);
+                let cached = CachedLocks::over_replicas(Arc::new(locks), view, open);
                 if let Some(leases) = cached.replica_leases() {
                     let _ = locks_leases.set(leases);
                 }
@@ -346,7 +346,7 @@ fn replica_watch(
     token: Option<&str>,
     watch: impl Fn(
         ObservedChannel,
-        kubedav_remote::lease::Requests,
+        kubedav_lease::Requests,
     ) -> futures_util::future::BoxFuture<
         'static,
         Result<kubedav_api::BoxStream<kubedav_api::lease::WatchEvent>, tonic::Status>,
@@ -376,7 +376,7 @@ fn require_shared_locks(locks: RemoteLocks, registered: tokio::sync::watch::Rece
     tokio::spawn(async move {
         loop {
             let (_requests, stream) = tokio::sync::mpsc::unbounded_channel();
-            match locks.watch(kubedav_remote::lease::Requests::from(stream)).await {
+            match locks.watch(kubedav_lease::Requests::from(stream)).await {
                 Ok(_) => {
                     // Offered: registered replicas on Redis show in the registry by now
                     // or soon; memory never does.

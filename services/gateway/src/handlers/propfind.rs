@@ -16,14 +16,14 @@ use futures_util::StreamExt;
 use http::StatusCode;
 use kubedav_api::fileio::{ListEntry, ListRequest, UsageRequest, UsageResponse};
 use kubedav_api::locks::{ActiveLock, DiscoverRequest};
-use kubedav_api::metrics::Counter;
 use kubedav_api::path::VolumePath;
+use kubedav_metrics::Counter;
 use std::sync::LazyLock;
 
 /// PROPFINDs answered with empty lockdiscovery because the locks service (or its store)
 /// could not be reached.
 static LOCKDISCOVERY_UNAVAILABLE: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter(
+    kubedav_metrics::counter(
         "kubedav_gateway_lockdiscovery_unavailable_total",
         "PROPFINDs answered with empty lockdiscovery because the locks could not be read.",
     )

@@ -40,15 +40,15 @@ impl RemoteFileIo {
     }
 }
 
-impl RemoteFileIo {
-    /// Opens a lease stream (`Watch`): see [`crate::lease::hold`]. It lives as long as the
-    /// lease, so it has no deadline; the lease itself notices a silent service.
-    pub fn watch(
+/// Opens a lease stream (`Watch`): see [`kubedav_lease::hold`]. It lives as long as the
+/// lease, so it has no deadline; the lease itself notices a silent service.
+impl kubedav_lease::Watch for RemoteFileIo {
+    fn watch(
         &self,
-        requests: crate::lease::Requests,
-    ) -> impl std::future::Future<Output = Result<BoxStream<WatchEvent>, Status>> + Send + use<> {
+        requests: kubedav_lease::Requests,
+    ) -> futures_util::future::BoxFuture<'static, Result<BoxStream<WatchEvent>, Status>> {
         let mut client = self.calls.client();
-        async move { Ok(client.watch(requests).await?.into_inner().boxed()) }
+        Box::pin(async move { Ok(client.watch(requests).await?.into_inner().boxed()) })
     }
 }
 
