@@ -628,45 +628,18 @@ impl Condition {
 /// What TLS to an `https://` endpoint trusts: the public roots, and the PEM
 /// certificates in `ca_bundle`.
 fn tls_config(ca_bundle: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
-    use rustls::pki_types::{CertificateDer, pem::PemObject};
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(path) = ca_bundle {
-        let unreadable = |e: &dyn std::fmt::Display| format!("AWS_CA_BUNDLE {}: {e}", path.display());
-        let mut added = 0;
-        for certificate in CertificateDer::pem_file_iter(path).map_err(|e| unreadable(&e))? {
-            roots
-                .add(certificate.map_err(|e| unreadable(&e))?)
-                .map_err(|e| unreadable(&e))?;
-            added += 1;
-        }
-        if added == 0 {
-            return Err(unreadable(&"holds no PEM certificate"));
-        }
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS for the S3 endpoint: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    use kubedav_kit::tls::{TlsError, Trust, client_config};
+    client_config(Trust::PublicRoots { extra_ca: ca_bundle }).map_err(|e| match e {
+        TlsError::Protocols(_) => format!("TLS for the S3 endpoint: {e}"),
+        _ => format!("AWS_CA_BUNDLE {e}"),
+    })
 }
 
-/// An error and every cause under it, `outer: inner: innermost`: hyper's own message
-/// ("client error (Connect)") says nothing of an untrusted certificate or a refused
-/// connection, its causes do.
+/// An error and every cause under it, with what to do when the cause is the S3
+/// server's certificate.
 fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        let inner_text = inner.to_string();
-        if !text.contains(&inner_text) {
-            text.push_str(": ");
-            text.push_str(&inner_text);
-        }
-        cause = inner.source();
-    }
-    if text.contains("UnknownIssuer") || text.contains("invalid peer certificate") {
+    let mut text = kubedav_kit::errors::with_causes(error);
+    if kubedav_kit::tls::untrusted_certificate(&text) {
         text.push_str(
             " (the S3 server's certificate is not issued by a trusted CA: put the CA's \
              certificate in a PEM file and name it in AWS_CA_BUNDLE)",
