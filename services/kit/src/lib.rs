@@ -1,14 +1,18 @@
 //! Process plumbing every kubedav target shares, whatever it serves: telemetry
 //! ([`telemetry`]), the admin HTTP server with `/metrics`, `/healthz` and `/readyz`
-//! ([`admin`]), listeners ([`listen`]), Redis connections ([`redis`]), the registry of fileio replicas ([`registry`]) and shutdown
-//! signals ([`shutdown`]). Calls between processes are `kubedav-remote`'s business.
+//! ([`admin`]), listeners ([`listen`]), Redis connections ([`redis`]), the registry of fileio replicas ([`registry`]), shutdown
+//! signals ([`shutdown`]), TLS for the HTTPS clients kubedav runs ([`tls`]) and error
+//! messages with their causes ([`errors`]). Calls between processes are `kubedav-remote`'s
+//! business.
 
 pub mod admin;
+pub mod errors;
 pub mod listen;
 pub mod redis;
 pub mod registry;
 pub mod shutdown;
 pub mod telemetry;
+pub mod tls;
 
 /// Sets `kubedav_build_info{version, commit} 1`, the series dashboards list namespaces and
 /// jobs by (every target exports it) and that says which build a pod runs.
