@@ -24,6 +24,10 @@ pub struct ReadReply {
 /// The volume, as the gateway sees it. Implemented by fileio's core (local) and by
 /// `RemoteFileIo` (over gRPC). See `proto/kubedav/fileio/v1/fileio.proto` for the
 /// meaning of each call and its error codes.
+///
+/// A wrapper (quota, leases, the gateway's cache) writes out every method, those with
+/// a default too, under `#[deny(clippy::missing_trait_methods)]`: a default left in
+/// place would answer for the wrapper and silently bypass what it wraps.
 #[async_trait::async_trait]
 pub trait FileIo: Send + Sync + 'static {
     /// Metadata of one resource.
