@@ -17,7 +17,9 @@ pub use pb::{
 pub struct ReadReply {
     /// Metadata of the file and the ranges `chunks` will carry, in order.
     pub header: ReadHeader,
-    /// The data, range by range, in chunks of at most [`crate::MAX_CHUNK_BYTES`].
+    /// The data, range by range: from fileio's `read`, in chunks of at most
+    /// [`crate::MAX_CHUNK_BYTES`]; a read to send may give mappings of up to 8 MiB, and
+    /// the gateway's cache answers each range of a kept file as one chunk.
     pub chunks: BoxStream<ReadChunk>,
 }
 
