@@ -17,13 +17,19 @@ pub use pb::{
 pub struct ReadReply {
     /// Metadata of the file and the ranges `chunks` will carry, in order.
     pub header: ReadHeader,
-    /// The data, range by range, in chunks of at most [`crate::MAX_CHUNK_BYTES`].
+    /// The data, range by range: from fileio's `read`, in chunks of at most
+    /// [`crate::MAX_CHUNK_BYTES`]; a read to send may give mappings of up to 8 MiB, and
+    /// the gateway's cache answers each range of a kept file as one chunk.
     pub chunks: BoxStream<ReadChunk>,
 }
 
 /// The volume, as the gateway sees it. Implemented by fileio's core (local) and by
 /// `RemoteFileIo` (over gRPC). See `proto/kubedav/fileio/v1/fileio.proto` for the
 /// meaning of each call and its error codes.
+///
+/// A wrapper (quota, leases, the gateway's cache) writes out every method, those with
+/// a default too, under `#[deny(clippy::missing_trait_methods)]`: a default left in
+/// place would answer for the wrapper and silently bypass what it wraps.
 #[async_trait::async_trait]
 pub trait FileIo: Send + Sync + 'static {
     /// Metadata of one resource.
