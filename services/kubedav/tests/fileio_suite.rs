@@ -35,7 +35,7 @@ use kubedav_api::pb::fileio::v1::{
 use kubedav_fileio::quota::QuotaFileIo;
 use kubedav_fileio::{LocalFileIo, ObjectFileIo};
 use kubedav_gateway::cache::{CacheConfig, CachedFileIo};
-use kubedav_remote::server::LeasedFileIo;
+use kubedav_lease::LeasedFileIo;
 use kubedav_testkit::S3Server;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -242,13 +242,13 @@ impl Subject {
 /// Every change here goes through it, so what it keeps is dropped by the lease, never
 /// by age: a long freshness bound keeps the cases from depending on how fast they run.
 fn cached(leased: LeasedFileIo) -> CachedFileIo {
-    CachedFileIo::in_process(
+    CachedFileIo::new(
         leased,
         CacheConfig {
             capacity_bytes: 16 << 20,
             freshness: Duration::from_secs(60),
             max_file_bytes: kubedav_gateway::cache::MAX_FILE_BYTES,
-            copies: kubedav_api::mapped::CopyStore::Memory,
+            copies: kubedav_zerocopy::CopyStore::Memory,
         },
     )
 }
