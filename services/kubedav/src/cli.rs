@@ -285,7 +285,7 @@ pub struct Cli {
     /// start with it (404 otherwise), and every href, listing link and lock root kubedav
     /// writes does.
     #[arg(long, env = "KUBEDAV_BASE_PATH")]
-    pub base_path: Option<String>,
+    pub base_path: Option<kubedav_gateway::http::paths::BasePath>,
 
     /// Browser origins allowed to call kubedav from their pages (CORS), comma-separated,
     /// e.g. https://app.example.com. Preflight OPTIONS requests from them are answered
@@ -656,6 +656,7 @@ impl Cli {
             hide_dotfiles: self.hide_dotfiles,
             refuse_macos_metadata: self.refuse_macos_metadata,
             max_headers: kubedav_gateway::GatewayConfig::default().max_headers,
+            base_path: self.base_path.clone().unwrap_or_default(),
         }
     }
 }

@@ -589,9 +589,6 @@ fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
 const REMEMBERED_RESETS: usize = 4096;
 
 async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), String> {
-    if let Some(base) = &cli.base_path {
-        kubedav_gateway::http::paths::set_base_path(base)?;
-    }
     for origin in &cli.cors_origins {
         let origin = origin.trim();
         let valid = (origin.starts_with("https://") || origin.starts_with("http://"))
