@@ -153,7 +153,8 @@ async fn local_ports(cli: &Cli) -> Result<Ports, String> {
 /// cache of their answers unless `--gateway-cache-mib 0`.
 fn remote_ports(cli: &Cli) -> Result<Ports, String> {
     kubedav_remote::observe::register_client_metrics();
-    kubedav_remote::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
+    // The deadline of every call to a service (--rpc-timeout-seconds), held by each client.
+    let call_timeout = Duration::from_secs(cli.rpc_timeout_seconds.max(1));
     let token = cli.grpc_token.as_deref();
     // With --registry: the replicas of fileio and locks, where calls go and whose
     // leases the caches hold (which of them answer is known once the caches hold them).
@@ -168,14 +169,16 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
         &fileio_replicas,
         &fileio_leases,
         token,
-    )?);
+    )?)
+    .with_call_timeout(call_timeout);
     let locks = RemoteLocks::new(service_channel(
         "locks",
         &cli.locks_url,
         &locks_replicas,
         &locks_leases,
         token,
-    )?);
+    )?)
+    .with_call_timeout(call_timeout);
     if let Some(view) = &locks_replicas {
         require_shared_locks(locks.clone(), view.clone());
     }
@@ -221,20 +224,18 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
     let auth = if cli.auth_url.is_empty() {
         None
     } else {
-        Some(Arc::new(RemoteAuth::new(channel(
-            "auth",
-            &cli.auth_url,
-            cli.grpc_token.as_deref(),
-        )?)) as Arc<dyn Auth>)
+        Some(Arc::new(
+            RemoteAuth::new(channel("auth", &cli.auth_url, cli.grpc_token.as_deref())?)
+                .with_call_timeout(call_timeout),
+        ) as Arc<dyn Auth>)
     };
     let markdown = if cli.markdown_url.is_empty() {
         None
     } else {
-        Some(Arc::new(RemoteMarkdown::new(channel(
-            "markdown",
-            &cli.markdown_url,
-            cli.grpc_token.as_deref(),
-        )?)) as Arc<dyn Markdown>)
+        Some(Arc::new(
+            RemoteMarkdown::new(channel("markdown", &cli.markdown_url, cli.grpc_token.as_deref())?)
+                .with_call_timeout(call_timeout),
+        ) as Arc<dyn Markdown>)
     };
     Ok(Ports {
         fileio,
