@@ -49,7 +49,7 @@ pub struct GatewayConfig {
     /// Answer 502 instead of the HTML when a conversion fails.
     pub markdown_fail_closed: bool,
     /// A `Content-Signal` header for Markdown answers (e.g. `ai-train=no, search=yes`).
-    pub content_signal: Option<String>,
+    pub content_signal: Option<http::HeaderValue>,
     /// Leave names starting with `.` out of listings (`dav::quirks`).
     pub hide_dotfiles: bool,
     /// Refuse (403) writes of macOS metadata files, `._*` and `.DS_Store` (`dav::quirks`).

@@ -173,12 +173,7 @@ pub fn page_url(base: &crate::http::paths::BasePath, headers: &HeaderMap, path: 
 fn variant_headers(gateway: &Gateway, headers: &mut HeaderMap, info: &FileInfo, etag: &str) {
     super::validator_headers(headers, etag, info.modified_unix_ns);
     headers.insert(header::VARY, HeaderValue::from_static("Accept"));
-    if let Some(signal) = gateway
-        .config
-        .content_signal
-        .as_deref()
-        .and_then(|s| HeaderValue::from_str(s).ok())
-    {
-        headers.insert("content-signal", signal);
+    if let Some(signal) = &gateway.config.content_signal {
+        headers.insert("content-signal", signal.clone());
     }
 }
