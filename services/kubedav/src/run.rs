@@ -1,5 +1,9 @@
 //! Wiring each target: which cores or clients, which servers.
 
+mod error;
+
+pub use error::RunError;
+
 use crate::cli::{Cli, HostPort, LockStore, LogFormat, Target};
 use kubedav_api::auth::Auth;
 use kubedav_api::fileio::FileIo;
@@ -24,12 +28,13 @@ use std::time::Duration;
 use tonic::transport::Endpoint;
 
 /// Runs the target until SIGTERM or SIGINT.
-pub async fn run(cli: Cli) -> Result<(), String> {
+pub async fn run(cli: Cli) -> Result<(), RunError> {
     let format = match cli.telemetry.log_format {
         LogFormat::Text => telemetry::LogFormat::Text,
         LogFormat::Json => telemetry::LogFormat::Json,
     };
-    let _telemetry = telemetry::init(cli.target.name(), format, cli.telemetry.access_log)?;
+    let _telemetry =
+        telemetry::init(cli.target.name(), format, cli.telemetry.access_log).map_err(RunError::Telemetry)?;
     let shutdown = Shutdown::install();
     tracing::info!(
         target: "kubedav",
@@ -46,11 +51,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             let (locks, ready) = lock_store(&cli)?;
             let registry = registry(&cli, "locks")?;
             if registry.is_some() && cli.locks.lock_store.is_memory() {
-                return Err(
-                    "--registry: locks kept in memory belong to this process alone, so it cannot \
-                            be one of several replicas: give --lock-store redis://... (or no --registry)"
-                        .into(),
-                );
+                return Err(RunError::RegistryWithMemoryLocks);
             }
             let mut service = LocksGrpc::new(locks);
             // Leases on the gateways' copies of lock discovery: while this service is the
@@ -66,7 +67,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 (Some(registry), Some(leases)) => {
                     serve_registered(&cli, registry, leases, service.into_service(), ready, shutdown).await
                 }
-                _ => grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await,
+                _ => serve(&cli, service.into_service(), ready, shutdown).await,
             }
         }
         Target::Fileio => {
@@ -78,40 +79,38 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 Some(registry) => {
                     serve_registered(&cli, registry, leases, service.into_service(), ready, shutdown).await
                 }
-                None => grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await,
+                None => serve(&cli, service.into_service(), ready, shutdown).await,
             }
         }
         Target::Auth => {
-            let file = cli
-                .auth
-                .users_file
-                .clone()
-                .ok_or("--target=auth needs --users-file (or KUBEDAV_USERS_FILE)")?;
+            let file = cli.auth.users_file.clone().ok_or(RunError::AuthWithoutUsers)?;
             let core = auth_core(&cli, file)?;
-            grpc::serve_target(
-                cli.listen(),
-                AuthGrpc::new(Arc::new(core)).into_service(),
-                grpc::always_ready(),
-                shutdown,
-            )
-            .await
+            let service = AuthGrpc::new(Arc::new(core)).into_service();
+            serve(&cli, service, grpc::always_ready(), shutdown).await
         }
         Target::Markdown => {
             let service = MarkdownGrpc::new(Arc::new(cli.markdown.core())).into_service();
-            grpc::serve_target(cli.listen(), service, grpc::always_ready(), shutdown).await
+            serve(&cli, service, grpc::always_ready(), shutdown).await
         }
     }
 }
 
+/// Serves a service target on its addresses (`--grpc-listen`, `--admin-listen`).
+async fn serve<S: grpc::GrpcService>(
+    cli: &Cli,
+    service: S,
+    ready: ReadinessCheck,
+    shutdown: Shutdown,
+) -> Result<(), RunError> {
+    grpc::serve_target(cli.listen(), service, ready, shutdown)
+        .await
+        .map_err(RunError::Serve)
+}
+
 /// The ports of `--target=all`: every core in this process.
-async fn local_ports(cli: &Cli) -> Result<Ports, String> {
+async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
     if cli.replicas.registry.get().is_some() {
-        return Err(
-            "--registry is for replicas of fileio and locks and the gateways in front of \
-                    them (targets fileio, locks, gateway); all-in-one processes sharing a volume \
-                    or a bucket need only --lock-store redis://..."
-                .into(),
-        );
+        return Err(RunError::RegistryInOneProcess);
     }
     let (mut fileio, _) = open_storage(cli).await?;
     // The gateway keeps what fileio told it, under an in-process lease, as it does from a
@@ -152,7 +151,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, String> {
 
 /// The ports of `--target=gateway`: gRPC clients of the services, with the gateway's
 /// cache of their answers unless `--gateway-cache-mib 0`.
-fn remote_ports(cli: &Cli) -> Result<Ports, String> {
+fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
     kubedav_remote::observe::register_client_metrics();
     // The deadline of every call to a service (--rpc-timeout-seconds), held by each client.
     let call_timeout = Duration::from_secs(cli.remote.rpc_timeout_seconds.max(1));
@@ -243,13 +242,13 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
 }
 
 /// The registry of `service`'s replicas that `--registry` names, if any.
-fn registry(cli: &Cli, service: &'static str) -> Result<Option<kubedav_kit::registry::Registry>, String> {
+fn registry(cli: &Cli, service: &'static str) -> Result<Option<kubedav_kit::registry::Registry>, RunError> {
     let Some(url) = cli.replicas.registry.get() else {
         return Ok(None);
     };
     let prefix = &cli.replicas.redis_prefix;
     let registry = kubedav_kit::registry::Registry::connect(url.as_str(), prefix, service)
-        .map_err(|e| format!("--registry: {e}"))?;
+        .map_err(RunError::Registry)?;
     tracing::info!(
         target: "kubedav",
         "{service} replicas registered in Redis at {url} under {prefix}{service}:"
@@ -267,7 +266,7 @@ async fn serve_registered<S>(
     service: S,
     ready: ReadinessCheck,
     shutdown: Shutdown,
-) -> Result<(), String>
+) -> Result<(), RunError>
 where
     S: grpc::GrpcService,
 {
@@ -278,11 +277,7 @@ where
         .as_ref()
         .is_some_and(HostPort::is_unspecified);
     if advertised.is_none() && unspecified {
-        return Err(format!(
-            "--registry: gateways cannot reach {} (listening on every address): \
-             give --advertise-address host:port (in Kubernetes, the pod's IP and port)",
-            cli.grpc_listen()
-        ));
+        return Err(RunError::NoAdvertiseAddress(cli.grpc_listen().to_owned()));
     }
     let mut listen = cli.listen();
     let (bound, address) = tokio::sync::oneshot::channel();
@@ -295,7 +290,9 @@ where
     });
     leases.admit_through(registration.standing());
     let ready = registered_and(ready, registration.standing());
-    let served = grpc::serve_target(listen, service, ready, shutdown).await;
+    let served = grpc::serve_target(listen, service, ready, shutdown)
+        .await
+        .map_err(RunError::Serve);
     // Only now, with no call left to answer: gateways stop waiting for it.
     registration.leave().await;
     served
@@ -326,15 +323,18 @@ fn service_channel(
     replicas: &Option<tokio::sync::watch::Receiver<View>>,
     leases: &Arc<OnceLock<Arc<ReplicaLeases>>>,
     token: Option<&str>,
-) -> Result<ObservedChannel, String> {
+) -> Result<ObservedChannel, RunError> {
     let Some(view) = replicas else {
         return channel(service, url, token);
     };
     let known = leases.clone();
     let answering = Arc::new(move |address: &str| known.get().is_none_or(|l| l.answering(address)));
     let backends =
-        kubedav_remote::balance::registered(url, view.clone(), move |url| endpoint(service, url), answering)?;
-    ObservedChannel::balanced(backends, url).with_token(token)
+        kubedav_remote::balance::registered(url, view.clone(), move |url| endpoint(service, url), answering)
+            .map_err(|reason| RunError::ServiceUrl { service, reason })?;
+    ObservedChannel::balanced(backends, url)
+        .with_token(token)
+        .map_err(RunError::GrpcToken)
 }
 
 /// Opens a lease stream to the replica of `service` at an address, through `watch` on a
@@ -437,27 +437,28 @@ fn copy_store(dir: std::path::PathBuf) -> CopyStore {
 
 /// The auth core for `users_file`, sharing verifications through Redis when configured,
 /// and watching the file for changes.
-fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, String> {
+fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, RunError> {
     let config = cli.auth.config(users_file);
     let shared = if let Some(url) = cli.auth.auth_cache_redis.get() {
-        let secret = cli.auth.auth_cache_secret.as_deref().ok_or(
-            "--auth-cache-redis needs --auth-cache-secret (or KUBEDAV_AUTH_CACHE_SECRET): \
-             the same secret on every auth replica",
-        )?;
-        let connection = kubedav_kit::redis::connect(url.as_str())?;
+        let secret = cli
+            .auth
+            .auth_cache_secret
+            .as_deref()
+            .ok_or(RunError::AuthCacheWithoutSecret)?;
+        let connection = kubedav_kit::redis::connect(url.as_str()).map_err(RunError::AuthCacheRedis)?;
         let cache = kubedav_auth::shared::SharedCache::new(
             connection,
             secret.as_bytes(),
             &cli.replicas.redis_prefix,
             config.cache_ttl,
-        )?;
+        )
+        .map_err(RunError::AuthCacheSecret)?;
         tracing::info!(target: "kubedav", "auth cache shared through Redis at {url}");
         Some(cache)
     } else {
         None
     };
-    let core = AuthCore::with_shared_cache(config, shared)
-        .map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))?;
+    let core = AuthCore::with_shared_cache(config, shared).map_err(RunError::UsersFile)?;
     core.watch(Duration::from_secs(cli.auth.users_reload_seconds.max(1)));
     Ok(core)
 }
@@ -473,7 +474,7 @@ fn close_on_shutdown(leases: Arc<Leases>, shutdown: &Shutdown) {
 }
 
 /// The lock store `--lock-store` names, and the readiness check of the locks target.
-fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
+fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), RunError> {
     let locks = &cli.locks;
     let max_timeout = Duration::from_secs(locks.lock_max_timeout_seconds);
     let url = match &locks.lock_store {
@@ -485,7 +486,7 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
         LockStore::Redis(url) => url,
     };
     let prefix = &cli.replicas.redis_prefix;
-    let connection = kubedav_kit::redis::connect(url.as_str())?;
+    let connection = kubedav_kit::redis::connect(url.as_str()).map_err(RunError::LockStore)?;
     let store = Arc::new(
         RedisLocks::new(connection, prefix, max_timeout)
             .with_max_locks_per_principal(locks.max_locks_per_principal),
@@ -500,7 +501,7 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
 }
 
 /// The fileio core `--storage` or `--root` names, and its readiness check.
-async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), String> {
+async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), RunError> {
     let (core, ready) = open_backend(cli).await?;
     let Some(limit) = cli.fileio.quota_bytes else {
         return Ok((core, ready));
@@ -514,12 +515,13 @@ async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), St
 }
 
 /// The storage backend: a bucket with --storage, else the volume at --root.
-async fn open_backend(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), String> {
+async fn open_backend(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), RunError> {
     if let Some(location) = &cli.fileio.storage {
         let mut storage =
-            kubedav_fileio::objects::config::from_env(location, |name| std::env::var(name).ok())?;
+            kubedav_fileio::objects::config::from_env(location, |name| std::env::var(name).ok())
+                .map_err(RunError::Storage)?;
         storage.sweep.idle = std::time::Duration::from_secs(cli.fileio.abandoned_upload_seconds);
-        let core = ObjectFileIo::open(&storage).await?;
+        let core = ObjectFileIo::open(&storage).await.map_err(RunError::Storage)?;
         tracing::info!(
             target: "kubedav",
             "serving s3://{}/{} at {}",
@@ -543,10 +545,10 @@ async fn open_backend(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), St
     Ok((Arc::new(core), ready))
 }
 
-fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
+fn open_volume(cli: &Cli) -> Result<LocalFileIo, RunError> {
     let fileio = &cli.fileio;
     let core = LocalFileIo::open_with(&fileio.root, fileio.durability.into())
-        .map_err(|e| format!("{e} (set --root or KUBEDAV_ROOT to an existing directory)"))?
+        .map_err(RunError::Root)?
         .with_file_cache(fileio.file_cache_mib.saturating_mul(1024 * 1024));
     tracing::info!(target: "kubedav", "serving {}", fileio.root.display());
     kubedav_fileio::uring::set_scans_enabled(fileio.io_uring_scans);
@@ -558,15 +560,20 @@ fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
 
 /// A channel to a service: balanced over every pod when the URL names a headless
 /// Service, reconnecting with backoff (see `kubedav_remote::balance`).
-fn channel(service: &'static str, url: &str, token: Option<&str>) -> Result<ObservedChannel, String> {
-    let backends = kubedav_remote::balance::channel(url, move |url| endpoint(service, url))?;
-    ObservedChannel::balanced(backends, url).with_token(token)
+fn channel(service: &'static str, url: &str, token: Option<&str>) -> Result<ObservedChannel, RunError> {
+    let backends = kubedav_remote::balance::channel(url, move |url| endpoint(service, url))
+        .map_err(|reason| RunError::ServiceUrl { service, reason })?;
+    ObservedChannel::balanced(backends, url)
+        .with_token(token)
+        .map_err(RunError::GrpcToken)
 }
 
-/// A gRPC endpoint to a service, tuned for bulk streaming on a local network.
+/// A gRPC endpoint to a service, tuned for bulk streaming on a local network. (A
+/// `String` error, as `kubedav_remote::balance` calls it for every address it finds;
+/// [`RunError::ServiceUrl`] when it comes back.)
 fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
     Ok(Endpoint::from_shared(url.to_owned())
-        .map_err(|e| format!("--{service}-url {url} is not a valid URL: {e}"))?
+        .map_err(|e| format!("{url} is not a valid URL for {service}: {e}"))?
         // The connection itself (timeout, no delay, backoff) is kubedav_remote::backoff's.
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(10))
@@ -587,14 +594,11 @@ fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
 /// late frames have come.
 const REMEMBERED_RESETS: usize = 4096;
 
-async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), String> {
+async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), RunError> {
     let listen = &cli.serve.listen;
     if ports.auth.is_none() {
         if !listen.is_loopback() && !cli.auth.allow_unauthenticated {
-            return Err(format!(
-                "refusing to serve {listen} without authentication: give --users-file (all) or --auth-url (gateway), \
-                 or --allow-unauthenticated to do it anyway"
-            ));
+            return Err(RunError::Unauthenticated(listen.clone()));
         }
         tracing::warn!(target: "kubedav", "serving WITHOUT authentication: anyone who can reach {listen} can read and write");
     }
@@ -605,9 +609,19 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
         let gateway = checked.clone();
         Box::pin(async move { gateway.ready().await })
     });
-    let (http_listener, http_addr) = listen::bind("gateway HTTP", listen.as_str()).await?;
-    let (admin_listener, _) =
-        listen::bind(&format!("{} admin", cli.target.name()), cli.admin_listen()).await?;
+    let (http_listener, http_addr) =
+        listen::bind("gateway HTTP", listen.as_str())
+            .await
+            .map_err(|message| RunError::Bind {
+                flag: "--listen",
+                message,
+            })?;
+    let (admin_listener, _) = listen::bind(&format!("{} admin", cli.target.name()), cli.admin_listen())
+        .await
+        .map_err(|message| RunError::Bind {
+            flag: "--admin-listen",
+            message,
+        })?;
     tracing::info!(target: "kubedav", "WebDAV at http://{http_addr}/");
     // On SIGTERM /readyz answers "draining" at once; after --shutdown-delay-seconds the
     // HTTP port closes (new connections are refused) and in-flight requests finish.
@@ -629,5 +643,83 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
         }
     };
     let main = kubedav_gateway::edge::server::serve(http_listener, gateway.service(), &config, stop_serving);
-    admin::serve_beside(admin_listener, ready, shutdown, main).await
+    admin::serve_beside(admin_listener, ready, shutdown, main)
+        .await
+        .map_err(RunError::Serve)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from([&["kubedav"], args].concat()).unwrap()
+    }
+
+    /// The flag or variable to change, as each error says it.
+    #[tokio::test]
+    async fn each_error_names_what_to_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let missing = missing.to_str().unwrap();
+
+        let error = open_volume(&cli(&["--root", missing])).err().unwrap();
+        assert!(matches!(error, RunError::Root(_)), "{error:?}");
+        assert!(
+            error.to_string().contains("set --root or KUBEDAV_ROOT"),
+            "{error}"
+        );
+
+        let error = auth_core(&cli(&[]), missing.into()).err().unwrap();
+        assert!(matches!(error, RunError::UsersFile(_)), "{error:?}");
+        assert!(error.to_string().contains("set --users-file"), "{error}");
+
+        let shared = cli(&["--auth-cache-redis", "redis://127.0.0.1:1/0"]);
+        let error = auth_core(&shared, missing.into()).err().unwrap();
+        assert!(matches!(error, RunError::AuthCacheWithoutSecret), "{error:?}");
+        assert!(error.to_string().contains("needs --auth-cache-secret"), "{error}");
+
+        let short = cli(&[
+            "--auth-cache-redis",
+            "redis://127.0.0.1:1/0",
+            "--auth-cache-secret",
+            "short",
+        ]);
+        let error = auth_core(&short, missing.into()).err().unwrap();
+        assert!(error.to_string().starts_with("--auth-cache-secret: "), "{error}");
+        assert!(
+            !error.to_string().contains("short"),
+            "the secret stays out: {error}"
+        );
+
+        let one_process = cli(&["--registry", "redis://127.0.0.1:1/0"]);
+        let error = local_ports(&one_process).await.err().unwrap();
+        assert!(matches!(error, RunError::RegistryInOneProcess), "{error:?}");
+        assert!(
+            error.to_string().starts_with("--registry is for replicas"),
+            "{error}"
+        );
+
+        let token = cli(&["--target=gateway", "--grpc-token", "two\nlines"]);
+        let error = channel(
+            "fileio",
+            token.remote.fileio_url.as_str(),
+            token.remote.grpc_token.as_deref(),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(
+            error.to_string(),
+            "--grpc-token: the gRPC token must be printable ASCII"
+        );
+
+        let open = cli(&["--listen", "0.0.0.0:0"]);
+        let error = RunError::Unauthenticated(open.serve.listen.clone()).to_string();
+        assert!(
+            error.starts_with("refusing to serve 0.0.0.0:0 without authentication"),
+            "{error}"
+        );
+        assert!(error.contains("--allow-unauthenticated"), "{error}");
+    }
 }
