@@ -42,16 +42,14 @@ pub enum Wanted {
 }
 
 impl Wanted {
-    /// Parses `NAME/KEY` (a `--random` argument).
+    /// Parses `NAME/KEY` (a `--random` argument, as clap reads it).
     pub fn random(argument: &str) -> Result<Self, String> {
         match argument.split_once('/') {
             Some((name, key)) if !name.is_empty() && !key.is_empty() => Ok(Self::Random {
                 name: name.to_owned(),
                 key: key.to_owned(),
             }),
-            _ => Err(format!(
-                "--random {argument}: expected NAME/KEY, e.g. kubedav-grpc-token/token"
-            )),
+            _ => Err("expected NAME/KEY, e.g. kubedav-grpc-token/token".into()),
         }
     }
 

@@ -17,7 +17,7 @@ mod put;
 use crate::Gateway;
 use crate::dav::method::DavMethod;
 use crate::http::errors::{HttpError, HttpResult};
-use crate::http::paths::{DecodeError, RequestPath, decode};
+use crate::http::paths::{BasePath, DecodeError, RequestPath};
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
@@ -45,7 +45,11 @@ pub fn dispatch<'a>(gateway: &'a Gateway, request: Request) -> impl Future<Outpu
         return answered(response);
     };
     if matches!(method, DavMethod::Get | DavMethod::Head)
-        && let Some(asset) = get::asset(request.uri().path(), method == DavMethod::Head)
+        && let Some(asset) = get::asset(
+            &gateway.config.base_path,
+            request.uri().path(),
+            method == DavMethod::Head,
+        )
     {
         return answered(asset);
     }
@@ -69,17 +73,19 @@ pub fn dispatch<'a>(gateway: &'a Gateway, request: Request) -> impl Future<Outpu
     Either::Right(handler.map(|result| result.unwrap_or_else(IntoResponse::into_response)))
 }
 
-/// The decoded path of a request, or the 400/414 that explains why it is refused.
-pub fn request_path(request: &Request) -> Result<RequestPath, HttpError> {
-    decode_path(request.uri().path())
+/// The decoded path of a request below the gateway's base path, or the 400/404/414
+/// that explains why it is refused.
+pub fn request_path(gateway: &Gateway, request: &Request) -> Result<RequestPath, HttpError> {
+    decode_path(gateway, request.uri().path())
 }
 
-/// A request's path decoded, or the 400/414 that explains why it is refused.
-pub fn decode_path(raw_path: &str) -> Result<RequestPath, HttpError> {
-    decode(raw_path).map_err(|e| match e {
+/// A request's path decoded below the gateway's base path, or the 400/404/414 that
+/// explains why it is refused.
+pub fn decode_path(gateway: &Gateway, raw_path: &str) -> Result<RequestPath, HttpError> {
+    gateway.config.base_path.decode(raw_path).map_err(|e| match e {
         DecodeError::TooLong => HttpError::new(StatusCode::URI_TOO_LONG, e.to_string()),
         DecodeError::Invalid(inner) => HttpError::bad_request(format!("invalid request path: {inner}")),
-        DecodeError::OutsideBase => HttpError::new(StatusCode::NOT_FOUND, e.to_string()),
+        DecodeError::OutsideBase(_) => HttpError::new(StatusCode::NOT_FOUND, e.to_string()),
     })
 }
 
@@ -220,13 +226,16 @@ pub fn multistatus_stream(body: axum::body::Body) -> axum::response::Response {
 }
 
 /// A 207 listing the members of a tree operation that failed (RFC 4918 9.6.1, 9.8.5).
-pub fn failures(failures: &[kubedav_api::pb::fileio::v1::Failure]) -> axum::response::Response {
+pub fn failures(
+    base: &BasePath,
+    failures: &[kubedav_api::pb::fileio::v1::Failure],
+) -> axum::response::Response {
     let responses: Vec<_> = failures
         .iter()
         .map(|f| {
             let path = kubedav_api::path::VolumePath::parse(&f.path).unwrap_or_default();
             (
-                crate::http::paths::href(&path, false),
+                base.href(&path, false),
                 crate::http::errors::http_status(tonic::Code::from(f.code)),
                 f.message.clone(),
             )

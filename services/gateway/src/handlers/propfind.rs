@@ -7,8 +7,8 @@ use crate::dav::headers::{Depth, depth};
 use crate::dav::locking::SUPPORTED_LOCK;
 use crate::dav::properties::{LiveContext, MULTISTATUS_CLOSE, Prefixes, Propfind, write_response};
 use crate::http::errors::{HttpError, HttpResult};
+use crate::http::paths::BasePath;
 use crate::http::paths::RequestPath;
-use crate::http::paths::write_wire_href;
 use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
@@ -41,10 +41,10 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
         if let Some(answer) = kept_answer(gateway, &raw_path, body.as_ref()).await {
             return Ok(answer);
         }
-        let target = decode_path(&raw_path)?;
+        let target = decode_path(gateway, &raw_path)?;
         return render(gateway, target, depth, body, Some(&raw_path)).await;
     }
-    let target = request_path(&request)?;
+    let target = request_path(gateway, &request)?;
     if depth == Depth::Infinity && !gateway.config.propfind_infinity {
         // Refused for collections only, as Apache mod_dav does: a file's infinite depth
         // is itself, and clients that send no Depth header (webdav4, for one) ask a
@@ -148,6 +148,7 @@ async fn render(
         propfind,
         usage,
         locks,
+        base: gateway.config.base_path.clone(),
         link: String::new(),
         hide_below: gateway
             .config
@@ -230,6 +231,8 @@ struct Render {
     prefixes: Prefixes,
     usage: Option<UsageResponse>,
     locks: Vec<ActiveLock>,
+    /// The gateway's base path, which every href starts with.
+    base: BasePath,
     /// The current entry's href (reused).
     link: String,
     /// With `--hide-dotfiles`, the listed path: members with a `.` segment below it are
@@ -252,7 +255,8 @@ impl Render {
             }
             crate::dav::sync::present(&mut entry.properties, &info);
             self.link.clear();
-            write_wire_href(&mut self.link, &info.path, info.is_collection);
+            self.base
+                .write_wire_href(&mut self.link, &info.path, info.is_collection);
             let name = kubedav_api::path::last_name(&info.path);
             let discovery: String = if self.locks.is_empty() {
                 String::new()
@@ -261,7 +265,7 @@ impl Render {
                 self.locks
                     .iter()
                     .filter(|l| crate::dav::locking::applies(l, &path))
-                    .map(crate::dav::locking::activelock)
+                    .map(|lock| crate::dav::locking::activelock(&self.base, lock))
                     .collect()
             };
             let ctx = LiveContext {

@@ -6,7 +6,6 @@ use crate::Gateway;
 use crate::dav::properties::{DAV, MULTISTATUS_CLOSE, Name, Prefixes, write_propstat};
 use crate::dav::sync;
 use crate::http::errors::{HttpError, HttpResult, http_status};
-use crate::http::paths::href;
 use axum::extract::Request;
 use http::StatusCode;
 use kubedav_api::checksums::is_reserved;
@@ -19,7 +18,7 @@ use std::fmt::Write;
 /// Setting `DAV:lastmodified`, `DAV:getlastmodified` or `Win32LastModifiedTime` sets the
 /// resource's modification time in the same step ([`sync`]).
 pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&request)?;
+    let target = request_path(gateway, &request)?;
     let targets = vec![crate::dav::locking::target(&target.path, false)];
     let principal = crate::edge::auth::principal(&request);
     let change = Change::of(targets);
@@ -108,7 +107,7 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let _ = write!(
         out,
         "<D:response><D:href>{}</D:href>",
-        crate::dav::xml::escape(&href(&target.path, target.trailing_slash))
+        crate::dav::xml::escape(&gateway.config.base_path.href(&target.path, target.trailing_slash))
     );
     let group = |wanted: Option<bool>| {
         let mut props = String::new();

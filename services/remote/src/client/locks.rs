@@ -29,6 +29,13 @@ impl RemoteLocks {
             calls: Caller::new(stubs::locks_client::LocksClient::new(channel), CALLEE),
         }
     }
+
+    /// Gives every call `timeout` (`--rpc-timeout-seconds`) instead of
+    /// [`crate::deadline::DEFAULT_CALL_TIMEOUT`].
+    pub fn with_call_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.calls.set_timeout(timeout);
+        self
+    }
 }
 
 /// Opens a lease stream (`Watch`): see [`kubedav_lease::hold`].
