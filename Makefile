@@ -72,6 +72,7 @@ replica-kill: build
 
 lint:
 	$(CARGO) fmt --all -- --check
+	bash scripts/check-file-sizes.sh
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 
 fmt:

@@ -17,13 +17,19 @@ pub use pb::{
 pub struct ReadReply {
     /// Metadata of the file and the ranges `chunks` will carry, in order.
     pub header: ReadHeader,
-    /// The data, range by range, in chunks of at most [`crate::MAX_CHUNK_BYTES`].
+    /// The data, range by range: from fileio's `read`, in chunks of at most
+    /// [`crate::MAX_CHUNK_BYTES`]; a read to send may give mappings of up to 8 MiB, and
+    /// the gateway's cache answers each range of a kept file as one chunk.
     pub chunks: BoxStream<ReadChunk>,
 }
 
 /// The volume, as the gateway sees it. Implemented by fileio's core (local) and by
 /// `RemoteFileIo` (over gRPC). See `proto/kubedav/fileio/v1/fileio.proto` for the
 /// meaning of each call and its error codes.
+///
+/// A wrapper (quota, leases, the gateway's cache) writes out every method, those with
+/// a default too, under `#[deny(clippy::missing_trait_methods)]`: a default left in
+/// place would answer for the wrapper and silently bypass what it wraps.
 #[async_trait::async_trait]
 pub trait FileIo: Send + Sync + 'static {
     /// Metadata of one resource.
@@ -35,8 +41,9 @@ pub trait FileIo: Send + Sync + 'static {
     /// A read whose data the caller hands straight to a connection that sends mapped
     /// bytes with `sendfile(2)`, never reading them itself: the chunks of a file of
     /// more than `map_above` bytes may then be mappings of the file
-    /// ([`crate::mapped`] says why the caller must not read them). Where nothing can be
-    /// mapped (over gRPC, on object storage) it is [`FileIo::read`], as by default.
+    /// (`kubedav_zerocopy::map_resident` says why the caller must not read them: a file
+    /// truncated in place behind kubedav's back would raise `SIGBUS`). Where nothing can
+    /// be mapped (over gRPC, on object storage) it is [`FileIo::read`], as by default.
     async fn read_to_send(&self, request: ReadRequest, map_above: u64) -> Result<ReadReply, Status> {
         let _ = map_above;
         self.read(request).await

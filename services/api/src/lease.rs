@@ -1,5 +1,5 @@
 //! The lease protocol's messages (`proto/kubedav/lease/v1/lease.proto`) and what an
-//! [`Invalidation`] names. The protocol's two ends are in `kubedav_remote::lease`.
+//! [`Invalidation`] names. The protocol's two ends are in `kubedav-lease`.
 
 use crate::pb::lease::v1 as pb;
 

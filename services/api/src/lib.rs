@@ -1,7 +1,8 @@
 //! kubedav's service contracts: what every side of a call agrees on, and nothing that
 //! makes a call.
 //!
-//! * [`pb`]: the types and tonic stubs generated from `proto/kubedav/*/v1/*.proto`.
+//! * [`pb`]: the message types generated from `proto/kubedav/*/v1/*.proto` (the services'
+//!   tonic stubs are `kubedav-remote`'s).
 //! * One Rust trait per service (the port the gateway talks to), e.g. [`fileio::FileIo`].
 //!   A service core implements it; in `--target=all` the gateway calls that core directly.
 //!   The adapters between a trait and gRPC live in `kubedav-remote`.
@@ -12,19 +13,19 @@
 //! Errors cross the ports as [`tonic::Status`]: the gRPC status code *is* the contract
 //! (see `docs/architecture.md`), so the local and the remote path fail identically.
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod checksums;
 pub mod fileio;
 pub mod lease;
 pub mod locks;
-pub mod mapped;
 pub mod markdown;
-pub mod metrics;
 pub mod path;
 pub mod properties;
 pub mod ranges;
 
-/// Generated protobuf types and tonic clients/servers.
+/// Generated protobuf message types.
 pub mod pb {
     /// `kubedav.fileio.v1`: the volume.
     pub mod fileio {
@@ -68,7 +69,7 @@ pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "
 
 /// A boxed stream of results, the shape every streaming port method uses.
 pub type BoxStream<T> =
-    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<T, tonic::Status>> + Send + 'static>>;
+    std::pin::Pin<Box<dyn futures_core::Stream<Item = Result<T, tonic::Status>> + Send + 'static>>;
 
 /// Largest data chunk any kubedav stream carries (file bodies, Markdown).
 pub const MAX_CHUNK_BYTES: usize = 256 * 1024;

@@ -5,12 +5,12 @@
 //! password guesses the answer is a fast 503, and cached verifications (which never
 //! enter the pool) are not held up.
 
-use kubedav_api::metrics::Gauge;
+use kubedav_metrics::Gauge;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, LazyLock, Mutex};
 
 static QUEUED: LazyLock<Gauge> = LazyLock::new(|| {
-    kubedav_api::metrics::gauge(
+    kubedav_metrics::gauge(
         "kubedav_auth_crypt_queue_depth",
         "Crypt verifications waiting for a worker.",
     )

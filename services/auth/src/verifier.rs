@@ -6,7 +6,7 @@ use crate::throttle::{FailedPairs, Throttle, address_key};
 use crate::users::{StoredHash, parse};
 use hmac::{Hmac, KeyInit, Mac};
 use kubedav_api::auth::{Auth, VerifyRequest, VerifyResponse, verify_response::Outcome};
-use kubedav_api::metrics::{Counter, CounterFamily};
+use kubedav_metrics::{Counter, CounterFamily};
 use moka::sync::Cache;
 use sha2::Sha256;
 use std::collections::{HashMap, HashSet};
@@ -23,11 +23,10 @@ static ATTEMPTS: LazyLock<CounterFamily> = LazyLock::new(|| {
         &["outcome"],
     )
 });
-static CACHE_HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_api::metrics::cache_lookups("auth", "hit"));
-static CACHE_MISSES: LazyLock<Counter> =
-    LazyLock::new(|| kubedav_api::metrics::cache_lookups("auth", "miss"));
+static CACHE_HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("auth", "hit"));
+static CACHE_MISSES: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("auth", "miss"));
 static CRYPTS: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter(
+    kubedav_metrics::counter(
         "kubedav_auth_crypt_verifications_total",
         "Crypt verifications run.",
     )
@@ -35,13 +34,13 @@ static CRYPTS: LazyLock<Counter> = LazyLock::new(|| {
 /// The shared (Redis) cache's counters: lookups by result, and stores.
 fn shared_counter(result: &str) -> Counter {
     if result == "stored" {
-        kubedav_api::metrics::cache_stores("auth_shared")
+        kubedav_metrics::cache_stores("auth_shared")
     } else {
-        kubedav_api::metrics::cache_lookups("auth_shared", result)
+        kubedav_metrics::cache_lookups("auth_shared", result)
     }
 }
 static LOCKOUTS: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter("kubedav_auth_lockouts_total", "Lockouts started or extended.")
+    kubedav_metrics::counter("kubedav_auth_lockouts_total", "Lockouts started or extended.")
 });
 
 /// Settings of the auth core.

@@ -195,10 +195,10 @@ impl LocalFileIo {
         let ranges = read::resolve_ranges(&request.ranges, info.size);
         let file = Arc::new(std::fs::File::from(fd));
         // Mapped chunks for a caller that sends them with sendfile, if the kernel tells
-        // this process which pages are cached (kubedav_api::mapped).
+        // this process which pages are cached (kubedav_zerocopy).
         let mapped = (map_above.is_some_and(|above| info.size > above)
-            && kubedav_api::mapped::residency_is_reported(stx.stx_uid))
-        .then(|| kubedav_api::mapped::FileVersion::of(&stx));
+            && kubedav_zerocopy::residency_is_reported(stx.stx_uid))
+        .then(|| kubedav_zerocopy::FileVersion::of(&stx));
         let first = match ranges.first() {
             Some(_) if mapped.is_some() => None,
             Some(range) => {

@@ -422,7 +422,7 @@ mod tests {
         let volume = Volume::open(root.path()).unwrap();
 
         let submissions = || {
-            kubedav_api::metrics::encode(false)
+            kubedav_metrics::encode(false)
                 .unwrap()
                 .lines()
                 .find_map(|line| {

@@ -1,17 +1,17 @@
-//! fileio's own Prometheus metrics (in the process's one registry, `kubedav_api::metrics`).
+//! fileio's own Prometheus metrics (in the process's one registry, `kubedav_metrics`).
 
 use crate::volume::Volume;
-use kubedav_api::metrics::{Counter, CounterFamily, HistogramFamily};
+use kubedav_metrics::{Counter, CounterFamily, HistogramFamily};
 use std::sync::{Arc, LazyLock};
 
 static READ_BYTES: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter(
+    kubedav_metrics::counter(
         "kubedav_fileio_read_bytes_total",
         "File bytes read from the volume.",
     )
 });
 static WRITTEN_BYTES: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter(
+    kubedav_metrics::counter(
         "kubedav_fileio_written_bytes_total",
         "File bytes written to the volume (before commit).",
     )
@@ -30,7 +30,7 @@ static SCAN_BATCH: LazyLock<HistogramFamily> = LazyLock::new(|| {
         "Entries whose metadata a listing gathers in one step: up to 256 of a directory's \
          entries, in one io_uring submission or with a statx call each (fallback).",
         &["path"],
-        &kubedav_api::metrics::exponential_buckets(1.0, 4.0, 7),
+        &kubedav_metrics::exponential_buckets(1.0, 4.0, 7),
     )
 });
 
@@ -106,7 +106,7 @@ pub fn written_bytes(n: u64) {
 pub fn report_capacity(volume: Arc<Volume>) {
     static REPORTED: std::sync::Once = std::sync::Once::new();
     REPORTED.call_once(|| {
-        kubedav_api::metrics::register_scraped_gauges(move || {
+        kubedav_metrics::register_scraped_gauges(move || {
             let Ok(vfs) = rustix::fs::fstatvfs(volume.root_fd()) else {
                 return Vec::new();
             };

@@ -10,15 +10,15 @@
 //! has just created its file but not yet locked it is never mistaken for an orphan.
 //! Symlinks are never followed.
 
-use kubedav_api::metrics::Counter;
 use kubedav_api::path::TEMPORARY_PREFIX;
+use kubedav_metrics::Counter;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Dir, FileType, FlockOperation, Mode, OFlags};
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 static REMOVED: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter(
+    kubedav_metrics::counter(
         "kubedav_fileio_orphaned_uploads_removed_total",
         "Temporary files of uploads whose process died, removed when fileio started.",
     )

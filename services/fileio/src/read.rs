@@ -4,8 +4,8 @@ use crate::errors::join_status;
 use bytes::Bytes;
 use kubedav_api::MAX_CHUNK_BYTES;
 use kubedav_api::fileio::ReadChunk;
-use kubedav_api::mapped::FileVersion;
 use kubedav_api::pb::fileio::v1::ResolvedRange;
+use kubedav_zerocopy::FileVersion;
 use std::fs::File;
 use std::future::Future;
 use std::os::unix::fs::FileExt;
@@ -114,8 +114,8 @@ impl ChunkStream {
 
     /// With the `version` of the file (`Some`), the stream's chunks that are in the page
     /// cache are mappings of the file, of up to
-    /// [`kubedav_api::mapped::MAX_MAPPED_BYTES`] each, for a consumer that sends them
-    /// with sendfile and never reads them (see [`kubedav_api::mapped`]); the others are
+    /// [`kubedav_zerocopy::MAX_MAPPED_BYTES`] each, for a consumer that sends them
+    /// with sendfile and never reads them (see [`kubedav_zerocopy`]); the others are
     /// read as always.
     pub fn mapping(mut self, version: Option<FileVersion>) -> Self {
         self.mapping = version;
@@ -127,7 +127,12 @@ impl ChunkStream {
         let version = self.mapping?;
         let range = self.ranges.get(self.index)?;
         let left = usize::try_from(range.last + 1 - self.offset).unwrap_or(usize::MAX);
-        kubedav_api::mapped::map_resident(&self.file, Some(version), self.offset, left, MIN_MAPPED_BYTES)
+        // SAFETY: mapping is on only for `FileIo::read_to_send`, whose caller hands the
+        // chunks unread to a connection that sends them with sendfile (the port's
+        // contract); every other read leaves it off and reads the ordinary way.
+        unsafe {
+            kubedav_zerocopy::map_resident(&self.file, Some(version), self.offset, left, MIN_MAPPED_BYTES)
+        }
     }
 
     /// Length of the next chunk to read, if any is left.

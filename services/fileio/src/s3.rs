@@ -1,8 +1,10 @@
 //! The S3 client fileio's object-storage backend talks through: requests built and
 //! signed by rusty-s3 (keys used as they are, so the bucket stays a plain bucket), sent
 //! with hyper over plain HTTP or rustls, and every failure mapped to the gRPC status the
-//! rest of kubedav understands. docs/architecture.md says why rusty-s3 and not
-//! object_store.
+//! rest of kubedav understands. The XML answers are read by a parser, never by searching
+//! for tags: rusty-s3's for ListObjectsV2, ListParts and CreateMultipartUpload, quick-xml's
+//! serde support for the rest (`s3/answers.rs`). docs/architecture.md says why rusty-s3 and
+//! not object_store.
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -16,9 +18,12 @@ use rusty_s3::actions::{
 };
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 use tonic::Status;
+
+mod answers;
+
+use answers::{Completion, ErrorBody};
 
 /// How long a signed request stays valid: long enough for the slowest part upload.
 const SIGNED_FOR: Duration = Duration::from_secs(15 * 60);
@@ -220,8 +225,7 @@ impl S3Client {
         let (_, body) = self
             .succeed("CopyObject", key, Method::PUT, url, &headers, Bytes::new())
             .await?;
-        failed_late("CopyObject", key, &body)?;
-        Ok(etag_in(&body))
+        completed("CopyObject", key, &body)
     }
 
     pub async fn copy(&self, source: &str, destination: &str) -> Result<String, Status> {
@@ -239,8 +243,7 @@ impl S3Client {
         let (_, body) = self
             .succeed("CopyObject", source, Method::PUT, url, &headers, Bytes::new())
             .await?;
-        failed_late("CopyObject", source, &body)?;
-        Ok(etag_in(&body))
+        completed("CopyObject", source, &body)
     }
 
     /// The whole object `key`; NOT_FOUND when there is none.
@@ -355,24 +358,7 @@ impl S3Client {
         let (_, body) = self
             .succeed("ListObjectsV2", prefix, Method::GET, url, &[], Bytes::new())
             .await?;
-        let text = String::from_utf8_lossy(&body);
-        let parsed = ListObjectsV2::parse_response(&text).map_err(|e| {
-            Status::internal(format!("the S3 server's listing of {prefix} did not parse: {e}"))
-        })?;
-        Ok(ListPage {
-            objects: parsed
-                .contents
-                .into_iter()
-                .map(|o| ObjectInfo {
-                    modified_unix_ns: o.last_modified.as_deref().map(rfc3339_ns).unwrap_or(0),
-                    key: o.key,
-                    size: o.size.unwrap_or(0),
-                    etag: o.etag.unwrap_or_default().trim_matches('"').to_owned(),
-                })
-                .collect(),
-            prefixes: parsed.common_prefixes.into_iter().map(|p| p.prefix).collect(),
-            next: parsed.next_continuation_token,
-        })
+        listing(prefix, &body)
     }
 
     /// Starts a multipart upload of `key`; its upload id.
@@ -460,8 +446,7 @@ impl S3Client {
                 body,
             )
             .await?;
-        failed_late("CompleteMultipartUpload", key, &answer)?;
-        Ok(etag_in(&answer))
+        completed("CompleteMultipartUpload", key, &answer)
     }
 
     /// Abandons an upload: its parts are dropped and no object appears.
@@ -530,15 +515,16 @@ impl S3Client {
                 Bytes::new(),
             )
             .await?;
-        let text = String::from_utf8_lossy(&body);
-        Ok(text
-            .split("<Upload>")
-            .skip(1)
-            .filter_map(|upload| {
-                let key = xml_text(between(upload, "<Key>", "</Key>")?);
-                let id = xml_text(between(upload, "<UploadId>", "</UploadId>")?);
-                let started = between(upload, "<Initiated>", "</Initiated>").map_or(0, rfc3339_ns);
-                Some((key, id, started))
+        let uploads = answers::uploads(&body).map_err(|e| {
+            Status::internal(format!(
+                "the S3 server's uploads under {prefix} did not parse: {e}"
+            ))
+        })?;
+        Ok(uploads
+            .into_iter()
+            .map(|upload| {
+                let started = rfc3339_ns(&upload.initiated);
+                (upload.key, upload.id, started)
             })
             .collect())
     }
@@ -642,51 +628,47 @@ impl Condition {
 /// What TLS to an `https://` endpoint trusts: the public roots, and the PEM
 /// certificates in `ca_bundle`.
 fn tls_config(ca_bundle: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
-    use rustls::pki_types::{CertificateDer, pem::PemObject};
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(path) = ca_bundle {
-        let unreadable = |e: &dyn std::fmt::Display| format!("AWS_CA_BUNDLE {}: {e}", path.display());
-        let mut added = 0;
-        for certificate in CertificateDer::pem_file_iter(path).map_err(|e| unreadable(&e))? {
-            roots
-                .add(certificate.map_err(|e| unreadable(&e))?)
-                .map_err(|e| unreadable(&e))?;
-            added += 1;
-        }
-        if added == 0 {
-            return Err(unreadable(&"holds no PEM certificate"));
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS for the S3 endpoint: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    use kubedav_kit::tls::{TlsError, Trust, client_config};
+    client_config(Trust::PublicRoots { extra_ca: ca_bundle }).map_err(|e| match e {
+        TlsError::Protocols(_) => format!("TLS for the S3 endpoint: {e}"),
+        _ => format!("AWS_CA_BUNDLE {e}"),
+    })
 }
 
-/// An error and every cause under it, `outer: inner: innermost`: hyper's own message
-/// ("client error (Connect)") says nothing of an untrusted certificate or a refused
-/// connection, its causes do.
+/// An error and every cause under it, with what to do when the cause is the S3
+/// server's certificate.
 fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        let inner_text = inner.to_string();
-        if !text.contains(&inner_text) {
-            text.push_str(": ");
-            text.push_str(&inner_text);
-        }
-        cause = inner.source();
-    }
-    if text.contains("UnknownIssuer") || text.contains("invalid peer certificate") {
+    let mut text = kubedav_kit::errors::with_causes(error);
+    if kubedav_kit::tls::untrusted_certificate(&text) {
         text.push_str(
             " (the S3 server's certificate is not issued by a trusted CA: put the CA's \
              certificate in a PEM file and name it in AWS_CA_BUNDLE)",
         );
     }
     text
+}
+
+/// One page of a ListObjectsV2 answer about `prefix`, as rusty-s3 reads it: keys
+/// URL-decoded when the server encoded them (rusty-s3 asks for `encoding-type=url`, and
+/// decodes when the answer says `<EncodingType>url`), taken as they are otherwise (a
+/// server that ignores the parameter, as versitygw does, escapes them as XML).
+fn listing(prefix: &str, body: &[u8]) -> Result<ListPage, Status> {
+    let parsed = ListObjectsV2::parse_response(&String::from_utf8_lossy(body))
+        .map_err(|e| Status::internal(format!("the S3 server's listing of {prefix} did not parse: {e}")))?;
+    Ok(ListPage {
+        objects: parsed
+            .contents
+            .into_iter()
+            .map(|o| ObjectInfo {
+                modified_unix_ns: o.last_modified.as_deref().map(rfc3339_ns).unwrap_or(0),
+                key: o.key,
+                size: o.size.unwrap_or(0),
+                etag: o.etag.unwrap_or_default().trim_matches('"').to_owned(),
+            })
+            .collect(),
+        prefixes: parsed.common_prefixes.into_iter().map(|p| p.prefix).collect(),
+        next: parsed.next_continuation_token,
+    })
 }
 
 /// An answer's status, headers and whole body; UNAVAILABLE when the body breaks off.
@@ -765,9 +747,12 @@ fn header<'h>(headers: &'h http::HeaderMap, name: &str) -> &'h str {
 /// is INTERNAL with the server's reason (a misconfiguration, never a 404), and anything
 /// else keeps the server's own code and message.
 fn refused(action: &str, key: &str, status: StatusCode, body: &Bytes) -> Status {
-    let text = String::from_utf8_lossy(body);
-    let code = between(&text, "<Code>", "</Code>").unwrap_or_default();
-    let message = between(&text, "<Message>", "</Message>").unwrap_or_default();
+    refused_with(action, key, status, ErrorBody::parse(body))
+}
+
+/// [`refused`], with the server's `<Error>` read already.
+fn refused_with(action: &str, key: &str, status: StatusCode, error: ErrorBody) -> Status {
+    let ErrorBody { code, message } = error;
     let detail = format!("{action} {key}: the S3 server answered {status} {code} {message}");
     match status {
         StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => Status::unavailable(detail),
@@ -782,38 +767,146 @@ fn refused(action: &str, key: &str, status: StatusCode, body: &Bytes) -> Status 
     }
 }
 
-/// The failure in the body of a 200 answer: CopyObject and CompleteMultipartUpload may
-/// fail after their status has been sent.
-fn failed_late(action: &str, subject: &str, body: &Bytes) -> Result<(), Status> {
-    if String::from_utf8_lossy(body).contains("<Error>") {
-        return Err(refused(action, subject, StatusCode::OK, body));
+/// The new object's ETag from a 200 answer of CopyObject or CompleteMultipartUpload, or
+/// the failure in its body: both may fail after their status has been sent.
+fn completed(action: &str, subject: &str, body: &Bytes) -> Result<String, Status> {
+    match Completion::parse(body) {
+        Ok(Completion::Done(etag)) => Ok(etag),
+        Ok(Completion::Failed(error)) => Err(refused_with(action, subject, StatusCode::OK, error)),
+        Err(e) => Err(Status::internal(format!(
+            "the S3 server's answer to {action} {subject} did not parse: {e}"
+        ))),
     }
-    Ok(())
 }
 
-/// The ETag in an XML answer (CopyObject, CompleteMultipartUpload), without quotes.
-fn etag_in(answer: &Bytes) -> String {
-    let text = String::from_utf8_lossy(answer);
-    between(&text, "<ETag>", "</ETag>")
-        .unwrap_or_default()
-        .replace("&quot;", "")
-        .replace("&#34;", "")
-        .trim_matches('"')
-        .to_owned()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// XML character data with its five predefined entities replaced.
-fn xml_text(text: &str) -> String {
-    text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
-}
+    /// The names of the tests: what S3 servers escape in XML (`&`, `<`, `>`, `"`, `'`),
+    /// what means something in URLs and forms (`%`, `+`, a space), and non-ASCII.
+    const KEYS: [&str; 5] = [
+        "served/a&b <c>.txt",
+        "served/say \"hi\", it's.txt",
+        "served/100% a+b.txt",
+        "served/&amp;&#39;.txt",
+        "served/gr\u{fc}\u{df}e \u{65e5}\u{672c}.txt",
+    ];
 
-/// The text between `start` and `end` in `text`.
-fn between<'t>(text: &'t str, start: &str, end: &str) -> Option<&'t str> {
-    let from = text.find(start)? + start.len();
-    let to = text[from..].find(end)? + from;
-    Some(&text[from..to])
+    fn keys(page: &ListPage) -> Vec<&str> {
+        page.objects.iter().map(|o| o.key.as_str()).collect()
+    }
+
+    /// As versitygw answers (Go's encoding/xml): no `<EncodingType>`, whatever was asked,
+    /// and `"` and `'` as character references.
+    #[test]
+    fn a_listing_escaped_as_xml_keeps_its_keys() {
+        let body = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+  <Name>files</Name><Prefix>served/</Prefix><KeyCount>6</KeyCount><MaxKeys>1000</MaxKeys>
+  <Delimiter>/</Delimiter><IsTruncated>false</IsTruncated>
+  <Contents><Key>served/a&amp;b &lt;c&gt;.txt</Key><LastModified>2026-01-02T03:04:05.5Z</LastModified><ETag>&#34;e1&#34;</ETag><Size>3</Size><StorageClass>STANDARD</StorageClass></Contents>
+  <Contents><Key>served/say &#34;hi&#34;, it&#39;s.txt</Key><ETag>&quot;e2&quot;</ETag><Size>4</Size></Contents>
+  <Contents><Key>served/100% a+b.txt</Key><Size>5</Size></Contents>
+  <Contents><Key>served/&amp;amp;&amp;#39;.txt</Key><Size>6</Size></Contents>
+  <Contents><Key>served/gr&#xFC;ße &#26085;本.txt</Key><Size>7</Size></Contents>
+  <CommonPrefixes><Prefix>served/sub &amp;&#39;&#34;/</Prefix></CommonPrefixes>
+</ListBucketResult>"#;
+        let page = listing("served/", body.as_bytes()).unwrap();
+        assert_eq!(keys(&page), KEYS);
+        assert_eq!(page.prefixes, vec!["served/sub &'\"/".to_owned()]);
+        assert_eq!(page.objects[0].etag, "e1");
+        assert_eq!(page.objects[0].size, 3);
+        assert_eq!(page.objects[0].modified_unix_ns, 1_767_323_045_500_000_000);
+        assert_eq!(page.objects[1].etag, "e2");
+        assert_eq!(page.objects[2].modified_unix_ns, 0, "no time given");
+        assert_eq!(page.next, None);
+    }
+
+    /// As AWS S3 and MinIO answer `encoding-type=url`: keys and prefixes percent-encoded,
+    /// a space as `+` and a `+` as `%2B`.
+    #[test]
+    fn a_url_encoded_listing_is_decoded() {
+        let body = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+  <Name>files</Name><Prefix>served%2F</Prefix><EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>
+  <Contents><Key>served/a%26b+%3Cc%3E.txt</Key><Size>1</Size></Contents>
+  <Contents><Key>served/say+%22hi%22%2C+it%27s.txt</Key><Size>1</Size></Contents>
+  <Contents><Key>served/100%25+a%2Bb.txt</Key><Size>1</Size></Contents>
+  <Contents><Key>served/%26amp%3B%26%2339%3B.txt</Key><Size>1</Size></Contents>
+  <Contents><Key>served/gr%C3%BC%C3%9Fe+%E6%97%A5%E6%9C%AC.txt</Key><Size>1</Size></Contents>
+  <CommonPrefixes><Prefix>served/sub+%26%27%22/</Prefix></CommonPrefixes>
+</ListBucketResult>"#;
+        let page = listing("served/", body.as_bytes()).unwrap();
+        assert_eq!(keys(&page), KEYS);
+        assert_eq!(page.prefixes, vec!["served/sub &'\"/".to_owned()]);
+    }
+
+    #[test]
+    fn an_empty_listing_has_nothing_and_no_next_page() {
+        let body = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>files</Name><Prefix>served/none/</Prefix><KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>false</IsTruncated></ListBucketResult>"#;
+        let page = listing("served/none/", body.as_bytes()).unwrap();
+        assert!(page.objects.is_empty() && page.prefixes.is_empty() && page.next.is_none());
+    }
+
+    #[test]
+    fn a_truncated_listing_says_where_the_next_page_starts() {
+        let body = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>files</Name><Prefix>served/</Prefix><KeyCount>1</KeyCount><MaxKeys>1</MaxKeys><IsTruncated>true</IsTruncated>
+  <Contents><Key>served/a&amp;b</Key><Size>1</Size></Contents>
+  <NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=&amp;+</NextContinuationToken>
+</ListBucketResult>"#;
+        let page = listing("served/", body.as_bytes()).unwrap();
+        assert_eq!(keys(&page), ["served/a&b"]);
+        assert_eq!(
+            page.next.as_deref(),
+            Some("1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=&+"),
+            "the token as it is, only unescaped"
+        );
+        let cut = body
+            .replace("<NextContinuationToken>", "<Other>")
+            .replace("</NextContinuationToken>", "</Other>");
+        let refused = listing("served/", cut.as_bytes()).unwrap_err();
+        assert_eq!(
+            refused.code(),
+            tonic::Code::Internal,
+            "a truncated page without a token"
+        );
+        assert!(
+            refused.message().contains("did not parse"),
+            "{}",
+            refused.message()
+        );
+    }
+
+    #[test]
+    fn a_refusal_says_the_servers_code_and_message() {
+        let body = Bytes::from_static(
+            b"<Error><Details><Code>Nested</Code></Details><Code>NoSuchKey</Code><Message>No &lt;key&gt; &#34;a&amp;b&#34;</Message><Key>a&amp;b</Key></Error>",
+        );
+        let status = refused("GetObject", "a&b", StatusCode::NOT_FOUND, &body);
+        assert_eq!(status.code(), tonic::Code::NotFound);
+        assert_eq!(
+            status.message(),
+            "GetObject a&b: the S3 server answered 404 Not Found NoSuchKey No <key> \"a&b\""
+        );
+        let throttled = refused("PutObject", "k", StatusCode::SERVICE_UNAVAILABLE, &Bytes::new());
+        assert_eq!(throttled.code(), tonic::Code::Unavailable);
+    }
+
+    #[test]
+    fn a_200_with_an_error_inside_is_a_failure() {
+        let late =
+            Bytes::from_static(b"<Error><Code>InternalError</Code><Message>try again</Message></Error>");
+        let status = completed("CopyObject", "a", &late).unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Internal);
+        assert!(
+            status.message().contains("InternalError try again"),
+            "{}",
+            status.message()
+        );
+        let done = Bytes::from_static(b"<CopyObjectResult><ETag>&#34;e&#34;</ETag></CopyObjectResult>");
+        assert_eq!(completed("CopyObject", "a", &done).unwrap(), "e");
+    }
 }

@@ -3,11 +3,11 @@
 //! off (`kernel.io_uring_disabled`). fileio probes once at start, reports the answer in
 //! the log and in `kubedav_fileio_io_uring_available`, and uses the blocking-pool path
 //! where io_uring is refused. docs/deploy.md says how to allow it.
-use kubedav_api::metrics::Gauge;
+use kubedav_metrics::Gauge;
 use std::sync::LazyLock;
 
 static AVAILABLE: LazyLock<Gauge> = LazyLock::new(|| {
-    kubedav_api::metrics::gauge(
+    kubedav_metrics::gauge(
         "kubedav_fileio_io_uring_available",
         "1 when io_uring may be used; 0 when seccomp or the kernel refuse it (the fallback runs).",
     )

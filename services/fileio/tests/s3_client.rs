@@ -247,3 +247,74 @@ async fn tls_to_a_server_of_a_private_ca() {
         "an unreadable bundle is named at start"
     );
 }
+
+/// Keys S3 servers escape in their XML answers (`&`, `<`, `>`, `"`, `'`), that mean
+/// something in a URL or a form (`%`, `+`, a space), or that are not ASCII, come back
+/// exactly from every answer that names them: listings with and without a delimiter,
+/// the uploads under way, copies and refusals.
+#[tokio::test]
+async fn keys_escaped_in_xml_come_back_exactly() {
+    let server = S3Server::start("escaped");
+    let s3 = client(&server, S3_SECRET_KEY);
+    let dir = "odd &<>\"'%+ \u{e9}/";
+    let names = [
+        "a&b.txt",
+        "<tag>.txt",
+        "say \"hi\".txt",
+        "it's.txt",
+        "100%.txt",
+        "50%25 off.txt",
+        "a+b c.txt",
+        "&amp;&#39;.txt",
+        "gr\u{fc}\u{df}e \u{65e5}\u{672c} \u{2713}.txt",
+    ];
+    let mut keys: Vec<String> = names.iter().map(|name| format!("{dir}{name}")).collect();
+    keys.sort();
+    for key in &keys {
+        s3.put(key, Bytes::from(key.clone())).await.unwrap();
+    }
+    s3.put(&format!("{dir}sub &'\"/deep.txt"), Bytes::from_static(b"d"))
+        .await
+        .unwrap();
+
+    let page = s3.list(dir, None).await.unwrap();
+    let listed: Vec<&str> = page.objects.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(listed, keys, "a listing by delimiter names every key as it is");
+    assert_eq!(page.prefixes, vec![format!("{dir}sub &'\"/")]);
+    let all = s3.list_all(dir, None).await.unwrap();
+    assert_eq!(all.objects.len(), keys.len() + 1);
+    for key in &keys {
+        assert_eq!(s3.get(key).await.unwrap(), Bytes::from(key.clone()), "{key}");
+    }
+
+    let mut started = Vec::new();
+    for key in &keys {
+        started.push((key.clone(), s3.start_upload(key).await.unwrap()));
+    }
+    let mut uploads: Vec<(String, String)> = s3
+        .uploads(dir)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(key, id, _)| (key, id))
+        .collect();
+    uploads.sort();
+    started.sort();
+    assert_eq!(uploads, started, "the uploads under way name their keys exactly");
+    for (key, id) in &started {
+        s3.abort_upload(key, id).await.unwrap();
+    }
+    assert_eq!(
+        s3.uploads(dir).await.unwrap(),
+        vec![],
+        "each one aborted by its key"
+    );
+
+    for key in &keys {
+        let copy = format!("{key}.copy");
+        let etag = s3.copy(key, &copy).await.unwrap();
+        assert_eq!(s3.head(&copy).await.unwrap().unwrap().etag, etag, "{copy}");
+    }
+    let missing = s3.copy("no such &<'\".txt", "x").await.unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound, "{missing:?}");
+}

@@ -12,7 +12,8 @@ fuzz_target!(|data: &[u8]| {
     };
     // The first line is the request's Host, the rest the header value.
     let (host, value) = text.split_once('\n').unwrap_or(("example.com", text));
-    match kubedav_gateway::dav::ifheader::parse(value, host) {
+    let base = kubedav_gateway::http::paths::BasePath::root();
+    match kubedav_gateway::dav::ifheader::parse(value, host, &base) {
         Ok(resources) => {
             assert!(!resources.is_empty(), "an accepted header holds a list");
             let conditions: usize = resources

@@ -49,7 +49,7 @@ pub struct GatewayConfig {
     /// Answer 502 instead of the HTML when a conversion fails.
     pub markdown_fail_closed: bool,
     /// A `Content-Signal` header for Markdown answers (e.g. `ai-train=no, search=yes`).
-    pub content_signal: Option<String>,
+    pub content_signal: Option<http::HeaderValue>,
     /// Leave names starting with `.` out of listings (`dav::quirks`).
     pub hide_dotfiles: bool,
     /// Refuse (403) writes of macOS metadata files, `._*` and `.DS_Store` (`dav::quirks`).
@@ -60,6 +60,9 @@ pub struct GatewayConfig {
     /// (`--upload-digests`), so `Repr-Digest` and `oc:checksums` answer for any content
     /// uploaded since.
     pub upload_digests: Vec<kubedav_api::checksums::Algorithm>,
+    /// The path prefix this gateway is served under (`--base-path`): request paths and
+    /// `Destination`s must start with it, and every href it writes does.
+    pub base_path: crate::http::paths::BasePath,
 }
 
 impl Default for GatewayConfig {
@@ -86,6 +89,7 @@ impl Default for GatewayConfig {
             refuse_macos_metadata: false,
             cors_origins: Vec::new(),
             upload_digests: Vec::new(),
+            base_path: Default::default(),
         }
     }
 }

@@ -398,3 +398,93 @@ async fn html_listing() {
     assert!(sub.contains("href=\"/\">../</a>"), "a parent link");
     assert!(sub.contains("href=\"/zeta%20dir/inner.txt\""));
 }
+
+/// Two gateways in one process, each under its own `--base-path`: each serves below its
+/// prefix only (404 under the other's), and every href it writes (PROPFIND, the HTML
+/// listing, Location) starts with its own. The base path is each gateway's setting, not
+/// the process's.
+#[tokio::test]
+async fn two_gateways_in_one_process_each_under_its_own_base_path() {
+    let dav = App::with(common::Options {
+        config: Some(|config| config.base_path = "/dav".parse().unwrap()),
+        ..Default::default()
+    });
+    let files = App::with(common::Options {
+        config: Some(|config| config.base_path = "/team/files/".parse().unwrap()),
+        ..Default::default()
+    });
+    for (app, base, other) in [(&dav, "/dav", "/team/files"), (&files, "/team/files", "/dav")] {
+        std::fs::create_dir(app.disk("sub")).unwrap();
+        let created = put(app, &format!("{base}/sub/a.txt"), "mine").await;
+        assert_eq!(created.status(), StatusCode::CREATED, "{base}");
+        assert_eq!(
+            get_bytes(app, &format!("{base}/sub/a.txt")).await,
+            (StatusCode::OK, b"mine".to_vec()),
+            "{base}"
+        );
+        assert_eq!(std::fs::read(app.disk("sub/a.txt")).unwrap(), b"mine");
+        for outside in [format!("{other}/sub/a.txt"), "/sub/a.txt".to_owned()] {
+            let status = app.client().get(app.url(&outside)).send().await.unwrap().status();
+            assert_eq!(
+                status,
+                StatusCode::NOT_FOUND,
+                "{outside} on the gateway under {base}"
+            );
+        }
+        let listing = app
+            .client()
+            .request(method("PROPFIND"), app.url(&format!("{base}/sub/")))
+            .header("depth", "1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(listing.status(), StatusCode::MULTI_STATUS, "{base}");
+        let xml = listing.text().await.unwrap();
+        let hrefs: Vec<&str> = xml
+            .split("<D:href>")
+            .skip(1)
+            .map(|s| &s[..s.find("</D:href>").unwrap()])
+            .collect();
+        assert_eq!(
+            hrefs,
+            [format!("{base}/sub/"), format!("{base}/sub/a.txt")],
+            "{xml}"
+        );
+        let html = app
+            .client()
+            .get(app.url(&format!("{base}/sub/")))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(html.contains(&format!("href=\"{base}/sub/a.txt\"")), "{html}");
+        assert!(
+            html.contains(&format!("href=\"{base}/.kubedav-ui/app.css\"")),
+            "{html}"
+        );
+        assert!(!html.contains(&format!("href=\"{other}")), "{html}");
+        let moved = app
+            .client()
+            .request(method("MOVE"), app.url(&format!("{base}/sub/a.txt")))
+            .header("destination", app.url(&format!("{base}/b.txt")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(moved.status(), StatusCode::CREATED, "{base}");
+        assert_eq!(moved.headers()["location"], format!("{base}/b.txt").as_str());
+        let elsewhere = app
+            .client()
+            .request(method("MOVE"), app.url(&format!("{base}/b.txt")))
+            .header("destination", app.url(&format!("{other}/c.txt")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            elsewhere.status(),
+            StatusCode::BAD_GATEWAY,
+            "{base}: a Destination under {other}"
+        );
+    }
+}

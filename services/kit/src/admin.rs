@@ -68,7 +68,7 @@ pub fn router(ready: ReadinessCheck) -> Router {
 /// The registry, in the OpenMetrics format (with exemplars) when the scraper's `Accept`
 /// asks for it, as Prometheus does, else in the Prometheus text format 0.0.4.
 async fn metrics(headers: axum::http::HeaderMap) -> impl IntoResponse {
-    use kubedav_api::metrics::{OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, encode, wants_openmetrics};
+    use kubedav_metrics::{OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, encode, wants_openmetrics};
     let openmetrics = headers
         .get_all(header::ACCEPT)
         .iter()

@@ -128,13 +128,45 @@ impl ConnectionLike for Redis {
 /// garbage, the failing command returns an error at once and the next one reconnects, so
 /// service resumes by itself when Redis is back.
 pub fn connect(url: &str) -> Result<Redis, String> {
-    let client = ::redis::Client::open(url).map_err(|e| {
-        format!(
-            "{} is not a usable Redis URL: {e} (expected redis://host:port/db)",
-            redacted(url)
-        )
-    })?;
+    let client = ::redis::Client::open(url).map_err(|e| format!("{} is {}", redacted(url), unusable(e)))?;
     Redis::new(client).map_err(|e| format!("cannot set up the Redis connection to {}: {e}", redacted(url)))
+}
+
+/// Why a URL is no Redis URL (`redis`'s parse error holds no part of the URL).
+fn unusable(error: ::redis::RedisError) -> String {
+    format!("not a usable Redis URL: {error} (expected redis://host:port/db)")
+}
+
+/// A Redis URL that parses as one (`redis://[user:password@]host:port/db`, `rediss://`
+/// for TLS when built with it, `redis+unix:///path/to/redis.sock`), checked as a flag is
+/// read so that a mistyped one stops the process at start, before anything connects.
+/// Shown (`Display`, `Debug`) with its password redacted ([`redacted`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisUrl(String);
+
+impl RedisUrl {
+    /// `url` if it parses as a Redis URL; the error says why, without the URL.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        ::redis::Client::open(url).map_err(unusable)?;
+        Ok(Self(url.to_owned()))
+    }
+
+    /// The URL as given, password included: for [`connect`], not for messages.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for RedisUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&redacted(&self.0))
+    }
+}
+
+impl std::fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RedisUrl({:?})", redacted(&self.0))
+    }
 }
 
 /// `url` with any password replaced by `***`, for logs and messages.
@@ -177,5 +209,13 @@ mod tests {
         assert_eq!(super::redacted("redis://h:6379/0"), "redis://h:6379/0");
         let error = super::connect("redis://:s3cret@").err().unwrap_or_default();
         assert!(!error.contains("s3cret"), "{error}");
+        let error = super::RedisUrl::parse("redis://:s3cret@")
+            .err()
+            .unwrap_or_default();
+        assert!(!error.contains("s3cret"), "{error}");
+        let url = super::RedisUrl::parse("redis://u:s3cret@h:6379/0").unwrap();
+        assert_eq!(url.as_str(), "redis://u:s3cret@h:6379/0");
+        assert_eq!(url.to_string(), "redis://u:***@h:6379/0");
+        assert!(!format!("{url:?}").contains("s3cret"));
     }
 }

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
     }) = &cli.command
     {
         let options = kubedav_markdown::Options {
-            content: content.parse().unwrap_or_default(),
+            content: (*content).into(),
             front_matter: *front_matter,
             base_url: base_url.clone(),
             ..kubedav_markdown::Options::default()
@@ -98,28 +98,17 @@ fn main() -> ExitCode {
 /// `kubedav ensure-secrets`: one line per Secret.
 async fn ensure_secrets(
     users: &[String],
-    random: &[String],
-    labels: &[String],
+    random: &[secrets::Wanted],
+    labels: &[(String, String)],
     connection: Result<secrets::Connection, String>,
 ) -> Result<(), String> {
     let connection = connection?;
-    let mut wanted: Vec<secrets::Wanted> = users
+    let wanted: Vec<secrets::Wanted> = users
         .iter()
         .map(|name| secrets::Wanted::Users { name: name.clone() })
+        .chain(random.iter().cloned())
         .collect();
-    for argument in random {
-        wanted.push(secrets::Wanted::random(argument)?);
-    }
-    let labels = labels
-        .iter()
-        .map(|label| {
-            label
-                .split_once('=')
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .ok_or_else(|| format!("--label {label}: expected KEY=VALUE"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    for (name, outcome) in secrets::ensure(&connection, &wanted, &labels).await? {
+    for (name, outcome) in secrets::ensure(&connection, &wanted, labels).await? {
         let what = match outcome {
             secrets::Outcome::Created => "created",
             secrets::Outcome::Kept => "exists, kept as it is",

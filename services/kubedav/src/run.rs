@@ -1,10 +1,13 @@
 //! Wiring each target: which cores or clients, which servers.
 
-use crate::cli::{Cli, LogFormat, Target};
+mod error;
+
+pub use error::RunError;
+
+use crate::cli::{Cli, HostPort, LockStore, LogFormat, Target};
 use kubedav_api::auth::Auth;
 use kubedav_api::fileio::FileIo;
 use kubedav_api::locks::Locks;
-use kubedav_api::mapped::CopyStore;
 use kubedav_api::markdown::Markdown;
 use kubedav_auth::AuthCore;
 use kubedav_fileio::{LocalFileIo, ObjectFileIo};
@@ -13,23 +16,25 @@ use kubedav_gateway::{Gateway, Ports};
 use kubedav_kit::admin::ReadinessCheck;
 use kubedav_kit::shutdown::Shutdown;
 use kubedav_kit::{admin, listen, telemetry};
+use kubedav_lease::{Leases, OpenAt, ReplicaLeases, View, Watch};
 use kubedav_locks::{MemoryLocks, RedisLocks};
 use kubedav_remote::client::{RemoteAuth, RemoteFileIo, RemoteLocks, RemoteMarkdown};
-use kubedav_remote::lease::{Leases, OpenAt, ReplicaLeases, View};
 use kubedav_remote::observe::ObservedChannel;
 use kubedav_remote::serve as grpc;
 use kubedav_remote::server::{AuthGrpc, FileIoGrpc, LocksGrpc, MarkdownGrpc};
+use kubedav_zerocopy::CopyStore;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tonic::transport::Endpoint;
 
 /// Runs the target until SIGTERM or SIGINT.
-pub async fn run(cli: Cli) -> Result<(), String> {
-    let format = match cli.log_format {
+pub async fn run(cli: Cli) -> Result<(), RunError> {
+    let format = match cli.telemetry.log_format {
         LogFormat::Text => telemetry::LogFormat::Text,
         LogFormat::Json => telemetry::LogFormat::Json,
     };
-    let _telemetry = telemetry::init(cli.target.name(), format, cli.access_log)?;
+    let _telemetry =
+        telemetry::init(cli.target.name(), format, cli.telemetry.access_log).map_err(RunError::Telemetry)?;
     let shutdown = Shutdown::install();
     tracing::info!(
         target: "kubedav",
@@ -45,18 +50,14 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Target::Locks => {
             let (locks, ready) = lock_store(&cli)?;
             let registry = registry(&cli, "locks")?;
-            if registry.is_some() && cli.lock_store == "memory" {
-                return Err(
-                    "--registry: locks kept in memory belong to this process alone, so it cannot \
-                            be one of several replicas: give --lock-store redis://... (or no --registry)"
-                        .into(),
-                );
+            if registry.is_some() && cli.locks.lock_store.is_memory() {
+                return Err(RunError::RegistryWithMemoryLocks);
             }
             let mut service = LocksGrpc::new(locks);
             // Leases on the gateways' copies of lock discovery: while this service is the
             // sole keeper of its locks, or when every replica sharing the Redis store
             // registers (each then announces its changes to every gateway).
-            if cli.lock_store == "memory" || registry.is_some() {
+            if cli.locks.lock_store.is_memory() || registry.is_some() {
                 service = service.with_leases();
             }
             if let Some(leases) = service.leases() {
@@ -66,7 +67,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 (Some(registry), Some(leases)) => {
                     serve_registered(&cli, registry, leases, service.into_service(), ready, shutdown).await
                 }
-                _ => grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await,
+                _ => serve(&cli, service.into_service(), ready, shutdown).await,
             }
         }
         Target::Fileio => {
@@ -78,39 +79,38 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 Some(registry) => {
                     serve_registered(&cli, registry, leases, service.into_service(), ready, shutdown).await
                 }
-                None => grpc::serve_target(cli.listen(), service.into_service(), ready, shutdown).await,
+                None => serve(&cli, service.into_service(), ready, shutdown).await,
             }
         }
         Target::Auth => {
-            let file = cli
-                .users_file
-                .clone()
-                .ok_or("--target=auth needs --users-file (or KUBEDAV_USERS_FILE)")?;
+            let file = cli.auth.users_file.clone().ok_or(RunError::AuthWithoutUsers)?;
             let core = auth_core(&cli, file)?;
-            grpc::serve_target(
-                cli.listen(),
-                AuthGrpc::new(Arc::new(core)).into_service(),
-                grpc::always_ready(),
-                shutdown,
-            )
-            .await
+            let service = AuthGrpc::new(Arc::new(core)).into_service();
+            serve(&cli, service, grpc::always_ready(), shutdown).await
         }
         Target::Markdown => {
-            let service = MarkdownGrpc::new(Arc::new(cli.markdown_core())).into_service();
-            grpc::serve_target(cli.listen(), service, grpc::always_ready(), shutdown).await
+            let service = MarkdownGrpc::new(Arc::new(cli.markdown.core())).into_service();
+            serve(&cli, service, grpc::always_ready(), shutdown).await
         }
     }
 }
 
+/// Serves a service target on its addresses (`--grpc-listen`, `--admin-listen`).
+async fn serve<S: grpc::GrpcService>(
+    cli: &Cli,
+    service: S,
+    ready: ReadinessCheck,
+    shutdown: Shutdown,
+) -> Result<(), RunError> {
+    grpc::serve_target(cli.listen(), service, ready, shutdown)
+        .await
+        .map_err(RunError::Serve)
+}
+
 /// The ports of `--target=all`: every core in this process.
-async fn local_ports(cli: &Cli) -> Result<Ports, String> {
-    if !cli.registry.is_empty() {
-        return Err(
-            "--registry is for replicas of fileio and locks and the gateways in front of \
-                    them (targets fileio, locks, gateway); all-in-one processes sharing a volume \
-                    or a bucket need only --lock-store redis://..."
-                .into(),
-        );
+async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
+    if cli.replicas.registry.get().is_some() {
+        return Err(RunError::RegistryInOneProcess);
     }
     let (mut fileio, _) = open_storage(cli).await?;
     // The gateway keeps what fileio told it, under an in-process lease, as it does from a
@@ -119,25 +119,25 @@ async fn local_ports(cli: &Cli) -> Result<Ports, String> {
     // change made behind kubedav's back shows within --gateway-cache-freshness-ms, as in
     // microservices mode. Not when locks are shared through Redis: then other processes
     // share the volume or the bucket, and they announce nothing to this one.
-    let keeps = cli.gateway_cache_mib > 0;
-    let shared = cli.lock_store != "memory";
+    let keeps = cli.cache.gateway_cache_mib > 0;
+    let shared = !cli.locks.lock_store.is_memory();
     if keeps && shared {
         tracing::info!(target: "kubedav", "locks shared through Redis: other processes may change the files, so the gateway keeps nothing of them");
     }
     if keeps && !shared {
         kubedav_gateway::cache::register_metrics();
-        let leased = kubedav_remote::server::LeasedFileIo::new(fileio);
+        let leased = kubedav_lease::LeasedFileIo::new(fileio);
         // Files of up to 1 MiB are kept as in microservices mode, those over 64 KiB once
         // asked for twice: sent from a kept copy, one cost less CPU than opened, checked
         // and sent from the volume (docs/benchmarks.md, "2026-11-26 (5)").
-        fileio = Arc::new(CachedFileIo::in_process(
+        fileio = Arc::new(CachedFileIo::new(
             leased,
             cache_config(cli, kubedav_gateway::cache::MAX_FILE_BYTES),
         ));
     }
     let (locks, _) = lock_store(cli)?;
-    let markdown = Some(Arc::new(cli.markdown_core()) as Arc<dyn Markdown>);
-    let auth = match &cli.users_file {
+    let markdown = Some(Arc::new(cli.markdown.core()) as Arc<dyn Markdown>);
+    let auth = match &cli.auth.users_file {
         Some(file) => Some(Arc::new(auth_core(cli, file.clone())?) as Arc<dyn Auth>),
         None => None,
     };
@@ -151,10 +151,11 @@ async fn local_ports(cli: &Cli) -> Result<Ports, String> {
 
 /// The ports of `--target=gateway`: gRPC clients of the services, with the gateway's
 /// cache of their answers unless `--gateway-cache-mib 0`.
-fn remote_ports(cli: &Cli) -> Result<Ports, String> {
+fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
     kubedav_remote::observe::register_client_metrics();
-    kubedav_remote::deadline::set_call_timeout(Duration::from_secs(cli.rpc_timeout_seconds.max(1)));
-    let token = cli.grpc_token.as_deref();
+    // The deadline of every call to a service (--rpc-timeout-seconds), held by each client.
+    let call_timeout = Duration::from_secs(cli.remote.rpc_timeout_seconds.max(1));
+    let token = cli.remote.grpc_token.as_deref();
     // With --registry: the replicas of fileio and locks, where calls go and whose
     // leases the caches hold (which of them answer is known once the caches hold them).
     let registry = registry(cli, "fileio")?;
@@ -164,24 +165,26 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
     let locks_leases: Arc<OnceLock<Arc<ReplicaLeases>>> = Arc::default();
     let fileio = RemoteFileIo::new(service_channel(
         "fileio",
-        &cli.fileio_url,
+        cli.remote.fileio_url.as_str(),
         &fileio_replicas,
         &fileio_leases,
         token,
-    )?);
+    )?)
+    .with_call_timeout(call_timeout);
     let locks = RemoteLocks::new(service_channel(
         "locks",
-        &cli.locks_url,
+        cli.remote.locks_url.as_str(),
         &locks_replicas,
         &locks_leases,
         token,
-    )?);
+    )?)
+    .with_call_timeout(call_timeout);
     if let Some(view) = &locks_replicas {
         require_shared_locks(locks.clone(), view.clone());
     }
     // What the gateway keeps of fileio's and the locks service's answers, under
     // their leases: off with --gateway-cache-mib 0.
-    let (fileio, locks): (Arc<dyn FileIo>, Arc<dyn Locks>) = if cli.gateway_cache_mib == 0 {
+    let (fileio, locks): (Arc<dyn FileIo>, Arc<dyn Locks>) = if cli.cache.gateway_cache_mib == 0 {
         (Arc::new(fileio), Arc::new(locks))
     } else {
         kubedav_gateway::cache::register_metrics();
@@ -192,7 +195,7 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
                     Box::pin(RemoteFileIo::new(channel).watch(requests))
                 });
                 let cached = CachedFileIo::over_replicas(
-                    fileio,
+                    Arc::new(fileio),
                     view,
                     open,
                     cache_config(cli, kubedav_gateway::cache::MAX_FILE_BYTES),
@@ -209,7 +212,7 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
                 let open = replica_watch("locks", token, |channel, requests| {
                     Box::pin(RemoteLocks::new(channel).watch(requests))
                 });
-                let cached = CachedLocks::over_replicas(locks, view, open);
+                let cached = CachedLocks::over_replicas(Arc::new(locks), view, open);
                 if let Some(leases) = cached.replica_leases() {
                     let _ = locks_leases.set(leases);
                 }
@@ -218,23 +221,17 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
         };
         (Arc::new(fileio), Arc::new(locks))
     };
-    let auth = if cli.auth_url.is_empty() {
-        None
-    } else {
-        Some(Arc::new(RemoteAuth::new(channel(
-            "auth",
-            &cli.auth_url,
-            cli.grpc_token.as_deref(),
-        )?)) as Arc<dyn Auth>)
+    let auth = match cli.remote.auth_url.get() {
+        None => None,
+        Some(url) => Some(Arc::new(
+            RemoteAuth::new(channel("auth", url.as_str(), token)?).with_call_timeout(call_timeout),
+        ) as Arc<dyn Auth>),
     };
-    let markdown = if cli.markdown_url.is_empty() {
-        None
-    } else {
-        Some(Arc::new(RemoteMarkdown::new(channel(
-            "markdown",
-            &cli.markdown_url,
-            cli.grpc_token.as_deref(),
-        )?)) as Arc<dyn Markdown>)
+    let markdown = match cli.remote.markdown_url.get() {
+        None => None,
+        Some(url) => Some(Arc::new(
+            RemoteMarkdown::new(channel("markdown", url.as_str(), token)?).with_call_timeout(call_timeout),
+        ) as Arc<dyn Markdown>),
     };
     Ok(Ports {
         fileio,
@@ -245,17 +242,16 @@ fn remote_ports(cli: &Cli) -> Result<Ports, String> {
 }
 
 /// The registry of `service`'s replicas that `--registry` names, if any.
-fn registry(cli: &Cli, service: &'static str) -> Result<Option<kubedav_kit::registry::Registry>, String> {
-    if cli.registry.is_empty() {
+fn registry(cli: &Cli, service: &'static str) -> Result<Option<kubedav_kit::registry::Registry>, RunError> {
+    let Some(url) = cli.replicas.registry.get() else {
         return Ok(None);
-    }
-    let registry = kubedav_kit::registry::Registry::connect(&cli.registry, &cli.redis_prefix, service)
-        .map_err(|e| format!("--registry: {e}"))?;
+    };
+    let prefix = &cli.replicas.redis_prefix;
+    let registry = kubedav_kit::registry::Registry::connect(url.as_str(), prefix, service)
+        .map_err(RunError::Registry)?;
     tracing::info!(
         target: "kubedav",
-        "{service} replicas registered in Redis at {} under {}{service}:",
-        kubedav_kit::redis::redacted(&cli.registry),
-        cli.redis_prefix
+        "{service} replicas registered in Redis at {url} under {prefix}{service}:"
     );
     Ok(Some(registry))
 }
@@ -270,21 +266,18 @@ async fn serve_registered<S>(
     service: S,
     ready: ReadinessCheck,
     shutdown: Shutdown,
-) -> Result<(), String>
+) -> Result<(), RunError>
 where
     S: grpc::GrpcService,
 {
-    let advertised = cli.advertise_address.clone();
+    let advertised = cli.replicas.advertise_address.as_ref().map(HostPort::to_string);
     let unspecified = cli
-        .grpc_listen()
-        .parse::<std::net::SocketAddr>()
-        .is_ok_and(|at| at.ip().is_unspecified());
+        .serve
+        .grpc_listen
+        .as_ref()
+        .is_some_and(HostPort::is_unspecified);
     if advertised.is_none() && unspecified {
-        return Err(format!(
-            "--registry: gateways cannot reach {} (listening on every address): \
-             give --advertise-address host:port (in Kubernetes, the pod's IP and port)",
-            cli.grpc_listen()
-        ));
+        return Err(RunError::NoAdvertiseAddress(cli.grpc_listen().to_owned()));
     }
     let mut listen = cli.listen();
     let (bound, address) = tokio::sync::oneshot::channel();
@@ -297,7 +290,9 @@ where
     });
     leases.admit_through(registration.standing());
     let ready = registered_and(ready, registration.standing());
-    let served = grpc::serve_target(listen, service, ready, shutdown).await;
+    let served = grpc::serve_target(listen, service, ready, shutdown)
+        .await
+        .map_err(RunError::Serve);
     // Only now, with no call left to answer: gateways stop waiting for it.
     registration.leave().await;
     served
@@ -328,15 +323,18 @@ fn service_channel(
     replicas: &Option<tokio::sync::watch::Receiver<View>>,
     leases: &Arc<OnceLock<Arc<ReplicaLeases>>>,
     token: Option<&str>,
-) -> Result<ObservedChannel, String> {
+) -> Result<ObservedChannel, RunError> {
     let Some(view) = replicas else {
         return channel(service, url, token);
     };
     let known = leases.clone();
     let answering = Arc::new(move |address: &str| known.get().is_none_or(|l| l.answering(address)));
     let backends =
-        kubedav_remote::balance::registered(url, view.clone(), move |url| endpoint(service, url), answering)?;
-    ObservedChannel::balanced(backends, url).with_token(token)
+        kubedav_remote::balance::registered(url, view.clone(), move |url| endpoint(service, url), answering)
+            .map_err(|reason| RunError::ServiceUrl { service, reason })?;
+    ObservedChannel::balanced(backends, url)
+        .with_token(token)
+        .map_err(RunError::GrpcToken)
 }
 
 /// Opens a lease stream to the replica of `service` at an address, through `watch` on a
@@ -346,7 +344,7 @@ fn replica_watch(
     token: Option<&str>,
     watch: impl Fn(
         ObservedChannel,
-        kubedav_remote::lease::Requests,
+        kubedav_lease::Requests,
     ) -> futures_util::future::BoxFuture<
         'static,
         Result<kubedav_api::BoxStream<kubedav_api::lease::WatchEvent>, tonic::Status>,
@@ -376,7 +374,7 @@ fn require_shared_locks(locks: RemoteLocks, registered: tokio::sync::watch::Rece
     tokio::spawn(async move {
         loop {
             let (_requests, stream) = tokio::sync::mpsc::unbounded_channel();
-            match locks.watch(kubedav_remote::lease::Requests::from(stream)).await {
+            match locks.watch(kubedav_lease::Requests::from(stream)).await {
                 Ok(_) => {
                     // Offered: registered replicas on Redis show in the registry by now
                     // or soon; memory never does.
@@ -405,13 +403,18 @@ fn require_shared_locks(locks: RemoteLocks, registered: tokio::sync::watch::Rece
 /// say a gateway keeps, of files up to `max_file_bytes`.
 fn cache_config(cli: &Cli, max_file_bytes: u64) -> CacheConfig {
     let copies = if max_file_bytes > kubedav_gateway::SENDFILE_ABOVE {
-        copy_store(cli.gateway_cache_dir.clone().unwrap_or_else(std::env::temp_dir))
+        copy_store(
+            cli.cache
+                .gateway_cache_dir
+                .clone()
+                .unwrap_or_else(std::env::temp_dir),
+        )
     } else {
         CopyStore::Memory
     };
     CacheConfig {
-        capacity_bytes: cli.gateway_cache_mib << 20,
-        freshness: Duration::from_millis(cli.gateway_cache_freshness_ms),
+        capacity_bytes: cli.cache.gateway_cache_mib << 20,
+        freshness: Duration::from_millis(cli.cache.gateway_cache_freshness_ms),
         max_file_bytes,
         copies,
     }
@@ -434,28 +437,29 @@ fn copy_store(dir: std::path::PathBuf) -> CopyStore {
 
 /// The auth core for `users_file`, sharing verifications through Redis when configured,
 /// and watching the file for changes.
-fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, String> {
-    let config = cli.auth_config(users_file);
-    let shared = if cli.auth_cache_redis.is_empty() {
-        None
-    } else {
-        let secret = cli.auth_cache_secret.as_deref().ok_or(
-            "--auth-cache-redis needs --auth-cache-secret (or KUBEDAV_AUTH_CACHE_SECRET): \
-             the same secret on every auth replica",
-        )?;
-        let connection = kubedav_kit::redis::connect(&cli.auth_cache_redis)?;
+fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, RunError> {
+    let config = cli.auth.config(users_file);
+    let shared = if let Some(url) = cli.auth.auth_cache_redis.get() {
+        let secret = cli
+            .auth
+            .auth_cache_secret
+            .as_deref()
+            .ok_or(RunError::AuthCacheWithoutSecret)?;
+        let connection = kubedav_kit::redis::connect(url.as_str()).map_err(RunError::AuthCacheRedis)?;
         let cache = kubedav_auth::shared::SharedCache::new(
             connection,
             secret.as_bytes(),
-            &cli.redis_prefix,
+            &cli.replicas.redis_prefix,
             config.cache_ttl,
-        )?;
-        tracing::info!(target: "kubedav", "auth cache shared through Redis at {}", kubedav_kit::redis::redacted(&cli.auth_cache_redis));
+        )
+        .map_err(RunError::AuthCacheSecret)?;
+        tracing::info!(target: "kubedav", "auth cache shared through Redis at {url}");
         Some(cache)
+    } else {
+        None
     };
-    let core = AuthCore::with_shared_cache(config, shared)
-        .map_err(|e| format!("{e} (set --users-file or KUBEDAV_USERS_FILE)"))?;
-    core.watch(Duration::from_secs(cli.users_reload_seconds.max(1)));
+    let core = AuthCore::with_shared_cache(config, shared).map_err(RunError::UsersFile)?;
+    core.watch(Duration::from_secs(cli.auth.users_reload_seconds.max(1)));
     Ok(core)
 }
 
@@ -470,30 +474,24 @@ fn close_on_shutdown(leases: Arc<Leases>, shutdown: &Shutdown) {
 }
 
 /// The lock store `--lock-store` names, and the readiness check of the locks target.
-fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
-    let max_timeout = Duration::from_secs(cli.lock_max_timeout_seconds);
-    if cli.lock_store == "memory" {
-        let store = MemoryLocks::new(max_timeout).with_max_locks_per_principal(cli.max_locks_per_principal);
-        return Ok((Arc::new(store), grpc::always_ready()));
-    }
-    if !cli.lock_store.contains("://") {
-        return Err(format!(
-            "--lock-store {} is neither `memory` nor a Redis URL such as redis://127.0.0.1:6379/0 \
-             (rediss:// for TLS, redis+unix:///path/to/redis.sock for a socket)",
-            kubedav_kit::redis::redacted(&cli.lock_store)
-        ));
-    }
-    let connection = kubedav_kit::redis::connect(&cli.lock_store)?;
+fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), RunError> {
+    let locks = &cli.locks;
+    let max_timeout = Duration::from_secs(locks.lock_max_timeout_seconds);
+    let url = match &locks.lock_store {
+        LockStore::Memory => {
+            let store =
+                MemoryLocks::new(max_timeout).with_max_locks_per_principal(locks.max_locks_per_principal);
+            return Ok((Arc::new(store), grpc::always_ready()));
+        }
+        LockStore::Redis(url) => url,
+    };
+    let prefix = &cli.replicas.redis_prefix;
+    let connection = kubedav_kit::redis::connect(url.as_str()).map_err(RunError::LockStore)?;
     let store = Arc::new(
-        RedisLocks::new(connection, &cli.redis_prefix, max_timeout)
-            .with_max_locks_per_principal(cli.max_locks_per_principal),
+        RedisLocks::new(connection, prefix, max_timeout)
+            .with_max_locks_per_principal(locks.max_locks_per_principal),
     );
-    tracing::info!(
-        target: "kubedav",
-        "locks kept in Redis at {} under {}locks:",
-        kubedav_kit::redis::redacted(&cli.lock_store),
-        cli.redis_prefix
-    );
+    tracing::info!(target: "kubedav", "locks kept in Redis at {url} under {prefix}locks:");
     let checked = store.clone();
     let ready: ReadinessCheck = Arc::new(move || {
         let store = checked.clone();
@@ -503,12 +501,12 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), String> {
 }
 
 /// The fileio core `--storage` or `--root` names, and its readiness check.
-async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), String> {
+async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), RunError> {
     let (core, ready) = open_backend(cli).await?;
-    let Some(limit) = cli.quota_bytes else {
+    let Some(limit) = cli.fileio.quota_bytes else {
         return Ok((core, ready));
     };
-    let period = Duration::from_secs(cli.quota_rescan_seconds);
+    let period = Duration::from_secs(cli.fileio.quota_rescan_seconds);
     tracing::info!(target: "kubedav", "a quota of {limit} bytes on the served root");
     Ok((
         Arc::new(kubedav_fileio::quota::QuotaFileIo::new(core, limit, period)),
@@ -517,11 +515,13 @@ async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), St
 }
 
 /// The storage backend: a bucket with --storage, else the volume at --root.
-async fn open_backend(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), String> {
-    if let Some(storage) = &cli.storage {
-        let mut storage = kubedav_fileio::objects::config::parse(storage, |name| std::env::var(name).ok())?;
-        storage.sweep.idle = std::time::Duration::from_secs(cli.abandoned_upload_seconds);
-        let core = ObjectFileIo::open(&storage).await?;
+async fn open_backend(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), RunError> {
+    if let Some(location) = &cli.fileio.storage {
+        let mut storage =
+            kubedav_fileio::objects::config::from_env(location, |name| std::env::var(name).ok())
+                .map_err(RunError::Storage)?;
+        storage.sweep.idle = std::time::Duration::from_secs(cli.fileio.abandoned_upload_seconds);
+        let core = ObjectFileIo::open(&storage).await.map_err(RunError::Storage)?;
         tracing::info!(
             target: "kubedav",
             "serving s3://{}/{} at {}",
@@ -545,13 +545,14 @@ async fn open_backend(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), St
     Ok((Arc::new(core), ready))
 }
 
-fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
-    let core = LocalFileIo::open_with(&cli.root, cli.durability.into())
-        .map_err(|e| format!("{e} (set --root or KUBEDAV_ROOT to an existing directory)"))?
-        .with_file_cache(cli.file_cache_mib.saturating_mul(1024 * 1024));
-    tracing::info!(target: "kubedav", "serving {}", cli.root.display());
-    kubedav_fileio::uring::set_scans_enabled(cli.io_uring_scans);
-    if cli.io_uring_scans && !kubedav_fileio::uring::scans_enabled() {
+fn open_volume(cli: &Cli) -> Result<LocalFileIo, RunError> {
+    let fileio = &cli.fileio;
+    let core = LocalFileIo::open_with(&fileio.root, fileio.durability.into())
+        .map_err(RunError::Root)?
+        .with_file_cache(fileio.file_cache_mib.saturating_mul(1024 * 1024));
+    tracing::info!(target: "kubedav", "serving {}", fileio.root.display());
+    kubedav_fileio::uring::set_scans_enabled(fileio.io_uring_scans);
+    if fileio.io_uring_scans && !kubedav_fileio::uring::scans_enabled() {
         tracing::warn!(target: "kubedav", "--io-uring-scans is on but io_uring is unavailable: listings use one statx per member");
     }
     Ok(core)
@@ -559,15 +560,20 @@ fn open_volume(cli: &Cli) -> Result<LocalFileIo, String> {
 
 /// A channel to a service: balanced over every pod when the URL names a headless
 /// Service, reconnecting with backoff (see `kubedav_remote::balance`).
-fn channel(service: &'static str, url: &str, token: Option<&str>) -> Result<ObservedChannel, String> {
-    let backends = kubedav_remote::balance::channel(url, move |url| endpoint(service, url))?;
-    ObservedChannel::balanced(backends, url).with_token(token)
+fn channel(service: &'static str, url: &str, token: Option<&str>) -> Result<ObservedChannel, RunError> {
+    let backends = kubedav_remote::balance::channel(url, move |url| endpoint(service, url))
+        .map_err(|reason| RunError::ServiceUrl { service, reason })?;
+    ObservedChannel::balanced(backends, url)
+        .with_token(token)
+        .map_err(RunError::GrpcToken)
 }
 
-/// A gRPC endpoint to a service, tuned for bulk streaming on a local network.
+/// A gRPC endpoint to a service, tuned for bulk streaming on a local network. (A
+/// `String` error, as `kubedav_remote::balance` calls it for every address it finds;
+/// [`RunError::ServiceUrl`] when it comes back.)
 fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
     Ok(Endpoint::from_shared(url.to_owned())
-        .map_err(|e| format!("--{service}-url {url} is not a valid URL: {e}"))?
+        .map_err(|e| format!("{url} is not a valid URL for {service}: {e}"))?
         // The connection itself (timeout, no delay, backoff) is kubedav_remote::backoff's.
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(10))
@@ -588,38 +594,13 @@ fn endpoint(service: &str, url: &str) -> Result<Endpoint, String> {
 /// late frames have come.
 const REMEMBERED_RESETS: usize = 4096;
 
-async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), String> {
-    if let Some(base) = &cli.base_path {
-        kubedav_gateway::http::paths::set_base_path(base)?;
-    }
-    for origin in &cli.cors_origins {
-        let origin = origin.trim();
-        let valid = (origin.starts_with("https://") || origin.starts_with("http://"))
-            && !origin
-                .trim_start_matches("https://")
-                .trim_start_matches("http://")
-                .contains('/')
-            && http::HeaderValue::from_str(origin).is_ok();
-        if !valid {
-            return Err(format!(
-                "--cors-origins {origin:?} is not an origin: give scheme, host and port only, such as https://app.example.com"
-            ));
-        }
-    }
+async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), RunError> {
+    let listen = &cli.serve.listen;
     if ports.auth.is_none() {
-        let loopback = cli
-            .listen
-            .parse::<std::net::SocketAddr>()
-            .map(|a| a.ip().is_loopback())
-            .unwrap_or_else(|_| cli.listen.starts_with("localhost:"));
-        if !loopback && !cli.allow_unauthenticated {
-            return Err(format!(
-                "refusing to serve {} without authentication: give --users-file (all) or --auth-url (gateway), \
-                 or --allow-unauthenticated to do it anyway",
-                cli.listen
-            ));
+        if !listen.is_loopback() && !cli.auth.allow_unauthenticated {
+            return Err(RunError::Unauthenticated(listen.clone()));
         }
-        tracing::warn!(target: "kubedav", "serving WITHOUT authentication: anyone who can reach {} can read and write", cli.listen);
+        tracing::warn!(target: "kubedav", "serving WITHOUT authentication: anyone who can reach {listen} can read and write");
     }
     let config = cli.gateway_config();
     let gateway = Gateway::new(ports, config.clone());
@@ -628,13 +609,23 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
         let gateway = checked.clone();
         Box::pin(async move { gateway.ready().await })
     });
-    let (http_listener, http_addr) = listen::bind("gateway HTTP", &cli.listen).await?;
-    let (admin_listener, _) =
-        listen::bind(&format!("{} admin", cli.target.name()), cli.admin_listen()).await?;
+    let (http_listener, http_addr) =
+        listen::bind("gateway HTTP", listen.as_str())
+            .await
+            .map_err(|message| RunError::Bind {
+                flag: "--listen",
+                message,
+            })?;
+    let (admin_listener, _) = listen::bind(&format!("{} admin", cli.target.name()), cli.admin_listen())
+        .await
+        .map_err(|message| RunError::Bind {
+            flag: "--admin-listen",
+            message,
+        })?;
     tracing::info!(target: "kubedav", "WebDAV at http://{http_addr}/");
     // On SIGTERM /readyz answers "draining" at once; after --shutdown-delay-seconds the
     // HTTP port closes (new connections are refused) and in-flight requests finish.
-    let delay = Duration::from_secs(cli.shutdown_delay_seconds);
+    let delay = Duration::from_secs(cli.serve.shutdown_delay_seconds);
     gateway.drain_on({
         let shutdown = shutdown.clone();
         Arc::new(move || shutdown.is_requested())
@@ -652,5 +643,83 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
         }
     };
     let main = kubedav_gateway::edge::server::serve(http_listener, gateway.service(), &config, stop_serving);
-    admin::serve_beside(admin_listener, ready, shutdown, main).await
+    admin::serve_beside(admin_listener, ready, shutdown, main)
+        .await
+        .map_err(RunError::Serve)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from([&["kubedav"], args].concat()).unwrap()
+    }
+
+    /// The flag or variable to change, as each error says it.
+    #[tokio::test]
+    async fn each_error_names_what_to_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let missing = missing.to_str().unwrap();
+
+        let error = open_volume(&cli(&["--root", missing])).err().unwrap();
+        assert!(matches!(error, RunError::Root(_)), "{error:?}");
+        assert!(
+            error.to_string().contains("set --root or KUBEDAV_ROOT"),
+            "{error}"
+        );
+
+        let error = auth_core(&cli(&[]), missing.into()).err().unwrap();
+        assert!(matches!(error, RunError::UsersFile(_)), "{error:?}");
+        assert!(error.to_string().contains("set --users-file"), "{error}");
+
+        let shared = cli(&["--auth-cache-redis", "redis://127.0.0.1:1/0"]);
+        let error = auth_core(&shared, missing.into()).err().unwrap();
+        assert!(matches!(error, RunError::AuthCacheWithoutSecret), "{error:?}");
+        assert!(error.to_string().contains("needs --auth-cache-secret"), "{error}");
+
+        let short = cli(&[
+            "--auth-cache-redis",
+            "redis://127.0.0.1:1/0",
+            "--auth-cache-secret",
+            "short",
+        ]);
+        let error = auth_core(&short, missing.into()).err().unwrap();
+        assert!(error.to_string().starts_with("--auth-cache-secret: "), "{error}");
+        assert!(
+            !error.to_string().contains("short"),
+            "the secret stays out: {error}"
+        );
+
+        let one_process = cli(&["--registry", "redis://127.0.0.1:1/0"]);
+        let error = local_ports(&one_process).await.err().unwrap();
+        assert!(matches!(error, RunError::RegistryInOneProcess), "{error:?}");
+        assert!(
+            error.to_string().starts_with("--registry is for replicas"),
+            "{error}"
+        );
+
+        let token = cli(&["--target=gateway", "--grpc-token", "two\nlines"]);
+        let error = channel(
+            "fileio",
+            token.remote.fileio_url.as_str(),
+            token.remote.grpc_token.as_deref(),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(
+            error.to_string(),
+            "--grpc-token: the gRPC token must be printable ASCII"
+        );
+
+        let open = cli(&["--listen", "0.0.0.0:0"]);
+        let error = RunError::Unauthenticated(open.serve.listen.clone()).to_string();
+        assert!(
+            error.starts_with("refusing to serve 0.0.0.0:0 without authentication"),
+            "{error}"
+        );
+        assert!(error.contains("--allow-unauthenticated"), "{error}");
+    }
 }

@@ -26,7 +26,6 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Where the service account's files are mounted in every pod.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -43,16 +42,14 @@ pub enum Wanted {
 }
 
 impl Wanted {
-    /// Parses `NAME/KEY` (a `--random` argument).
+    /// Parses `NAME/KEY` (a `--random` argument, as clap reads it).
     pub fn random(argument: &str) -> Result<Self, String> {
         match argument.split_once('/') {
             Some((name, key)) if !name.is_empty() && !key.is_empty() => Ok(Self::Random {
                 name: name.to_owned(),
                 key: key.to_owned(),
             }),
-            _ => Err(format!(
-                "--random {argument}: expected NAME/KEY, e.g. kubedav-grpc-token/token"
-            )),
+            _ => Err("expected NAME/KEY, e.g. kubedav-grpc-token/token".into()),
         }
     }
 
@@ -161,6 +158,8 @@ pub async fn ensure(
 
 struct Api {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// The CA the API server's certificate must be issued by.
+    ca_file: PathBuf,
     secrets_url: String,
     authorization: String,
     namespace: String,
@@ -181,6 +180,7 @@ impl Api {
             .build();
         Ok(Self {
             client: Client::builder(TokioExecutor::new()).build(connector),
+            ca_file: connection.ca_file.clone(),
             secrets_url: format!(
                 "{}/api/v1/namespaces/{}/secrets",
                 connection.server, connection.namespace
@@ -289,7 +289,7 @@ impl Api {
             .client
             .request(request)
             .await
-            .map_err(|e| format!("{method} {url}: {}", with_causes(&e)))?;
+            .map_err(|e| format!("{method} {url}: {}", self.with_causes(&e)))?;
         let status = response.status();
         let bytes = response
             .into_body()
@@ -299,39 +299,29 @@ impl Api {
             .to_bytes();
         Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
     }
+
+    /// An error and its causes (hyper's own message does not say why a connection
+    /// failed), with what to do when the cause is the API server's certificate.
+    fn with_causes(&self, error: &dyn std::error::Error) -> String {
+        let mut text = kubedav_kit::errors::with_causes(error);
+        if kubedav_kit::tls::untrusted_certificate(&text) {
+            text.push_str(&format!(
+                " (the API server's certificate is not issued by the CA in {}: give the \
+                 cluster's CA with --ca-file)",
+                self.ca_file.display()
+            ));
+        }
+        text
+    }
 }
 
 /// TLS that trusts only the cluster's CA, as a pod's client does.
 fn cluster_tls(ca_file: &Path) -> Result<rustls::ClientConfig, String> {
-    use rustls::pki_types::{CertificateDer, pem::PemObject};
-    let unreadable = |e: &dyn std::fmt::Display| format!("the cluster CA {}: {e}", ca_file.display());
-    let mut roots = rustls::RootCertStore::empty();
-    for certificate in CertificateDer::pem_file_iter(ca_file).map_err(|e| unreadable(&e))? {
-        roots
-            .add(certificate.map_err(|e| unreadable(&e))?)
-            .map_err(|e| unreadable(&e))?;
-    }
-    if roots.is_empty() {
-        return Err(unreadable(&"holds no PEM certificate"));
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS to the API server: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
-}
-
-/// An error and its causes: hyper's own message does not say why a connection failed.
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        cause = inner.source();
-    }
-    text
+    use kubedav_kit::tls::{TlsError, Trust, client_config};
+    client_config(Trust::Only(ca_file)).map_err(|e| match e {
+        TlsError::Protocols(_) => format!("TLS to the API server: {e}"),
+        _ => format!("the cluster CA {e}"),
+    })
 }
 
 fn encode(text: &str) -> Value {

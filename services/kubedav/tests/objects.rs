@@ -661,6 +661,184 @@ async fn served_over_tls_with_a_private_ca(mode: Mode) {
     assert!(line.contains("certificate"), "names the cause: {line}");
 }
 
+/// Names S3 servers escape in their XML answers (`&`, `<`, `>`, `"`, `'`), that mean
+/// something in a URL or a form (`%`, `+`, a space), or that are not ASCII.
+const ODD_NAMES: [&str; 9] = [
+    "a&b.txt",
+    "<tag>.txt",
+    "say \"hi\".txt",
+    "it's.txt",
+    "100%.txt",
+    "50%25 off.txt",
+    "a+b c.txt",
+    "&amp;&#39;.txt",
+    "gr\u{fc}\u{df}e \u{65e5}\u{672c} \u{2713}.txt",
+];
+
+/// A path with each segment percent-encoded but for unreserved characters.
+fn encoded(path: &str) -> String {
+    const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    path.split('/')
+        .map(|segment| percent_encoding::utf8_percent_encode(segment, SEGMENT).to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The paths a multistatus names, decoded, in order.
+fn hrefs(xml: &str) -> Vec<String> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::NsReader::from_str(xml);
+    let (mut href, mut paths) = (None::<String>, Vec::new());
+    loop {
+        match reader.read_event().unwrap() {
+            Event::Start(start) if start.local_name().as_ref() == "href" => href = Some(String::new()),
+            Event::Text(text) => href.iter_mut().for_each(|h| h.push_str(&text.xml10_content())),
+            Event::GeneralRef(name) => href
+                .iter_mut()
+                .for_each(|h| h.push_str(&format!("&{};", name.xml10_content()))),
+            Event::End(_) => {
+                if let Some(escaped) = href.take() {
+                    let text = quick_xml::escape::unescape(&escaped).unwrap();
+                    paths.push(
+                        percent_encoding::percent_decode_str(&text)
+                            .decode_utf8()
+                            .unwrap()
+                            .into_owned(),
+                    );
+                }
+            }
+            Event::Eof => return paths,
+            _ => {}
+        }
+    }
+}
+
+/// Files named with [`ODD_NAMES`] in a collection named so too, one of them large
+/// enough for a multipart upload: PUT, PROPFIND Depth 1, GET, MOVE (of each file, then of
+/// the collection) and DELETE give their names and contents back exactly, and an upload
+/// another tool left under such a name is swept by its exact key.
+async fn odd_names_come_back_exactly(mode: Mode) {
+    let server = Server::start_full(mode, &[], &[("KUBEDAV_ABANDONED_UPLOAD_SECONDS", "3")]).await;
+    let s3 = bucket(&server);
+    let dir = "/odd &<>\"'%+ \u{e9}/";
+    let (status, body) = send(dav(&server, "MKCOL", &encoded(dir))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let big = "big \"&<'%+ \u{fc}.bin";
+    let names: Vec<&str> = ODD_NAMES.iter().copied().chain([big]).collect();
+    let content = |name: &str| -> Vec<u8> {
+        if name.starts_with("big") {
+            // More than one part (8 MiB): a multipart upload.
+            (0..(9u32 << 20)).map(|i| (i % 251) as u8).collect()
+        } else {
+            format!("content of {name}").into_bytes()
+        }
+    };
+    for name in &names {
+        let path = encoded(&format!("{dir}{name}"));
+        let (status, body) = send(dav(&server, "PUT", &path).body(content(name))).await;
+        assert_eq!(status, StatusCode::CREATED, "PUT {name}: {body}");
+    }
+    // The collection and its members as PROPFIND Depth 1 names them, decoded and sorted.
+    let listing = |dir: &'static str| {
+        let server = &server;
+        async move {
+            let (status, xml) = propfind(server, &encoded(dir), "1").await;
+            assert_eq!(status, StatusCode::MULTI_STATUS, "{xml}");
+            let mut found = hrefs(&xml);
+            found.sort();
+            found
+        }
+    };
+    let listed = |dir: &str, prefix: &str| {
+        let mut paths: Vec<String> = names.iter().map(|name| format!("{dir}{prefix}{name}")).collect();
+        paths.push(dir.to_owned());
+        paths.sort();
+        paths
+    };
+    assert_eq!(listing(dir).await, listed(dir, ""));
+    for name in &names {
+        let response = client()
+            .get(server.url(&encoded(&format!("{dir}{name}"))))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "GET {name}");
+        assert_eq!(response.bytes().await.unwrap(), content(name), "GET {name}");
+    }
+
+    for name in &names {
+        let destination = server.url(&encoded(&format!("{dir}moved {name}")));
+        let moving =
+            dav(&server, "MOVE", &encoded(&format!("{dir}{name}"))).header("destination", destination);
+        let (status, body) = send(moving).await;
+        assert_eq!(status, StatusCode::CREATED, "MOVE {name}: {body}");
+    }
+    assert_eq!(listing(dir).await, listed(dir, "moved "));
+    for name in &names {
+        let response = client()
+            .get(server.url(&encoded(&format!("{dir}moved {name}"))))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.bytes().await.unwrap(), content(name), "GET moved {name}");
+        let gone = client()
+            .get(server.url(&encoded(&format!("{dir}{name}"))))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(gone.status(), StatusCode::NOT_FOUND, "{name} after its MOVE");
+    }
+
+    let renamed = "/renamed \"&<>'%+ \u{f8}/";
+    let moving = dav(&server, "MOVE", &encoded(dir)).header("destination", server.url(&encoded(renamed)));
+    let (status, body) = send(moving).await;
+    assert_eq!(status, StatusCode::CREATED, "MOVE of the collection: {body}");
+    assert_eq!(listing(renamed).await, listed(renamed, "moved "));
+    let (status, _) = propfind(&server, &encoded(dir), "0").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the collection after its MOVE");
+    let big_moved = client()
+        .get(server.url(&encoded(&format!("{renamed}moved {big}"))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big_moved.bytes().await.unwrap(), content(big));
+
+    for name in &names {
+        let path = encoded(&format!("{renamed}moved {name}"));
+        let (status, body) = send(dav(&server, "DELETE", &path)).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "DELETE moved {name}: {body}");
+    }
+    assert_eq!(listing(renamed).await, vec![renamed.to_owned()]);
+    let left: Vec<String> = s3
+        .list_all(&key(""), None)
+        .await
+        .unwrap()
+        .objects
+        .into_iter()
+        .map(|o| o.key)
+        .filter(|key| !key.contains(".kubedav"))
+        .collect();
+    assert_eq!(
+        left,
+        vec![key(&renamed[1..])],
+        "the bucket holds the marker alone"
+    );
+
+    // An upload another tool left under such a name, that stored nothing: the sweep
+    // (every 1.5 s here) finds it and aborts it by its exact key.
+    let abandoned = key(&format!("{}left 'behind' \"&<>\".bin", &renamed[1..]));
+    s3.start_upload(&abandoned).await.unwrap();
+    let swept = common::eventually_async(Duration::from_secs(20), || async {
+        s3.uploads(&key("")).await.is_ok_and(|u| u.is_empty())
+    })
+    .await;
+    assert!(swept, "the upload left under {abandoned:?} was not aborted");
+}
+
 /// The S3 server's URL.
 fn s3_endpoint(server: &Server) -> String {
     server.s3.as_ref().expect("a server on S3").endpoint()
@@ -701,4 +879,5 @@ on_s3!(
     kill_during_multipart_upload_keeps_old_content,
     a_starting_fileio_leaves_uploads_in_flight_alone,
     kill_during_collection_move_keeps_the_source_whole,
+    odd_names_come_back_exactly,
 );

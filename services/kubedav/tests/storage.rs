@@ -516,7 +516,7 @@ async fn large_files_arrive_whole_however_they_are_asked_for(mode: Mode) {
 
     if common::backend() == common::Backend::Volume {
         // Out of the page cache: the chunks come from the disk, read the ordinary way,
-        // or within a second of being found cached (kubedav_api::mapped) by sendfile
+        // or within a second of being found cached (kubedav_zerocopy) by sendfile
         // from the disk; the bytes are the same either way.
         let file = std::fs::File::open(server.disk("big.bin")).unwrap();
         rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
@@ -709,8 +709,121 @@ async fn a_file_truncated_while_sent_ends_the_response_and_nothing_else(mode: Mo
     assert!(body == data[..1024], "the file as it is now");
 }
 
+/// A file whose mapping fileio keeps for repeated GETs (a whole file of 2 MiB, found
+/// wholly in the page cache: `kubedav_zerocopy::map_resident`) truncated in place
+/// behind kubedav's back while GETs of it keep coming from many connections: the server
+/// never reads the truncated pages (that would kill it with SIGBUS); the GETs in flight
+/// end short or show the file's own bytes, no GET after the truncation gets the old
+/// file whole, and once the truncation is seen every GET gets the file as it is now.
+async fn a_kept_file_truncated_under_load_ends_only_the_gets_in_flight(mode: Mode) {
+    if common::backend() != common::Backend::Volume {
+        return;
+    }
+    let server = std::sync::Arc::new(Server::start(mode).await);
+    let data = std::sync::Arc::new(patterned(2 << 20));
+    put_bytes(&server, "/kept-shrinks.bin", &data).await;
+    let truncated = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let whole = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut loaders = Vec::new();
+    for _ in 0..8 {
+        let (server, data, truncated, stop, whole) = (
+            server.clone(),
+            data.clone(),
+            truncated.clone(),
+            stop.clone(),
+            whole.clone(),
+        );
+        loaders.push(tokio::spawn(async move {
+            // (whole old file, cut short or showing the shrinking, the file as it is now)
+            let mut seen = (0usize, 0usize, 0usize);
+            let client = client();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let after = truncated.load(std::sync::atomic::Ordering::SeqCst);
+                let response = client
+                    .get(server.url("/kept-shrinks.bin"))
+                    .send()
+                    .await
+                    .expect("the server accepts every GET");
+                assert_eq!(response.status(), StatusCode::OK);
+                match response.bytes().await {
+                    Ok(body) if body.len() == data.len() => {
+                        assert!(!after, "the whole old file came after the truncation was done");
+                        // A GET that was being sent as the file shrank may show the
+                        // shrinking: the page cache gives a read no atomicity against a
+                        // truncation, so the kernel's `sendfile` (nginx's too) may send
+                        // old bytes and the zeros a truncation leaves past the new end.
+                        // Never a byte from anywhere else.
+                        let foreign = body.iter().zip(data.iter()).position(|(b, d)| b != d && *b != 0);
+                        assert_eq!(
+                            foreign, None,
+                            "a whole-length body with bytes that were never the file's"
+                        );
+                        if body == data[..] {
+                            seen.0 += 1;
+                            whole.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        } else {
+                            seen.1 += 1;
+                        }
+                    }
+                    Ok(body) => {
+                        assert!(
+                            body == data[..1024],
+                            "{} bytes, not the file as it is now",
+                            body.len()
+                        );
+                        seen.2 += 1;
+                    }
+                    Err(_) => seen.1 += 1,
+                }
+            }
+            seen
+        }));
+    }
+    // Load first, so the mapping is kept and GETs are in flight when the file shrinks.
+    assert!(
+        common::eventually(std::time::Duration::from_secs(30), || {
+            whole.load(std::sync::atomic::Ordering::SeqCst) >= 32
+        })
+        .await,
+        "fewer than 32 whole GETs under load in 30 s"
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(server.disk("kept-shrinks.bin"))
+        .unwrap()
+        .set_len(1024)
+        .unwrap();
+    truncated.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        common::eventually_async(std::time::Duration::from_secs(30), || {
+            let server = server.clone();
+            async move { get_bytes(&server, "/kept-shrinks.bin", None).await.2.len() == 1024 }
+        })
+        .await,
+        "the truncated file was never served as it is now"
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut total = (0, 0, 0);
+    for loader in loaders {
+        let seen = loader.await.expect("a loader failed");
+        total = (total.0 + seen.0, total.1 + seen.1, total.2 + seen.2);
+    }
+    eprintln!(
+        "{mode:?}: {} whole, {} cut short or torn, {} of the truncated file",
+        total.0, total.1, total.2
+    );
+    assert!(
+        total.0 > 0 && total.2 > 0,
+        "load on both sides of the truncation: {total:?}"
+    );
+    let (status, _, body) = get_bytes(&server, "/kept-shrinks.bin", None).await;
+    assert_eq!(status, StatusCode::OK, "the server answers on");
+    assert!(body == data[..1024], "the file as it is now");
+}
+
 /// A large file deleted through kubedav stops taking space within seconds of its last
-/// GET: the mapping kept for GETs that repeat within a second (kubedav_api::mapped)
+/// GET: the mapping kept for GETs that repeat within a second (kubedav_zerocopy)
 /// keeps the file open no longer, even when no request follows.
 async fn a_deleted_file_is_let_go_soon_after_its_last_get(mode: Mode) {
     if common::backend() != common::Backend::Volume {
@@ -758,6 +871,7 @@ in_both_modes!(
     large_files_arrive_whole_however_they_are_asked_for,
     kept_files_are_sent_with_sendfile_too,
     a_file_truncated_while_sent_ends_the_response_and_nothing_else,
+    a_kept_file_truncated_under_load_ends_only_the_gets_in_flight,
     a_failed_copy_keeps_the_destination,
     a_full_volume_gives_507_and_keeps_the_old_content,
     a_read_only_volume_serves_reads_and_refuses_writes

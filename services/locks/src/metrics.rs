@@ -1,15 +1,15 @@
 //! The locks service's own metrics.
-use kubedav_api::metrics::{Counter, CounterFamily, Gauge};
+use kubedav_metrics::{Counter, CounterFamily, Gauge};
 use std::sync::LazyLock;
 
 /// Locks currently held. With the Redis store every replica reports the whole fleet's
 /// count (as of its last readiness probe), so aggregate it with `max`, not `sum`.
 pub static ACTIVE: LazyLock<Gauge> =
-    LazyLock::new(|| kubedav_api::metrics::gauge("kubedav_locks_active", "Locks currently held."));
+    LazyLock::new(|| kubedav_metrics::gauge("kubedav_locks_active", "Locks currently held."));
 
 /// LOCK requests and writes refused because of a lock.
 pub static CONFLICTS: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter(
+    kubedav_metrics::counter(
         "kubedav_locks_conflicts_total",
         "LOCK requests and writes refused because of a lock.",
     )

@@ -9,7 +9,7 @@ use kubedav_api::BoxStream;
 use kubedav_api::markdown::{
     ConvertHeader, ConvertOptions, ConvertSummary, LookupRequest, Markdown, Rendered,
 };
-use kubedav_api::metrics::{Counter, CounterFamily, Histogram};
+use kubedav_metrics::{Counter, CounterFamily, Histogram};
 use moka::sync::Cache;
 use std::sync::{Arc, LazyLock};
 use tonic::Status;
@@ -22,22 +22,18 @@ static CONVERSIONS: LazyLock<CounterFamily> = LazyLock::new(|| {
     )
 });
 static DURATION: LazyLock<Histogram> = LazyLock::new(|| {
-    kubedav_api::metrics::histogram(
+    kubedav_metrics::histogram(
         "kubedav_markdown_conversion_duration_seconds",
         "Time to convert one document.",
         &[0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0],
     )
 });
-static INPUT_BYTES: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter("kubedav_markdown_input_bytes_total", "HTML bytes converted.")
-});
-static TOKENS: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter("kubedav_markdown_tokens_total", "Estimated tokens produced.")
-});
-static CACHE_HITS: LazyLock<Counter> =
-    LazyLock::new(|| kubedav_api::metrics::cache_lookups("markdown", "hit"));
-static CACHE_MISSES: LazyLock<Counter> =
-    LazyLock::new(|| kubedav_api::metrics::cache_lookups("markdown", "miss"));
+static INPUT_BYTES: LazyLock<Counter> =
+    LazyLock::new(|| kubedav_metrics::counter("kubedav_markdown_input_bytes_total", "HTML bytes converted."));
+static TOKENS: LazyLock<Counter> =
+    LazyLock::new(|| kubedav_metrics::counter("kubedav_markdown_tokens_total", "Estimated tokens produced."));
+static CACHE_HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("markdown", "hit"));
+static CACHE_MISSES: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("markdown", "miss"));
 
 /// The markdown core.
 #[derive(Clone)]

@@ -2,9 +2,11 @@
 //! answering: a stopped process, a full disk queue, a network partition) answers 504
 //! within a bounded time, never a hung request.
 //!
-//! * A call with one answer must have it within [`call_timeout`] (`--rpc-timeout-seconds`,
-//!   30 s by default); calls that walk a tree (DELETE, COPY, MOVE) get
-//!   [`TREE_FACTOR`] times as long. The deadline also travels as `grpc-timeout`, so the
+//! * A call with one answer must have it within the client's call timeout
+//!   (`--rpc-timeout-seconds`, [`DEFAULT_CALL_TIMEOUT`] by default), which each client
+//!   holds (`RemoteFileIo::with_call_timeout` and its siblings; not a process-wide
+//!   setting, so clients with different deadlines live side by side); calls that walk a
+//!   tree (DELETE, COPY, MOVE) get [`TREE_FACTOR`] times as long. The deadline also travels as `grpc-timeout`, so the
 //!   service stops working on a call nobody waits for.
 //! * A streamed answer (a read, a listing) must start, and then deliver each next
 //!   message, within the deadline: a stall in the middle ends the stream with
@@ -15,29 +17,19 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 use tonic::Status;
 
-static CALL_TIMEOUT: OnceLock<Duration> = OnceLock::new();
-
-/// The default deadline of a call.
+/// The deadline of a call unless the client is given another.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How many times [`call_timeout`] a tree operation (DELETE, COPY, MOVE) may take.
+/// The shortest deadline a client takes; shorter ones are raised to it.
+pub const MIN_CALL_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// How many times the call timeout a tree operation (DELETE, COPY, MOVE) may take.
 pub const TREE_FACTOR: u32 = 10;
-
-/// Sets the deadline of every call (once, at start; later calls are ignored).
-pub fn set_call_timeout(timeout: Duration) {
-    let _ = CALL_TIMEOUT.set(timeout.max(Duration::from_millis(100)));
-}
-
-/// The deadline of a call.
-pub fn call_timeout() -> Duration {
-    *CALL_TIMEOUT.get().unwrap_or(&DEFAULT_CALL_TIMEOUT)
-}
 
 /// The error of a call to `service` that took longer than `timeout`.
 pub fn exceeded(service: &str, timeout: Duration) -> Status {
@@ -71,14 +63,14 @@ pub async fn within<T>(
     }
 }
 
-/// `stream` from `service`, each message of which must come within [`call_timeout`] of
-/// the one before; a stall ends the stream with DEADLINE_EXCEEDED.
+/// `stream` from `service`, each message of which must come within `timeout` of the one
+/// before; a stall ends the stream with DEADLINE_EXCEEDED.
 pub fn each_within<T: Send + 'static>(
     service: &'static str,
+    timeout: Duration,
     stream: kubedav_api::BoxStream<T>,
 ) -> kubedav_api::BoxStream<T> {
     use futures_util::StreamExt;
-    let timeout = call_timeout();
     futures_util::stream::unfold(Some(stream), move |state| async move {
         let mut stream = state?;
         match tokio::time::timeout(timeout, stream.next()).await {
@@ -188,7 +180,9 @@ mod tests {
         let stream = futures_util::stream::iter([Ok(1), Ok(2)])
             .chain(futures_util::stream::pending())
             .boxed();
-        let items: Vec<_> = each_within("fileio", stream).collect().await;
+        let items: Vec<_> = each_within("fileio", Duration::from_secs(1), stream)
+            .collect()
+            .await;
         assert_eq!(items.len(), 3);
         assert_eq!(
             items[2].as_ref().unwrap_err().code(),

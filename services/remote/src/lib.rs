@@ -7,7 +7,8 @@
 //! * [`server`]: the tonic services that expose any implementation of a port
 //!   ([`server::FileIoGrpc`] and its siblings), and [`serve`], which runs one with the
 //!   standard health and reflection services.
-//! * [`lease`]: both ends of the lease protocol, which lets the gateway keep answers.
+//! * The lease protocol's `Watch` calls, both ends (the protocol itself is
+//!   `kubedav-lease`'s).
 //! * [`balance`]: one channel per pod behind a headless Service, calls spread over
 //!   them, each reconnecting with [`backoff`].
 //! * [`observe`]: spans, trace-context propagation and call metrics on both ends.
@@ -23,7 +24,6 @@ pub mod balance;
 pub mod client;
 pub mod deadline;
 pub mod frames;
-pub mod lease;
 pub mod observe;
 pub mod serve;
 pub mod server;

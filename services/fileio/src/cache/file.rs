@@ -17,8 +17,8 @@
 
 use crate::cache::validity::{Identity, Version};
 use bytes::Bytes;
-use kubedav_api::metrics::Counter;
 use kubedav_api::path::VolumePath;
+use kubedav_metrics::Counter;
 use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, Statx};
 use std::sync::{Arc, LazyLock};
@@ -31,9 +31,8 @@ pub const DEFAULT_CAPACITY_BYTES: u64 = 16 * 1024 * 1024;
 /// What an entry costs beyond its data and path, for the bound.
 const ENTRY_OVERHEAD_BYTES: usize = 128;
 
-static HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_file", "hit"));
-static MISSES: LazyLock<Counter> =
-    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_file", "miss"));
+static HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("fileio_file", "hit"));
+static MISSES: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("fileio_file", "miss"));
 
 #[derive(Debug)]
 struct Entry {

@@ -10,7 +10,7 @@
 //! metadata.
 
 use crate::cache::inode::InodeCache;
-use kubedav_api::metrics::Counter;
+use kubedav_metrics::Counter;
 use rustix::fs::Statx;
 use std::sync::{Arc, LazyLock};
 use std::time::SystemTime;
@@ -23,9 +23,8 @@ const NAME_OVERHEAD_BYTES: u64 = 32;
 const DIRECTORY_OVERHEAD_BYTES: u64 = 128;
 
 /// The two series, looked up once (a label lookup hashes and takes a lock).
-static HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_name", "hit"));
-static MISSES: LazyLock<Counter> =
-    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_name", "miss"));
+static HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("fileio_name", "hit"));
+static MISSES: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("fileio_name", "miss"));
 
 /// The visible names of directories, shared by every listing of one volume.
 #[derive(Clone, Debug)]

@@ -12,8 +12,8 @@
 //! on the clock.
 
 use crate::cache::inode::InodeCache;
-use kubedav_api::metrics::Counter;
 use kubedav_api::pb::fileio::v1::DeadProperty;
+use kubedav_metrics::Counter;
 use rustix::fs::Statx;
 use std::sync::{Arc, LazyLock};
 use std::time::SystemTime;
@@ -23,10 +23,9 @@ const CAPACITY_BYTES: u64 = 16 * 1024 * 1024;
 const ENTRY_OVERHEAD_BYTES: u32 = 96;
 
 /// The two series, looked up once (a label lookup hashes and takes a lock).
-static HITS: LazyLock<Counter> =
-    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_property", "hit"));
+static HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("fileio_property", "hit"));
 static MISSES: LazyLock<Counter> =
-    LazyLock::new(|| kubedav_api::metrics::cache_lookups("fileio_property", "miss"));
+    LazyLock::new(|| kubedav_metrics::cache_lookups("fileio_property", "miss"));
 
 /// One listing's lookups, added to `kubedav_cache_lookups_total{{cache="fileio_property"}}` once
 /// when it is dropped (not per entry).

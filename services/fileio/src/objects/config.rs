@@ -20,15 +20,43 @@ pub struct Storage {
 /// `AWS_DEFAULT_REGION`), `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 /// `AWS_SESSION_TOKEN` and `AWS_CA_BUNDLE`.
 pub fn parse(storage: &str, env: impl Fn(&str) -> Option<String>) -> Result<Storage, String> {
-    let rest = storage.strip_prefix("s3://").ok_or_else(|| {
-        format!("--storage {storage} is not an s3://BUCKET/PREFIX URL (for a directory, use --root DIR)")
-    })?;
-    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    if bucket.is_empty() {
-        return Err(format!(
-            "--storage {storage} names no bucket: write s3://BUCKET or s3://BUCKET/PREFIX"
-        ));
+    let location: Location = storage.parse().map_err(|e| format!("--storage {storage} {e}"))?;
+    from_env(&location, env)
+}
+
+/// What `--storage s3://BUCKET/PREFIX` names: a bucket and the prefix served from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// The bucket.
+    pub bucket: String,
+    /// The served prefix, without leading or trailing slashes (`""` for the whole
+    /// bucket).
+    pub prefix: String,
+}
+
+impl std::str::FromStr for Location {
+    type Err = String;
+
+    /// `s3://BUCKET` or `s3://BUCKET/PREFIX`; the error says what is wrong, after the
+    /// value (`--storage /srv is not ...`).
+    fn from_str(storage: &str) -> Result<Self, String> {
+        let rest = storage
+            .strip_prefix("s3://")
+            .ok_or("is not an s3://BUCKET/PREFIX URL (for a directory, use --root DIR)")?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err("names no bucket: write s3://BUCKET or s3://BUCKET/PREFIX".into());
+        }
+        Ok(Self {
+            bucket: bucket.to_owned(),
+            prefix: prefix.trim_matches('/').to_owned(),
+        })
     }
+}
+
+/// The storage at `location`, with the endpoint, region and credentials read through
+/// `env` as [`parse`] reads them.
+pub fn from_env(location: &Location, env: impl Fn(&str) -> Option<String>) -> Result<Storage, String> {
     let var = |name: &str| env(name).filter(|value| !value.is_empty());
     let region = var("AWS_REGION")
         .or_else(|| var("AWS_DEFAULT_REGION"))
@@ -60,7 +88,7 @@ pub fn parse(storage: &str, env: impl Fn(&str) -> Option<String>) -> Result<Stor
     Ok(Storage {
         s3: S3Config {
             endpoint,
-            bucket: bucket.to_owned(),
+            bucket: location.bucket.clone(),
             region,
             access_key,
             secret_key,
@@ -68,7 +96,7 @@ pub fn parse(storage: &str, env: impl Fn(&str) -> Option<String>) -> Result<Stor
             path_style,
             ca_bundle: var("AWS_CA_BUNDLE").map(Into::into),
         },
-        prefix: prefix.trim_matches('/').to_owned(),
+        prefix: location.prefix.clone(),
         sweep: Sweep { idle: DEFAULT_IDLE },
     })
 }

@@ -1,5 +1,5 @@
 //! What a gateway keeps of the services' answers in microservices mode, under the
-//! services' leases (`kubedav_remote::lease`): [`CachedFileIo`] (files of up to 1 MiB, single
+//! services' leases (`kubedav_lease`): [`CachedFileIo`] (files of up to 1 MiB, single
 //! resources and collections' Depth 1 listings, with their dead properties) and
 //! [`CachedLocks`] (lock discovery). Each implements its port around the remote adapter,
 //! so the gateway does not know they are there. Beside them, [`KeptAnswers`]: PROPFIND
@@ -20,7 +20,7 @@ pub use answers::KeptAnswers;
 pub use fileio::{CachedFileIo, MAX_FILE_BYTES};
 pub use locks::CachedLocks;
 
-use kubedav_api::metrics::Counter;
+use kubedav_metrics::Counter;
 use std::time::Duration;
 
 /// How much a gateway keeps, for how long at most, and where its copies of files live.
@@ -38,7 +38,7 @@ pub struct CacheConfig {
     pub max_file_bytes: u64,
     /// Where copies of files over [`crate::SENDFILE_ABOVE`] are written, to be sent with
     /// sendfile: unnamed files on a disk filesystem cost less CPU per GET than memfds.
-    pub copies: kubedav_api::mapped::CopyStore,
+    pub copies: kubedav_zerocopy::CopyStore,
 }
 
 /// Hit and miss counters of one cache.
@@ -50,8 +50,8 @@ struct Lookups {
 impl Lookups {
     fn of(cache: &str) -> Self {
         Self {
-            hits: kubedav_api::metrics::cache_lookups(&format!("gateway_{cache}"), "hit"),
-            misses: kubedav_api::metrics::cache_lookups(&format!("gateway_{cache}"), "miss"),
+            hits: kubedav_metrics::cache_lookups(&format!("gateway_{cache}"), "hit"),
+            misses: kubedav_metrics::cache_lookups(&format!("gateway_{cache}"), "miss"),
         }
     }
 

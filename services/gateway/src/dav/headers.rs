@@ -1,7 +1,7 @@
 //! WebDAV request headers (RFC 4918 section 10), each refused with a 400 that names it.
 
 use crate::http::errors::HttpError;
-use crate::http::paths::{RequestPath, decode};
+use crate::http::paths::{BasePath, RequestPath};
 use http::{HeaderMap, StatusCode, header};
 
 /// The WebDAV request headers' names (RFC 4918 section 10). Looked up by a
@@ -59,8 +59,9 @@ pub fn overwrite(headers: &HeaderMap) -> Result<bool, HttpError> {
 }
 
 /// Parses `Destination`: an absolute URI on this server or an absolute path. Another
-/// host gives 502 (kubedav does not copy or move across servers).
-pub fn destination(headers: &HeaderMap) -> Result<RequestPath, HttpError> {
+/// host gives 502 (kubedav does not copy or move across servers), and so does a path
+/// outside the gateway's `base` path.
+pub fn destination(base: &BasePath, headers: &HeaderMap) -> Result<RequestPath, HttpError> {
     let value = headers
         .get(names::DESTINATION)
         .ok_or_else(|| HttpError::bad_request("the Destination header is missing"))?
@@ -94,8 +95,8 @@ pub fn destination(headers: &HeaderMap) -> Result<RequestPath, HttpError> {
         uri.path().to_owned()
     };
     let path = path.split(['?', '#']).next().unwrap_or_default();
-    decode(path).map_err(|e| match e {
-        crate::http::paths::DecodeError::OutsideBase => HttpError::new(
+    base.decode(path).map_err(|e| match e {
+        crate::http::paths::DecodeError::OutsideBase(_) => HttpError::new(
             StatusCode::BAD_GATEWAY,
             format!("the Destination {path} is not on this server: {e}"),
         ),
@@ -157,6 +158,10 @@ fn same_authority(destination: &str, host: &str, scheme: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn destination(headers: &HeaderMap) -> Result<RequestPath, HttpError> {
+        super::destination(&BasePath::root(), headers)
+    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         pairs

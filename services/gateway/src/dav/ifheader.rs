@@ -10,14 +10,15 @@
 //! Tags naming another server can never hold: their lists become a condition that is
 //! always false.
 
-use crate::http::paths::decode;
+use crate::http::paths::BasePath;
 use kubedav_api::locks::{Condition, ConditionList, TaggedLists, condition};
 
 /// A state token that names no lock, so a positive condition on it never holds.
 pub const NO_LOCK: &str = "DAV:no-lock";
 
-/// Parses an `If` header value. `host` is the request's Host, for absolute tags.
-pub fn parse(value: &str, host: &str) -> Result<Vec<TaggedLists>, String> {
+/// Parses an `If` header value. `host` is the request's Host, for absolute tags; `base`
+/// the gateway's base path, which a tag naming one of its resources starts with.
+pub fn parse(value: &str, host: &str, base: &BasePath) -> Result<Vec<TaggedLists>, String> {
     let mut rest = value.trim_start();
     let mut out: Vec<TaggedLists> = Vec::new();
     let mut tagged: Option<bool> = None;
@@ -29,7 +30,7 @@ pub fn parse(value: &str, host: &str) -> Result<Vec<TaggedLists>, String> {
                 return Err("tagged and untagged lists cannot be mixed".into());
             }
             tagged = Some(true);
-            let path = tag_path(url, host);
+            let path = tag_path(url, host, base);
             out.push(TaggedLists {
                 path: path.clone().unwrap_or_default(),
                 untagged: false,
@@ -94,8 +95,9 @@ fn take_until(s: &str, end: char) -> Option<(&str, &str)> {
     Some((&s[..at], &s[at + end.len_utf8()..]))
 }
 
-/// The volume path of a resource tag; `None` when it names another server.
-fn tag_path(url: &str, host: &str) -> Option<String> {
+/// The volume path of a resource tag; `None` when it names another server (or a path
+/// outside `base`).
+fn tag_path(url: &str, host: &str, base: &BasePath) -> Option<String> {
     let path = if url.starts_with('/') {
         url.to_owned()
     } else {
@@ -108,7 +110,7 @@ fn tag_path(url: &str, host: &str) -> Option<String> {
         }
         uri.path().to_owned()
     };
-    decode(&path).ok().map(|p| p.path.as_str().to_owned())
+    base.decode(&path).ok().map(|p| p.path.as_str().to_owned())
 }
 
 /// Parses conditions up to the closing ')'.
@@ -162,6 +164,10 @@ fn parse_list(mut rest: &str) -> Result<(ConditionList, &str), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(value: &str, host: &str) -> Result<Vec<TaggedLists>, String> {
+        super::parse(value, host, &BasePath::root())
+    }
 
     fn tokens(list: &ConditionList) -> Vec<(bool, String)> {
         list.conditions

@@ -4,7 +4,7 @@
 use crate::Gateway;
 use crate::dav::xml::escape;
 use crate::http::errors::HttpError;
-use crate::http::paths::href;
+use crate::http::paths::BasePath;
 use crate::request::Principal;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
@@ -44,8 +44,12 @@ pub fn member(path: &VolumePath, recursive: bool) -> Vec<WriteTarget> {
         .collect()
 }
 
-/// The request's parsed If header (empty when absent); 400 when malformed.
-pub fn if_header(headers: &HeaderMap) -> Result<Vec<kubedav_api::locks::TaggedLists>, HttpError> {
+/// The request's parsed If header (empty when absent); 400 when malformed. Its resource
+/// tags are read below the gateway's `base` path.
+pub fn if_header(
+    base: &BasePath,
+    headers: &HeaderMap,
+) -> Result<Vec<kubedav_api::locks::TaggedLists>, HttpError> {
     let Some(value) = headers.get(crate::dav::headers::names::IF) else {
         return Ok(Vec::new());
     };
@@ -56,7 +60,7 @@ pub fn if_header(headers: &HeaderMap) -> Result<Vec<kubedav_api::locks::TaggedLi
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or_default();
-    let parsed = crate::dav::ifheader::parse(value, host)
+    let parsed = crate::dav::ifheader::parse(value, host, base)
         .map_err(|e| HttpError::bad_request(format!("the If header is malformed: {e}")))?;
     if parsed.len() > MAX_IF_RESOURCES {
         return Err(HttpError::bad_request(format!(
@@ -81,6 +85,7 @@ pub async fn check_write(
         Outcome::Allowed => Ok(()),
         Outcome::PreconditionFailed => Err(precondition_failed()),
         Outcome::Locked => Err(HttpError::respond(locked(
+            &gateway.config.base_path,
             "lock-token-submitted",
             &reply.conflicts,
         ))),
@@ -127,6 +132,7 @@ pub async fn check_create(
         }
     }
     Err(HttpError::respond(locked(
+        &gateway.config.base_path,
         "lock-token-submitted",
         &reply.conflicts,
     )))
@@ -147,7 +153,7 @@ async fn ask(
     request_path: &VolumePath,
     targets: Vec<WriteTarget>,
 ) -> Result<kubedav_api::locks::CheckWriteResponse, HttpError> {
-    let if_header = if_header(headers)?;
+    let if_header = if_header(&gateway.config.base_path, headers)?;
     let mut etags = HashMap::new();
     let has_etags = if_header
         .iter()
@@ -182,11 +188,11 @@ async fn ask(
         .map_err(HttpError::from)
 }
 
-/// A 423 Locked response naming the lock roots in a precondition element.
-pub fn locked(condition: &str, conflicts: &[ActiveLock]) -> Response {
+/// A 423 Locked response naming the lock roots (below `base`) in a precondition element.
+pub fn locked(base: &BasePath, condition: &str, conflicts: &[ActiveLock]) -> Response {
     let mut roots: Vec<String> = conflicts
         .iter()
-        .map(|l| href(&VolumePath::parse(&l.root).unwrap_or_default(), l.collection))
+        .map(|l| base.href(&VolumePath::parse(&l.root).unwrap_or_default(), l.collection))
         .collect();
     roots.sort();
     roots.dedup();
@@ -219,8 +225,8 @@ pub async fn release(gateway: &Gateway, path: &VolumePath) {
     }
 }
 
-/// The `DAV:activelock` element of a lock.
-pub fn activelock(lock: &ActiveLock) -> String {
+/// The `DAV:activelock` element of a lock, its root below `base`.
+pub fn activelock(base: &BasePath, lock: &ActiveLock) -> String {
     let mut out = String::from("<D:activelock><D:locktype><D:write/></D:locktype><D:lockscope>");
     out.push_str(if lock.scope == Scope::Shared as i32 {
         "<D:shared/>"
@@ -246,7 +252,7 @@ pub fn activelock(lock: &ActiveLock) -> String {
         "<D:timeout>Second-{}</D:timeout><D:locktoken><D:href>{}</D:href></D:locktoken><D:lockroot><D:href>{}</D:href></D:lockroot></D:activelock>",
         lock.timeout_seconds,
         escape(&lock.token),
-        escape(&href(
+        escape(&base.href(
             &VolumePath::parse(&lock.root).unwrap_or_default(),
             lock.collection
         )),

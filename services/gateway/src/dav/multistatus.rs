@@ -9,6 +9,7 @@ use crate::dav::propfind::Propfind;
 use crate::dav::xml::{escape_into, push_decimal};
 use crate::dav::xmldom::Namespace;
 use crate::http::dates::{write_http_date, write_rfc3339};
+use crate::http::paths::BasePath;
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
 use kubedav_api::fileio::{FileInfo, UsageResponse};
@@ -41,13 +42,13 @@ pub fn answer_stream(body: axum::body::Body) -> Response {
 }
 
 /// A 207 listing the members of a tree operation that failed (RFC 4918 9.6.1, 9.8.5):
-/// each one's status and fileio's reason.
-pub fn failures(failures: &[kubedav_api::pb::fileio::v1::Failure]) -> Response {
+/// each one's status and fileio's reason, its href below the gateway's `base` path.
+pub fn failures(base: &BasePath, failures: &[kubedav_api::pb::fileio::v1::Failure]) -> Response {
     let mut out = String::new();
     Prefixes::default().open_multistatus(&mut out);
     for failure in failures {
         let path = kubedav_api::path::VolumePath::parse(&failure.path).unwrap_or_default();
-        open_response(&mut out, &crate::http::paths::href(&path, false));
+        open_response(&mut out, &base.href(&path, false));
         let status = crate::http::errors::http_status(tonic::Code::from(failure.code));
         write_status(&mut out, status);
         if !failure.message.is_empty() {

@@ -4,7 +4,7 @@
 
 use bytes::Buf;
 use http_body::{Body, Frame, SizeHint};
-use kubedav_api::metrics::Counter;
+use kubedav_metrics::Counter;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 

@@ -14,7 +14,7 @@ use axum::response::Response;
 use futures_util::FutureExt;
 use http::HeaderValue;
 use http_body::Body as _;
-use kubedav_api::metrics::{Counter, CounterFamily, Gauge, TracedHistogram, TracedHistogramFamily};
+use kubedav_metrics::{Counter, CounterFamily, Gauge, TracedHistogram, TracedHistogramFamily};
 use std::sync::{LazyLock, OnceLock};
 use std::time::Instant;
 use tracing::Instrument;
@@ -23,7 +23,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 /// The request id header, the one the gRPC hops carry too. A `HeaderName`, not the
 /// name's text: a lookup or insert by text parses and classifies the name each time.
 pub const REQUEST_ID: http::HeaderName =
-    http::HeaderName::from_static(kubedav_remote::observe::REQUEST_ID_HEADER);
+    http::HeaderName::from_static(kubedav_kit::telemetry::propagation::REQUEST_ID_HEADER);
 
 /// W3C trace context's header.
 const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
@@ -60,7 +60,7 @@ static BYTES_OUT: LazyLock<CounterFamily> = LazyLock::new(|| {
     )
 });
 static IN_FLIGHT: LazyLock<Gauge> = LazyLock::new(|| {
-    kubedav_api::metrics::gauge("kubedav_http_requests_in_flight", "HTTP requests being handled.")
+    kubedav_metrics::gauge("kubedav_http_requests_in_flight", "HTTP requests being handled.")
 });
 
 const KNOWN_METHODS: [&str; 14] = [
@@ -174,11 +174,11 @@ fn generated_id() -> HeaderValue {
 
 /// The request's server span, or none when nothing would read it: no trace export, no
 /// JSON logs with an incoming `traceparent` to continue, and no debug lines here
-/// (`kubedav_remote::observe::span_wanted`). Its request id reaches log lines through
+/// (`kubedav_kit::telemetry::span_wanted`). Its request id reaches log lines through
 /// the task's `REQUEST_ID` either way.
 fn request_span(request: &Request, method: &'static str, id: &HeaderValue) -> tracing::Span {
     let continues = request.headers().contains_key(TRACEPARENT);
-    if !kubedav_remote::observe::span_wanted(continues) && !tracing::enabled!(tracing::Level::DEBUG) {
+    if !kubedav_kit::telemetry::span_wanted(continues) && !tracing::enabled!(tracing::Level::DEBUG) {
         return tracing::Span::none();
     }
     tracing::info_span!(
@@ -226,7 +226,9 @@ pub fn observe<F: std::future::Future<Output = Response>>(
     // Only the W3C trace context propagator is installed: without its header there is
     // nothing to extract, and the lookup is skipped.
     if !span.is_disabled() && request.headers().contains_key(TRACEPARENT) {
-        let _ = span.set_parent(kubedav_remote::observe::extract_context(request.headers()));
+        let _ = span.set_parent(kubedav_kit::telemetry::propagation::extract_context(
+            request.headers(),
+        ));
     }
     // A request without a body (most of them) has no bytes to count, nor a wrapper to box.
     let request = if request.body().is_end_stream() {
@@ -237,7 +239,7 @@ pub fn observe<F: std::future::Future<Output = Response>>(
     let in_flight = InFlight::begin();
     let started = Instant::now();
     let request_id: std::sync::Arc<str> = id.to_str().unwrap_or_default().into();
-    let scope = &kubedav_remote::observe::REQUEST_ID;
+    let scope = &kubedav_kit::telemetry::propagation::REQUEST_ID;
     let answer = scope.sync_scope(request_id.clone(), || span.in_scope(|| next(request)));
     let answer = scope.scope(request_id.clone(), answer).instrument(span.clone());
     // `map`, not an `async move` block awaiting `answer`: such a block would keep
@@ -249,7 +251,7 @@ pub fn observe<F: std::future::Future<Output = Response>>(
         span.record("http.response.status_code", i64::from(status.as_u16()));
         metrics.duration.observe(
             started.elapsed().as_secs_f64(),
-            kubedav_remote::observe::sampled_trace_id(&span),
+            kubedav_kit::telemetry::propagation::sampled_trace_id(&span),
         );
         metrics.requests(index, status).inc();
         if let Some((method, path)) = access {

@@ -3,13 +3,13 @@
 //!
 //! hyper writes a response as a list of buffers (`writev`): the head it formatted, then
 //! the body's chunks as they are. A GET of a large file on a volume, in one process,
-//! asks fileio for chunks that are mappings of the file ([`kubedav_api::mapped`]), which
+//! asks fileio for chunks that are mappings of the file ([`kubedav_zerocopy`]), which
 //! nothing reads. [`SendfileStream`] recognises those buffers by their address and
 //! sends them from the file with `sendfile` instead, the head before them. Everything else is written as
 //! before. Only HTTP/1 responses carry such chunks ([`Sendfile`](crate::request::Sendfile)): HTTP/2 copies data
 //! into frames, which would read the mapping.
 
-use kubedav_api::mapped::{self, FileSpan};
+use kubedav_zerocopy::{self as mapped, FileSpan};
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;

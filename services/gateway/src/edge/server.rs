@@ -386,12 +386,11 @@ async fn refuse(mut stream: TcpStream, why: Refusal) {
 }
 
 mod metrics {
-    use kubedav_api::metrics::{Counter, CounterFamily, Gauge};
+    use kubedav_metrics::{Counter, CounterFamily, Gauge};
     use std::sync::LazyLock;
 
-    static OPEN: LazyLock<Gauge> = LazyLock::new(|| {
-        kubedav_api::metrics::gauge("kubedav_http_connections", "Client connections held open.")
-    });
+    static OPEN: LazyLock<Gauge> =
+        LazyLock::new(|| kubedav_metrics::gauge("kubedav_http_connections", "Client connections held open."));
     static REFUSED: LazyLock<CounterFamily> = LazyLock::new(|| {
         CounterFamily::new(
             "kubedav_http_connections_refused_total",
@@ -402,7 +401,7 @@ mod metrics {
         )
     });
     static TIMED_OUT: LazyLock<Counter> = LazyLock::new(|| {
-        kubedav_api::metrics::counter(
+        kubedav_metrics::counter(
             "kubedav_http_connections_dropped_total",
             "Connections dropped because they did not close within the idle timeout after \
              being asked to.",

@@ -6,7 +6,7 @@
 
 use crate::http::dates::write_rfc3339;
 use crate::http::mediatype::of_name;
-use crate::http::paths::href;
+use crate::http::paths::BasePath;
 use kubedav_api::fileio::FileInfo;
 use kubedav_api::markdown::escape::{destination, push_text};
 use kubedav_api::path::{VolumePath, last_name};
@@ -15,8 +15,8 @@ use std::fmt::Write;
 /// The listing of `dir` with `members`: collections first, then files, each sorted by
 /// name; names escaped for link text, links percent-encoded absolute paths (in angle
 /// brackets when they hold parentheses), times in
-/// RFC 3339 (UTC), sizes in bytes.
-pub fn render(dir: &VolumePath, mut members: Vec<FileInfo>) -> String {
+/// RFC 3339 (UTC), sizes in bytes; links below `base`.
+pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>) -> String {
     members.sort_by(|a, b| {
         b.is_collection
             .cmp(&a.is_collection)
@@ -35,7 +35,7 @@ pub fn render(dir: &VolumePath, mut members: Vec<FileInfo>) -> String {
         }
         out.push_str("](");
         let path = VolumePath::parse(&member.path).unwrap_or_else(|_| dir.clone());
-        out.push_str(&destination(&href(&path, member.is_collection)));
+        out.push_str(&destination(&base.href(&path, member.is_collection)));
         out.push_str(") — ");
         if member.is_collection {
             out.push_str("collection");
@@ -67,6 +67,7 @@ mod tests {
     fn one_line_per_member_with_escaped_names_and_encoded_links() {
         let dir = VolumePath::parse("docs").unwrap();
         let listing = render(
+            &BasePath::root(),
             &dir,
             vec![
                 info("docs/b [x](javascript:y).html", false, 1234),

@@ -4,7 +4,7 @@ use super::guard::{Change, guard_write};
 use crate::Gateway;
 use crate::dav::headers::{Depth, depth, destination, overwrite};
 use crate::http::errors::{HttpError, HttpResult};
-use crate::http::paths::{href, request_path};
+use crate::http::paths::request_path;
 use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
@@ -16,9 +16,9 @@ use tonic::Code;
 /// failed; 412 when Overwrite is F and the destination exists; 409 without a
 /// destination parent; 403 when source and destination overlap; 502 for another host.
 pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) -> HttpResult {
-    let source = request_path(&request)?;
+    let source = request_path(&gateway.config.base_path, &request)?;
     let headers = request.headers();
-    let destination = destination(headers)?;
+    let destination = destination(&gateway.config.base_path, headers)?;
     crate::dav::quirks::refuse_macos_metadata(gateway.config.refuse_macos_metadata, &destination.path)?;
     let overwrite = overwrite(headers)?;
     let depth = depth(headers, Depth::Infinity)?;
@@ -101,12 +101,19 @@ pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) ->
         };
         let mut response = status.into_response();
         if reply.created
-            && let Ok(location) =
-                header::HeaderValue::from_str(&href(&destination.path, destination.trailing_slash))
+            && let Ok(location) = header::HeaderValue::from_str(
+                &gateway
+                    .config
+                    .base_path
+                    .href(&destination.path, destination.trailing_slash),
+            )
         {
             response.headers_mut().insert(header::LOCATION, location);
         }
         return Ok(response);
     }
-    Ok(crate::dav::multistatus::failures(&reply.failures))
+    Ok(crate::dav::multistatus::failures(
+        &gateway.config.base_path,
+        &reply.failures,
+    ))
 }

@@ -13,7 +13,7 @@ use kubedav_api::fileio::DeleteRequest;
 
 /// 204 when everything went; 207 listing the members that could not be deleted.
 pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&request)?;
+    let target = request_path(&gateway.config.base_path, &request)?;
     if target.path.is_root() {
         return Err(HttpError::new(
             StatusCode::FORBIDDEN,
@@ -35,5 +35,8 @@ pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
         crate::dav::locking::release(gateway, &target.path).await;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    Ok(crate::dav::multistatus::failures(&reply.failures))
+    Ok(crate::dav::multistatus::failures(
+        &gateway.config.base_path,
+        &reply.failures,
+    ))
 }

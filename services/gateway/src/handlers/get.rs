@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 /// collection, or the file's body ([`body`]) with its representation headers
 /// ([`representation_headers`]).
 pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult {
-    let target = request_path(&request)?;
+    let target = request_path(&gateway.config.base_path, &request)?;
     let headers = request.headers();
     let asked = asked_ranges(headers, head)?;
     let content_type = crate::http::mediatype::of_name(target.path.name());
@@ -492,9 +492,9 @@ fn may_write(gateway: &Gateway, request: &Request) -> bool {
     gateway.auth.is_none() || (!user.is_empty() && !gateway.config.read_only_users.contains(user))
 }
 
-/// The page's script or style sheet, when the request is for one of them.
-pub fn asset(path: &str, head: bool) -> Option<Response> {
-    let below = path.strip_prefix(crate::http::paths::base_path())?;
+/// The page's script or style sheet, when the request is for one of them (below `base`).
+pub fn asset(base: &crate::http::paths::BasePath, path: &str, head: bool) -> Option<Response> {
+    let below = path.strip_prefix(base.as_str())?;
     let (_, content_type, body) = crate::handlers::listing::ASSETS
         .into_iter()
         .find(|(name, _, _)| *name == below)?;
@@ -541,7 +541,7 @@ pub(super) async fn members(gateway: &Gateway, path: &VolumePath) -> Result<Vec<
 /// The HTML listing of a collection (it varies on Accept: agents get Markdown).
 async fn listing(gateway: &Gateway, path: &VolumePath, head: bool, writable: bool) -> HttpResult {
     let members = members(gateway, path).await?;
-    let html = crate::handlers::listing::render(path, members, writable);
+    let html = crate::handlers::listing::render(&gateway.config.base_path, path, members, writable);
     let mut response = if head {
         Response::new(Body::empty())
     } else {

@@ -5,7 +5,7 @@
 
 use crate::dav::xml::escape;
 use crate::http::dates::http_date;
-use crate::http::paths::{base_path, href};
+use crate::http::paths::BasePath;
 use kubedav_api::fileio::FileInfo;
 use kubedav_api::path::VolumePath;
 use std::fmt::Write;
@@ -33,24 +33,25 @@ pub const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self
 /// sorted by name; sizes in binary units, dates in HTTP format (UTC); names escaped and
 /// links percent-encoded; breadcrumbs and a link to the parent unless `dir` is the root.
 /// With `writable`, the page offers uploads, new folders, rename and delete (the server
-/// refuses them for read-only users whatever the page shows).
-pub fn render(dir: &VolumePath, mut members: Vec<FileInfo>, writable: bool) -> String {
+/// refuses them for read-only users whatever the page shows). Every link is below `base`.
+pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, writable: bool) -> String {
     members.sort_by(|a, b| {
         b.is_collection
             .cmp(&a.is_collection)
             .then_with(|| a.path.cmp(&b.path))
     });
     let title = escape(&format!("Index of {dir}"));
-    let base = base_path();
+    let prefix = base.as_str();
+    let href = |path: &VolumePath, collection: bool| base.href(path, collection);
     let mut html = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n\
-         <link rel=\"stylesheet\" href=\"{base}/.kubedav-ui/app.css\">\n\
-         <script src=\"{base}/.kubedav-ui/app.js\" defer></script>\n</head>\n\
+         <link rel=\"stylesheet\" href=\"{prefix}/.kubedav-ui/app.css\">\n\
+         <script src=\"{prefix}/.kubedav-ui/app.js\" defer></script>\n</head>\n\
          <body data-collection=\"{}\" data-writable=\"{writable}\">\n",
         escape(&href(dir, true))
     );
-    breadcrumbs(&mut html, dir);
+    breadcrumbs(&mut html, base, dir);
     let _ = write!(
         html,
         "<h1>{title}</h1>\n<div id=\"toolbar\"{}>\
@@ -106,9 +107,9 @@ pub fn render(dir: &VolumePath, mut members: Vec<FileInfo>, writable: bool) -> S
 }
 
 /// `/ › a › b` with a link on each ancestor of `dir`.
-fn breadcrumbs(html: &mut String, dir: &VolumePath) {
+fn breadcrumbs(html: &mut String, base: &BasePath, dir: &VolumePath) {
     html.push_str("<nav class=\"crumbs\"><a href=\"");
-    html.push_str(&escape(&href(&VolumePath::root(), true)));
+    html.push_str(&escape(&base.href(&VolumePath::root(), true)));
     html.push_str("\">/</a>");
     let mut so_far = VolumePath::root();
     for segment in dir.as_str().split('/').filter(|s| !s.is_empty()) {
@@ -117,7 +118,7 @@ fn breadcrumbs(html: &mut String, dir: &VolumePath) {
         let _ = write!(
             html,
             " \u{203a} <a href=\"{}\">{}</a>",
-            escape(&href(&so_far, true)),
+            escape(&base.href(&so_far, true)),
             escape(segment)
         );
     }
@@ -156,6 +157,7 @@ mod tests {
     fn sorts_escapes_and_encodes() {
         let dir = VolumePath::parse("docs").unwrap();
         let html = render(
+            &BasePath::root(),
             &dir,
             vec![
                 info("docs/b.txt", false, 2048),
@@ -176,7 +178,7 @@ mod tests {
 
     #[test]
     fn root_has_no_parent_link() {
-        assert!(!render(&VolumePath::root(), vec![], true).contains("../"));
+        assert!(!render(&BasePath::root(), &VolumePath::root(), vec![], true).contains("../"));
     }
 
     #[test]

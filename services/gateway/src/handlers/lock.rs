@@ -7,7 +7,7 @@ use crate::dav::headers::{Depth, depth, lock_token, timeout};
 use crate::dav::locking::{activelock, if_header, locked};
 use crate::dav::properties::DAV;
 use crate::http::errors::{HttpError, HttpResult};
-use crate::http::paths::request_path;
+use crate::http::paths::{BasePath, request_path};
 use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
@@ -22,7 +22,7 @@ use tonic::Code;
 /// lock's `DAV:lockdiscovery`; 423 `DAV:no-conflicting-lock` when another lock is in the
 /// way. Without a body: a refresh of the lock named in the If header.
 pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&request)?;
+    let target = request_path(&gateway.config.base_path, &request)?;
     let principal = Principal::of(&request);
     let headers = request.headers().clone();
     let timeout_seconds = timeout(&headers)?;
@@ -107,7 +107,11 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
             _ => status.into(),
         })?;
     let Some(lock) = reply.lock else {
-        return Ok(locked("no-conflicting-lock", &reply.conflicts));
+        return Ok(locked(
+            &gateway.config.base_path,
+            "no-conflicting-lock",
+            &reply.conflicts,
+        ));
     };
     let created = existing.is_none();
     if created {
@@ -146,13 +150,18 @@ pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     } else {
         StatusCode::OK
     };
-    Ok(lock_response(status, &lock, true))
+    Ok(lock_response(&gateway.config.base_path, status, &lock, true))
 }
 
-fn lock_response(status: StatusCode, lock: &ActiveLock, with_token: bool) -> axum::response::Response {
+fn lock_response(
+    base: &BasePath,
+    status: StatusCode,
+    lock: &ActiveLock,
+    with_token: bool,
+) -> axum::response::Response {
     let body = format!(
         "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:prop xmlns:D=\"DAV:\"><D:lockdiscovery>{}</D:lockdiscovery></D:prop>\n",
-        activelock(lock)
+        activelock(base, lock)
     );
     let mut response = (
         status,
@@ -177,7 +186,7 @@ async fn refresh(
     principal: &str,
     timeout_seconds: u64,
 ) -> HttpResult {
-    let tokens: Vec<String> = if_header(headers)?
+    let tokens: Vec<String> = if_header(&gateway.config.base_path, headers)?
         .into_iter()
         .flat_map(|t| t.lists)
         .flat_map(|l| l.conditions)
@@ -201,7 +210,12 @@ async fn refresh(
         match gateway.locks.refresh(request).await {
             Ok(reply) => {
                 if let Some(lock) = reply.lock {
-                    return Ok(lock_response(StatusCode::OK, &lock, false));
+                    return Ok(lock_response(
+                        &gateway.config.base_path,
+                        StatusCode::OK,
+                        &lock,
+                        false,
+                    ));
                 }
             }
             Err(status) if matches!(status.code(), Code::NotFound | Code::FailedPrecondition) => continue,
@@ -223,7 +237,7 @@ async fn refresh(
 /// 204 once released; 409 `DAV:lock-token-matches-request-uri` when the token names no
 /// lock on this resource; 403 when the lock belongs to someone else.
 pub async fn unlock(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&request)?;
+    let target = request_path(&gateway.config.base_path, &request)?;
     let token = lock_token(request.headers())?;
     let unlock = UnlockRequest {
         path: target.path.as_str().to_owned(),

@@ -35,7 +35,7 @@ pub async fn serve(
     if let Some(stopped) = read_preconditions(headers, &validators, not_modified).transpose() {
         return Ok(stopped.unwrap_or_else(IntoResponse::into_response));
     }
-    let base_url = page_url(headers, path);
+    let base_url = page_url(&gateway.config.base_path, headers, path);
     let lookup = LookupRequest {
         source_etag: info.etag.clone(),
         options: None,
@@ -113,7 +113,7 @@ pub async fn listing(
         return Ok(response);
     }
     let members = super::get::members(gateway, path).await?;
-    let markdown = super::agent_listing::render(path, members);
+    let markdown = super::agent_listing::render(&gateway.config.base_path, path, members);
     let tokens = markdown.chars().count().div_ceil(4);
     let length = markdown.len();
     let mut response = Response::new(if head { Body::empty() } else { Body::from(markdown) });
@@ -133,7 +133,7 @@ pub async fn listing(
 /// request's Host, the served path under `--base-path`. Empty without a valid Host. A
 /// client that sends a false Host or scheme only changes its own answer: the URL is
 /// part of the conversion's cache key.
-pub fn page_url(headers: &HeaderMap, path: &VolumePath) -> String {
+pub fn page_url(base: &crate::http::paths::BasePath, headers: &HeaderMap, path: &VolumePath) -> String {
     let Some(host) = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -146,18 +146,13 @@ pub fn page_url(headers: &HeaderMap, path: &VolumePath) -> String {
         Some(p) if p.trim().eq_ignore_ascii_case("https") => "https",
         _ => "http",
     };
-    format!("{scheme}://{host}{}", crate::http::paths::href(path, false))
+    format!("{scheme}://{host}{}", base.href(path, false))
 }
 
 fn variant_headers(gateway: &Gateway, headers: &mut HeaderMap, info: &FileInfo, etag: &str) {
     validator_headers(headers, etag, info.modified_unix_ns);
     headers.insert(header::VARY, HeaderValue::from_static("Accept"));
-    if let Some(signal) = gateway
-        .config
-        .content_signal
-        .as_deref()
-        .and_then(|s| HeaderValue::from_str(s).ok())
-    {
-        headers.insert("content-signal", signal);
+    if let Some(signal) = &gateway.config.content_signal {
+        headers.insert("content-signal", signal.clone());
     }
 }

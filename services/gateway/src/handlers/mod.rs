@@ -46,7 +46,11 @@ pub fn dispatch<'a>(gateway: &'a Gateway, request: Request) -> impl Future<Outpu
         return answered(response);
     };
     if matches!(method, DavMethod::Get | DavMethod::Head)
-        && let Some(asset) = get::asset(request.uri().path(), method == DavMethod::Head)
+        && let Some(asset) = get::asset(
+            &gateway.config.base_path,
+            request.uri().path(),
+            method == DavMethod::Head,
+        )
     {
         return answered(asset);
     }

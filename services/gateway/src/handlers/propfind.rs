@@ -7,7 +7,7 @@ use crate::dav::locking::SUPPORTED_LOCK;
 use crate::dav::multistatus::{self, LiveContext, MULTISTATUS_CLOSE, Prefixes, write_response};
 use crate::dav::propfind::Propfind;
 use crate::http::errors::{HttpError, HttpResult};
-use crate::http::paths::{RequestPath, decode, request_path, write_wire_href};
+use crate::http::paths::{BasePath, RequestPath, request_path};
 use crate::request::KeptAnswer;
 use axum::extract::Request;
 use axum::response::Response;
@@ -16,14 +16,14 @@ use futures_util::StreamExt;
 use http::StatusCode;
 use kubedav_api::fileio::{ListEntry, ListRequest, UsageRequest, UsageResponse};
 use kubedav_api::locks::{ActiveLock, DiscoverRequest};
-use kubedav_api::metrics::Counter;
 use kubedav_api::path::VolumePath;
+use kubedav_metrics::Counter;
 use std::sync::LazyLock;
 
 /// PROPFINDs answered with empty lockdiscovery because the locks service (or its store)
 /// could not be reached.
 static LOCKDISCOVERY_UNAVAILABLE: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter(
+    kubedav_metrics::counter(
         "kubedav_gateway_lockdiscovery_unavailable_total",
         "PROPFINDs answered with empty lockdiscovery because the locks could not be read.",
     )
@@ -41,10 +41,10 @@ pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
         if let Some(answer) = kept_answer(gateway, &raw_path, body.as_ref()).await {
             return Ok(answer);
         }
-        let target = decode(&raw_path)?;
+        let target = gateway.config.base_path.decode(&raw_path)?;
         return render(gateway, target, depth, body, Some(&raw_path)).await;
     }
-    let target = request_path(&request)?;
+    let target = request_path(&gateway.config.base_path, &request)?;
     if depth == Depth::Infinity && !gateway.config.propfind_infinity {
         // Refused for collections only, as Apache mod_dav does: a file's infinite depth
         // is itself, and clients that send no Depth header (webdav4, for one) ask a
@@ -148,6 +148,7 @@ async fn render(
         propfind,
         usage,
         locks,
+        base: gateway.config.base_path.clone(),
         link: String::new(),
         hide_below: gateway
             .config
@@ -230,6 +231,8 @@ struct Render {
     prefixes: Prefixes,
     usage: Option<UsageResponse>,
     locks: Vec<ActiveLock>,
+    /// The gateway's base path, which every href starts with.
+    base: BasePath,
     /// The current entry's href (reused).
     link: String,
     /// With `--hide-dotfiles`, the listed path: members with a `.` segment below it are
@@ -252,7 +255,8 @@ impl Render {
             }
             crate::dav::sync::present(&mut entry.properties, &info);
             self.link.clear();
-            write_wire_href(&mut self.link, &info.path, info.is_collection);
+            self.base
+                .write_wire_href(&mut self.link, &info.path, info.is_collection);
             let name = kubedav_api::path::last_name(&info.path);
             let discovery: String = if self.locks.is_empty() {
                 String::new()
@@ -261,7 +265,7 @@ impl Render {
                 self.locks
                     .iter()
                     .filter(|l| crate::dav::locking::applies(l, &path))
-                    .map(crate::dav::locking::activelock)
+                    .map(|lock| crate::dav::locking::activelock(&self.base, lock))
                     .collect()
             };
             let ctx = LiveContext {

@@ -9,7 +9,7 @@ use crate::dav::multistatus::{
 use crate::dav::properties::{DAV, Name};
 use crate::dav::sync;
 use crate::http::errors::{HttpError, HttpResult, http_status};
-use crate::http::paths::{href, request_path};
+use crate::http::paths::request_path;
 use crate::request::Principal;
 use axum::extract::Request;
 use http::StatusCode;
@@ -22,7 +22,7 @@ use kubedav_api::pb::fileio::v1::{DeadProperty, PropertyName, PropertyOperation,
 /// Setting `DAV:lastmodified`, `DAV:getlastmodified` or `Win32LastModifiedTime` sets the
 /// resource's modification time in the same step ([`sync`]).
 pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&request)?;
+    let target = request_path(&gateway.config.base_path, &request)?;
     let targets = vec![crate::dav::locking::target(&target.path, false)];
     let principal = Principal::of(&request);
     let change = Change::of(targets);
@@ -108,7 +108,10 @@ pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let prefixes = Prefixes::of(&names);
     let mut out = String::new();
     prefixes.open_multistatus(&mut out);
-    open_response(&mut out, &href(&target.path, target.trailing_slash));
+    open_response(
+        &mut out,
+        &gateway.config.base_path.href(&target.path, target.trailing_slash),
+    );
     let group = |wanted: Option<bool>| {
         let mut props = String::new();
         for (name, _) in names

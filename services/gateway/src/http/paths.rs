@@ -29,8 +29,8 @@ pub enum DecodeError {
     #[error("{0}")]
     Invalid(PathError),
     /// Not below the base path (`--base-path`): 404.
-    #[error("this server serves only paths below {}", base_path())]
-    OutsideBase,
+    #[error("this server serves only paths below {0}")]
+    OutsideBase(BasePath),
 }
 
 impl From<DecodeError> for HttpError {
@@ -38,60 +38,128 @@ impl From<DecodeError> for HttpError {
         match e {
             DecodeError::TooLong => HttpError::new(StatusCode::URI_TOO_LONG, e.to_string()),
             DecodeError::Invalid(inner) => HttpError::bad_request(format!("invalid request path: {inner}")),
-            DecodeError::OutsideBase => HttpError::new(StatusCode::NOT_FOUND, e.to_string()),
+            DecodeError::OutsideBase(_) => HttpError::new(StatusCode::NOT_FOUND, e.to_string()),
         }
     }
 }
 
-/// The decoded path of a request, or the 400, 404 or 414 that explains why it is
-/// refused ([`DecodeError`]).
-pub fn request_path<B>(request: &http::Request<B>) -> Result<RequestPath, HttpError> {
-    Ok(decode(request.uri().path())?)
+/// The decoded path of a request below the gateway's `base` path, or the 400, 404 or
+/// 414 that explains why it is refused ([`DecodeError`]).
+pub fn request_path<B>(base: &BasePath, request: &http::Request<B>) -> Result<RequestPath, HttpError> {
+    Ok(base.decode(request.uri().path())?)
 }
 
-/// The path prefix kubedav is served under (`--base-path`, e.g. `/dav`), without a
-/// trailing slash; empty when served at the root. One per process: set once at start.
-static BASE_PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// The path prefix a gateway is served under (`--base-path`, e.g. `/dav`), without a
+/// trailing slash; empty when served at the root. Each gateway has its own, in its
+/// [`GatewayConfig`](crate::GatewayConfig): request paths and `Destination`s must start
+/// with it, and every href it writes does. Cloning it is a reference count, not a copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BasePath(std::sync::Arc<str>);
 
-/// Serves everything under `base` (`/dav`): request paths and `Destination`s must start
-/// with it, and every href kubedav writes does. An error if it is not a plain absolute
-/// path, or if another base was set before.
-pub fn set_base_path(base: &str) -> Result<(), String> {
-    let trimmed = base.trim_end_matches('/');
-    if trimmed.is_empty() {
-        return Ok(());
+impl BasePath {
+    /// Served at the root: no prefix.
+    pub fn root() -> Self {
+        Self(std::sync::Arc::from(""))
     }
-    let valid = trimmed.starts_with('/')
-        && trimmed[1..].split('/').all(|segment| {
-            !segment.is_empty() && segment != "." && segment != ".." && segment.bytes().all(stays_in_href)
-        });
-    if !valid {
-        return Err(format!(
-            "--base-path {base:?} must be an absolute path of plain segments, such as /dav"
-        ));
+
+    /// The prefix (`/dav`), or `""` at the root.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
-    match BASE_PATH.set(trimmed.to_owned()) {
-        Ok(()) => Ok(()),
-        Err(_) if BASE_PATH.get().map(String::as_str) == Some(trimmed) => Ok(()),
-        Err(_) => Err("the base path was already set to another value".into()),
+
+    /// Whether this is the root (no prefix).
+    pub fn is_root(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Decodes a raw URL path (as in the request line, without the query) below this
+    /// base path.
+    pub fn decode(&self, raw: &str) -> Result<RequestPath, DecodeError> {
+        let base = self.as_str();
+        let raw = match raw.strip_prefix(base) {
+            _ if base.is_empty() => raw,
+            Some("") => "/",
+            Some(rest) if rest.starts_with('/') => rest,
+            _ => return Err(DecodeError::OutsideBase(self.clone())),
+        };
+        decode_below(raw)
+    }
+
+    /// The absolute href of a volume path below this base path; collections get a
+    /// trailing slash.
+    pub fn href(&self, path: &VolumePath, collection: bool) -> String {
+        let mut out = String::with_capacity(self.0.len() + path.as_str().len() + 2);
+        self.write_href(&mut out, path, collection);
+        out
+    }
+
+    /// Appends [`BasePath::href`]'s text to `out`. The percent-encoding leaves no
+    /// character that XML must escape (`&`, `'`, `"`, `<` and `>` are all encoded).
+    pub fn write_href(&self, out: &mut String, path: &VolumePath, collection: bool) {
+        self.write_wire_href(out, path.as_str(), collection);
+    }
+
+    /// Appends the href of a path in its wire form (segments joined by `/`, "" for the
+    /// root, as fileio sends them), as [`BasePath::write_href`] does, without parsing it
+    /// into a [`VolumePath`] first: what a listing does for every entry.
+    pub fn write_wire_href(&self, out: &mut String, wire: &str, collection: bool) {
+        out.push_str(self.as_str());
+        out.push('/');
+        for (i, segment) in wire.split('/').filter(|s| !s.is_empty()).enumerate() {
+            if i > 0 {
+                out.push('/');
+            }
+            if segment.bytes().all(stays_in_href) {
+                out.push_str(segment);
+            } else {
+                out.extend(utf8_percent_encode(segment, SEGMENT));
+            }
+        }
+        if collection && !wire.is_empty() {
+            out.push('/');
+        }
     }
 }
 
-/// The base path (see [`set_base_path`]); empty when kubedav is served at the root.
-pub fn base_path() -> &'static str {
-    BASE_PATH.get().map_or("", String::as_str)
+impl Default for BasePath {
+    fn default() -> Self {
+        Self::root()
+    }
 }
 
-/// Decodes a raw URL path (as in the request line, without the query), below the base
-/// path when one is set.
-pub fn decode(raw: &str) -> Result<RequestPath, DecodeError> {
-    let base = base_path();
-    let raw = match raw.strip_prefix(base) {
-        _ if base.is_empty() => raw,
-        Some("") => "/",
-        Some(rest) if rest.starts_with('/') => rest,
-        _ => return Err(DecodeError::OutsideBase),
-    };
+/// The prefix as it is written into hrefs: `/dav`, or nothing at the root.
+impl std::fmt::Display for BasePath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for BasePath {
+    type Err = String;
+
+    /// A plain absolute path (`/dav`, `/team/files/`; a trailing slash is dropped), or
+    /// `""` or `/` for the root. Its segments are written into hrefs as they are, so
+    /// each must need no percent-encoding.
+    fn from_str(base: &str) -> Result<Self, String> {
+        let trimmed = base.trim_end_matches('/');
+        if trimmed.is_empty() {
+            return Ok(Self::root());
+        }
+        let valid = trimmed.starts_with('/')
+            && trimmed[1..].split('/').all(|segment| {
+                !segment.is_empty() && segment != "." && segment != ".." && segment.bytes().all(stays_in_href)
+            });
+        if !valid {
+            return Err(format!(
+                "{base:?} is not an absolute path of plain segments, such as /dav"
+            ));
+        }
+        Ok(Self(std::sync::Arc::from(trimmed)))
+    }
+}
+
+/// Decodes a raw URL path below the base path (the base already taken off).
+fn decode_below(raw: &str) -> Result<RequestPath, DecodeError> {
     if !raw.starts_with('/') {
         return Err(DecodeError::Invalid(PathError::Malformed(
             "the path must start with '/'",
@@ -151,43 +219,17 @@ fn stays_in_href(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || b"!$()*+,-.:=@_~".contains(&byte)
 }
 
-/// The absolute href of a volume path; collections get a trailing slash.
-pub fn href(path: &VolumePath, collection: bool) -> String {
-    let mut out = String::with_capacity(path.as_str().len() + 2);
-    write_href(&mut out, path, collection);
-    out
-}
-
-/// Appends [`href`]'s text to `out`. The percent-encoding leaves no character that XML
-/// must escape (`&`, `'`, `"`, `<` and `>` are all encoded).
-pub fn write_href(out: &mut String, path: &VolumePath, collection: bool) {
-    write_wire_href(out, path.as_str(), collection);
-}
-
-/// Appends the href of a path in its wire form (segments joined by `/`, "" for the
-/// root, as fileio sends them), as [`write_href`] does, without parsing it into a
-/// [`VolumePath`] first: what a listing does for every entry.
-pub fn write_wire_href(out: &mut String, wire: &str, collection: bool) {
-    out.push_str(base_path());
-    out.push('/');
-    for (i, segment) in wire.split('/').filter(|s| !s.is_empty()).enumerate() {
-        if i > 0 {
-            out.push('/');
-        }
-        if segment.bytes().all(stays_in_href) {
-            out.push_str(segment);
-        } else {
-            out.extend(utf8_percent_encode(segment, SEGMENT));
-        }
-    }
-    if collection && !wire.is_empty() {
-        out.push('/');
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode(raw: &str) -> Result<RequestPath, DecodeError> {
+        BasePath::root().decode(raw)
+    }
+
+    fn href(path: &VolumePath, collection: bool) -> String {
+        BasePath::root().href(path, collection)
+    }
 
     fn ok(raw: &str) -> String {
         decode(raw).unwrap().path.as_str().to_owned()

@@ -9,7 +9,7 @@
 //! by `reason`: `queue_full` (dropped on ending) or `export_failed` (the collector
 //! refused or did not answer within `OTEL_EXPORTER_OTLP_TIMEOUT`).
 
-use kubedav_api::metrics::{Counter, CounterFamily};
+use kubedav_metrics::{Counter, CounterFamily};
 use opentelemetry::Context;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -19,7 +19,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 static EXPORTED: LazyLock<Counter> = LazyLock::new(|| {
-    kubedav_api::metrics::counter(
+    kubedav_metrics::counter(
         "kubedav_otel_spans_exported_total",
         "Spans the OTLP collector accepted.",
     )

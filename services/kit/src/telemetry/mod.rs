@@ -10,6 +10,7 @@
 
 pub mod export;
 pub mod json;
+pub mod propagation;
 pub mod scope;
 pub mod text;
 

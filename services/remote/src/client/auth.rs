@@ -25,6 +25,13 @@ impl RemoteAuth {
             calls: Caller::new(stubs::auth_client::AuthClient::new(channel), CALLEE),
         }
     }
+
+    /// Gives every call `timeout` (`--rpc-timeout-seconds`) instead of
+    /// [`crate::deadline::DEFAULT_CALL_TIMEOUT`].
+    pub fn with_call_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.calls.set_timeout(timeout);
+        self
+    }
 }
 
 #[async_trait::async_trait]

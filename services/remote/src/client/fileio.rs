@@ -38,17 +38,25 @@ impl RemoteFileIo {
             channel,
         }
     }
+
+    /// Gives every call `timeout` (`--rpc-timeout-seconds`) instead of
+    /// [`crate::deadline::DEFAULT_CALL_TIMEOUT`]; tree operations get
+    /// [`crate::deadline::TREE_FACTOR`] times as long.
+    pub fn with_call_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.calls.set_timeout(timeout);
+        self
+    }
 }
 
-impl RemoteFileIo {
-    /// Opens a lease stream (`Watch`): see [`crate::lease::hold`]. It lives as long as the
-    /// lease, so it has no deadline; the lease itself notices a silent service.
-    pub fn watch(
+/// Opens a lease stream (`Watch`): see [`kubedav_lease::hold`]. It lives as long as the
+/// lease, so it has no deadline; the lease itself notices a silent service.
+impl kubedav_lease::Watch for RemoteFileIo {
+    fn watch(
         &self,
-        requests: crate::lease::Requests,
-    ) -> impl std::future::Future<Output = Result<BoxStream<WatchEvent>, Status>> + Send + use<> {
+        requests: kubedav_lease::Requests,
+    ) -> futures_util::future::BoxFuture<'static, Result<BoxStream<WatchEvent>, Status>> {
         let mut client = self.calls.client();
-        async move { Ok(client.watch(requests).await?.into_inner().boxed()) }
+        Box::pin(async move { Ok(client.watch(requests).await?.into_inner().boxed()) })
     }
 }
 
@@ -65,15 +73,15 @@ impl FileIo for RemoteFileIo {
     }
 
     async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {
-        let stream = deadline::within(CALLEE, deadline::call_timeout(), async {
+        let stream = deadline::within(CALLEE, self.calls.timeout(), async {
             Ok(self.calls.client().list(request).await?.into_inner().boxed())
         })
         .await?;
-        Ok(deadline::each_within(CALLEE, stream))
+        Ok(deadline::each_within(CALLEE, self.calls.timeout(), stream))
     }
 
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
-        let t = deadline::call_timeout();
+        let t = self.calls.timeout();
         let (stream, first) = deadline::within(CALLEE, t, async {
             let request = futures_util::stream::iter([Ok(request)]);
             let mut stream =
@@ -100,7 +108,7 @@ impl FileIo for RemoteFileIo {
         let chunks = ending_with_the_call(chunks, announced);
         Ok(ReadReply {
             header,
-            chunks: deadline::each_within(CALLEE, chunks),
+            chunks: deadline::each_within(CALLEE, self.calls.timeout(), chunks),
         })
     }
 
@@ -125,7 +133,7 @@ impl FileIo for RemoteFileIo {
         let messages = first.chain(data).map(Ok);
         let call =
             async { receive::unary(receive::call(self.channel.clone(), WRITE_PATH, messages).await?).await };
-        let timeout = deadline::call_timeout();
+        let timeout = self.calls.timeout();
         tokio::select! {
             Ok(status) = failure_rx => Err(status),
             reply = call => reply,

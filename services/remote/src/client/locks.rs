@@ -29,16 +29,23 @@ impl RemoteLocks {
             calls: Caller::new(stubs::locks_client::LocksClient::new(channel), CALLEE),
         }
     }
+
+    /// Gives every call `timeout` (`--rpc-timeout-seconds`) instead of
+    /// [`crate::deadline::DEFAULT_CALL_TIMEOUT`].
+    pub fn with_call_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.calls.set_timeout(timeout);
+        self
+    }
 }
 
-impl RemoteLocks {
-    /// Opens a lease stream (`Watch`): see [`crate::lease::hold`].
-    pub fn watch(
+/// Opens a lease stream (`Watch`): see [`kubedav_lease::hold`].
+impl kubedav_lease::Watch for RemoteLocks {
+    fn watch(
         &self,
-        requests: crate::lease::Requests,
-    ) -> impl std::future::Future<Output = Result<BoxStream<WatchEvent>, Status>> + Send + use<> {
+        requests: kubedav_lease::Requests,
+    ) -> futures_util::future::BoxFuture<'static, Result<BoxStream<WatchEvent>, Status>> {
         let mut client = self.calls.client();
-        async move { Ok(client.watch(requests).await?.into_inner().boxed()) }
+        Box::pin(async move { Ok(client.watch(requests).await?.into_inner().boxed()) })
     }
 }
 

@@ -32,6 +32,13 @@ impl RemoteMarkdown {
             calls: Caller::new(client, CALLEE),
         }
     }
+
+    /// Gives every call `timeout` (`--rpc-timeout-seconds`) instead of
+    /// [`crate::deadline::DEFAULT_CALL_TIMEOUT`].
+    pub fn with_call_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.calls.set_timeout(timeout);
+        self
+    }
 }
 
 /// Reads a summary and the Markdown chunks after it; `None` for an empty stream.
@@ -59,7 +66,7 @@ async fn collect(mut stream: tonic::Streaming<pb::ConvertResponse>) -> Result<Op
 #[async_trait::async_trait]
 impl Markdown for RemoteMarkdown {
     async fn lookup(&self, request: LookupRequest) -> Result<Option<Rendered>, Status> {
-        let t = deadline::call_timeout();
+        let t = self.calls.timeout();
         deadline::within(CALLEE, t, async {
             collect(
                 self.calls
@@ -81,7 +88,7 @@ impl Markdown for RemoteMarkdown {
         // got, and the gateway serves the HTML instead (fail-open), so nothing is lost.
         let body = UntilError { html, done: false };
         // The whole conversion, sending the HTML included, within one deadline.
-        deadline::within(CALLEE, deadline::call_timeout(), async {
+        deadline::within(CALLEE, self.calls.timeout(), async {
             let reply = self.calls.client().convert(first.chain(body)).await?.into_inner();
             collect(reply)
                 .await?

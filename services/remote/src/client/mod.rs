@@ -16,7 +16,8 @@ use std::future::Future;
 use std::time::Duration;
 use tonic::Status;
 
-/// How long a call may take, relative to `--rpc-timeout-seconds`.
+/// How long a call may take, relative to the client's call timeout
+/// (`--rpc-timeout-seconds`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Budget {
     /// One answer about one resource.
@@ -27,25 +28,43 @@ pub(crate) enum Budget {
 }
 
 impl Budget {
-    fn timeout(self) -> Duration {
+    fn timeout(self, call: Duration) -> Duration {
         match self {
-            Budget::Call => deadline::call_timeout(),
-            Budget::Tree => deadline::call_timeout() * deadline::TREE_FACTOR,
+            Budget::Call => call,
+            Budget::Tree => call * deadline::TREE_FACTOR,
         }
     }
 }
 
-/// A generated tonic client and the name of the service it calls: the one place a
-/// unary call is made.
+/// A generated tonic client, the name of the service it calls and the deadline of its
+/// calls: the one place a unary call is made.
 #[derive(Clone, Debug)]
 pub(crate) struct Caller<C> {
     client: C,
     callee: &'static str,
+    /// The deadline of a call ([`Budget::Call`]); streams must deliver each next message
+    /// within it.
+    timeout: Duration,
 }
 
 impl<C: Clone> Caller<C> {
+    /// A caller with the default deadline, [`deadline::DEFAULT_CALL_TIMEOUT`].
     pub(crate) fn new(client: C, callee: &'static str) -> Self {
-        Self { client, callee }
+        Self {
+            client,
+            callee,
+            timeout: deadline::DEFAULT_CALL_TIMEOUT,
+        }
+    }
+
+    /// Sets the deadline of a call (at least [`deadline::MIN_CALL_TIMEOUT`]).
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout.max(deadline::MIN_CALL_TIMEOUT);
+    }
+
+    /// The deadline of a call.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// A fresh handle on the client, for a streaming call (tonic's calls take `&mut`).
@@ -65,8 +84,45 @@ impl<C: Clone> Caller<C> {
     where
         Call: Future<Output = Result<tonic::Response<Resp>, Status>>,
     {
-        let timeout = budget.timeout();
+        let timeout = budget.timeout(self.timeout);
         let call = method(self.client.clone(), deadline::request(request, timeout));
         deadline::within(self.callee, timeout, async { Ok(call.await?.into_inner()) }).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A unary call that never answers, to `caller`'s deadline: how long it took.
+    async fn stalled(caller: &Caller<()>, budget: Budget) -> Duration {
+        let started = tokio::time::Instant::now();
+        let status = caller
+            .unary(budget, (), |_, _| {
+                std::future::pending::<Result<tonic::Response<()>, Status>>()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+        started.elapsed()
+    }
+
+    /// Each client holds its own deadline: two with different ones in one process each
+    /// keep theirs (the setting is no longer process-wide).
+    #[tokio::test(start_paused = true)]
+    async fn each_caller_keeps_its_own_deadline() {
+        let default = Caller::new((), "fileio");
+        let mut short = Caller::new((), "fileio");
+        short.set_timeout(Duration::from_secs(2));
+        let mut tiny = Caller::new((), "locks");
+        tiny.set_timeout(Duration::ZERO);
+        assert_eq!(stalled(&short, Budget::Call).await, Duration::from_secs(2));
+        assert_eq!(stalled(&short, Budget::Tree).await, Duration::from_secs(20));
+        assert_eq!(
+            stalled(&default, Budget::Call).await,
+            deadline::DEFAULT_CALL_TIMEOUT
+        );
+        assert_eq!(stalled(&tiny, Budget::Call).await, deadline::MIN_CALL_TIMEOUT);
+        assert_eq!(short.timeout(), Duration::from_secs(2));
     }
 }

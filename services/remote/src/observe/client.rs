@@ -2,8 +2,8 @@
 
 use super::body::{Completion, ObservedBody};
 use super::metrics::CLIENT;
-use super::propagation::{HeaderInjector, REQUEST_ID, REQUEST_ID_HEADER};
 use crate::balance::Backends;
+use kubedav_kit::telemetry::propagation::{HeaderInjector, REQUEST_ID, REQUEST_ID_HEADER};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

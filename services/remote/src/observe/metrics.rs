@@ -1,7 +1,7 @@
 //! The gRPC call metrics of both ends, in the style of go-grpc-prometheus (see
 //! [the module above](super)).
 
-use kubedav_api::metrics::{Counter, CounterFamily, TracedHistogram, TracedHistogramFamily};
+use kubedav_metrics::{Counter, CounterFamily, TracedHistogram, TracedHistogramFamily};
 use std::collections::{HashMap, HashSet};
 use std::sync::{LazyLock, OnceLock};
 

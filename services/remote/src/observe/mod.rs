@@ -23,34 +23,22 @@
 //!
 //! The modules: [`metrics`] (the call counters and histograms), [`body`] (recording a
 //! call's end when its status arrives), [`client`] ([`ObservedChannel`]), [`server`]
-//! ([`ServerLayer`]) and [`propagation`] (trace context and request id in metadata).
+//! ([`ServerLayer`]); trace context and request id in metadata are
+//! `kubedav_kit::telemetry::propagation`'s, which the gateway reads from its requests too.
 
 mod body;
 mod client;
 pub mod metrics;
-pub mod propagation;
 mod server;
 
 pub use body::ObservedBody;
 pub use client::ObservedChannel;
+pub use kubedav_kit::telemetry::propagation::{
+    REQUEST_ID, REQUEST_ID_HEADER, extract_context, sampled_trace_id,
+};
 pub use metrics::{register_client_metrics, register_server_metrics};
-pub use propagation::{REQUEST_ID, REQUEST_ID_HEADER, extract_context};
 pub use server::{ObservedServer, ServerLayer};
 
 /// Whether a request's span is read beyond text log lines (re-exported from
 /// `kubedav_kit::telemetry`, for the gateway's request span).
 pub use kubedav_kit::telemetry::span_wanted;
-
-/// The id of `span`'s trace as 32 lowercase hex digits, when the trace is sampled (and so
-/// exported): what an exemplar names, so that a dashboard can open the trace.
-pub fn sampled_trace_id(span: &tracing::Span) -> Option<String> {
-    use opentelemetry::trace::TraceContextExt;
-    use tracing_opentelemetry::OpenTelemetrySpanExt;
-    if span.is_disabled() {
-        return None;
-    }
-    let context = span.context();
-    let span = context.span();
-    let span_context = span.span_context();
-    (span_context.is_valid() && span_context.is_sampled()).then(|| span_context.trace_id().to_string())
-}

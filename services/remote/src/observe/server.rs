@@ -2,9 +2,9 @@
 
 use super::body::{Completion, ObservedBody};
 use super::metrics::SERVER;
-use super::propagation::{REQUEST_ID, REQUEST_ID_HEADER, extract_context};
 use bytes::Bytes;
 use http_body::Body;
+use kubedav_kit::telemetry::propagation::{REQUEST_ID, REQUEST_ID_HEADER, extract_context};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -1,7 +1,5 @@
 //! [`FileIoGrpc`]: any [`FileIo`] as the `kubedav.fileio.v1.FileIo` gRPC service.
 
-use super::LeasedFileIo;
-use crate::lease::Leases;
 use crate::stubs::fileio as stubs;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
@@ -9,6 +7,7 @@ use kubedav_api::BoxStream;
 use kubedav_api::fileio::*;
 use kubedav_api::lease::{WatchEvent, WatchRequest};
 use kubedav_api::pb::fileio::v1 as pb;
+use kubedav_lease::{LeasedFileIo, Leases};
 use std::convert::Infallible;
 use std::sync::Arc;
 use tonic::Status;

@@ -1,11 +1,11 @@
 //! [`LocksGrpc`]: any [`Locks`] as the `kubedav.locks.v1.Locks` gRPC service.
 
-use crate::lease::Leases;
 use crate::stubs::locks as stubs;
 use futures_util::StreamExt;
 use kubedav_api::BoxStream;
 use kubedav_api::lease::{Invalidation, WatchEvent, WatchRequest};
 use kubedav_api::locks::*;
+use kubedav_lease::Leases;
 use std::sync::Arc;
 use tonic::Status;
 

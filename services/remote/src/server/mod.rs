@@ -2,12 +2,10 @@
 
 mod auth;
 mod fileio;
-mod leased;
 mod locks;
 mod markdown;
 
 pub use auth::AuthGrpc;
 pub use fileio::{FileIoGrpc, FileIoService};
-pub use leased::LeasedFileIo;
 pub use locks::LocksGrpc;
 pub use markdown::MarkdownGrpc;

@@ -123,7 +123,7 @@ fn mapped_whole(file: File, len: usize) -> Option<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mapped::locate;
+    use crate::locate;
 
     fn data() -> Vec<u8> {
         (0..100_000u32).map(|i| (i % 253) as u8).collect()

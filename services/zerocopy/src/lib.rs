@@ -103,8 +103,21 @@ pub fn residency_is_reported(owner_uid: u32) -> bool {
 /// [`MAX_MAPPED_BYTES`]. `None` when fewer are, or the mapping fails; the caller then
 /// reads the ordinary way. With the file's `version`, a whole file found wholly cached
 /// within the last second is neither checked nor mapped again: its mapping is kept
-/// ([`residency`]). Mind the module's rules on who may read the result.
-pub fn map_resident(
+/// ([`residency`]).
+///
+/// # Safety
+///
+/// The result is memory that another program can take away: when anything truncates
+/// the file in place while the mapping lives (kubedav replaces files by rename, but an
+/// operator's tool on the volume may not), reading the bytes past the new end raises
+/// `SIGBUS` and ends the process, and a change in place changes bytes Rust assumes
+/// immutable. So the caller, and everything it hands the result to, must never read
+/// the bytes in user space unless nothing can truncate or change the file while they
+/// live. The one intended use: hand them unread to a connection that finds them with
+/// [`locate`] and sends them from the file with `sendfile(2)` (the kernel reports a
+/// truncation there as a short send, which ends the connection). Passing them through
+/// code that only moves the [`Bytes`] (a stream, a body) is fine.
+pub unsafe fn map_resident(
     file: &Arc<File>,
     version: Option<FileVersion>,
     offset: u64,
@@ -310,7 +323,9 @@ mod tests {
     #[test]
     fn a_mapping_shows_the_file_and_locate_finds_its_file_and_offset() {
         let (_dir, file, content) = file_of(300_000);
-        let bytes = map_resident(&file, None, 5_000, 200_000, 1).expect("just written, so resident");
+        // SAFETY: the test's own file, which nothing truncates.
+        let bytes =
+            unsafe { map_resident(&file, None, 5_000, 200_000, 1) }.expect("just written, so resident");
         assert_eq!(bytes.len(), 200_000);
         assert_eq!(&bytes[..], &content[5_000..205_000]);
         let span = locate(bytes[1_000..].as_ptr()).expect("inside the mapping");
@@ -340,15 +355,18 @@ mod tests {
         let version = FileVersion::of(&stx);
         let calls = || CACHESTAT_CALLS.with(Cell::get);
         let before = calls();
-        let first = map_resident(&file, Some(version), 0, 300_000, 1).expect("resident");
+        // SAFETY: the test's own file, which nothing truncates.
+        let first = unsafe { map_resident(&file, Some(version), 0, 300_000, 1) }.expect("resident");
         for _ in 0..2 {
-            let again = map_resident(&file, Some(version), 0, 300_000, 1).expect("resident");
+            // SAFETY: as above.
+            let again = unsafe { map_resident(&file, Some(version), 0, 300_000, 1) }.expect("resident");
             assert_eq!(again.as_ptr(), first.as_ptr(), "the same mapping, not a new one");
             assert_eq!(&again[..], &content[..]);
         }
         assert_eq!(calls() - before, 1, "checked once, then trusted");
         for _ in 0..2 {
-            map_resident(&file, None, 0, 300_000, 1).expect("resident");
+            // SAFETY: as above.
+            unsafe { map_resident(&file, None, 0, 300_000, 1) }.expect("resident");
         }
         assert_eq!(calls() - before, 3, "without a version, checked every time");
     }
@@ -356,7 +374,9 @@ mod tests {
     #[test]
     fn too_few_bytes_are_not_mapped() {
         let (_dir, file, _) = file_of(10_000);
-        assert!(map_resident(&file, None, 0, 1_000, 4_096).is_none());
-        assert!(map_resident(&file, None, 0, 0, 0).is_none());
+        // SAFETY: the test's own file, which nothing truncates.
+        assert!(unsafe { map_resident(&file, None, 0, 1_000, 4_096) }.is_none());
+        // SAFETY: as above.
+        assert!(unsafe { map_resident(&file, None, 0, 0, 0) }.is_none());
     }
 }

@@ -1,17 +1,19 @@
-//! What travels with a call besides its message: the W3C trace context and the id of
-//! the HTTP request it serves.
+//! What travels with a request or a call besides its message: the W3C trace context
+//! and the id of the HTTP request it serves. The gateway reads them from a client's
+//! request; `kubedav-remote` carries them in a gRPC call's metadata.
 
 use opentelemetry::propagation::{Extractor, Injector};
 
 /// The id of the HTTP request being served (its `x-request-id`), a task-local. The
 /// gateway sets it around each request; gRPC calls made inside carry it to the services,
 /// which set it around the calls they serve.
-pub use kubedav_kit::telemetry::scope::REQUEST_ID;
+pub use super::scope::REQUEST_ID;
 
 /// The metadata key that carries the request id between processes.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
-pub(super) struct HeaderInjector<'a>(pub(super) &'a mut http::HeaderMap);
+/// Writes a context's fields into HTTP headers (gRPC metadata).
+pub struct HeaderInjector<'a>(pub &'a mut http::HeaderMap);
 
 impl Injector for HeaderInjector<'_> {
     fn set(&mut self, key: &str, value: String) {
@@ -24,7 +26,8 @@ impl Injector for HeaderInjector<'_> {
     }
 }
 
-pub(super) struct HeaderExtractor<'a>(&'a http::HeaderMap);
+/// Reads a context's fields from HTTP headers (gRPC metadata).
+pub struct HeaderExtractor<'a>(pub &'a http::HeaderMap);
 
 impl Extractor for HeaderExtractor<'_> {
     fn get(&self, key: &str) -> Option<&str> {
@@ -38,7 +41,21 @@ impl Extractor for HeaderExtractor<'_> {
 
 /// The OpenTelemetry context carried by a set of HTTP headers (`traceparent`), or an
 /// empty context. The propagator is the global one (W3C trace context, set by
-/// `kubedav-kit` at start-up).
+/// [`super::init`] at start-up).
 pub fn extract_context(headers: &http::HeaderMap) -> opentelemetry::Context {
     opentelemetry::global::get_text_map_propagator(|propagator| propagator.extract(&HeaderExtractor(headers)))
+}
+
+/// The id of `span`'s trace as 32 lowercase hex digits, when the trace is sampled (and so
+/// exported): what an exemplar names, so that a dashboard can open the trace.
+pub fn sampled_trace_id(span: &tracing::Span) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if span.is_disabled() {
+        return None;
+    }
+    let context = span.context();
+    let span = context.span();
+    let span_context = span.span_context();
+    (span_context.is_valid() && span_context.is_sampled()).then(|| span_context.trace_id().to_string())
 }

@@ -1,0 +1,118 @@
+//! [`ReplicaLeases`]: a lease from every replica of a service that the registry shows.
+
+use crate::Requests;
+use crate::holder::{Coherence, Lease, hold_sharing};
+use futures_util::future::BoxFuture;
+use kubedav_api::BoxStream;
+use kubedav_api::lease::{Invalidation, WatchEvent};
+use kubedav_kit::registry::View;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tonic::Status;
+
+/// Opens a lease stream to the replica at an address (`host:port`).
+pub type OpenAt =
+    Arc<dyn Fn(&str, Requests) -> BoxFuture<'static, Result<BoxStream<WatchEvent>, Status>> + Send + Sync>;
+
+/// A lease from every replica the registry shows (`kubedav_kit::registry::View`): what
+/// was kept may be served only while the view is fresh and each of its replicas' leases
+/// holds. A replica's announcement drops copies whichever replica they came from, since
+/// copies are dropped by path. A replica joining the view holds nothing up: its lease
+/// starts invalid, and when it starts, everything kept is dropped.
+pub struct ReplicaLeases {
+    epoch: Arc<AtomicU64>,
+    view: watch::Receiver<View>,
+    members: Arc<RwLock<HashMap<String, Member>>>,
+}
+
+/// The lease from one replica, and the task that keeps it.
+struct Member {
+    lease: Arc<Lease>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ReplicaLeases {
+    /// Follows `view`, holding a lease from each replica through `open` and handing every
+    /// invalidation to `drop_kept` (a task, for as long as this lives).
+    pub fn follow(
+        service: &'static str,
+        view: watch::Receiver<View>,
+        open: OpenAt,
+        drop_kept: Arc<dyn Fn(&Invalidation) + Send + Sync>,
+    ) -> Arc<Self> {
+        let epoch: Arc<AtomicU64> = Arc::default();
+        let members: Arc<RwLock<HashMap<String, Member>>> = Arc::default();
+        let this = Arc::new(Self {
+            epoch: epoch.clone(),
+            view: view.clone(),
+            members: members.clone(),
+        });
+        let members = Arc::downgrade(&members);
+        let mut view = view;
+        tokio::spawn(async move {
+            loop {
+                let addresses = view.borrow_and_update().addresses.clone();
+                let Some(members) = members.upgrade() else { return };
+                {
+                    let mut members = members.write().unwrap_or_else(|p| p.into_inner());
+                    members.retain(|address, _| addresses.contains(address));
+                    for address in addresses {
+                        if members.contains_key(&address) {
+                            continue;
+                        }
+                        let open = open.clone();
+                        let drop_kept = drop_kept.clone();
+                        let at = address.clone();
+                        let (lease, task) = hold_sharing(
+                            service,
+                            epoch.clone(),
+                            move |requests| open(&at, requests),
+                            move |invalidation| drop_kept(invalidation),
+                        );
+                        members.insert(address, Member { lease, task });
+                    }
+                }
+                drop(members);
+                if view.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        this
+    }
+}
+
+impl ReplicaLeases {
+    /// Whether the replica at `address` holds a lease with this gateway now: it answered a
+    /// ping within the last lease. One that died or hangs does not.
+    pub fn answering(&self, address: &str) -> bool {
+        let members = self.members.read().unwrap_or_else(|p| p.into_inner());
+        members.get(address).is_some_and(|member| member.lease.valid())
+    }
+}
+
+impl Coherence for ReplicaLeases {
+    fn valid(&self) -> bool {
+        let view = self.view.borrow();
+        if view.addresses.is_empty() || !view.fresh_at(Instant::now()) {
+            return false;
+        }
+        let members = self.members.read().unwrap_or_else(|p| p.into_inner());
+        view.addresses
+            .iter()
+            .all(|address| members.get(address).is_some_and(|member| member.lease.valid()))
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+}
