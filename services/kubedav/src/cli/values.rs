@@ -3,6 +3,7 @@
 //! before anything is opened or bound, instead of failing later or being taken for a
 //! default.
 
+use clap::ValueEnum;
 use clap::builder::TypedValueParser;
 use clap::error::ErrorKind;
 use kubedav_kit::redis::RedisUrl;
@@ -241,4 +242,32 @@ pub fn label(value: &str) -> Result<(String, String), String> {
         .split_once('=')
         .map(|(key, value)| (key.to_owned(), value.to_owned()))
         .ok_or_else(|| "expected KEY=VALUE".into())
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// What a change to the volume waits for before it is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Durability {
+    /// fdatasync the file, fsync its directory: an answered change survives a power loss.
+    Fsync,
+    /// Wait for nothing (as nginx and Apache): atomic still, but a crash may lose the last
+    /// changes.
+    None,
+}
+
+impl From<Durability> for kubedav_fileio::Durability {
+    fn from(durability: Durability) -> Self {
+        match durability {
+            Durability::Fsync => kubedav_fileio::Durability::Fsync,
+            Durability::None => kubedav_fileio::Durability::None,
+        }
+    }
 }
