@@ -9,6 +9,8 @@
 //! * The value types both sides share: [`path::VolumePath`] (the one definition of a
 //!   valid volume path, checked on both sides of the wire), [`ranges`], [`properties`],
 //!   and what a [`lease::Invalidation`] names.
+//! * [`markdown::escape`]: how text is escaped in the Markdown kubedav writes, the one
+//!   rule the markdown service and the gateway's agent listings share (pure text code).
 //!
 //! Errors cross the ports as [`tonic::Status`]: the gRPC status code *is* the contract
 //! (see `docs/architecture.md`), so the local and the remote path fail identically.

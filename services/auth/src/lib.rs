@@ -5,6 +5,8 @@
 //! changes ([`AuthCore::watch`]). Replicas may share successful verifications through
 //! Redis ([`shared`]).
 
+#![forbid(unsafe_code)]
+
 pub mod apr1;
 pub mod passwd;
 pub mod pool;

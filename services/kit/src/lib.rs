@@ -5,6 +5,8 @@
 //! messages with their causes ([`errors`]). Calls between processes are `kubedav-remote`'s
 //! business.
 
+#![forbid(unsafe_code)]
+
 pub mod admin;
 pub mod errors;
 pub mod listen;

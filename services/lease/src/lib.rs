@@ -23,6 +23,8 @@
 //! The protocol is not gRPC's: a holder opens its stream through whatever reaches the
 //! service ([`Watch`]), a gRPC client or the core in the same process.
 
+#![forbid(unsafe_code)]
+
 mod holder;
 mod leased;
 mod replicas;

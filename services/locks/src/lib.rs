@@ -5,6 +5,8 @@
 //! the all-in-one store) and [`RedisLocks`] keeps them in Redis, shared by every replica
 //! and kept across their restarts.
 
+#![forbid(unsafe_code)]
+
 mod memory;
 mod metrics;
 mod redis_store;

@@ -8,6 +8,8 @@
 //! within limits on input size, nesting depth and time. No tree is built: memory follows
 //! the input, not its element count. `docs/markdown.md` explains the choices.
 
+#![forbid(unsafe_code)]
+
 pub mod builder;
 pub mod charset;
 pub mod convert;

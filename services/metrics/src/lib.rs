@@ -11,6 +11,8 @@
 //! trace ids on [`TracedHistogramFamily`]) for scrapers that ask for it, and in the
 //! Prometheus text format 0.0.4 (without exemplars) for everyone else.
 
+#![forbid(unsafe_code)]
+
 mod process;
 
 use prometheus_client::collector::Collector;

@@ -19,6 +19,8 @@
 //! `docs/architecture.md` says why these live apart from `kubedav-kit` (process
 //! plumbing every target shares) and from `kubedav-api` (the contract).
 
+#![forbid(unsafe_code)]
+
 pub mod backoff;
 pub mod balance;
 pub mod client;

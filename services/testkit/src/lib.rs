@@ -2,6 +2,8 @@
 //! temporary directories, and stopped when dropped, and [`eventually`], the one way the
 //! suites wait for a state instead of sleeping.
 
+#![forbid(unsafe_code)]
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
