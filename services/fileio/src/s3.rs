@@ -233,6 +233,8 @@ impl S3Client {
         completed("CopyObject", key, &body)
     }
 
+    /// Copies the object `source` to `destination` (CopyObject), metadata and all;
+    /// the new object's ETag.
     pub async fn copy(&self, source: &str, destination: &str) -> Result<String, Status> {
         let copy_source = format!(
             "/{}/{}",

@@ -157,6 +157,7 @@ fn open_frame(parent: &OwnedFd, name: &str, path: VolumePath) -> Result<Frame, S
     })
 }
 
+/// A member of a tree operation that failed, as the reply names it.
 pub fn failure(path: &VolumePath, status: &Status) -> Failure {
     Failure {
         path: path.as_str().to_owned(),

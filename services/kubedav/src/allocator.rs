@@ -20,4 +20,5 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Read by jemalloc when the process starts (its symbols carry the `_rjem_` prefix).
 #[unsafe(export_name = "_rjem_malloc_conf")]
-pub static MALLOC_CONF: &std::ffi::CStr = c"narenas:1,tcache_max:8192,dirty_decay_ms:1000,muzzy_decay_ms:0";
+pub(crate) static MALLOC_CONF: &std::ffi::CStr =
+    c"narenas:1,tcache_max:8192,dirty_decay_ms:1000,muzzy_decay_ms:0";

@@ -3,9 +3,11 @@
 mod commands;
 mod values;
 
-pub use commands::Command;
+pub(crate) use commands::Command;
 
-pub use values::{Durability, HostPort, LockStore, LogFormat, MarkdownContent, OrEmpty, Origin, ServiceUrl};
+pub(crate) use values::{
+    Durability, HostPort, LockStore, LogFormat, MarkdownContent, OrEmpty, Origin, ServiceUrl,
+};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kubedav_kit::redis::RedisUrl;
@@ -15,7 +17,7 @@ use values::Redacting;
 
 /// Which service(s) this process runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Target {
+pub(crate) enum Target {
     /// Everything in one process, with no network between the services.
     All,
     /// The HTTP/WebDAV edge, talking to the services over gRPC.
@@ -32,7 +34,7 @@ pub enum Target {
 
 impl Target {
     /// The target's name, as on the command line.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Target::All => "all",
             Target::Gateway => "gateway",
@@ -45,7 +47,7 @@ impl Target {
 
     /// The default admin address, distinct per target so that several targets can run
     /// on one machine with no flags.
-    pub fn default_admin_listen(self) -> &'static str {
+    pub(crate) fn default_admin_listen(self) -> &'static str {
         match self {
             Target::All | Target::Gateway => "127.0.0.1:9180",
             Target::Fileio => "127.0.0.1:9181",
@@ -56,7 +58,7 @@ impl Target {
     }
 
     /// The default gRPC address of a service target.
-    pub fn default_grpc_listen(self) -> &'static str {
+    pub(crate) fn default_grpc_listen(self) -> &'static str {
         match self {
             Target::Auth => "127.0.0.1:9092",
             Target::Locks => "127.0.0.1:9093",
@@ -73,7 +75,7 @@ impl Target {
 /// default are those of the field in its group.
 #[derive(Debug, Parser)]
 #[command(name = "kubedav", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// A tool instead of a server.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -126,7 +128,7 @@ pub struct Cli {
 /// Where a target serves, and how it stops.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Serving (every target)")]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The gateway's HTTP address (targets all, gateway). Port 0 picks a free port.
     #[arg(long, env = "KUBEDAV_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: HostPort,
@@ -148,7 +150,7 @@ pub struct ServeArgs {
 /// What fileio serves, and how.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Storage (targets all, fileio)")]
-pub struct FileioArgs {
+pub(crate) struct FileioArgs {
     /// The served directory (targets all, fileio). It must exist.
     #[arg(long, env = "KUBEDAV_ROOT", default_value = "./data")]
     pub root: PathBuf,
@@ -206,7 +208,7 @@ pub struct FileioArgs {
 /// The HTTP/WebDAV edge: its limits, paths and WebDAV behaviour.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Gateway (targets all, gateway)")]
-pub struct GatewayArgs {
+pub(crate) struct GatewayArgs {
     /// Largest request body in bytes; 0 for no limit. Larger uploads get 413.
     #[arg(long, env = "KUBEDAV_MAX_BODY_BYTES", default_value_t = 16 << 30)]
     pub max_body_bytes: u64,
@@ -293,7 +295,7 @@ pub struct GatewayArgs {
 /// What a gateway keeps of fileio's answers.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Gateway cache (targets all, gateway)")]
-pub struct GatewayCacheArgs {
+pub(crate) struct GatewayCacheArgs {
     /// Memory for what a gateway keeps of fileio's answers, in MiB (targets gateway and
     /// all; not target all with its locks in Redis: then other processes share the volume
     /// or the bucket and announce nothing to it): files (1 MiB at most), single resources and Depth 1 listings of collections
@@ -324,7 +326,7 @@ pub struct GatewayCacheArgs {
 /// Where a gateway finds the services, and how it calls them.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Calls between services (target gateway; --grpc-token every target but all)")]
-pub struct RemoteArgs {
+pub(crate) struct RemoteArgs {
     /// Where the gateway finds fileio.
     #[arg(long, env = "KUBEDAV_FILEIO_URL", default_value = "http://127.0.0.1:9091")]
     pub fileio_url: ServiceUrl,
@@ -366,7 +368,7 @@ pub struct RemoteArgs {
 /// How replicas of fileio and locks find each other, and the Redis keys.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Replicas and Redis (targets fileio, locks, gateway)")]
-pub struct ReplicaArgs {
+pub(crate) struct ReplicaArgs {
     /// Where the replicas of fileio (serving the same storage) and of locks (sharing one
     /// Redis store) register: a Redis URL (targets fileio, locks, gateway), needed for
     /// more than one fileio replica. Each replica registers its --advertise-address;
@@ -393,7 +395,7 @@ pub struct ReplicaArgs {
 /// The lock manager.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Locks (targets all, locks)")]
-pub struct LocksArgs {
+pub(crate) struct LocksArgs {
     /// Where locks are kept (targets all, locks): `memory` (this process only) or a Redis
     /// URL, redis://host:port/db (shared by every locks replica, kept across restarts).
     #[arg(long, env = "KUBEDAV_LOCK_STORE", default_value = "memory", value_parser = Redacting(LockStore::parse))]
@@ -413,7 +415,7 @@ pub struct LocksArgs {
 /// Who may log in, how credentials are verified and cached, and who may do what.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Authentication (targets all, auth, gateway)")]
-pub struct AuthArgs {
+pub(crate) struct AuthArgs {
     /// The htpasswd-style users file (targets all, auth). With it, all-in-one mode
     /// requires credentials.
     #[arg(long, env = "KUBEDAV_USERS_FILE")]
@@ -484,7 +486,7 @@ pub struct AuthArgs {
 /// HTML to Markdown conversion: when the gateway asks for it, and how the converter works.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Markdown for agents (targets all, gateway, markdown)")]
-pub struct MarkdownArgs {
+pub(crate) struct MarkdownArgs {
     /// Largest HTML converted to Markdown for agents, in bytes; larger resources are
     /// served as HTML.
     #[arg(long, env = "KUBEDAV_MARKDOWN_MAX_BYTES", default_value_t = 16 << 20)]
@@ -539,7 +541,7 @@ pub struct MarkdownArgs {
 /// Logs, and the admin port.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Logs and admin (every target)")]
-pub struct TelemetryArgs {
+pub(crate) struct TelemetryArgs {
     /// The admin address: /metrics, /healthz, /readyz (every target)
     /// [default: 127.0.0.1:9180 all and gateway, :9181 fileio, :9182 auth, :9183 locks, :9184 markdown].
     #[arg(long, env = "KUBEDAV_ADMIN_LISTEN")]
@@ -557,7 +559,7 @@ pub struct TelemetryArgs {
 
 impl Cli {
     /// The admin address in effect.
-    pub fn admin_listen(&self) -> &str {
+    pub(crate) fn admin_listen(&self) -> &str {
         self.telemetry
             .admin_listen
             .as_ref()
@@ -565,7 +567,7 @@ impl Cli {
     }
 
     /// The gRPC address in effect.
-    pub fn grpc_listen(&self) -> &str {
+    pub(crate) fn grpc_listen(&self) -> &str {
         self.serve
             .grpc_listen
             .as_ref()
@@ -573,12 +575,12 @@ impl Cli {
     }
 
     /// What a gRPC service asks of its callers: the shared token, if one is set.
-    pub fn require_token(&self) -> kubedav_remote::serve::RequireToken {
+    pub(crate) fn require_token(&self) -> kubedav_remote::serve::RequireToken {
         kubedav_remote::serve::RequireToken::new(self.remote.grpc_token.as_deref())
     }
 
     /// Where a service target listens, and the token its callers must carry.
-    pub fn listen(&self) -> kubedav_remote::serve::Listen<'_> {
+    pub(crate) fn listen(&self) -> kubedav_remote::serve::Listen<'_> {
         kubedav_remote::serve::Listen {
             name: self.target.name(),
             grpc: self.grpc_listen(),
@@ -591,7 +593,7 @@ impl Cli {
 
     /// The gateway's settings, from the gateway's flags and the gateway's side of
     /// authentication and Markdown.
-    pub fn gateway_config(&self) -> kubedav_gateway::GatewayConfig {
+    pub(crate) fn gateway_config(&self) -> kubedav_gateway::GatewayConfig {
         let gateway = &self.gateway;
         kubedav_gateway::GatewayConfig {
             max_body_bytes: (gateway.max_body_bytes > 0).then_some(gateway.max_body_bytes),
@@ -637,7 +639,7 @@ impl Cli {
 
 impl MarkdownArgs {
     /// The markdown core for the markdown settings.
-    pub fn core(&self) -> kubedav_markdown::MarkdownCore {
+    pub(crate) fn core(&self) -> kubedav_markdown::MarkdownCore {
         let options = kubedav_markdown::Options {
             prune: self
                 .markdown_prune
@@ -660,7 +662,7 @@ impl MarkdownArgs {
 
 impl AuthArgs {
     /// The auth core's settings for `users_file`.
-    pub fn config(&self, users_file: PathBuf) -> kubedav_auth::AuthConfig {
+    pub(crate) fn config(&self, users_file: PathBuf) -> kubedav_auth::AuthConfig {
         kubedav_auth::AuthConfig {
             users_file,
             allow_plaintext: self.allow_plaintext_passwords,

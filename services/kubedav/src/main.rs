@@ -2,6 +2,7 @@
 //! (the gateway calls the cores directly); any other target runs one service, as each
 //! Kubernetes Deployment does.
 
+#[allow(unsafe_code)] // jemalloc's configuration symbol (`export_name`)
 mod allocator;
 mod cli;
 mod run;

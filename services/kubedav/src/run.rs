@@ -2,7 +2,7 @@
 
 mod error;
 
-pub use error::RunError;
+pub(crate) use error::RunError;
 
 use crate::cli::{Cli, HostPort, LockStore, LogFormat, Target};
 use kubedav_api::auth::Auth;
@@ -28,7 +28,7 @@ use std::time::Duration;
 use tonic::transport::Endpoint;
 
 /// Runs the target until SIGTERM or SIGINT.
-pub async fn run(cli: Cli) -> Result<(), RunError> {
+pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
     let format = match cli.telemetry.log_format {
         LogFormat::Text => telemetry::LogFormat::Text,
         LogFormat::Json => telemetry::LogFormat::Json,

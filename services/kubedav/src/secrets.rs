@@ -28,12 +28,12 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 /// Where the service account's files are mounted in every pod.
-pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 const LETTERS_AND_DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /// One Secret to make when it is missing.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Wanted {
+pub(crate) enum Wanted {
     /// A users file with one generated login, `admin`: keys `users` (the file),
     /// `username` and `password` (for NOTES.txt and `helm test`).
     Users { name: String },
@@ -43,7 +43,7 @@ pub enum Wanted {
 
 impl Wanted {
     /// Parses `NAME/KEY` (a `--random` argument, as clap reads it).
-    pub fn random(argument: &str) -> Result<Self, String> {
+    pub(crate) fn random(argument: &str) -> Result<Self, String> {
         match argument.split_once('/') {
             Some((name, key)) if !name.is_empty() && !key.is_empty() => Ok(Self::Random {
                 name: name.to_owned(),
@@ -79,7 +79,7 @@ impl Wanted {
 }
 
 /// How to reach the API server.
-pub struct Connection {
+pub(crate) struct Connection {
     /// `https://host:port`, no trailing slash.
     pub server: String,
     pub token_file: PathBuf,
@@ -89,7 +89,7 @@ pub struct Connection {
 
 impl Connection {
     /// The in-cluster connection, with any of its parts given instead.
-    pub fn in_cluster(
+    pub(crate) fn in_cluster(
         server: Option<String>,
         token_file: Option<PathBuf>,
         ca_file: Option<PathBuf>,
@@ -133,7 +133,7 @@ impl Connection {
 
 /// What happened to one Secret.
 #[derive(Debug, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Created,
     Kept,
     /// Kept, and annotated so that Helm no longer deletes it.
@@ -142,7 +142,7 @@ pub enum Outcome {
 
 /// Makes each wanted Secret that is missing, labelled with `labels`; prints one line
 /// per Secret. Fails at the first answer it cannot act on, naming what to do.
-pub async fn ensure(
+pub(crate) async fn ensure(
     connection: &Connection,
     wanted: &[Wanted],
     labels: &[(String, String)],

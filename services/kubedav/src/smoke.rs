@@ -101,7 +101,7 @@ impl Smoke {
 }
 
 /// Runs the smoke test against `url` (the server's root, or any collection).
-pub async fn run(url: &str, user: Option<String>, password: Option<String>) -> Result<(), String> {
+pub(crate) async fn run(url: &str, user: Option<String>, password: Option<String>) -> Result<(), String> {
     let base = url.trim_end_matches('/').to_owned();
     if !base.starts_with("http://") {
         return Err(format!("{url} is not an http:// URL"));

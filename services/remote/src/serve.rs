@@ -3,6 +3,7 @@
 //! reflection, with every call observed ([`crate::observe`]: a span continuing the
 //! caller's trace context, and the server call metrics).
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -94,32 +95,29 @@ async fn serve(
 /// protobuf framing fits in one.
 pub const MAX_FRAME_BYTES: u32 = 1 << 20;
 
+/// A request as tonic's server hands it to a service.
+type GrpcRequest = http::Request<tonic::body::Body>;
+
+/// Answers every gRPC request: a status is an answer, so the service never fails.
+pub trait AnswersGrpc:
+    tower_service::Service<GrpcRequest, Response = http::Response<tonic::body::Body>, Error = Infallible>
+{
+}
+
+impl<S> AnswersGrpc for S where
+    S: tower_service::Service<GrpcRequest, Response = http::Response<tonic::body::Body>, Error = Infallible>
+{
+}
+
 /// A gRPC service a target serves: what tonic's server takes, answering every request.
+/// (Rust has no trait aliases yet: a blanket impl makes this one.)
 pub trait GrpcService:
-    tower_service::Service<
-        http::Request<tonic::body::Body>,
-        Response = http::Response<tonic::body::Body>,
-        Error = std::convert::Infallible,
-        Future: Send + 'static,
-    > + NamedService
-    + Clone
-    + Send
-    + Sync
-    + 'static
+    AnswersGrpc<Future: Send + 'static> + NamedService + Clone + Send + Sync + 'static
 {
 }
 
 impl<S> GrpcService for S where
-    S: tower_service::Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<tonic::body::Body>,
-            Error = std::convert::Infallible,
-            Future: Send + 'static,
-        > + NamedService
-        + Clone
-        + Send
-        + Sync
-        + 'static
+    S: AnswersGrpc<Future: Send + 'static> + NamedService + Clone + Send + Sync + 'static
 {
 }
 

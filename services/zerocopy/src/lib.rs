@@ -30,6 +30,9 @@
 //! residency only for files the process owns or may write (`mincore` reports every page
 //! resident otherwise), so callers map only such files ([`residency_is_reported`]).
 
+// Mapping files and asking the kernel about their pages is this crate's whole job.
+#![allow(unsafe_code)]
+
 mod copies;
 mod residency;
 

@@ -112,7 +112,7 @@ fn memo() -> MutexGuard<'static, Memo> {
 
 /// The kept mapping of `len` bytes from `offset` of `version`, if they are the whole
 /// file and it was found wholly cached within the last [`TRUSTED_FOR`].
-pub fn kept(version: FileVersion, offset: u64, len: usize) -> Option<Bytes> {
+pub(crate) fn kept(version: FileVersion, offset: u64, len: usize) -> Option<Bytes> {
     if !version.is_whole(offset, len) {
         return None;
     }
@@ -123,7 +123,7 @@ pub fn kept(version: FileVersion, offset: u64, len: usize) -> Option<Bytes> {
 /// cached now, if they are the whole file: a file sent whole again and again is what
 /// repeats, not the chunks of a large download or a client's ranges, which would only
 /// crowd it out.
-pub fn keep(version: FileVersion, offset: u64, len: usize, bytes: &Bytes) {
+pub(crate) fn keep(version: FileVersion, offset: u64, len: usize, bytes: &Bytes) {
     if !version.is_whole(offset, len) {
         return;
     }

@@ -16,7 +16,7 @@ use serde::Deserialize;
 /// no such body (HEAD, or a proxy's HTML page).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase")]
-pub struct ErrorBody {
+pub(super) struct ErrorBody {
     /// The S3 error code: `NoSuchKey`, `SlowDown`, `SignatureDoesNotMatch`, ...
     #[serde(default)]
     pub code: String,
@@ -27,7 +27,7 @@ pub struct ErrorBody {
 
 impl ErrorBody {
     /// The `<Error>` in `body`; an empty one when the body is not such an answer.
-    pub fn parse(body: &[u8]) -> Self {
+    pub(super) fn parse(body: &[u8]) -> Self {
         match quick_xml::de::from_reader::<_, Root>(body) {
             Ok(Root::Error(error)) => error,
             _ => Self::default(),
@@ -38,7 +38,7 @@ impl ErrorBody {
 /// What a 200 answer of CopyObject or CompleteMultipartUpload says: S3 may send the
 /// status first and fail later, with an `<Error>` for the body.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Completion {
+pub(super) enum Completion {
     /// The new object's ETag, without quotes.
     Done(String),
     /// The failure reported in the body.
@@ -47,7 +47,7 @@ pub enum Completion {
 
 impl Completion {
     /// Reads a CopyObject or CompleteMultipartUpload answer.
-    pub fn parse(body: &[u8]) -> Result<Self, DeError> {
+    pub(super) fn parse(body: &[u8]) -> Result<Self, DeError> {
         Ok(match quick_xml::de::from_reader::<_, Root>(body)? {
             Root::CopyObjectResult(result) | Root::CompleteMultipartUploadResult(result) => {
                 Self::Done(result.etag.trim_matches('"').to_owned())
@@ -64,7 +64,7 @@ impl Completion {
 
 /// A multipart upload under way, as ListMultipartUploads names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Upload {
+pub(super) struct Upload {
     /// The key the upload is of.
     pub key: String,
     /// The upload id.
@@ -75,7 +75,7 @@ pub struct Upload {
 
 /// The uploads of a ListMultipartUploads answer (the page it holds), their keys
 /// URL-decoded when the server says it encoded them (`<EncodingType>url`).
-pub fn uploads(body: &[u8]) -> Result<Vec<Upload>, DeError> {
+pub(super) fn uploads(body: &[u8]) -> Result<Vec<Upload>, DeError> {
     let listing = match quick_xml::de::from_reader::<_, Root>(body)? {
         Root::ListMultipartUploadsResult(listing) => listing,
         _ => return Err(DeError::Custom("no <ListMultipartUploadsResult>".to_owned())),

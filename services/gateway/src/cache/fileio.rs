@@ -81,7 +81,7 @@ impl Dated for KeptListing {
 
 /// The largest listing kept (entries, the collection included): a larger one streams
 /// from fileio as it is read.
-pub const MAX_LISTING_ENTRIES: usize = 4096;
+pub(super) const MAX_LISTING_ENTRIES: usize = 4096;
 
 #[derive(Clone, Copy)]
 struct Weight;

@@ -17,7 +17,10 @@ pub const MAX_PROPFIND_NAME_BYTES: usize = 8 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Propfind {
     /// All dead properties and the allprop live ones, plus `include`d ones.
-    AllProp { include: Vec<Name> },
+    AllProp {
+        /// The properties an `include` element names besides.
+        include: Vec<Name>,
+    },
     /// Names only.
     PropName,
     /// These properties.

@@ -11,6 +11,7 @@ pub mod cors;
 pub mod counting;
 pub mod framing;
 pub mod observe;
+#[allow(unsafe_code)] // sendmsg and sendfile on the connection's socket
 pub mod sendfile;
 pub mod server;
 pub mod threads;

@@ -409,26 +409,26 @@ mod metrics {
     });
 
     /// Starts every series at zero.
-    pub fn register() {
+    pub(super) fn register() {
         LazyLock::force(&OPEN);
         REFUSED.with_label_values(&["total"]);
         REFUSED.with_label_values(&["per_address"]);
         LazyLock::force(&TIMED_OUT);
     }
 
-    pub fn connection_opened() {
+    pub(super) fn connection_opened() {
         OPEN.inc();
     }
 
-    pub fn connection_closed() {
+    pub(super) fn connection_closed() {
         OPEN.dec();
     }
 
-    pub fn connection_refused(limit: &str) {
+    pub(super) fn connection_refused(limit: &str) {
         REFUSED.with_label_values(&[limit]).inc();
     }
 
-    pub fn connection_timed_out() {
+    pub(super) fn connection_timed_out() {
         TIMED_OUT.inc();
     }
 }

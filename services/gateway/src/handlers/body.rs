@@ -8,12 +8,12 @@ use axum::extract::Request;
 use http::{StatusCode, header};
 
 /// Largest XML request body (PROPFIND, PROPPATCH, LOCK).
-pub const MAX_XML_BODY: usize = 1 << 20;
+pub(super) const MAX_XML_BODY: usize = 1 << 20;
 
 /// Largest XML body parsed on an async worker; larger ones are parsed on the blocking
 /// pool, so a worker is never held for more than about a tenth of a millisecond
 /// (parsing is linear, a few hundred MB/s) while other requests wait for it.
-pub const PARSE_ON_WORKER_BYTES: usize = 32 * 1024;
+pub(super) const PARSE_ON_WORKER_BYTES: usize = 32 * 1024;
 
 /// Large bodies parsed at once: one per core, so a flood of them queues (holding only
 /// their bytes) instead of building that many trees side by side.
@@ -23,7 +23,7 @@ static LARGE_PARSES: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::La
 
 /// Runs a CPU-bound parse of a large body on the blocking pool, at most one per core at
 /// a time.
-pub async fn off_worker<T: Send + 'static>(
+pub(super) async fn off_worker<T: Send + 'static>(
     parse: impl FnOnce() -> Result<T, XmlError> + Send + 'static,
 ) -> Result<T, XmlError> {
     let _turn = LARGE_PARSES
@@ -37,7 +37,7 @@ pub async fn off_worker<T: Send + 'static>(
 
 /// The request's XML body, parsed; `None` when there is none. 413 past
 /// [`MAX_XML_BODY`], 400 with the reason when it is not acceptable XML.
-pub async fn xml_body(request: Request) -> Result<Option<Element>, HttpError> {
+pub(super) async fn xml_body(request: Request) -> Result<Option<Element>, HttpError> {
     let parsed = match xml_bytes(request).await? {
         Some(bytes) if bytes.len() > PARSE_ON_WORKER_BYTES => {
             off_worker(move || crate::dav::xmldom::parse(&bytes)).await
@@ -52,7 +52,7 @@ pub async fn xml_body(request: Request) -> Result<Option<Element>, HttpError> {
 
 /// The request's body as read for [`xml_body`], unparsed; `None` when it is empty or
 /// blank. 413 past [`MAX_XML_BODY`].
-pub async fn xml_bytes(request: Request) -> Result<Option<bytes::Bytes>, HttpError> {
+pub(super) async fn xml_bytes(request: Request) -> Result<Option<bytes::Bytes>, HttpError> {
     let too_large = || {
         HttpError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

@@ -15,7 +15,7 @@ use tonic::Code;
 /// 201 when the destination was created, 204 when it was replaced, 207 when members
 /// failed; 412 when Overwrite is F and the destination exists; 409 without a
 /// destination parent; 403 when source and destination overlap; 502 for another host.
-pub async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) -> HttpResult {
+pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) -> HttpResult {
     let source = request_path(&gateway.config.base_path, &request)?;
     let headers = request.headers();
     let destination = destination(&gateway.config.base_path, headers)?;

@@ -12,7 +12,7 @@ use http::StatusCode;
 use kubedav_api::fileio::DeleteRequest;
 
 /// 204 when everything went; 207 listing the members that could not be deleted.
-pub async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
+pub(super) async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&gateway.config.base_path, &request)?;
     if target.path.is_root() {
         return Err(HttpError::new(

@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 /// ([`markdown_variant`]); the preconditions ([`read_preconditions`]); then the listing of a
 /// collection, or the file's body ([`body`]) with its representation headers
 /// ([`representation_headers`]).
-pub async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult {
+pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult {
     let target = request_path(&gateway.config.base_path, &request)?;
     let headers = request.headers();
     let asked = asked_ranges(headers, head)?;
@@ -493,7 +493,7 @@ fn may_write(gateway: &Gateway, request: &Request) -> bool {
 }
 
 /// The page's script or style sheet, when the request is for one of them (below `base`).
-pub fn asset(base: &crate::http::paths::BasePath, path: &str, head: bool) -> Option<Response> {
+pub(super) fn asset(base: &crate::http::paths::BasePath, path: &str, head: bool) -> Option<Response> {
     let below = path.strip_prefix(base.as_str())?;
     let (_, content_type, body) = crate::handlers::listing::ASSETS
         .into_iter()

@@ -10,7 +10,7 @@ use kubedav_api::locks::WriteTarget;
 use kubedav_api::path::VolumePath;
 
 /// What a writing request is about to change, for [`guard_write`].
-pub struct Change {
+pub(super) struct Change {
     what: What,
     /// Whether the request's precondition headers are evaluated too.
     conditional: bool,
@@ -25,7 +25,7 @@ enum What {
 
 impl Change {
     /// A change of `targets` ([`locking::target`], [`locking::member`]).
-    pub fn of(targets: Vec<WriteTarget>) -> Self {
+    pub(super) fn of(targets: Vec<WriteTarget>) -> Self {
         Self {
             what: What::Targets(targets),
             conditional: false,
@@ -34,7 +34,7 @@ impl Change {
 
     /// A write of the request path that creates it when it does not exist (PUT), under
     /// its precondition headers: see [`locking::check_create`].
-    pub fn create() -> Self {
+    pub(super) fn create() -> Self {
         Self {
             what: What::Create,
             conditional: true,
@@ -42,7 +42,7 @@ impl Change {
     }
 
     /// The change, with the request's precondition headers evaluated first.
-    pub fn conditional(self) -> Self {
+    pub(super) fn conditional(self) -> Self {
         Self {
             conditional: true,
             ..self
@@ -62,7 +62,7 @@ impl Change {
 /// headers, as they did before this guard existed. For [`Change::create`] the answer is
 /// the etag the write must still find when it commits; otherwise `None`. The guard takes
 /// the request's parts, not the request, so a handler's future stays `Send`.
-pub async fn guard_write(
+pub(super) async fn guard_write(
     gateway: &Gateway,
     headers: &HeaderMap,
     principal: Principal,

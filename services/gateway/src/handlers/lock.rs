@@ -21,7 +21,7 @@ use tonic::Code;
 /// A new lock: 200 (201 when LOCK created an empty resource) with `Lock-Token` and the
 /// lock's `DAV:lockdiscovery`; 423 `DAV:no-conflicting-lock` when another lock is in the
 /// way. Without a body: a refresh of the lock named in the If header.
-pub async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
+pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&gateway.config.base_path, &request)?;
     let principal = Principal::of(&request);
     let headers = request.headers().clone();
@@ -236,7 +236,7 @@ async fn refresh(
 
 /// 204 once released; 409 `DAV:lock-token-matches-request-uri` when the token names no
 /// lock on this resource; 403 when the lock belongs to someone else.
-pub async fn unlock(gateway: &Gateway, request: Request) -> HttpResult {
+pub(super) async fn unlock(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&gateway.config.base_path, &request)?;
     let token = lock_token(request.headers())?;
     let unlock = UnlockRequest {

@@ -13,13 +13,13 @@ use kubedav_api::path::VolumePath;
 
 /// The Markdown variant's etag: the source's, marked with the converter version, so a
 /// client's If-None-Match is answered with 304 without converting anything.
-pub fn variant_etag(source_etag: &str) -> String {
+pub(super) fn variant_etag(source_etag: &str) -> String {
     format!("{source_etag}-md{CONVERTER_VERSION}")
 }
 
 /// Serves the Markdown variant of `path`: from the cache, or converting `chunks` (read
 /// again for HEAD). `Err` carries why it could not, for the HTML fallback.
-pub async fn serve(
+pub(super) async fn serve(
     gateway: &Gateway,
     path: &VolumePath,
     info: &FileInfo,
@@ -99,7 +99,7 @@ pub async fn serve(
 /// Serves the Markdown listing of collection `path`: the same validators as a
 /// Markdown file (the collection's etag, marked as the variant; it changes when a member
 /// does), `Vary: Accept`, and a 304 answered before any member is listed.
-pub async fn listing(
+pub(super) async fn listing(
     gateway: &Gateway,
     path: &VolumePath,
     info: &FileInfo,
@@ -133,7 +133,11 @@ pub async fn listing(
 /// request's Host, the served path under `--base-path`. Empty without a valid Host. A
 /// client that sends a false Host or scheme only changes its own answer: the URL is
 /// part of the conversion's cache key.
-pub fn page_url(base: &crate::http::paths::BasePath, headers: &HeaderMap, path: &VolumePath) -> String {
+pub(super) fn page_url(
+    base: &crate::http::paths::BasePath,
+    headers: &HeaderMap,
+    path: &VolumePath,
+) -> String {
     let Some(host) = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())

@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
 /// 200 with the `DAV` compliance classes and the `Allow`ed methods.
-pub fn options() -> Response {
+pub(super) fn options() -> Response {
     (
         StatusCode::OK,
         [

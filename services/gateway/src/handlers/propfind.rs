@@ -33,7 +33,7 @@ static LOCKDISCOVERY_UNAVAILABLE: LazyLock<Counter> = LazyLock::new(|| {
 /// infinity on a collection unless enabled (on a file it is Depth 0); 404 for a missing
 /// resource. A Depth 0 answer rendered before is answered again while it holds
 /// (`cache::answers`).
-pub async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
+pub(crate) async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
     let mut depth = depth(request.headers(), Depth::Infinity)?;
     if depth == Depth::Zero {
         let raw_path = request.uri().path().to_owned();

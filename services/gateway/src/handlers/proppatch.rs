@@ -21,7 +21,7 @@ use kubedav_api::pb::fileio::v1::{DeadProperty, PropertyName, PropertyOperation,
 /// `DAV:cannot-modify-protected-property` for live properties and 424 for the rest.
 /// Setting `DAV:lastmodified`, `DAV:getlastmodified` or `Win32LastModifiedTime` sets the
 /// resource's modification time in the same step ([`sync`]).
-pub async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
+pub(super) async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&gateway.config.base_path, &request)?;
     let targets = vec![crate::dav::locking::target(&target.path, false)];
     let principal = Principal::of(&request);

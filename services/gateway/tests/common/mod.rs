@@ -19,7 +19,7 @@ use std::time::Duration;
 use tower::ServiceExt;
 
 /// A gateway in this process over a fresh temporary root.
-pub struct App {
+pub(crate) struct App {
     service: kubedav_gateway::app::HttpService,
     root: tempfile::TempDir,
     /// Holds the users file.
@@ -28,7 +28,7 @@ pub struct App {
 
 /// How to build an [`App`].
 #[derive(Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Users and their passwords; none serves without authentication.
     pub users: Vec<(&'static str, &'static str)>,
     /// Most locks one principal holds (0: no limit).
@@ -39,12 +39,12 @@ pub struct Options {
 
 impl App {
     /// A gateway without authentication.
-    pub fn new() -> App {
+    pub(crate) fn new() -> App {
         App::with(Options::default())
     }
 
     /// A gateway as `options` say.
-    pub fn with(options: Options) -> App {
+    pub(crate) fn with(options: Options) -> App {
         let root = tempfile::tempdir().unwrap();
         let config_dir = tempfile::tempdir().unwrap();
         let fileio = kubedav_fileio::LocalFileIo::open(root.path()).unwrap();
@@ -95,18 +95,18 @@ impl App {
     }
 
     /// Where `relative` is on the served root.
-    pub fn disk(&self, relative: &str) -> PathBuf {
+    pub(crate) fn disk(&self, relative: &str) -> PathBuf {
         self.root.path().join(relative)
     }
 
     /// The URL of `path` on this gateway (its host is `dav.test`).
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{HOST}{path}")
     }
 
     /// A client of this gateway, shaped like `reqwest::Client` so that a case reads as it
     /// does in the black-box suites.
-    pub fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         Client {
             service: self.service.clone(),
         }
@@ -114,17 +114,17 @@ impl App {
 }
 
 /// The host every request names.
-pub const HOST: &str = "dav.test";
+pub(crate) const HOST: &str = "dav.test";
 
 /// Calls the gateway's service; see [`App::client`].
 #[derive(Clone)]
-pub struct Client {
+pub(crate) struct Client {
     service: kubedav_gateway::app::HttpService,
 }
 
 impl Client {
     /// A request with `method` to `url` (an [`App::url`], or a bare path).
-    pub fn request(&self, method: Method, url: impl AsRef<str>) -> RequestBuilder {
+    pub(crate) fn request(&self, method: Method, url: impl AsRef<str>) -> RequestBuilder {
         let url = url.as_ref();
         let path = url.strip_prefix(&format!("http://{HOST}")).unwrap_or(url);
         RequestBuilder {
@@ -135,28 +135,28 @@ impl Client {
     }
 
     /// A GET.
-    pub fn get(&self, url: impl AsRef<str>) -> RequestBuilder {
+    pub(crate) fn get(&self, url: impl AsRef<str>) -> RequestBuilder {
         self.request(Method::GET, url)
     }
 
     /// A HEAD.
-    pub fn head(&self, url: impl AsRef<str>) -> RequestBuilder {
+    pub(crate) fn head(&self, url: impl AsRef<str>) -> RequestBuilder {
         self.request(Method::HEAD, url)
     }
 
     /// A PUT.
-    pub fn put(&self, url: impl AsRef<str>) -> RequestBuilder {
+    pub(crate) fn put(&self, url: impl AsRef<str>) -> RequestBuilder {
         self.request(Method::PUT, url)
     }
 
     /// A DELETE.
-    pub fn delete(&self, url: impl AsRef<str>) -> RequestBuilder {
+    pub(crate) fn delete(&self, url: impl AsRef<str>) -> RequestBuilder {
         self.request(Method::DELETE, url)
     }
 }
 
 /// A request being built; [`RequestBuilder::send`] makes it.
-pub struct RequestBuilder {
+pub(crate) struct RequestBuilder {
     service: kubedav_gateway::app::HttpService,
     request: http::request::Builder,
     body: Body,
@@ -164,13 +164,17 @@ pub struct RequestBuilder {
 
 impl RequestBuilder {
     /// Adds a header.
-    pub fn header(mut self, name: impl AsRef<str>, value: impl AsRef<str>) -> Self {
+    pub(crate) fn header(mut self, name: impl AsRef<str>, value: impl AsRef<str>) -> Self {
         self.request = self.request.header(name.as_ref(), value.as_ref());
         self
     }
 
     /// Basic credentials.
-    pub fn basic_auth(self, user: impl std::fmt::Display, password: Option<impl std::fmt::Display>) -> Self {
+    pub(crate) fn basic_auth(
+        self,
+        user: impl std::fmt::Display,
+        password: Option<impl std::fmt::Display>,
+    ) -> Self {
         use base64::Engine;
         let password = password.map(|p| p.to_string()).unwrap_or_default();
         let pair = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
@@ -178,7 +182,7 @@ impl RequestBuilder {
     }
 
     /// The request body, with its Content-Length.
-    pub fn body(mut self, body: impl Into<bytes::Bytes>) -> Self {
+    pub(crate) fn body(mut self, body: impl Into<bytes::Bytes>) -> Self {
         let body: bytes::Bytes = body.into();
         self.request = self.request.header("content-length", body.len().to_string());
         self.body = Body::from(body);
@@ -187,7 +191,7 @@ impl RequestBuilder {
 
     /// Sends the request through the gateway's service, as from 192.0.2.1. Never fails: the
     /// `Result` only keeps the shape of reqwest's.
-    pub async fn send(self) -> Result<Response, std::convert::Infallible> {
+    pub(crate) async fn send(self) -> Result<Response, std::convert::Infallible> {
         let mut request = self.request.body(self.body).unwrap();
         request
             .extensions_mut()
@@ -206,7 +210,7 @@ impl RequestBuilder {
 
 /// A whole answer, shaped like `reqwest::Response`.
 #[derive(Debug)]
-pub struct Response {
+pub(crate) struct Response {
     status: StatusCode,
     headers: HeaderMap,
     body: bytes::Bytes,
@@ -214,28 +218,28 @@ pub struct Response {
 
 impl Response {
     /// The status.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         self.status
     }
 
     /// The headers.
-    pub fn headers(&self) -> &HeaderMap {
+    pub(crate) fn headers(&self) -> &HeaderMap {
         &self.headers
     }
 
     /// The body as text.
-    pub async fn text(self) -> Result<String, std::convert::Infallible> {
+    pub(crate) async fn text(self) -> Result<String, std::convert::Infallible> {
         Ok(String::from_utf8_lossy(&self.body).into_owned())
     }
 
     /// The body.
-    pub async fn bytes(self) -> Result<bytes::Bytes, std::convert::Infallible> {
+    pub(crate) async fn bytes(self) -> Result<bytes::Bytes, std::convert::Infallible> {
         Ok(self.body)
     }
 }
 
 /// The names in a directory, sorted.
-pub fn names_in(dir: &std::path::Path) -> Vec<String> {
+pub(crate) fn names_in(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

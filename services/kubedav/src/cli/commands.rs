@@ -5,7 +5,7 @@ use super::*;
 
 /// Tools.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Add a user to a users file, or change their password (SHA-512 crypt). The password
     /// is read from standard input (one line), or prompted for on a terminal.
     Passwd {

@@ -12,11 +12,11 @@ use std::ffi::OsStr;
 /// A value that may be left empty, as `--auth-url ""` says "no auth service": empty is
 /// `None`, anything else must parse.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OrEmpty<T>(pub Option<T>);
+pub(crate) struct OrEmpty<T>(pub Option<T>);
 
 impl<T> OrEmpty<T> {
     /// The value, if one was given.
-    pub fn get(&self) -> Option<&T> {
+    pub(crate) fn get(&self) -> Option<&T> {
         self.0.as_ref()
     }
 }
@@ -33,16 +33,16 @@ fn or_empty<T>(value: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result
 /// `localhost:0`; port 0 picks a free port when bound). The host is resolved when it is
 /// bound, as the address is passed on as written.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostPort(String);
+pub(crate) struct HostPort(String);
 
 impl HostPort {
     /// The address as written.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
     /// Whether only this machine can reach it: a loopback address, or `localhost`.
-    pub fn is_loopback(&self) -> bool {
+    pub(crate) fn is_loopback(&self) -> bool {
         self.0
             .parse::<std::net::SocketAddr>()
             .map(|at| at.ip().is_loopback())
@@ -50,7 +50,7 @@ impl HostPort {
     }
 
     /// Whether it is every address of the machine (`0.0.0.0`, `[::]`).
-    pub fn is_unspecified(&self) -> bool {
+    pub(crate) fn is_unspecified(&self) -> bool {
         self.0
             .parse::<std::net::SocketAddr>()
             .is_ok_and(|at| at.ip().is_unspecified())
@@ -86,16 +86,16 @@ impl std::fmt::Display for HostPort {
 /// The URL the gateway calls a service at (`http://fileio:9091`): `http://` or
 /// `https://`, a host, and nothing tonic's endpoint would refuse.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceUrl(String);
+pub(crate) struct ServiceUrl(String);
 
 impl ServiceUrl {
     /// The URL as written.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
     /// `--auth-url` and `--markdown-url`: a URL, or empty for none.
-    pub fn or_empty(value: &str) -> Result<OrEmpty<Self>, String> {
+    pub(crate) fn or_empty(value: &str) -> Result<OrEmpty<Self>, String> {
         or_empty(value, str::parse)
     }
 }
@@ -116,7 +116,7 @@ impl std::str::FromStr for ServiceUrl {
 
 /// Where `--lock-store` keeps the locks.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LockStore {
+pub(crate) enum LockStore {
     /// In this process only.
     Memory,
     /// In Redis, shared by every locks replica and kept across their restarts.
@@ -125,7 +125,7 @@ pub enum LockStore {
 
 impl LockStore {
     /// `memory`, or a Redis URL.
-    pub fn parse(value: &str) -> Result<Self, String> {
+    pub(crate) fn parse(value: &str) -> Result<Self, String> {
         if value == "memory" {
             return Ok(Self::Memory);
         }
@@ -140,13 +140,13 @@ impl LockStore {
     }
 
     /// Whether the locks are kept in this process.
-    pub fn is_memory(&self) -> bool {
+    pub(crate) fn is_memory(&self) -> bool {
         matches!(self, Self::Memory)
     }
 }
 
 /// `--registry` and `--auth-cache-redis`: a Redis URL, or empty for none.
-pub fn redis_url_or_empty(value: &str) -> Result<OrEmpty<RedisUrl>, String> {
+pub(super) fn redis_url_or_empty(value: &str) -> Result<OrEmpty<RedisUrl>, String> {
     or_empty(value, RedisUrl::parse)
 }
 
@@ -154,7 +154,7 @@ pub fn redis_url_or_empty(value: &str) -> Result<OrEmpty<RedisUrl>, String> {
 /// message shows the value with the password as `***`, where clap's own would show it
 /// as given (and so in the logs of a Pod that failed to start).
 #[derive(Clone, Copy)]
-pub struct Redacting<T>(pub fn(&str) -> Result<T, String>);
+pub(super) struct Redacting<T>(pub fn(&str) -> Result<T, String>);
 
 impl<T: Clone + Send + Sync + 'static> TypedValueParser for Redacting<T> {
     type Value = T;
@@ -186,7 +186,7 @@ impl<T: Clone + Send + Sync + 'static> TypedValueParser for Redacting<T> {
 /// A browser origin allowed by CORS: scheme, host and port only
 /// (`https://app.example.com`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Origin(pub http::HeaderValue);
+pub(crate) struct Origin(pub http::HeaderValue);
 
 impl std::str::FromStr for Origin {
     type Err = String;
@@ -212,7 +212,7 @@ impl std::str::FromStr for Origin {
 
 /// `--content-signal`: a header value (visible ASCII), sent as it is with every Markdown
 /// answer.
-pub fn header_value(value: &str) -> Result<http::HeaderValue, String> {
+pub(super) fn header_value(value: &str) -> Result<http::HeaderValue, String> {
     http::HeaderValue::from_str(value)
         .map_err(|_| "not a header value: use visible ASCII, such as \"ai-train=no, search=yes\"".into())
 }
@@ -237,7 +237,7 @@ impl From<MarkdownContent> for kubedav_markdown::Content {
 }
 
 /// `kubedav ensure-secrets --label KEY=VALUE`.
-pub fn label(value: &str) -> Result<(String, String), String> {
+pub(super) fn label(value: &str) -> Result<(String, String), String> {
     value
         .split_once('=')
         .map(|(key, value)| (key.to_owned(), value.to_owned()))
@@ -246,7 +246,7 @@ pub fn label(value: &str) -> Result<(String, String), String> {
 
 /// Log line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Human-readable lines.
     Text,
     /// One JSON object per line.

@@ -10,7 +10,7 @@ use crate::cli::HostPort;
 /// flags that do not go together, files and buckets that cannot be opened, addresses
 /// that cannot be bound.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub(crate) enum RunError {
     /// Logging or trace export could not be set up (the message names the variable).
     #[error("{0}")]
     Telemetry(String),

@@ -69,7 +69,7 @@ macro_rules! microservices_only {
     };
 }
 
-pub mod prometheus;
+pub(crate) mod prometheus;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -81,7 +81,7 @@ use tokio::sync::mpsc;
 
 /// How the services are deployed for a test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// `--target=all`: one process, no network between the services.
     AllInOne,
     /// `--target=gateway` plus `--target=fileio` and `--target=locks`, talking gRPC over
@@ -91,7 +91,7 @@ pub enum Mode {
 
 /// Where fileio keeps the files of a test's server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
+pub(crate) enum Backend {
     /// `--root DIR`: a temporary directory.
     Volume,
     /// `--storage s3://files/served`: a prefix of a bucket on a real S3 server.
@@ -107,15 +107,15 @@ tokio::task_local! {
 }
 
 /// The backend of the servers this test starts.
-pub fn backend() -> Backend {
+pub(crate) fn backend() -> Backend {
     BACKEND.try_with(|backend| *backend).unwrap_or(Backend::Volume)
 }
 
 /// The prefix of the bucket an S3-backed server serves.
-pub const S3_PREFIX: &str = "served";
+pub(crate) const S3_PREFIX: &str = "served";
 
 /// One started process and what it announced.
-pub struct Process {
+pub(crate) struct Process {
     pub child: Child,
     pub name: &'static str,
     lines: mpsc::UnboundedReceiver<String>,
@@ -129,7 +129,7 @@ pub struct Process {
 
 impl Process {
     /// Starts `kubedav` with `args`; its stderr is echoed to the test's output.
-    pub fn spawn(name: &'static str, args: &[String], envs: &[(String, String)]) -> Process {
+    pub(crate) fn spawn(name: &'static str, args: &[String], envs: &[(String, String)]) -> Process {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kubedav"))
             .args(args)
             .env("RUST_LOG", "info")
@@ -165,7 +165,7 @@ impl Process {
     /// Kills the process and starts it again with the same arguments, on the addresses
     /// it had bound before (so its clients find it again), and waits until it announces
     /// them.
-    pub async fn restart(&mut self) {
+    pub(crate) async fn restart(&mut self) {
         // It may have been killed already (a test of what happens meanwhile).
         let _ = self.child.kill().await;
         let mut args = self.args.clone();
@@ -189,7 +189,7 @@ impl Process {
     }
 
     /// Waits for the log line "`what` listening on ADDR" (text or JSON) and returns ADDR.
-    pub async fn listening(&mut self, what: &str) -> SocketAddr {
+    pub(crate) async fn listening(&mut self, what: &str) -> SocketAddr {
         let needle = format!("{what} listening on ");
         let history = &mut self.history;
         let wait = async {
@@ -215,7 +215,7 @@ impl Process {
 
     /// A log line containing `needle`, logged at any time since the start (waiting for
     /// it if need be).
-    pub async fn logged(&mut self, needle: &str) -> String {
+    pub(crate) async fn logged(&mut self, needle: &str) -> String {
         if let Some(line) = self.history.iter().find(|l| l.contains(needle)) {
             return line.clone();
         }
@@ -223,7 +223,7 @@ impl Process {
     }
 
     /// Waits for the next new log line containing `needle` and returns it.
-    pub async fn next_log_line(&mut self, needle: &str) -> String {
+    pub(crate) async fn next_log_line(&mut self, needle: &str) -> String {
         let history = &mut self.history;
         let wait = async {
             while let Some(line) = self.lines.recv().await {
@@ -240,7 +240,7 @@ impl Process {
     }
 
     /// Every log line so far (without waiting for more).
-    pub fn log_so_far(&mut self) -> Vec<String> {
+    pub(crate) fn log_so_far(&mut self) -> Vec<String> {
         while let Ok(line) = self.lines.try_recv() {
             self.history.push(line);
         }
@@ -248,13 +248,13 @@ impl Process {
     }
 
     /// The process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id().expect("the process is running")
     }
 }
 
 /// A running kubedav serving a temporary root.
-pub struct Server {
+pub(crate) struct Server {
     pub mode: Mode,
     pub addr: SocketAddr,
     pub root: PathBuf,
@@ -270,25 +270,25 @@ pub struct Server {
 
 impl Server {
     /// Starts kubedav in `mode` with default settings.
-    pub async fn start(mode: Mode) -> Server {
+    pub(crate) async fn start(mode: Mode) -> Server {
         Self::start_with(mode, &[]).await
     }
 
     /// Starts kubedav in `mode`; `gateway_args` go to the process that serves HTTP.
-    pub async fn start_with(mode: Mode, gateway_args: &[&str]) -> Server {
+    pub(crate) async fn start_with(mode: Mode, gateway_args: &[&str]) -> Server {
         Self::start_full(mode, gateway_args, &[]).await
     }
 
     /// Starts kubedav in `mode`; `gateway_args` go to the process that serves HTTP and
     /// `envs` to every process.
-    pub async fn start_full(mode: Mode, gateway_args: &[&str], envs: &[(&str, &str)]) -> Server {
+    pub(crate) async fn start_full(mode: Mode, gateway_args: &[&str], envs: &[(&str, &str)]) -> Server {
         Self::start_auth(mode, None, &[], gateway_args, envs).await
     }
 
     /// Starts kubedav with authentication against `users_file` (all-in-one: the one
     /// process reads it; microservices: an auth process does). `auth_args` go to the
     /// process that verifies credentials.
-    pub async fn start_auth(
+    pub(crate) async fn start_auth(
         mode: Mode,
         users_file: Option<&Path>,
         auth_args: &[&str],
@@ -300,12 +300,16 @@ impl Server {
 
     /// Starts kubedav in `mode` after `prepare` has readied the (empty, existing) root
     /// directory, e.g. by mounting a file system on it.
-    pub async fn start_prepared(mode: Mode, gateway_args: &[&str], prepare: &dyn Fn(&Path)) -> Server {
+    pub(crate) async fn start_prepared(mode: Mode, gateway_args: &[&str], prepare: &dyn Fn(&Path)) -> Server {
         Self::launch(mode, None, &[], gateway_args, &[], prepare).await
     }
 
     /// [`Server::start_prepared`] with `envs` for every process.
-    pub async fn start_prepared_with(mode: Mode, envs: &[(&str, &str)], prepare: &dyn Fn(&Path)) -> Server {
+    pub(crate) async fn start_prepared_with(
+        mode: Mode,
+        envs: &[(&str, &str)],
+        prepare: &dyn Fn(&Path),
+    ) -> Server {
         Self::launch(mode, None, &[], &[], envs, prepare).await
     }
 
@@ -418,7 +422,7 @@ impl Server {
     /// Starts every service as its own process, sharing state through `redis` as a
     /// production fleet does: auth (users `users`, in `dir`) with the shared cache, locks
     /// on Redis, markdown. `envs` go to every process.
-    pub async fn start_on_redis(
+    pub(crate) async fn start_on_redis(
         redis: &kubedav_testkit::RedisServer,
         dir: &Path,
         users: &[(&str, &str)],
@@ -445,17 +449,17 @@ impl Server {
     }
 
     /// The URL of a raw (already encoded) path.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
 
     /// A path on disk inside the root.
-    pub fn disk(&self, relative: &str) -> PathBuf {
+    pub(crate) fn disk(&self, relative: &str) -> PathBuf {
         self.root.join(relative)
     }
 
     /// The admin address (metrics, health) of the process with this name.
-    pub fn admin_of(&self, name: &str) -> SocketAddr {
+    pub(crate) fn admin_of(&self, name: &str) -> SocketAddr {
         self.admin
             .iter()
             .find(|(process, _)| *process == name)
@@ -464,7 +468,7 @@ impl Server {
     }
 
     /// The admin address of the process that serves HTTP: `all`, or `gateway`.
-    pub fn edge_admin(&self) -> SocketAddr {
+    pub(crate) fn edge_admin(&self) -> SocketAddr {
         self.admin
             .iter()
             .find(|(process, _)| matches!(*process, "all" | "gateway"))
@@ -473,7 +477,7 @@ impl Server {
     }
 
     /// The process with this name.
-    pub fn process(&mut self, name: &str) -> &mut Process {
+    pub(crate) fn process(&mut self, name: &str) -> &mut Process {
         self.processes
             .iter_mut()
             .find(|p| p.name == name)
@@ -482,7 +486,7 @@ impl Server {
 
     /// A /proc/PID/status field of the process that serves HTTP (all-in-one: the one
     /// process), in KiB.
-    pub fn gateway_memory_kib(&self, field: &str) -> u64 {
+    pub(crate) fn gateway_memory_kib(&self, field: &str) -> u64 {
         let gateway = self
             .processes
             .iter()
@@ -492,7 +496,7 @@ impl Server {
     }
 
     /// Sum over the server's processes of a /proc/PID/status field, in KiB.
-    pub fn memory_kib(&self, field: &str) -> u64 {
+    pub(crate) fn memory_kib(&self, field: &str) -> u64 {
         self.processes
             .iter()
             .map(|p| proc_status_kib(p.pid(), field))
@@ -502,7 +506,7 @@ impl Server {
 
 /// The environment that points fileio at `s3`: endpoint, region, credentials, and the
 /// CA bundle of a TLS server.
-pub fn s3_envs(s3: &kubedav_testkit::S3Server) -> Vec<(String, String)> {
+pub(crate) fn s3_envs(s3: &kubedav_testkit::S3Server) -> Vec<(String, String)> {
     let mut envs: Vec<(String, String)> = [
         ("AWS_ENDPOINT_URL", s3.endpoint()),
         ("AWS_REGION", kubedav_testkit::S3_REGION.to_owned()),
@@ -519,7 +523,7 @@ pub fn s3_envs(s3: &kubedav_testkit::S3Server) -> Vec<(String, String)> {
 
 /// Writes `dir/users`, a users file with a SHA-512 crypt entry for each (user, password),
 /// and returns its path.
-pub fn users_file(dir: &Path, users: &[(&str, &str)]) -> PathBuf {
+pub(crate) fn users_file(dir: &Path, users: &[(&str, &str)]) -> PathBuf {
     let path = dir.join("users");
     let lines: String = users
         .iter()
@@ -536,7 +540,7 @@ pub fn users_file(dir: &Path, users: &[(&str, &str)]) -> PathBuf {
 
 /// Starts `kubedav --target=<target> ARGS` on free ports, as the process `name`; returns
 /// it with its gRPC and admin addresses once it announced them.
-pub async fn start_service(
+pub(crate) async fn start_service(
     name: &'static str,
     target: &str,
     args: &[String],
@@ -558,7 +562,7 @@ pub async fn start_service(
 
 /// Starts `kubedav --target=gateway ARGS` on free ports, as the process `name`; returns
 /// it with its HTTP and admin addresses once it announced them.
-pub async fn start_gateway(
+pub(crate) async fn start_gateway(
     name: &'static str,
     args: &[String],
     envs: &[(String, String)],
@@ -578,7 +582,7 @@ pub async fn start_gateway(
 }
 
 /// A field of /proc/PID/status (VmRSS, VmHWM), in KiB.
-pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+pub(crate) fn proc_status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
@@ -588,13 +592,13 @@ pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
 }
 
 /// An HTTP client that never uses a proxy.
-pub fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().expect("a client")
 }
 
 /// A raw HTTP/1.1 exchange: sends `request` as is (no URL normalisation, unlike every
 /// client library) on a new connection and reads the response until the server closes.
-pub async fn raw(addr: SocketAddr, request: &[u8]) -> RawResponse {
+pub(crate) async fn raw(addr: SocketAddr, request: &[u8]) -> RawResponse {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     stream.write_all(request).await.expect("send");
     let mut buf = Vec::new();
@@ -604,7 +608,7 @@ pub async fn raw(addr: SocketAddr, request: &[u8]) -> RawResponse {
 
 /// [`raw`] from the local address `source` (any of 127.0.0.0/8 reaches a server on
 /// 127.0.0.1), so a test can be several clients.
-pub async fn raw_from(source: std::net::IpAddr, addr: SocketAddr, request: &[u8]) -> RawResponse {
+pub(crate) async fn raw_from(source: std::net::IpAddr, addr: SocketAddr, request: &[u8]) -> RawResponse {
     let mut stream = connect_from(source, addr).await;
     stream.write_all(request).await.expect("send");
     let mut buf = Vec::new();
@@ -613,7 +617,7 @@ pub async fn raw_from(source: std::net::IpAddr, addr: SocketAddr, request: &[u8]
 }
 
 /// A connection to `addr` from the local address `source`.
-pub async fn connect_from(source: std::net::IpAddr, addr: SocketAddr) -> tokio::net::TcpStream {
+pub(crate) async fn connect_from(source: std::net::IpAddr, addr: SocketAddr) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
     socket
         .bind(SocketAddr::new(source, 0))
@@ -622,7 +626,7 @@ pub async fn connect_from(source: std::net::IpAddr, addr: SocketAddr) -> tokio::
 }
 
 /// A raw GET of `target` with `Connection: close`.
-pub async fn raw_get(addr: SocketAddr, method: &str, target: &str) -> RawResponse {
+pub(crate) async fn raw_get(addr: SocketAddr, method: &str, target: &str) -> RawResponse {
     raw(
         addr,
         format!("{method} {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
@@ -633,7 +637,7 @@ pub async fn raw_get(addr: SocketAddr, method: &str, target: &str) -> RawRespons
 
 /// A parsed raw response.
 #[derive(Debug)]
-pub struct RawResponse {
+pub(crate) struct RawResponse {
     pub status: u16,
     pub head: String,
     pub body: Vec<u8>,
@@ -654,12 +658,12 @@ impl RawResponse {
 }
 
 /// [`eventually_async`] with a check that needs no waiting.
-pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+pub(crate) async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     kubedav_testkit::eventually(timeout, move || std::future::ready(check())).await
 }
 
 /// Polls the async `check` until it holds or `timeout` passes (`kubedav_testkit`).
-pub async fn eventually_async<F, Fut>(timeout: Duration, check: F) -> bool
+pub(crate) async fn eventually_async<F, Fut>(timeout: Duration, check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -668,7 +672,7 @@ where
 }
 
 /// Names in a directory on disk.
-pub fn names_in(dir: &Path) -> Vec<String> {
+pub(crate) fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -678,7 +682,7 @@ pub fn names_in(dir: &Path) -> Vec<String> {
 }
 
 /// The metrics text of an admin port.
-pub async fn metric_text(admin: SocketAddr) -> String {
+pub(crate) async fn metric_text(admin: SocketAddr) -> String {
     client()
         .get(format!("http://{admin}/metrics"))
         .send()
@@ -690,7 +694,7 @@ pub async fn metric_text(admin: SocketAddr) -> String {
 }
 
 /// Sum of a metric's samples on an admin port.
-pub async fn metric_sum(admin: SocketAddr, name: &str) -> f64 {
+pub(crate) async fn metric_sum(admin: SocketAddr, name: &str) -> f64 {
     metric_text(admin)
         .await
         .lines()
@@ -700,7 +704,7 @@ pub async fn metric_sum(admin: SocketAddr, name: &str) -> f64 {
 }
 
 /// Sends `signal` to `pid`.
-pub fn signal(pid: u32, signal: rustix::process::Signal) {
+pub(crate) fn signal(pid: u32, signal: rustix::process::Signal) {
     let pid = rustix::process::Pid::from_raw(pid as i32).expect("a live pid");
     rustix::process::kill_process(pid, signal).expect("signal sent");
 }
@@ -708,7 +712,7 @@ pub fn signal(pid: u32, signal: rustix::process::Signal) {
 /// Stops `pid` with SIGSTOP and waits until every one of its threads has stopped: the
 /// signal is only queued when kill(2) returns, and on a loaded machine a thread may still
 /// answer a request before it takes effect.
-pub fn stop(pid: u32) {
+pub(crate) fn stop(pid: u32) {
     signal(pid, rustix::process::Signal::STOP);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {

@@ -8,14 +8,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A real Prometheus on a free port, scraping `targets` every second; stopped on drop.
-pub struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
     url: String,
     _dir: tempfile::TempDir,
 }
 
 impl Prometheus {
-    pub async fn start(targets: &[(&str, std::net::SocketAddr)]) -> Prometheus {
+    pub(crate) async fn start(targets: &[(&str, std::net::SocketAddr)]) -> Prometheus {
         let dir = tempfile::tempdir().unwrap();
         let mut config = String::from(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: kubedav\n    static_configs:\n",
@@ -78,7 +78,7 @@ impl Prometheus {
 
     /// The exemplars Prometheus holds for the series `selector` over the last ten minutes,
     /// as `(series labels, exemplar labels)` pairs.
-    pub async fn exemplars(&self, selector: &str) -> Vec<(serde_json::Value, serde_json::Value)> {
+    pub(crate) async fn exemplars(&self, selector: &str) -> Vec<(serde_json::Value, serde_json::Value)> {
         let encoded = percent_encoding::utf8_percent_encode(selector, percent_encoding::NON_ALPHANUMERIC);
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -100,7 +100,7 @@ impl Prometheus {
     }
 
     /// The result vector of an instant query (empty when the query has no data).
-    pub async fn query(&self, expr: &str) -> Vec<serde_json::Value> {
+    pub(crate) async fn query(&self, expr: &str) -> Vec<serde_json::Value> {
         let encoded = percent_encoding::utf8_percent_encode(expr, percent_encoding::NON_ALPHANUMERIC);
         let data = self.api(&format!("query?query={encoded}"), expr).await;
         data["result"].as_array().cloned().unwrap_or_default()

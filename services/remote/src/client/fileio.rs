@@ -10,7 +10,6 @@ use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use kubedav_api::BoxStream;
 use kubedav_api::fileio::*;
-use kubedav_api::lease::WatchEvent;
 use kubedav_api::pb::fileio::v1 as pb;
 use tonic::Status;
 
@@ -48,17 +47,8 @@ impl RemoteFileIo {
     }
 }
 
-/// Opens a lease stream (`Watch`): see [`kubedav_lease::hold`]. It lives as long as the
-/// lease, so it has no deadline; the lease itself notices a silent service.
-impl kubedav_lease::Watch for RemoteFileIo {
-    fn watch(
-        &self,
-        requests: kubedav_lease::Requests,
-    ) -> futures_util::future::BoxFuture<'static, Result<BoxStream<WatchEvent>, Status>> {
-        let mut client = self.calls.client();
-        Box::pin(async move { Ok(client.watch(requests).await?.into_inner().boxed()) })
-    }
-}
+// Opens a lease stream (`Watch`): see [`kubedav_lease::hold`].
+watch_on_the_stub!(RemoteFileIo);
 
 #[async_trait::async_trait]
 impl FileIo for RemoteFileIo {

@@ -4,9 +4,6 @@ use super::{Budget, Caller};
 
 use crate::observe::ObservedChannel;
 use crate::stubs::locks as stubs;
-use futures_util::StreamExt;
-use kubedav_api::BoxStream;
-use kubedav_api::lease::WatchEvent;
 use kubedav_api::locks::*;
 use tonic::Status;
 
@@ -38,16 +35,8 @@ impl RemoteLocks {
     }
 }
 
-/// Opens a lease stream (`Watch`): see [`kubedav_lease::hold`].
-impl kubedav_lease::Watch for RemoteLocks {
-    fn watch(
-        &self,
-        requests: kubedav_lease::Requests,
-    ) -> futures_util::future::BoxFuture<'static, Result<BoxStream<WatchEvent>, Status>> {
-        let mut client = self.calls.client();
-        Box::pin(async move { Ok(client.watch(requests).await?.into_inner().boxed()) })
-    }
-}
+// Opens a lease stream (`Watch`): see [`kubedav_lease::hold`].
+watch_on_the_stub!(RemoteLocks);
 
 #[async_trait::async_trait]
 impl Locks for RemoteLocks {

@@ -1,6 +1,27 @@
 //! The client adapters: each implements a port over gRPC, every call within a deadline
 //! ([`crate::deadline`]).
 
+/// Implements [`kubedav_lease::Watch`] for a client whose `calls` is a [`Caller`] of a
+/// generated stub with a `Watch` method: the lease stream opens on the stub. It lives as
+/// long as the lease, so it has no deadline; the lease itself notices a silent service.
+macro_rules! watch_on_the_stub {
+    ($client:ty) => {
+        impl kubedav_lease::Watch for $client {
+            fn watch(
+                &self,
+                requests: kubedav_lease::Requests,
+            ) -> futures_util::future::BoxFuture<
+                'static,
+                Result<kubedav_api::BoxStream<kubedav_api::lease::WatchEvent>, tonic::Status>,
+            > {
+                use futures_util::StreamExt;
+                let mut client = self.calls.client();
+                Box::pin(async move { Ok(client.watch(requests).await?.into_inner().boxed()) })
+            }
+        }
+    };
+}
+
 mod auth;
 mod fileio;
 mod locks;

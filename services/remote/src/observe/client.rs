@@ -82,23 +82,12 @@ impl ObservedChannel {
 impl ObservedChannel {
     /// The span of one outgoing call. None when nothing would read it
     /// ([`super::span_wanted`]: it continues a trace when a span was made above it).
-    fn client_span(&self, path: &str, service: &str, method: &str) -> tracing::Span {
+    fn client_span(&self, path: &str) -> tracing::Span {
         let continues = !tracing::Span::current().is_none();
         if !super::span_wanted(continues) && !tracing::enabled!(tracing::Level::DEBUG) {
             return tracing::Span::none();
         }
-        tracing::info_span!(
-            "grpc.client",
-            otel.name = %path.trim_start_matches('/'),
-            otel.kind = "client",
-            otel.status_code = tracing::field::Empty,
-            rpc.system = "grpc",
-            rpc.service = %service,
-            rpc.method = %method,
-            server.address = %self.address,
-            server.port = self.port,
-            rpc.grpc.status_code = tracing::field::Empty,
-        )
+        rpc_span!("grpc.client", "client", path, self.address, self.port)
     }
 }
 
@@ -119,11 +108,7 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for ObservedChanne
 
     fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
         let path = request.uri().path().to_owned();
-        let (service, method) = path
-            .trim_start_matches('/')
-            .split_once('/')
-            .unwrap_or((&path, ""));
-        let span = self.client_span(&path, service, method);
+        let span = self.client_span(&path);
         if !span.is_disabled() {
             let context = span.context();
             opentelemetry::global::get_text_map_propagator(|propagator| {

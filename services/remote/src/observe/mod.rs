@@ -26,6 +26,29 @@
 //! ([`ServerLayer`]); trace context and request id in metadata are
 //! `kubedav_kit::telemetry::propagation`'s, which the gateway reads from its requests too.
 
+/// The span of one gRPC call named by `path` (`/package.Service/Method`): `$name`, of
+/// OpenTelemetry kind `$kind`, with the RPC attributes both ends share, and any further
+/// fields after them. The status fields are recorded when the call ends ([`body`]).
+macro_rules! rpc_span {
+    ($name:literal, $kind:literal, $path:expr, $address:expr, $port:expr $(, $($extra:tt)+)?) => {{
+        let path: &str = $path;
+        let (service, method) = $crate::observe::service_and_method(path);
+        tracing::info_span!(
+            $name,
+            otel.name = %path.trim_start_matches('/'),
+            otel.kind = $kind,
+            otel.status_code = tracing::field::Empty,
+            rpc.system = "grpc",
+            rpc.service = %service,
+            rpc.method = %method,
+            server.address = %$address,
+            server.port = $port,
+            rpc.grpc.status_code = tracing::field::Empty,
+            $($($extra)+)?
+        )
+    }};
+}
+
 mod body;
 mod client;
 pub mod metrics;
@@ -42,3 +65,10 @@ pub use server::{ObservedServer, ServerLayer};
 /// Whether a request's span is read beyond text log lines (re-exported from
 /// `kubedav_kit::telemetry`, for the gateway's request span).
 pub use kubedav_kit::telemetry::span_wanted;
+
+/// A call's service and method from its path, `/package.Service/Method`; a path of
+/// another shape is all service.
+fn service_and_method(path: &str) -> (&str, &str) {
+    let path = path.trim_start_matches('/');
+    path.split_once('/').unwrap_or((path, ""))
+}

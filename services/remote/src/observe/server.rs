@@ -79,8 +79,6 @@ fn server_span(request: &http::Request<tonic::body::Body>) -> tracing::Span {
     if !super::span_wanted(continues) && !tracing::enabled!(tracing::Level::DEBUG) {
         return tracing::Span::none();
     }
-    let path = request.uri().path();
-    let (service, method) = path.trim_start_matches('/').split_once('/').unwrap_or((path, ""));
     let authority = request
         .uri()
         .authority()
@@ -91,17 +89,12 @@ fn server_span(request: &http::Request<tonic::body::Body>) -> tracing::Span {
         .get(REQUEST_ID_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let span = tracing::info_span!(
+    let span = rpc_span!(
         "grpc.server",
-        otel.name = %path.trim_start_matches('/'),
-        otel.kind = "server",
-        otel.status_code = tracing::field::Empty,
-        rpc.system = "grpc",
-        rpc.service = %service,
-        rpc.method = %method,
-        server.address = %address,
-        server.port = port,
-        rpc.grpc.status_code = tracing::field::Empty,
+        "server",
+        request.uri().path(),
+        address,
+        port,
         request_id = request_id,
     );
     // A failure here only means no OpenTelemetry layer is installed.
