@@ -342,6 +342,62 @@ async fn get_and_head() {
     assert_ne!(again.headers()["etag"].to_str().unwrap(), etag);
 }
 
+/// Files one user uploads never run script for another in the server's origin: every
+/// file answer (whole, a range, HEAD; the Markdown variant in `tests/clients.rs`)
+/// carries the `sandbox` policy, whatever its type, except PDFs (Chromium does not show a PDF in a sandbox,
+/// and a PDF's scripts run in the viewer's own world). The file manager's pages keep
+/// their own policy (`html_listing`).
+#[tokio::test]
+async fn files_are_served_in_a_sandbox() {
+    let app = App::new();
+    let page = b"<html><script>document.title = 'ran'</script><p>hi</p></html>";
+    for name in [
+        "page.html",
+        "image.svg",
+        "page.xhtml",
+        "data.xml",
+        "notes.txt",
+        "blob",
+    ] {
+        std::fs::write(app.disk(name), page).unwrap();
+    }
+    std::fs::write(app.disk("paper.pdf"), b"%PDF-1.4\n").unwrap();
+    let policy = |response: &common::Response| {
+        response
+            .headers()
+            .get("content-security-policy")
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    for name in [
+        "page.html",
+        "image.svg",
+        "page.xhtml",
+        "data.xml",
+        "notes.txt",
+        "blob",
+    ] {
+        let url = app.url(&format!("/{name}"));
+        let whole = app.client().get(&url).send().await.unwrap();
+        assert_eq!(whole.status(), StatusCode::OK);
+        assert_eq!(policy(&whole).as_deref(), Some("sandbox"), "{name}");
+        let head = app.client().head(&url).send().await.unwrap();
+        assert_eq!(policy(&head).as_deref(), Some("sandbox"), "HEAD {name}");
+        let range = app
+            .client()
+            .get(&url)
+            .header("range", "bytes=0-5")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(range.status(), StatusCode::PARTIAL_CONTENT);
+        assert_eq!(policy(&range).as_deref(), Some("sandbox"), "a range of {name}");
+    }
+    let pdf = app.client().get(app.url("/paper.pdf")).send().await.unwrap();
+    assert_eq!(pdf.headers()["content-type"], "application/pdf");
+    assert_eq!(policy(&pdf), None, "a PDF is shown by the browser's viewer");
+    assert_eq!(pdf.headers()["x-content-type-options"], "nosniff");
+}
+
 #[tokio::test]
 async fn html_listing() {
     let app = App::new();

@@ -489,6 +489,94 @@ async fn davfs2_mount_reads_and_writes(mode: Mode) {
     }
 }
 
+/// Files another user uploaded run no script in the server's origin, where the file
+/// manager runs and a reader's credentials are cached: headless Chromium
+/// (`tests/clients/browser_user_content.py`) opens an HTML page, an SVG image and an
+/// XHTML page whose scripts would retitle the page and PUT a file beside themselves.
+/// Each is shown (its screenshot is kept), its title stays its own, and nothing was
+/// written. Without the `sandbox` policy on file answers, all three scripts ran.
+async fn uploaded_pages_run_no_script(mode: Mode) {
+    let server = Server::start(mode).await;
+    std::fs::create_dir(server.disk("shared")).unwrap();
+    let script = |name: &str| {
+        format!(
+            "document.title = 'script ran'; var x = new XMLHttpRequest(); \
+             x.open('PUT', 'ran-{name}.txt', false); x.send('ran');"
+        )
+    };
+    let pages = [
+        (
+            "page.html",
+            format!(
+                "<!doctype html><title>a page</title><p>hello</p><script>{}</script>",
+                script("html")
+            ),
+        ),
+        (
+            "image.svg",
+            format!(
+                "<svg xmlns='http://www.w3.org/2000/svg' width='200' height='80'><title>an image</title>\
+                 <rect width='200' height='80' fill='teal'/><script>{}</script></svg>",
+                script("svg")
+            ),
+        ),
+        (
+            "page.xhtml",
+            format!(
+                "<html xmlns='http://www.w3.org/1999/xhtml'><head><title>a page</title></head>\
+                 <body><p>hello</p><script>{}</script></body></html>",
+                script("xhtml")
+            ),
+        ),
+    ];
+    for (name, content) in &pages {
+        std::fs::write(server.disk(&format!("shared/{name}")), content).unwrap();
+    }
+    let python = tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let local = tempfile::tempdir().unwrap();
+    let shots = match std::env::var("KUBEDAV_SCREENSHOTS") {
+        Ok(dir) => std::path::PathBuf::from(dir),
+        Err(_) => local.path().to_owned(),
+    };
+    let script_path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/browser_user_content.py"
+    );
+    let url = server.url("/shared/");
+    let mut args = vec![script_path, url.as_str(), shots.to_str().unwrap()];
+    args.extend(pages.iter().map(|(name, _)| *name));
+    let output = run(&python, &args, None).await;
+    assert!(output.contains("user content ok"), "{output}");
+    for title in [
+        "page.html: title=a page",
+        "image.svg: title=an image",
+        "page.xhtml: title=a page",
+    ] {
+        assert!(output.contains(title), "each file is shown as itself: {output}");
+    }
+    for (name, _) in &pages {
+        assert!(shots.join(format!("user-content-{name}.png")).exists());
+    }
+    let left: Vec<_> = std::fs::read_dir(server.disk("shared"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("ran-"))
+        .collect();
+    assert!(left.is_empty(), "an uploaded script wrote {left:?}");
+    let markdown = client()
+        .get(server.url("/shared/page.html"))
+        .header("accept", "text/markdown")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(markdown.headers()["content-type"], "text/markdown; charset=utf-8");
+    assert_eq!(
+        markdown.headers()["content-security-policy"],
+        "sandbox",
+        "the Markdown variant of a page is the file's bytes too"
+    );
+}
+
 in_both_modes!(
     rclone_round_trips_a_tree,
     rclone_owncloud_keeps_times_and_hashes,
@@ -496,6 +584,7 @@ in_both_modes!(
     webdav4_session,
     gio_session,
     browser_file_manager,
+    uploaded_pages_run_no_script,
     file_manager_hides_writes_from_read_only_users,
     cadaver_session,
     davfs2_mount_reads_and_writes

@@ -318,6 +318,9 @@ fn representation_headers(
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if let Some(policy) = user_content_policy(content_type) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
     validator_headers(headers, &info.etag, info.modified_unix_ns);
     if negotiable {
         headers.insert(header::VARY, HeaderValue::from_static("Accept"));
@@ -332,6 +335,20 @@ fn representation_headers(
         }
     }
 }
+
+/// The Content Security Policy of a file's bytes: `sandbox`, so that no script in an
+/// uploaded page or image runs in the server's origin, where the file manager runs and a
+/// reader's credentials are cached (docs/security.md, "Files run no script"). The
+/// browser shows the file as it is, in an origin of its own, with no script, form,
+/// pop-up or plugin. PDFs alone go without: Chromium refuses to start its PDF viewer in
+/// a sandboxed document, and a PDF's own scripts run in the viewer's isolated world, not
+/// in the origin.
+fn user_content_policy(content_type: &str) -> Option<HeaderValue> {
+    (content_type != "application/pdf").then_some(SANDBOX)
+}
+
+/// The policy of user content (see [`user_content_policy`]).
+pub(super) const SANDBOX: HeaderValue = HeaderValue::from_static("sandbox");
 
 /// Where a read's data goes.
 #[derive(Clone, Copy, Debug)]

@@ -92,6 +92,8 @@ pub(super) async fn serve(
         "x-markdown-tokens",
         HeaderValue::from(rendered.summary.token_estimate),
     );
+    // Made from a user's file: in the same sandbox as the file's own bytes.
+    h.insert(header::CONTENT_SECURITY_POLICY, super::get::SANDBOX);
     variant_headers(gateway, h, info, &etag);
     Ok(response)
 }
