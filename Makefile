@@ -94,6 +94,7 @@ bench: build
 	$(CARGO) bench --locked -p kubedav-locks --bench check
 	$(CARGO) bench --locked -p kubedav-gateway --bench hot
 	$(CARGO) bench --locked -p kubedav-auth --bench verify
+	$(CARGO) bench --locked -p kubedav-policy --bench decide
 	bash scripts/bench-auth.sh
 	$(CARGO) bench --locked -p kubedav-markdown --bench convert
 	bash scripts/bench-markdown.sh

@@ -1,0 +1,305 @@
+//! [`Policy`]: the compiled policy and its decisions.
+
+use crate::grantee::Grantee;
+use crate::permission::{LinkCap, Permission};
+use crate::tree::{Decider, Node, Readers};
+use kubedav_api::path::VolumePath;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+pub use crate::compile::PolicyError;
+
+/// A rule, compiled: its path and its grants.
+#[derive(Debug)]
+pub(crate) struct Rule {
+    /// As the policy wrote it, for audit lines and errors (`/projects/apollo`).
+    pub(crate) path: String,
+    pub(crate) grants: Vec<(Grantee, Permission)>,
+}
+
+impl Rule {
+    /// The highest permission any of the subject's grantees has here.
+    pub(crate) fn permission(&self, subject: &Subject) -> Permission {
+        self.grants
+            .iter()
+            .filter(|(grantee, _)| subject.is(grantee))
+            .map(|(_, permission)| *permission)
+            .max()
+            .unwrap_or(Permission::None)
+    }
+}
+
+/// Who is asking, as the policy sees them: a user id, the groups it belongs to (the
+/// policy's and the identity provider's), and whether it is an administrator. Made once
+/// per request by [`Policy::subject`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subject {
+    user: Arc<str>,
+    groups: Vec<Arc<str>>,
+    admin: bool,
+}
+
+impl Subject {
+    /// Whether `grantee` names this subject. `*` names every authenticated subject; an
+    /// unauthenticated one (no user id) is named by nothing.
+    pub(crate) fn is(&self, grantee: &Grantee) -> bool {
+        if self.user.is_empty() {
+            return false;
+        }
+        match grantee {
+            Grantee::User(id) => **id == *self.user,
+            Grantee::Group(name) => self.groups.iter().any(|g| **g == **name),
+            Grantee::Anyone => true,
+        }
+    }
+
+    /// Whether any of `readers` names this subject.
+    pub(crate) fn among(&self, readers: &Readers) -> bool {
+        if self.user.is_empty() {
+            return false;
+        }
+        readers.anyone
+            || readers.homes
+            || readers.users.contains(&*self.user)
+            || self.groups.iter().any(|g| readers.groups.contains(&**g))
+    }
+
+    /// The user id ("" for nobody).
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    /// Whether the policy's `admins:` names it.
+    pub fn is_admin(&self) -> bool {
+        self.admin
+    }
+
+    /// A subject with exactly these parts, for checks at load and for tests.
+    pub(crate) fn of(user: &str, groups: Vec<Arc<str>>, admin: bool) -> Self {
+        Self {
+            user: user.into(),
+            groups,
+            admin,
+        }
+    }
+}
+
+/// What a path is to a subject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// It does not exist for the subject: every method answers as for an absent path.
+    Hidden,
+    /// A collection on the way to something the subject may read: it may be listed,
+    /// showing only the members on the subject's way, and nothing else.
+    Passable,
+    /// The subject may read it, and perhaps more (never [`Permission::None`]).
+    Granted(Permission),
+}
+
+impl Access {
+    /// The permission it gives ([`Permission::None`] unless granted).
+    pub fn permission(self) -> Permission {
+        match self {
+            Access::Granted(permission) => permission,
+            Access::Hidden | Access::Passable => Permission::None,
+        }
+    }
+
+    /// Whether the path exists for the subject at all.
+    pub fn is_visible(self) -> bool {
+        self != Access::Hidden
+    }
+}
+
+/// A decision and what made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decided<'p> {
+    /// What the path is to the subject.
+    pub access: Access,
+    /// What decided it. Never for the answer: only for the audit line.
+    pub by: DecidedBy<'p>,
+}
+
+/// What made a decision; its `Display` is the audit line's words ("rule
+/// /projects/apollo", "home of alice", "admins", "no rule").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecidedBy<'p> {
+    /// The subject is an administrator.
+    Admins,
+    /// The rule with this path.
+    Rule(&'p str),
+    /// The home of this user.
+    Home(&'p str),
+    /// Nothing: no rule or home lies on the path's way.
+    NoRule,
+}
+
+impl std::fmt::Display for DecidedBy<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecidedBy::Admins => f.write_str("admins"),
+            DecidedBy::Rule(path) => write!(f, "rule {path}"),
+            DecidedBy::Home(owner) => write!(f, "home of {owner}"),
+            DecidedBy::NoRule => f.write_str("no rule"),
+        }
+    }
+}
+
+/// A quota root: the tree whose bytes count against one limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaRoot {
+    /// The root of the tree.
+    pub path: VolumePath,
+    /// Its limit in bytes.
+    pub limit: u64,
+}
+
+/// A compiled policy. See [the crate](crate) for the model.
+#[derive(Debug)]
+pub struct Policy {
+    pub(crate) tree: Node,
+    pub(crate) rules: Vec<Rule>,
+    pub(crate) admins: HashSet<String>,
+    /// Each user's groups from the policy's `groups:`.
+    pub(crate) groups_of: HashMap<String, Vec<Arc<str>>>,
+    /// The paths the policy names, which exist once it is loaded.
+    pub(crate) named: Vec<VolumePath>,
+}
+
+/// Where a walk down the tree ended, and what it met on the way.
+struct Walk<'p> {
+    /// The deepest decider met, the segment of its node, and its depth.
+    decider: Option<(Decider, &'p str)>,
+    /// The node of the whole path, if the tree reaches that deep.
+    end: Option<&'p Node>,
+    /// The deepest quota met, and the number of segments to its root.
+    quota: Option<(u64, usize)>,
+    /// The tightest link cap met.
+    links: Option<LinkCap>,
+}
+
+impl Policy {
+    /// Reads and compiles a policy from YAML; the error says what to fix and where.
+    pub fn from_yaml(text: &str) -> Result<Policy, PolicyError> {
+        crate::compile::compile(text)
+    }
+
+    /// The subject for `user`, who the identity provider says is in `claimed_groups`
+    /// besides the groups the policy puts it in.
+    pub fn subject<S: AsRef<str>>(&self, user: &str, claimed_groups: &[S]) -> Subject {
+        let mut groups: Vec<Arc<str>> = self.groups_of.get(user).cloned().unwrap_or_default();
+        for group in claimed_groups {
+            if !groups.iter().any(|g| **g == *group.as_ref()) {
+                groups.push(group.as_ref().into());
+            }
+        }
+        Subject {
+            user: user.into(),
+            groups,
+            admin: !user.is_empty() && self.admins.contains(user),
+        }
+    }
+
+    fn walk<'p>(&'p self, path: &'p VolumePath) -> Walk<'p> {
+        let mut node = &self.tree;
+        let mut walk = Walk {
+            decider: node.decider.map(|d| (d, "")),
+            end: None,
+            quota: node.quota.map(|q| (q, 0)),
+            links: node.links,
+        };
+        for (depth, segment) in path.segments().enumerate() {
+            match node.child(segment) {
+                Some(next) => node = next,
+                None => return walk,
+            }
+            if let Some(decider) = node.decider {
+                walk.decider = Some((decider, segment));
+            }
+            if let Some(quota) = node.quota {
+                walk.quota = Some((quota, depth + 1));
+            }
+            if let Some(cap) = node.links {
+                walk.links = Some(walk.links.map_or(cap, |c| c.min(cap)));
+            }
+        }
+        walk.end = Some(node);
+        walk
+    }
+
+    /// What `path` is to `subject`, and what decided it.
+    pub fn decide<'p>(&'p self, subject: &Subject, path: &'p VolumePath) -> Decided<'p> {
+        if subject.admin {
+            return Decided {
+                access: Access::Granted(Permission::Manage),
+                by: DecidedBy::Admins,
+            };
+        }
+        let walk = self.walk(path);
+        let (permission, by) = match walk.decider {
+            None => (Permission::None, DecidedBy::NoRule),
+            Some((Decider::Rule(index), _)) => {
+                let rule = &self.rules[index];
+                (rule.permission(subject), DecidedBy::Rule(&rule.path))
+            }
+            Some((Decider::Home, owner)) => {
+                let permission = if !owner.is_empty() && owner == subject.user() {
+                    Permission::Manage
+                } else {
+                    Permission::None
+                };
+                (permission, DecidedBy::Home(owner))
+            }
+        };
+        let access = if permission >= Permission::Read {
+            Access::Granted(permission)
+        } else if walk.end.is_some_and(|end| subject.among(&end.readers_below)) {
+            Access::Passable
+        } else {
+            Access::Hidden
+        };
+        Decided { access, by }
+    }
+
+    /// What `path` is to `subject` (see [`Policy::decide`]).
+    pub fn access(&self, subject: &Subject, path: &VolumePath) -> Access {
+        self.decide(subject, path).access
+    }
+
+    /// Whether every member of `collection`, at any depth, is to any subject what the
+    /// collection is: no rule, quota or home lies beneath it. A listing of it then needs
+    /// no filtering.
+    pub fn members_inherit(&self, collection: &VolumePath) -> bool {
+        self.walk(collection).end.is_none_or(|end| !end.has_children())
+    }
+
+    /// Whether `path` stays put: a rule, a quota or the home template names it or
+    /// something beneath it, so only an administrator may move or delete it.
+    pub fn is_fixed(&self, path: &VolumePath) -> bool {
+        self.walk(path).end.is_some()
+    }
+
+    /// The quota root that holds `path`, if any.
+    pub fn quota_root(&self, path: &VolumePath) -> Option<QuotaRoot> {
+        let (limit, depth) = self.walk(path).quota?;
+        let root = VolumePath::from_segments(path.segments().take(depth)).ok()?;
+        Some(QuotaRoot { path: root, limit })
+    }
+
+    /// The most a link published at `path` may allow; [`LinkCap::Write`] where no rule
+    /// caps it.
+    pub fn link_cap(&self, path: &VolumePath) -> LinkCap {
+        self.walk(path).links.unwrap_or(LinkCap::Write)
+    }
+
+    /// The paths the policy names (rules, quota roots, the homes' parent), which are
+    /// created when it loads so that a space exists before anyone writes in it.
+    pub fn named_paths(&self) -> &[VolumePath] {
+        &self.named
+    }
+
+    /// The number of rules.
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+}
