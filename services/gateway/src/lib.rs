@@ -5,6 +5,7 @@
 //! with fileio's core in the same process (`--target=all`) or over gRPC
 //! (`--target=gateway`).
 
+pub mod access;
 pub mod app;
 pub mod cache;
 pub mod dav;

@@ -44,6 +44,9 @@ pub struct GatewayConfig {
     pub anonymous_read: bool,
     /// Users who may only read.
     pub read_only_users: std::collections::HashSet<String>,
+    /// The access policy (`--policy`): who may do what to which path. `None` serves the
+    /// whole tree to every authenticated user, as before policies.
+    pub policy: Option<Arc<kubedav_policy::Policy>>,
     /// Largest HTML converted for agents; larger resources are served as HTML.
     pub markdown_max_bytes: u64,
     /// Answer 502 instead of the HTML when a conversion fails.
@@ -82,6 +85,7 @@ impl Default for GatewayConfig {
             auth_realm: "kubedav".into(),
             anonymous_read: false,
             read_only_users: Default::default(),
+            policy: None,
             markdown_max_bytes: 16 << 20,
             markdown_fail_closed: false,
             content_signal: None,

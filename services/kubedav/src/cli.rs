@@ -478,6 +478,11 @@ pub(crate) struct AuthArgs {
     #[arg(long, env = "KUBEDAV_READ_ONLY_USERS", value_delimiter = ',')]
     pub read_only_users: Vec<String>,
 
+    /// The access policy (YAML): homes, groups, path rules and quota roots
+    /// (docs/configuration.md, "Many users"). Without it every user sees the whole tree.
+    #[arg(long, env = "KUBEDAV_POLICY")]
+    pub policy: Option<std::path::PathBuf>,
+
     /// Serve without authentication on an address other than loopback.
     #[arg(long, env = "KUBEDAV_ALLOW_UNAUTHENTICATED")]
     pub allow_unauthenticated: bool,
@@ -620,6 +625,8 @@ impl Cli {
                 .map(|u| u.trim().to_owned())
                 .filter(|u| !u.is_empty())
                 .collect(),
+            // Read and compiled by `run`, which can say why a file is refused.
+            policy: None,
             markdown_max_bytes: self.markdown.markdown_max_bytes,
             markdown_fail_closed: self.markdown.markdown_fail_closed,
             content_signal: self.markdown.content_signal.clone(),

@@ -1,6 +1,7 @@
 //! Wiring each target: which cores or clients, which servers.
 
 mod error;
+mod policy;
 
 pub(crate) use error::RunError;
 
@@ -602,7 +603,13 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
         }
         tracing::warn!(target: "kubedav", "serving WITHOUT authentication: anyone who can reach {listen} can read and write");
     }
-    let config = cli.gateway_config();
+    let mut config = cli.gateway_config();
+    if let Some(file) = &cli.auth.policy {
+        if ports.auth.is_none() {
+            return Err(RunError::PolicyWithoutAuth);
+        }
+        config.policy = Some(policy::load(file, ports.fileio.clone()).await?);
+    }
     let gateway = Gateway::new(ports, config.clone());
     let checked = gateway.clone();
     let ready: ReadinessCheck = Arc::new(move || {

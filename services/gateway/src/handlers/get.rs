@@ -2,6 +2,7 @@
 //! collections.
 
 use crate::Gateway;
+use crate::access::Viewer;
 use crate::http::conditional::{Validators, if_range_holds, read_preconditions, validator_headers};
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::request_path;
@@ -67,7 +68,8 @@ pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> Http
     };
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     if info.is_collection && crate::http::negotiate::prefers_markdown(accept) {
-        return super::markdown::listing(gateway, &target.path, &info, headers, head).await;
+        let viewer = Viewer::of(&request);
+        return super::markdown::listing(gateway, &target.path, &info, headers, head, viewer.as_ref()).await;
     }
     let validators = Validators::new(&info.etag, info.modified_unix_ns);
     let not_modified = |headers: &mut http::HeaderMap| {
@@ -80,8 +82,9 @@ pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> Http
         return Ok(response);
     }
     if info.is_collection {
-        let writable = may_write(gateway, &request);
-        return listing(gateway, &target.path, head, writable).await;
+        let writable = may_write(gateway, &request, &target.path);
+        let viewer = Viewer::of(&request);
+        return listing(gateway, &target.path, head, writable, viewer.as_ref()).await;
     }
     let (ranges, chunks) = match asked {
         Some(_) if !if_range_holds(headers, &validators) => {
@@ -502,11 +505,14 @@ impl Stream for MultipartBody {
 }
 
 /// Whether the page offers write actions: without authentication anyone writes; with
-/// it, an authenticated user who is not read-only. The server enforces it either way.
-fn may_write(gateway: &Gateway, request: &Request) -> bool {
+/// it, an authenticated user who is not read-only; under a policy, one it lets write
+/// in the collection. The server enforces it either way.
+fn may_write(gateway: &Gateway, request: &Request, collection: &VolumePath) -> bool {
     let principal = Principal::of(request);
     let user = principal.name();
-    gateway.auth.is_none() || (!user.is_empty() && !gateway.config.read_only_users.contains(user))
+    let by_policy = Viewer::of(request).is_none_or(|viewer| viewer.may_write(collection));
+    by_policy
+        && (gateway.auth.is_none() || (!user.is_empty() && !gateway.config.read_only_users.contains(user)))
 }
 
 /// The page's script or style sheet, when the request is for one of them (below `base`).
@@ -531,7 +537,12 @@ pub(super) fn asset(base: &crate::http::paths::BasePath, path: &str, head: bool)
 }
 
 /// The members of a collection, as listings show them (`--hide-dotfiles` applied).
-pub(super) async fn members(gateway: &Gateway, path: &VolumePath) -> Result<Vec<FileInfo>, HttpError> {
+/// Under a policy, the members hidden from `viewer` are left out.
+pub(super) async fn members(
+    gateway: &Gateway,
+    path: &VolumePath,
+    viewer: Option<&Viewer>,
+) -> Result<Vec<FileInfo>, HttpError> {
     let mut batches = gateway
         .fileio
         .list(ListRequest {
@@ -547,17 +558,27 @@ pub(super) async fn members(gateway: &Gateway, path: &VolumePath) -> Result<Vec<
     }
     // The first entry is the collection itself.
     let hide = gateway.config.hide_dotfiles;
+    let hidden_from = viewer.filter(|viewer| !viewer.sees_all_of(path));
     let members = members
         .into_iter()
         .skip(1)
         .filter(|m| !(hide && kubedav_api::path::last_name(&m.path).starts_with('.')))
+        .filter(|m| {
+            hidden_from.is_none_or(|viewer| VolumePath::parse(&m.path).is_ok_and(|path| viewer.sees(&path)))
+        })
         .collect();
     Ok(members)
 }
 
 /// The HTML listing of a collection (it varies on Accept: agents get Markdown).
-async fn listing(gateway: &Gateway, path: &VolumePath, head: bool, writable: bool) -> HttpResult {
-    let members = members(gateway, path).await?;
+async fn listing(
+    gateway: &Gateway,
+    path: &VolumePath,
+    head: bool,
+    writable: bool,
+    viewer: Option<&Viewer>,
+) -> HttpResult {
+    let members = members(gateway, path, viewer).await?;
     let html = crate::handlers::listing::render(&gateway.config.base_path, path, members, writable);
     let mut response = if head {
         Response::new(Body::empty())

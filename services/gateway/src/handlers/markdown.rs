@@ -107,6 +107,7 @@ pub(super) async fn listing(
     info: &FileInfo,
     headers: &HeaderMap,
     head: bool,
+    viewer: Option<&crate::access::Viewer>,
 ) -> Result<Response, crate::http::errors::HttpError> {
     let etag = variant_etag(&info.etag);
     let validators = Validators::new(&etag, info.modified_unix_ns);
@@ -114,7 +115,7 @@ pub(super) async fn listing(
     if let Some(response) = read_preconditions(headers, &validators, not_modified)? {
         return Ok(response);
     }
-    let members = super::get::members(gateway, path).await?;
+    let members = super::get::members(gateway, path, viewer).await?;
     let markdown = super::agent_listing::render(&gateway.config.base_path, path, members);
     let tokens = markdown.chars().count().div_ceil(4);
     let length = markdown.len();

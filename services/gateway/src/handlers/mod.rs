@@ -32,7 +32,10 @@ use std::pin::Pin;
 /// The choice is made when called, and what is returned only runs the handler: an
 /// `async fn` here would keep the request's place beside the handler's future for the
 /// request's whole life.
-pub fn dispatch<'a>(gateway: &'a Gateway, request: Request) -> impl Future<Output = Response> + Send + 'a {
+pub fn dispatch<'a>(
+    gateway: &'a Gateway,
+    mut request: Request,
+) -> impl Future<Output = Response> + Send + 'a {
     let answered = |response| Either::Left(std::future::ready(response));
     let Some(method) = DavMethod::of(request.method()) else {
         let mut response = HttpError::new(
@@ -53,6 +56,9 @@ pub fn dispatch<'a>(gateway: &'a Gateway, request: Request) -> impl Future<Outpu
         )
     {
         return answered(asset);
+    }
+    if let Err(refused) = crate::access::check(gateway, method, &mut request) {
+        return answered(refused.into_response());
     }
     // Each handler's future is boxed: inline, the largest of them (LOCK's, 2 KiB) would
     // size every request's future, and the layers around it copy that as each starts

@@ -35,6 +35,7 @@ static LOCKDISCOVERY_UNAVAILABLE: LazyLock<Counter> = LazyLock::new(|| {
 /// (`cache::answers`).
 pub(crate) async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
     let mut depth = depth(request.headers(), Depth::Infinity)?;
+    let viewer = crate::access::Viewer::of(&request);
     if depth == Depth::Zero {
         let raw_path = request.uri().path().to_owned();
         let body = xml_bytes(request).await?;
@@ -42,7 +43,7 @@ pub(crate) async fn propfind(gateway: &Gateway, request: Request) -> HttpResult 
             return Ok(answer);
         }
         let target = gateway.config.base_path.decode(&raw_path)?;
-        return render(gateway, target, depth, body, Some(&raw_path)).await;
+        return render(gateway, target, depth, body, Some(&raw_path), viewer).await;
     }
     let target = request_path(&gateway.config.base_path, &request)?;
     if depth == Depth::Infinity && !gateway.config.propfind_infinity {
@@ -62,7 +63,7 @@ pub(crate) async fn propfind(gateway: &Gateway, request: Request) -> HttpResult 
         depth = Depth::Zero;
     }
     let body = xml_bytes(request).await?;
-    render(gateway, target, depth, body, None).await
+    render(gateway, target, depth, body, None, viewer).await
 }
 
 /// The answer kept for a Depth 0 request with this path (as it came) and body, if it
@@ -85,13 +86,14 @@ async fn kept_answer(gateway: &Gateway, raw_path: &str, body: Option<&Bytes>) ->
 
 /// Lists `target` to `depth` and renders the 207; a Depth 0 answer is kept for requests
 /// with path `keep_as` (as it came) and this body when it can be answered again
-/// (`cache::answers`).
+/// (`cache::answers`). Under a policy, members hidden from `viewer` are left out.
 async fn render(
     gateway: &Gateway,
     target: RequestPath,
     depth: Depth,
     body: Option<Bytes>,
     keep_as: Option<&str>,
+    viewer: Option<crate::access::Viewer>,
 ) -> HttpResult {
     // Read before listing: the listing is then answered from this copy or a later one,
     // and an answer is kept only under the copy it may have been rendered from.
@@ -155,6 +157,9 @@ async fn render(
             .hide_dotfiles
             .then(|| target.path.as_str().to_owned()),
         shown_target: false,
+        hidden_from: viewer
+            .filter(|viewer| depth != Depth::Zero && !viewer.sees_all_of(&target.path))
+            .map(|viewer| (viewer, target.path.as_str().to_owned())),
     };
     // The first batch decides the status: an error, or a file addressed as a collection,
     // answers before anything is sent.
@@ -240,6 +245,9 @@ struct Render {
     hide_below: Option<String>,
     /// Whether the first entry (the target itself, always shown) was written.
     shown_target: bool,
+    /// Under a policy, when rules lie beneath the listed path: its viewer and the path.
+    /// Members hidden from the viewer are left out; the path itself passed its check.
+    hidden_from: Option<(crate::access::Viewer, String)>,
 }
 
 impl Render {
@@ -247,6 +255,12 @@ impl Render {
     fn batch(&mut self, out: &mut String, entries: Vec<ListEntry>) {
         for mut entry in entries {
             let Some(info) = entry.info else { continue };
+            if let Some((viewer, listed)) = &self.hidden_from
+                && info.path != *listed
+                && !VolumePath::parse(&info.path).is_ok_and(|path| viewer.sees(&path))
+            {
+                continue;
+            }
             if let Some(target) = &self.hide_below {
                 if self.shown_target && crate::dav::quirks::hidden_below(target, &info.path) {
                     continue;

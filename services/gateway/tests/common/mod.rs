@@ -35,6 +35,8 @@ pub(crate) struct Options {
     pub max_locks_per_principal: usize,
     /// Changes to the gateway's defaults.
     pub config: Option<fn(&mut GatewayConfig)>,
+    /// An access policy (YAML); the paths it names are made on the root.
+    pub policy: Option<&'static str>,
 }
 
 impl App {
@@ -80,6 +82,13 @@ impl App {
         let mut config = GatewayConfig::default();
         if let Some(change) = options.config {
             change(&mut config);
+        }
+        if let Some(yaml) = options.policy {
+            let policy = kubedav_policy::Policy::from_yaml(yaml).unwrap();
+            for named in policy.named_paths() {
+                std::fs::create_dir_all(root.path().join(named.as_str())).unwrap();
+            }
+            config.policy = Some(Arc::new(policy));
         }
         let ports = Ports {
             fileio: Arc::new(fileio),

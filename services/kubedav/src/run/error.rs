@@ -15,6 +15,22 @@ pub(crate) enum RunError {
     #[error("{0}")]
     Telemetry(String),
 
+    /// The policy file could not be read or was refused.
+    #[error("--policy {file}: {reason}")]
+    Policy {
+        /// The file as given.
+        file: String,
+        /// What is wrong, naming the rule to fix.
+        reason: String,
+    },
+
+    /// `--policy` on a gateway that authenticates nobody.
+    #[error(
+        "--policy decides per user, so the gateway must know who asks: give --users-file \
+         or --auth-url (KUBEDAV_USERS_FILE, KUBEDAV_AUTH_URL)"
+    )]
+    PolicyWithoutAuth,
+
     /// `--target=auth` without a users file.
     #[error("--target=auth needs --users-file (or KUBEDAV_USERS_FILE)")]
     AuthWithoutUsers,

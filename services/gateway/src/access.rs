@@ -1,0 +1,196 @@
+//! The access policy at the gateway (`--policy`, [`kubedav_policy`]): every request's
+//! target, and a COPY's or MOVE's destination, is decided before any port is called.
+//!
+//! * What a principal cannot read does not exist for it. The answer for a hidden path is
+//!   made here from the decision alone, never from fileio, so it is the same whether
+//!   the path exists or not: 404 for a method on the path itself; for a method that
+//!   would create it, 403 when its parent is visible (nothing may be written there) and
+//!   409 when the parent is hidden too, as for a missing parent.
+//! * A visible path without the permission a method needs gets 403, saying what the
+//!   principal may do there.
+//! * Paths the policy names stay put: only an administrator deletes or moves one, or
+//!   replaces one with a MOVE or COPY.
+//! * The decision is kept in the request ([`Viewer`]) for the handlers that list
+//!   collections: they leave out the members hidden from the principal.
+//!
+//! Without a policy nothing here runs, and nothing changes.
+
+use crate::Gateway;
+use crate::dav::method::DavMethod;
+use crate::http::errors::HttpError;
+use crate::request::Principal;
+use axum::extract::Request;
+use http::StatusCode;
+use kubedav_api::path::VolumePath;
+use kubedav_policy::{Access, Permission, Policy, Subject};
+use std::sync::Arc;
+
+/// The principal as the policy sees it, kept in the request for the handlers that
+/// filter listings.
+#[derive(Clone, Debug)]
+pub struct Viewer {
+    policy: Arc<Policy>,
+    subject: Subject,
+}
+
+impl Viewer {
+    /// The viewer of `request`, if a policy applies.
+    pub fn of(request: &Request) -> Option<Viewer> {
+        request.extensions().get::<Viewer>().cloned()
+    }
+
+    /// Whether `path` exists for the viewer.
+    pub fn sees(&self, path: &VolumePath) -> bool {
+        self.policy.access(&self.subject, path).is_visible()
+    }
+
+    /// Whether the viewer may write in `collection`.
+    pub fn may_write(&self, collection: &VolumePath) -> bool {
+        self.policy.access(&self.subject, collection).permission() >= Permission::Write
+    }
+
+    /// Whether every member of `collection` is to the viewer what the collection is, so a
+    /// listing of it needs no filtering.
+    pub fn sees_all_of(&self, collection: &VolumePath) -> bool {
+        self.policy.members_inherit(collection)
+    }
+}
+
+/// What a method does to a path it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Use {
+    /// Reads it (GET, HEAD, PROPFIND, a COPY's source).
+    Read,
+    /// Changes what is there (DELETE, PROPPATCH, UNLOCK, a MOVE's source).
+    Change,
+    /// Creates or replaces it (PUT, MKCOL, LOCK, a COPY's or MOVE's destination).
+    Create,
+}
+
+/// Decides `request` under the gateway's policy; `Err` is the answer when it may not go
+/// on. With a policy, a request that may go on carries its [`Viewer`].
+pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Result<(), HttpError> {
+    let Some(policy) = gateway.config.policy.clone() else {
+        return Ok(());
+    };
+    if method == DavMethod::Options {
+        return Ok(());
+    }
+    let subject = policy.subject(Principal::of(request).name(), &[] as &[&str]);
+    let target = crate::http::paths::request_path(&gateway.config.base_path, request)?;
+    let (target_use, destination) = match method {
+        DavMethod::Get | DavMethod::Head | DavMethod::Propfind => (Use::Read, None),
+        DavMethod::Delete | DavMethod::Proppatch | DavMethod::Unlock => (Use::Change, None),
+        DavMethod::Put | DavMethod::Mkcol | DavMethod::Lock => (Use::Create, None),
+        DavMethod::Copy | DavMethod::Move => {
+            let destination = crate::dav::headers::destination(&gateway.config.base_path, request.headers())?;
+            let source_use = if method == DavMethod::Copy {
+                Use::Read
+            } else {
+                Use::Change
+            };
+            (source_use, Some(destination.path))
+        }
+        DavMethod::Options => unreachable!("answered above"),
+    };
+    allow(&policy, &subject, &target.path, target_use)?;
+    let moves_target = matches!(method, DavMethod::Delete | DavMethod::Move);
+    if moves_target && !subject.is_admin() && policy.is_fixed(&target.path) {
+        return Err(fixed(&target.path));
+    }
+    if let Some(destination) = &destination {
+        allow(&policy, &subject, destination, Use::Create)?;
+        if !subject.is_admin() && policy.is_fixed(destination) {
+            return Err(fixed(destination));
+        }
+        if method == DavMethod::Copy && !subject.is_admin() && !policy.members_inherit(&target.path) {
+            return Err(HttpError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "{} holds spaces under rules of their own; copy them one by one",
+                    target.path
+                ),
+            ));
+        }
+    }
+    request.extensions_mut().insert(Viewer { policy, subject });
+    Ok(())
+}
+
+/// Whether `subject` may use `path` as `what` needs; the answer when not.
+fn allow(policy: &Policy, subject: &Subject, path: &VolumePath, what: Use) -> Result<(), HttpError> {
+    let access = policy.access(subject, path);
+    let needed = match what {
+        Use::Read => Permission::Read,
+        Use::Change | Use::Create => Permission::Write,
+    };
+    match access {
+        Access::Hidden => Err(as_absent(policy, subject, path, what)),
+        Access::Passable if what == Use::Read => Ok(()),
+        Access::Granted(permission) if permission >= needed => Ok(()),
+        Access::Passable => Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            format!("{path} is only a way to what you may use; nothing may be changed in it"),
+        )),
+        Access::Granted(_) => Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            format!("you may only read {path}"),
+        )),
+    }
+}
+
+/// The answer for a hidden path: what the method gives where nothing is.
+fn as_absent(policy: &Policy, subject: &Subject, path: &VolumePath, what: Use) -> HttpError {
+    if what != Use::Create {
+        return HttpError::new(StatusCode::NOT_FOUND, format!("{path} does not exist"));
+    }
+    let parent_visible = path
+        .split_last()
+        .is_some_and(|(parent, _)| policy.access(subject, &parent).is_visible());
+    if parent_visible {
+        HttpError::new(
+            StatusCode::FORBIDDEN,
+            format!("{path} cannot be created: you may not write there"),
+        )
+    } else {
+        HttpError::new(
+            StatusCode::CONFLICT,
+            format!("the parent of {path} does not exist or is not a collection; create it first"),
+        )
+    }
+}
+
+/// Creates every path `policy` names, with the collections on the way to it, so a
+/// space exists before anyone is given `write` in it. What exists already is left.
+pub async fn create_named_paths(
+    fileio: &dyn kubedav_api::fileio::FileIo,
+    policy: &Policy,
+) -> Result<(), tonic::Status> {
+    for named in policy.named_paths() {
+        let mut path = VolumePath::root();
+        for segment in named.segments() {
+            path = path.join(segment).map_err(tonic::Status::from)?;
+            let made = fileio
+                .mkdir(kubedav_api::fileio::MkdirRequest {
+                    path: path.as_str().to_owned(),
+                })
+                .await;
+            match made {
+                Ok(_) => {}
+                Err(status) if status.code() == tonic::Code::AlreadyExists => {}
+                Err(status) => return Err(status),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The answer for moving, deleting or replacing a path the policy names.
+fn fixed(path: &VolumePath) -> HttpError {
+    HttpError::new(
+        StatusCode::FORBIDDEN,
+        format!(
+            "{path} is named by the access policy (or holds a path it names); only an administrator may move, replace or delete it"
+        ),
+    )
+}

@@ -1,0 +1,248 @@
+//! `--policy` end to end, in both run modes and on both backends: the binary reads the
+//! policy, creates the paths it names, and one user's home does not exist for another:
+//! byte for byte and in time, and in every listing. (The methods one by one, spelled
+//! every way, are `services/gateway/tests/policy.rs`, in process.)
+
+#[macro_use]
+mod common;
+
+use common::*;
+use reqwest::{Method, StatusCode};
+use std::time::{Duration, Instant};
+
+const POLICY: &str = r#"
+homes: /home/{user}
+admins: [root]
+groups:
+  staff: [alice, bob]
+  readers: [carol]
+rules:
+  - path: /projects/apollo
+    grant: {"group:staff": write, "group:readers": read}
+  - path: /public
+    grant: {"*": read}
+"#;
+
+async fn start(mode: Mode) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(
+        dir.path(),
+        &[
+            ("alice", "pw"),
+            ("bob", "pw"),
+            ("carol", "pw"),
+            ("dave", "pw"),
+            ("root", "pw"),
+        ],
+    );
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let server = Server::start_auth(
+        mode,
+        Some(&users),
+        &[],
+        &["--policy", policy.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    (server, dir)
+}
+
+async fn send(
+    server: &Server,
+    user: &str,
+    method: &str,
+    path: &str,
+    depth: Option<&str>,
+) -> reqwest::Response {
+    let mut request = client()
+        .request(Method::from_bytes(method.as_bytes()).unwrap(), server.url(path))
+        .basic_auth(user, Some("pw"));
+    if let Some(depth) = depth {
+        request = request.header("depth", depth);
+    }
+    if method == "PUT" {
+        request = request.body(format!("{user}'s"));
+    }
+    request.send().await.unwrap()
+}
+
+/// Status, the headers a client could compare, and the body with `renamed.0` written
+/// `renamed.1`.
+async fn seen(response: reqwest::Response, renamed: (&str, &str)) -> (StatusCode, Vec<String>, String) {
+    let status = response.status();
+    let mut headers: Vec<String> = response
+        .headers()
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "date" | "x-request-id"))
+        .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+        .collect();
+    headers.sort();
+    let body = response.text().await.unwrap().replace(renamed.0, renamed.1);
+    (status, headers, body)
+}
+
+fn members(multistatus: &str) -> Vec<String> {
+    let mut hrefs: Vec<String> = multistatus
+        .split("<D:href>")
+        .skip(1)
+        .map(|rest| rest.split("</D:href>").next().unwrap().to_owned())
+        .collect();
+    hrefs[1..].sort();
+    hrefs
+}
+
+/// The median time of `method` on `path`, interleaved with the same on `other` so both
+/// see the same machine; (path's, other's).
+async fn medians(server: &Server, method: &str, path: &str, other: &str) -> (Duration, Duration) {
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        for (target, times) in [(path, &mut ours), (other, &mut theirs)] {
+            let started = Instant::now();
+            let _ = send(server, "alice", method, target, Some("0"))
+                .await
+                .bytes()
+                .await;
+            times.push(started.elapsed());
+        }
+    }
+    ours.sort();
+    theirs.sort();
+    (ours[100], theirs[100])
+}
+
+/// alice, bob's neighbour: bob's home answers her as a home that does not exist, in
+/// status, headers, body and time, and no listing shows it; carol reads the project
+/// staff writes; dave sees only the public space and his own home.
+async fn homes_are_absent_to_everyone_else(mode: Mode) {
+    let (server, _dir) = start(mode).await;
+    for named in ["home", "projects/apollo", "public"] {
+        let made = send(&server, "root", "PROPFIND", &format!("/{named}/"), Some("0")).await;
+        assert_eq!(
+            made.status(),
+            StatusCode::MULTI_STATUS,
+            "/{named} was created at start"
+        );
+    }
+    for user in ["alice", "bob"] {
+        assert_eq!(
+            send(&server, user, "MKCOL", &format!("/home/{user}"), None)
+                .await
+                .status(),
+            StatusCode::CREATED
+        );
+    }
+    assert_eq!(
+        send(&server, "bob", "PUT", "/home/bob/secret.txt", None)
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        send(&server, "bob", "PUT", "/projects/apollo/plan.txt", None)
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+
+    for method in ["GET", "HEAD", "PROPFIND", "PUT", "DELETE", "MKCOL"] {
+        for (hidden, absent, renamed) in [
+            // Names of the same length: the answers name them, and say their length.
+            (
+                "/home/bob/secret.txt",
+                "/home/bob/absent.txt",
+                ("/absent.txt", "/secret.txt"),
+            ),
+            ("/home/bob/", "/home/ann/", ("/home/ann", "/home/bob")),
+        ] {
+            let there = seen(send(&server, "alice", method, hidden, Some("0")).await, ("", "")).await;
+            let nowhere = seen(send(&server, "alice", method, absent, Some("0")).await, renamed).await;
+            assert_eq!(there, nowhere, "alice {method} {hidden}");
+        }
+    }
+    let (hidden, absent) = medians(&server, "GET", "/home/bob/secret.txt", "/home/bob/absent.txt").await;
+    let (slower, faster) = (hidden.max(absent), hidden.min(absent));
+    assert!(
+        slower.as_secs_f64() <= faster.as_secs_f64() * 1.10,
+        "a hidden file's answer takes {hidden:?}, an absent one's {absent:?}"
+    );
+
+    let listing = |user: &'static str, path: &'static str| {
+        let server = &server;
+        async move {
+            let response = send(server, user, "PROPFIND", path, Some("1")).await;
+            assert_eq!(response.status(), StatusCode::MULTI_STATUS, "{user} {path}");
+            members(&response.text().await.unwrap())
+        }
+    };
+    assert_eq!(
+        listing("alice", "/").await,
+        ["/", "/home/", "/projects/", "/public/"]
+    );
+    assert_eq!(listing("alice", "/home/").await, ["/home/", "/home/alice/"]);
+    assert_eq!(
+        listing("carol", "/projects/apollo/").await,
+        ["/projects/apollo/", "/projects/apollo/plan.txt"]
+    );
+    assert_eq!(listing("dave", "/").await, ["/", "/home/", "/public/"]);
+    assert_eq!(
+        listing("root", "/home/").await,
+        ["/home/", "/home/alice/", "/home/bob/"]
+    );
+    assert_eq!(
+        send(&server, "carol", "PUT", "/projects/apollo/plan.txt", None)
+            .await
+            .status(),
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        send(&server, "dave", "GET", "/projects/apollo/plan.txt", None)
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    let kept = send(&server, "bob", "GET", "/home/bob/secret.txt", None).await;
+    assert_eq!(
+        kept.text().await.unwrap(),
+        "bob's",
+        "bob's file is as he wrote it"
+    );
+}
+
+/// A policy that cannot hold stops the start, naming the rule to fix.
+#[tokio::test]
+async fn a_policy_that_cannot_hold_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path(), &[("alice", "pw")]);
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "rules:\n  - path: /team\n    grant: {\"*\": write}\n  - path: /team/secret\n    grant: {\"user:alice\": read}\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kubedav"))
+        .args([
+            "--target=all",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--root")
+        .arg(dir.path())
+        .arg("--users-file")
+        .arg(&users)
+        .arg("--policy")
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("rule /team/secret is hidden from *, who may write rule /team"),
+        "{stderr}"
+    );
+}
+
+in_both_modes!(homes_are_absent_to_everyone_else);
+on_s3!(homes_are_absent_to_everyone_else);
