@@ -93,6 +93,8 @@ bench: build
 	bash scripts/bench-locks.sh
 	$(CARGO) bench --locked -p kubedav-locks --bench check
 	$(CARGO) bench --locked -p kubedav-gateway --bench hot
+	$(CARGO) bench --locked -p kubedav-gateway --bench policy
+	python3 scripts/bench_policy.py target/dist/kubedav --pin
 	$(CARGO) bench --locked -p kubedav-auth --bench verify
 	$(CARGO) bench --locked -p kubedav-policy --bench decide
 	bash scripts/bench-auth.sh

@@ -44,6 +44,30 @@ impl Viewer {
         self.policy.access(&self.subject, path).is_visible()
     }
 
+    /// The members of `collection` as the viewer may see them, decided by name.
+    pub fn members<'a>(&'a self, collection: &'a VolumePath) -> kubedav_policy::Members<'a> {
+        self.policy.members(&self.subject, collection)
+    }
+
+    /// Whether `path`, listed beneath `listed`, exists for the viewer: decided by name
+    /// through `members` (of `listed`) when it is a direct member, else by its path.
+    pub fn sees_listed(
+        &self,
+        members: &kubedav_policy::Members<'_>,
+        listed: &VolumePath,
+        path: &str,
+    ) -> bool {
+        let direct = path
+            .rsplit_once('/')
+            .map_or((listed.is_root(), path), |(parent, name)| {
+                (parent == listed.as_str(), name)
+            });
+        match direct {
+            (true, name) => members.sees(name),
+            (false, _) => VolumePath::parse(path).is_ok_and(|path| self.sees(&path)),
+        }
+    }
+
     /// Whether the viewer may write in `collection`.
     pub fn may_write(&self, collection: &VolumePath) -> bool {
         self.policy.access(&self.subject, collection).permission() >= Permission::Write

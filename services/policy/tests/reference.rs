@@ -168,6 +168,13 @@ proptest! {
                 policy.access(&subject, &volume), expected,
                 "{} on /{}\n{}", user, path.join("/"), yaml
             );
+            // A listing's decisions by name agree with the decisions by path.
+            if let Some((collection, name)) = volume.split_last() {
+                prop_assert_eq!(
+                    policy.members(&subject, &collection).sees(name), expected.is_visible(),
+                    "{} lists {} in /{}\n{}", user, name, collection.as_str(), yaml
+                );
+            }
         }
     }
 }

@@ -558,13 +558,17 @@ pub(super) async fn members(
     }
     // The first entry is the collection itself.
     let hide = gateway.config.hide_dotfiles;
-    let hidden_from = viewer.filter(|viewer| !viewer.sees_all_of(path));
+    let hidden_from = viewer
+        .filter(|viewer| !viewer.sees_all_of(path))
+        .map(|viewer| (viewer, viewer.members(path)));
     let members = members
         .into_iter()
         .skip(1)
         .filter(|m| !(hide && kubedav_api::path::last_name(&m.path).starts_with('.')))
         .filter(|m| {
-            hidden_from.is_none_or(|viewer| VolumePath::parse(&m.path).is_ok_and(|path| viewer.sees(&path)))
+            hidden_from
+                .as_ref()
+                .is_none_or(|(viewer, members)| viewer.sees_listed(members, path, &m.path))
         })
         .collect();
     Ok(members)

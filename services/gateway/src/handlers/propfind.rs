@@ -159,7 +159,7 @@ async fn render(
         shown_target: false,
         hidden_from: viewer
             .filter(|viewer| depth != Depth::Zero && !viewer.sees_all_of(&target.path))
-            .map(|viewer| (viewer, target.path.as_str().to_owned())),
+            .map(|viewer| (viewer, target.path.clone())),
     };
     // The first batch decides the status: an error, or a file addressed as a collection,
     // answers before anything is sent.
@@ -247,17 +247,21 @@ struct Render {
     shown_target: bool,
     /// Under a policy, when rules lie beneath the listed path: its viewer and the path.
     /// Members hidden from the viewer are left out; the path itself passed its check.
-    hidden_from: Option<(crate::access::Viewer, String)>,
+    hidden_from: Option<(crate::access::Viewer, VolumePath)>,
 }
 
 impl Render {
     /// Appends the `response` elements of a batch of entries.
     fn batch(&mut self, out: &mut String, entries: Vec<ListEntry>) {
+        let hidden_from = self.hidden_from.take();
+        let members = hidden_from
+            .as_ref()
+            .map(|(viewer, listed)| viewer.members(listed));
         for mut entry in entries {
             let Some(info) = entry.info else { continue };
-            if let Some((viewer, listed)) = &self.hidden_from
-                && info.path != *listed
-                && !VolumePath::parse(&info.path).is_ok_and(|path| viewer.sees(&path))
+            if let (Some((viewer, listed)), Some(members)) = (&hidden_from, &members)
+                && info.path != listed.as_str()
+                && !viewer.sees_listed(members, listed, &info.path)
             {
                 continue;
             }
@@ -298,6 +302,7 @@ impl Render {
                 &ctx,
             );
         }
+        self.hidden_from = hidden_from;
     }
 }
 

@@ -40,7 +40,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 70] = [
+const FLAGS: [(&str, Option<&str>); 71] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -73,6 +73,7 @@ const FLAGS: [(&str, Option<&str>); 70] = [
     ("auth-realm", Some("kubedav")),
     ("anonymous-read", None),
     ("read-only-users", None),
+    ("policy", None),
     ("markdown-max-bytes", Some("16777216")),
     ("markdown-fail-closed", None),
     ("content-signal", None),

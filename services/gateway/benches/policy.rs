@@ -1,0 +1,163 @@
+//! What `--policy` adds to a request (`make bench`; docs/benchmarks.md): a whole request
+//! through the gateway's service in this process (authentication with a cached
+//! verification, the policy's check, the handler, the volume), as alice, with no policy
+//! and with policies of 10 and 10,000 rules. GET 1 KiB and PROPFIND Depth 0 of a file in
+//! the public space; PROPFIND Depth 1 of 1,000 files, half of them hidden from alice by
+//! rules of their own under the policies.
+//!
+//! In process and one request at a time, so the figure is the request's own work,
+//! without the network or a noisy neighbour's share of the machine.
+
+use axum::body::Body;
+use criterion::{Criterion, criterion_group, criterion_main};
+use http::Request;
+use http_body_util::BodyExt;
+use kubedav_api::auth::Auth;
+use kubedav_gateway::app::HttpService;
+use kubedav_gateway::request::ClientIp;
+use kubedav_gateway::{Gateway, GatewayConfig, Ports};
+use std::sync::Arc;
+use std::time::Duration;
+
+const MEMBERS: usize = 1000;
+const AUTHORIZATION: &str = "Basic YWxpY2U6cHc="; // alice:pw
+
+fn policy(rules: usize) -> String {
+    let mut yaml = String::from("homes: /home/{user}\ngroups:\n");
+    for g in 0..50 {
+        yaml.push_str(&format!("  g{g}: [u{g}, v{g}]\n"));
+    }
+    yaml.push_str("rules:\n  - path: /public\n    grant: {\"*\": read}\n");
+    for n in 0..rules.saturating_sub(1) {
+        yaml.push_str(&format!(
+            "  - path: /projects/p{n}\n    grant: {{\"group:g{}\": write, \"user:w{n}\": read}}\n",
+            n % 50
+        ));
+    }
+    for n in (1..MEMBERS).step_by(2) {
+        yaml.push_str(&format!(
+            "  - path: /public/many/f{n}.txt\n    grant: {{\"user:bob\": read}}\n"
+        ));
+    }
+    yaml
+}
+
+struct Setup {
+    service: HttpService,
+    _root: tempfile::TempDir,
+    _users: tempfile::TempDir,
+}
+
+fn setup(rules: Option<usize>) -> Setup {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("public/many")).unwrap();
+    std::fs::write(root.path().join("public/1k.bin"), vec![7u8; 1024]).unwrap();
+    for n in 0..MEMBERS {
+        std::fs::write(root.path().join(format!("public/many/f{n}.txt")), "x").unwrap();
+    }
+    let users = tempfile::tempdir().unwrap();
+    let file = users.path().join("users");
+    std::fs::write(
+        &file,
+        format!("alice:{}\n", kubedav_auth::passwd::sha512_crypt("pw").unwrap()),
+    )
+    .unwrap();
+    let auth = kubedav_auth::AuthCore::new(kubedav_auth::AuthConfig {
+        users_file: file,
+        allow_plaintext: false,
+        cache_ttl: Duration::from_secs(3600),
+        cache_capacity: 1000,
+        workers: 1,
+        queue: 64,
+        max_failures_per_user: 0,
+        max_failures_per_address: 0,
+        lockout: Duration::from_secs(1),
+    })
+    .unwrap();
+    let mut config = GatewayConfig::default();
+    if let Some(rules) = rules {
+        let policy = kubedav_policy::Policy::from_yaml(&policy(rules)).unwrap();
+        for named in policy.named_paths() {
+            // The files the rules hide exist already, as files.
+            let path = root.path().join(named.as_str());
+            if !path.exists() {
+                std::fs::create_dir_all(path).unwrap();
+            }
+        }
+        config.policy = Some(Arc::new(policy));
+    }
+    let ports = Ports {
+        fileio: Arc::new(kubedav_fileio::LocalFileIo::open(root.path()).unwrap()),
+        locks: Arc::new(kubedav_locks::MemoryLocks::new(Duration::from_secs(3600))),
+        auth: Some(Arc::new(auth) as Arc<dyn Auth>),
+        markdown: None,
+    };
+    Setup {
+        service: Gateway::new(ports, config).service(),
+        _root: root,
+        _users: users,
+    }
+}
+
+async fn request(service: &HttpService, method: &str, path: &str, depth: Option<&str>) -> usize {
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(format!("http://dav.test{path}"))
+        .header("host", "dav.test")
+        .header("authorization", AUTHORIZATION);
+    if let Some(depth) = depth {
+        builder = builder.header("depth", depth);
+    }
+    let mut request = builder.body(Body::empty()).unwrap();
+    request
+        .extensions_mut()
+        .insert(ClientIp("192.0.2.1".parse().unwrap()));
+    let response = service.answer(request).await.unwrap();
+    assert!(
+        response.status().is_success(),
+        "{method} {path}: {}",
+        response.status()
+    );
+    response.into_body().collect().await.unwrap().to_bytes().len()
+}
+
+fn requests(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let setups = [
+        ("no policy", None),
+        ("10 rules", Some(10)),
+        ("10,000 rules", Some(10_000)),
+    ];
+    let cases = [
+        ("GET 1 KiB", "GET", "/public/1k.bin", None),
+        ("PROPFIND Depth 0", "PROPFIND", "/public/1k.bin", Some("0")),
+        (
+            "PROPFIND Depth 1, 1,000 files",
+            "PROPFIND",
+            "/public/many/",
+            Some("1"),
+        ),
+    ];
+    for (case, method, path, depth) in cases {
+        let mut group = c.benchmark_group(case);
+        for (name, rules) in setups {
+            let setup = setup(rules);
+            // The first request verifies the password; the rest find it cached.
+            runtime.block_on(request(&setup.service, method, path, depth));
+            group.bench_function(name, |b| {
+                b.iter(|| runtime.block_on(request(&setup.service, method, path, depth)))
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = requests
+}
+criterion_main!(benches);
