@@ -18,9 +18,7 @@ figures then differ by what the builds do rather than by who preempted whom. Nee
 
 import argparse
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -81,15 +79,8 @@ def measure(deployment, workload, seconds):
         path = deployment.lock_dir()
         env = {**env, "LOCKDIR": path}
     before = cpu_seconds(deployment.pids())
-    out = subprocess.run(
-        ["wrk", "-t2", f"-c{conns}", f"-d{seconds}s", *args, deployment.url + path],
-        capture_output=True, text=True, timeout=seconds + 60, env={**os.environ, **env},
-    ).stdout
+    requests, rate = benchkit.wrk(deployment.url + path, conns, seconds, args, env)
     used = cpu_seconds(deployment.pids()) - before
-    requests = int(re.search(r"(\d+) requests in", out).group(1))
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    if "Non-2xx" in out:
-        sys.exit(f"non-2xx answers from {deployment.url}:\n{out}")
     return rate, used / max(requests, 1) * 1e6
 
 

@@ -17,7 +17,6 @@ then each policy's CPU over the unpolicied one's, median of the paired rounds.
 import argparse
 import base64
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -85,16 +84,9 @@ def measure(deployment, workload, seconds, filtered):
     if entries is None:
         entries = 1 + (MEMBERS // 2 if filtered else MEMBERS)
     before = cpu_seconds(deployment.pids())
-    out = subprocess.run(
-        ["wrk", "-t2", f"-c{conns}", f"-d{seconds}s", "-H", f"Authorization: {AUTH}", *args,
-         deployment.url + path],
-        capture_output=True, text=True, timeout=seconds + 60, env={**os.environ, **env},
-    ).stdout
+    requests, rate = benchkit.wrk(deployment.url + path, conns, seconds,
+                                  ["-H", f"Authorization: {AUTH}", *args], env)
     used = cpu_seconds(deployment.pids()) - before
-    requests = int(re.search(r"(\d+) requests in", out).group(1))
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    if "Non-2xx" in out:
-        sys.exit(f"non-2xx answers from {deployment.url}{path}:\n{out}")
     per_request = used / max(requests, 1) * 1e6
     return rate, per_request, per_request / entries
 

@@ -53,6 +53,20 @@ def announced(log, what, timeout=30):
     sys.exit(f"kubedav did not announce {what}; see {log}")
 
 
+def wrk(url, connections, seconds, args=(), env=None):
+    """One wrk run (2 threads) on `url`: (requests, requests/s). Exits, showing wrk's
+    report, when any answer was not 2xx."""
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", *args, url],
+        capture_output=True, text=True, timeout=seconds + 60, env={**os.environ, **(env or {})},
+    ).stdout
+    if "Non-2xx" in out:
+        sys.exit(f"non-2xx answers from {url}:\n{out}")
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    return requests, rate
+
+
 def cpu_seconds(pids):
     """utime + stime of the processes, in seconds."""
     total = 0
