@@ -35,8 +35,8 @@ pub struct Viewer {
 
 impl Viewer {
     /// The viewer of `request`, if a policy applies.
-    pub fn of(request: &Request) -> Option<Viewer> {
-        request.extensions().get::<Viewer>().cloned()
+    pub fn of(request: &Request) -> Option<&Viewer> {
+        request.extensions().get::<Viewer>()
     }
 
     /// Whether `path` exists for the viewer.

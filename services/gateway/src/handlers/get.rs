@@ -69,7 +69,7 @@ pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> Http
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     if info.is_collection && crate::http::negotiate::prefers_markdown(accept) {
         let viewer = Viewer::of(&request);
-        return super::markdown::listing(gateway, &target.path, &info, headers, head, viewer.as_ref()).await;
+        return super::markdown::listing(gateway, &target.path, &info, headers, head, viewer).await;
     }
     let validators = Validators::new(&info.etag, info.modified_unix_ns);
     let not_modified = |headers: &mut http::HeaderMap| {
@@ -82,9 +82,9 @@ pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> Http
         return Ok(response);
     }
     if info.is_collection {
-        let writable = may_write(gateway, &request, &target.path);
         let viewer = Viewer::of(&request);
-        return listing(gateway, &target.path, head, writable, viewer.as_ref()).await;
+        let writable = may_write(gateway, &request, viewer, &target.path);
+        return listing(gateway, &target.path, head, writable, viewer).await;
     }
     let (ranges, chunks) = match asked {
         Some(_) if !if_range_holds(headers, &validators) => {
@@ -507,10 +507,10 @@ impl Stream for MultipartBody {
 /// Whether the page offers write actions: without authentication anyone writes; with
 /// it, an authenticated user who is not read-only; under a policy, one it lets write
 /// in the collection. The server enforces it either way.
-fn may_write(gateway: &Gateway, request: &Request, collection: &VolumePath) -> bool {
+fn may_write(gateway: &Gateway, request: &Request, viewer: Option<&Viewer>, collection: &VolumePath) -> bool {
     let principal = Principal::of(request);
     let user = principal.name();
-    let by_policy = Viewer::of(request).is_none_or(|viewer| viewer.may_write(collection));
+    let by_policy = viewer.is_none_or(|viewer| viewer.may_write(collection));
     by_policy
         && (gateway.auth.is_none() || (!user.is_empty() && !gateway.config.read_only_users.contains(user)))
 }

@@ -35,7 +35,7 @@ static LOCKDISCOVERY_UNAVAILABLE: LazyLock<Counter> = LazyLock::new(|| {
 /// (`cache::answers`).
 pub(crate) async fn propfind(gateway: &Gateway, request: Request) -> HttpResult {
     let mut depth = depth(request.headers(), Depth::Infinity)?;
-    let viewer = crate::access::Viewer::of(&request);
+    let viewer = crate::access::Viewer::of(&request).cloned();
     if depth == Depth::Zero {
         let raw_path = request.uri().path().to_owned();
         let body = xml_bytes(request).await?;
