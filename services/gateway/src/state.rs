@@ -44,8 +44,9 @@ pub struct GatewayConfig {
     pub anonymous_read: bool,
     /// Users who may only read.
     pub read_only_users: std::collections::HashSet<String>,
-    /// The access policy (`--policy`): who may do what to which path. `None` serves the
-    /// whole tree to every authenticated user, as before policies.
+    /// The access policy (`--policy`) the gateway starts with: who may do what to which
+    /// path. `None` serves the whole tree to every authenticated user, as before
+    /// policies. [`Gateway::replace_policy`] changes it while serving.
     pub policy: Option<Arc<kubedav_policy::Policy>>,
     /// Largest HTML converted for agents; larger resources are served as HTML.
     pub markdown_max_bytes: u64,
@@ -122,6 +123,8 @@ pub struct Gateway {
     pub markdown: Option<Arc<dyn Markdown>>,
     /// Limits and settings.
     pub config: GatewayConfig,
+    /// The access policy in force, if any (starts as [`GatewayConfig::policy`]).
+    pub policy: Option<crate::access::LivePolicy>,
     /// PROPFIND Depth 0 answers rendered before, answered again while they hold.
     pub(crate) answers: crate::cache::KeptAnswers,
     /// Set once shutdown began: HTTP/1 answers carry `Connection: close`.
@@ -144,6 +147,7 @@ impl Gateway {
             locks,
             auth,
             markdown,
+            policy: config.policy.clone().map(crate::access::LivePolicy::new),
             config,
             answers: Default::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
@@ -170,6 +174,17 @@ impl Gateway {
     pub fn is_draining(&self) -> bool {
         self.draining.load(std::sync::atomic::Ordering::Relaxed)
             || self.drain_signal.get().is_some_and(|signal| signal())
+    }
+
+    /// Puts `policy` in force from the next request on (a request already decided
+    /// finishes under the old one), and drops what was kept under the old one: kept
+    /// answers, and which homes exist. Ignored by a gateway started without a policy:
+    /// turning the policy on or off takes a restart.
+    pub fn replace_policy(&self, policy: Arc<kubedav_policy::Policy>) {
+        if let Some(live) = &self.policy {
+            live.replace(policy);
+            self.answers.clear();
+        }
     }
 
     /// Whether the gateway can serve: the volume answers. The lock manager is left out on

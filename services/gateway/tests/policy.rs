@@ -279,7 +279,11 @@ async fn listings_show_each_user_only_the_way_to_what_it_may_read() {
         ["/projects/", "/projects/apollo/"]
     );
     assert_eq!(list("dave", "/", "1").await, ["/", "/home/", "/public/"]);
-    assert_eq!(list("dave", "/home/", "1").await, ["/home/"]);
+    assert_eq!(
+        list("dave", "/home/", "1").await,
+        ["/home/", "/home/dave/"],
+        "dave's home, made on his first request, and no one else's"
+    );
     assert_eq!(
         list("root", "/", "1").await,
         ["/", "/elsewhere/", "/home/", "/projects/", "/public/"]
@@ -303,6 +307,7 @@ async fn listings_show_each_user_only_the_way_to_what_it_may_read() {
 #[tokio::test]
 async fn each_grant_allows_what_it_says_and_no_more() {
     let app = app();
+    assert!(!app.disk("home/dave").exists());
     let status = |user: &'static str, method: &'static str, path: &'static str| {
         let app = &app;
         async move {
@@ -342,13 +347,12 @@ async fn each_grant_allows_what_it_says_and_no_more() {
     );
     assert_eq!(
         status("dave", "PUT", "/home/dave/first.txt").await,
-        StatusCode::CONFLICT,
-        "no home yet"
+        StatusCode::CREATED,
+        "a home is made on its owner's first request"
     );
-    assert_eq!(status("dave", "MKCOL", "/home/dave").await, StatusCode::CREATED);
     assert_eq!(
-        status("dave", "PUT", "/home/dave/first.txt").await,
-        StatusCode::CREATED
+        status("dave", "MKCOL", "/home/dave").await,
+        StatusCode::METHOD_NOT_ALLOWED
     );
     assert_eq!(status("alice", "MKCOL", "/home/zed").await, StatusCode::FORBIDDEN);
     assert_eq!(

@@ -560,6 +560,11 @@ pub(crate) struct TelemetryArgs {
     /// duration and request id; with trace and span ids in JSON). Off by default.
     #[arg(long, env = "KUBEDAV_ACCESS_LOG")]
     pub access_log: bool,
+
+    /// Under --policy, log one audit line per request (target `kubedav::audit`: user,
+    /// method, path, decision, and the rule or home that decided it). Off by default.
+    #[arg(long, env = "KUBEDAV_AUDIT_LOG")]
+    pub audit_log: bool,
 }
 
 impl Cli {

@@ -34,8 +34,13 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
         LogFormat::Text => telemetry::LogFormat::Text,
         LogFormat::Json => telemetry::LogFormat::Json,
     };
-    let _telemetry =
-        telemetry::init(cli.target.name(), format, cli.telemetry.access_log).map_err(RunError::Telemetry)?;
+    let _telemetry = telemetry::init(
+        cli.target.name(),
+        format,
+        cli.telemetry.access_log,
+        cli.telemetry.audit_log,
+    )
+    .map_err(RunError::Telemetry)?;
     let shutdown = Shutdown::install();
     tracing::info!(
         target: "kubedav",
@@ -611,6 +616,9 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
         config.policy = Some(policy::load(file, ports.fileio.clone()).await?);
     }
     let gateway = Gateway::new(ports, config.clone());
+    if let Some(file) = &cli.auth.policy {
+        policy::watch(file.clone(), gateway.clone());
+    }
     let checked = gateway.clone();
     let ready: ReadinessCheck = Arc::new(move || {
         let gateway = checked.clone();

@@ -24,6 +24,10 @@ rules:
 "#;
 
 async fn start(mode: Mode) -> (Server, tempfile::TempDir) {
+    start_with(mode, &[]).await
+}
+
+async fn start_with(mode: Mode, args: &[&str]) -> (Server, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let users = users_file(
         dir.path(),
@@ -37,14 +41,9 @@ async fn start(mode: Mode) -> (Server, tempfile::TempDir) {
     );
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, POLICY).unwrap();
-    let server = Server::start_auth(
-        mode,
-        Some(&users),
-        &[],
-        &["--policy", policy.to_str().unwrap()],
-        &[],
-    )
-    .await;
+    let mut gateway_args = vec!["--policy", policy.to_str().unwrap()];
+    gateway_args.extend_from_slice(args);
+    let server = Server::start_auth(mode, Some(&users), &[], &gateway_args, &[]).await;
     (server, dir)
 }
 
@@ -126,10 +125,11 @@ async fn homes_are_absent_to_everyone_else(mode: Mode) {
     }
     for user in ["alice", "bob"] {
         assert_eq!(
-            send(&server, user, "MKCOL", &format!("/home/{user}"), None)
+            send(&server, user, "PROPFIND", &format!("/home/{user}/"), Some("0"))
                 .await
                 .status(),
-            StatusCode::CREATED
+            StatusCode::MULTI_STATUS,
+            "{user}'s home is made on their first request"
         );
     }
     assert_eq!(
@@ -187,7 +187,15 @@ async fn homes_are_absent_to_everyone_else(mode: Mode) {
     assert_eq!(listing("dave", "/").await, ["/", "/home/", "/public/"]);
     assert_eq!(
         listing("root", "/home/").await,
-        ["/home/", "/home/alice/", "/home/bob/"]
+        [
+            "/home/",
+            "/home/alice/",
+            "/home/bob/",
+            "/home/carol/",
+            "/home/dave/",
+            "/home/root/"
+        ],
+        "everyone who came has a home"
     );
     assert_eq!(
         send(&server, "carol", "PUT", "/projects/apollo/plan.txt", None)
@@ -206,6 +214,160 @@ async fn homes_are_absent_to_everyone_else(mode: Mode) {
         kept.text().await.unwrap(),
         "bob's",
         "bob's file is as he wrote it"
+    );
+}
+
+/// `--audit-log`: one JSON line per request names the user, method, path, decision and
+/// the rule or home that decided, while the answer says none of it.
+async fn each_request_leaves_an_audit_line(mode: Mode) {
+    let (mut server, _dir) = start_with(mode, &["--audit-log", "--log-format", "json"]).await;
+    let refused = send(&server, "alice", "GET", "/home/bob/diary.txt", None).await;
+    assert_eq!(refused.status(), StatusCode::NOT_FOUND);
+    let answer = refused.text().await.unwrap();
+    assert!(
+        !answer.contains("home of") && !answer.contains("rule"),
+        "{answer}"
+    );
+    let read = send(&server, "carol", "GET", "/projects/apollo/", None).await;
+    assert_eq!(read.status(), StatusCode::OK);
+    let gateway = match mode {
+        Mode::AllInOne => "all",
+        Mode::Microservices => "gateway",
+    };
+    let line = server
+        .process(gateway)
+        .logged(r#""path":"/home/bob/diary.txt""#)
+        .await;
+    let line: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(line["user"], "alice", "{line}");
+    assert_eq!(line["method"], "GET", "{line}");
+    assert_eq!(line["decision"], "refused", "{line}");
+    assert_eq!(line["status"], 404, "{line}");
+    assert_eq!(line["access"], "hidden", "{line}");
+    assert_eq!(line["by"], "home of bob", "{line}");
+    let line = server
+        .process(gateway)
+        .logged(r#""path":"/projects/apollo""#)
+        .await;
+    assert!(
+        line.contains(r#""decision":"allowed""#) && line.contains("rule /projects/apollo"),
+        "{line}"
+    );
+    assert!(
+        line.contains(r#""user":"carol""#) && line.contains(r#""access":"read""#),
+        "{line}"
+    );
+    // A MOVE out of alice's home into bob's (her first request that may go on, which
+    // makes her home): refused for its destination, and the line says so.
+    assert_eq!(
+        send(&server, "alice", "PUT", "/home/alice/note.txt", None)
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+    let moved = client()
+        .request(
+            Method::from_bytes(b"MOVE").unwrap(),
+            server.url("/home/alice/note.txt"),
+        )
+        .basic_auth("alice", Some("pw"))
+        .header("destination", server.url("/home/bob/note.txt"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        moved.status(),
+        StatusCode::CONFLICT,
+        "as if bob's home were not there"
+    );
+    let line = server
+        .process(gateway)
+        .logged(r#""destination":"/home/bob/note.txt""#)
+        .await;
+    let line: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(line["method"], "MOVE", "{line}");
+    assert_eq!(line["decision"], "refused", "{line}");
+    assert_eq!(line["status"], 409, "{line}");
+    assert_eq!(line["by"], "home of alice", "{line}");
+    assert_eq!(line["destination_access"], "hidden", "{line}");
+    assert_eq!(line["destination_by"], "home of bob", "{line}");
+}
+
+/// Replaces the policy file the way a ConfigMap's update does: the new text is written
+/// beside it and renamed over it.
+fn replace_policy(dir: &std::path::Path, text: &str) {
+    let next = dir.join("policy.yaml.next");
+    std::fs::write(&next, text).unwrap();
+    std::fs::rename(&next, dir.join("policy.yaml")).unwrap();
+}
+
+/// The status of `user`'s PROPFIND Depth 0 on `path`.
+async fn propfind_status(server: &Server, user: &str, path: &str) -> StatusCode {
+    send(server, user, "PROPFIND", path, Some("0")).await.status()
+}
+
+/// A changed policy is in force within 2 s, with no restart, while requests go on and
+/// none of them fails; a changed file that cannot be used leaves the policy in force.
+async fn a_changed_policy_is_in_force_within_two_seconds(mode: Mode) {
+    let (mut server, dir) = start_with(mode, &["--log-format", "json"]).await;
+    assert_eq!(
+        propfind_status(&server, "carol", "/projects/apollo/").await,
+        StatusCode::MULTI_STATUS
+    );
+    assert_eq!(
+        propfind_status(&server, "dave", "/projects/apollo/").await,
+        StatusCode::NOT_FOUND
+    );
+    let changing = std::sync::atomic::AtomicBool::new(true);
+    let busy = async {
+        let mut answered = 0;
+        while changing.load(std::sync::atomic::Ordering::Relaxed) {
+            let status = propfind_status(&server, "alice", "/projects/apollo/").await;
+            assert_eq!(status, StatusCode::MULTI_STATUS, "alice, a member throughout");
+            answered += 1;
+        }
+        answered
+    };
+    let change = async {
+        replace_policy(dir.path(), &POLICY.replace("readers: [carol]", "readers: [dave]"));
+        let changed = Instant::now();
+        while propfind_status(&server, "carol", "/projects/apollo/").await != StatusCode::NOT_FOUND {
+            assert!(
+                changed.elapsed() < Duration::from_secs(2),
+                "carol still reads the project 2 s after the policy took her out"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        changing.store(false, std::sync::atomic::Ordering::Relaxed);
+    };
+    let (answered, ()) = tokio::join!(busy, change);
+    assert!(answered > 0);
+    assert_eq!(
+        propfind_status(&server, "dave", "/projects/apollo/").await,
+        StatusCode::MULTI_STATUS
+    );
+    assert_eq!(
+        propfind_status(&server, "carol", "/projects/apollo/").await,
+        StatusCode::NOT_FOUND
+    );
+
+    replace_policy(
+        dir.path(),
+        "rules:\n  - path: /projects/apollo\n    grant: {\"group:staff\": everything}\n",
+    );
+    let gateway = match mode {
+        Mode::AllInOne => "all",
+        Mode::Microservices => "gateway",
+    };
+    let line = server.process(gateway).logged("cannot be used").await;
+    assert!(
+        line.contains("unknown variant `everything`, expected one of none, read, write, manage"),
+        "the log says what to fix: {line}"
+    );
+    assert_eq!(
+        propfind_status(&server, "dave", "/projects/apollo/").await,
+        StatusCode::MULTI_STATUS,
+        "the policy in force stays"
     );
 }
 
@@ -244,5 +406,9 @@ async fn a_policy_that_cannot_hold_stops_the_start() {
     );
 }
 
-in_both_modes!(homes_are_absent_to_everyone_else);
+in_both_modes!(
+    homes_are_absent_to_everyone_else,
+    each_request_leaves_an_audit_line,
+    a_changed_policy_is_in_force_within_two_seconds
+);
 on_s3!(homes_are_absent_to_everyone_else);

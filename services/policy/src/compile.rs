@@ -138,6 +138,7 @@ pub(crate) fn compile(text: &str) -> Result<Policy, PolicyError> {
         admins: document.admins.iter().cloned().collect(),
         groups_of,
         named,
+        homes_parent,
     };
     check_nothing_hidden_from_writers(&policy)?;
     Ok(policy)

@@ -164,6 +164,8 @@ pub struct Policy {
     pub(crate) groups_of: HashMap<String, Vec<Arc<str>>>,
     /// The paths the policy names, which exist once it is loaded.
     pub(crate) named: Vec<VolumePath>,
+    /// Where the homes are (`/home` for `homes: /home/{user}`).
+    pub(crate) homes_parent: Option<VolumePath>,
 }
 
 /// What a permission at a node makes of a path: granted, passable when someone may
@@ -353,6 +355,14 @@ impl Policy {
     /// created when it loads so that a space exists before anyone writes in it.
     pub fn named_paths(&self) -> &[VolumePath] {
         &self.named
+    }
+
+    /// The home of `subject` (`/home/alice` for alice under `homes: /home/{user}`), if
+    /// the policy gives homes and the user's id can name one. A home is created when its
+    /// owner first uses the service.
+    pub fn home(&self, subject: &Subject) -> Option<VolumePath> {
+        let parent = self.homes_parent.as_ref()?;
+        parent.join(subject.user()).ok()
     }
 
     /// The number of rules.

@@ -245,3 +245,16 @@ fn an_empty_policy_grants_nothing_but_to_admins() {
     let policy = Policy::from_yaml("admins: [root]").unwrap();
     assert_eq!(access(&policy, "root", &[], "x"), Granted(Manage));
 }
+
+#[test]
+fn each_user_has_one_home_where_the_template_says() {
+    let policy = Policy::from_yaml("homes: /users/{user}\n").unwrap();
+    let home = |user: &str| policy.home(&policy.subject(user, &[] as &[&str]));
+    assert_eq!(home("alice"), Some(path("users/alice")));
+    assert_eq!(home("Zoë"), Some(path("users/Zoë")));
+    assert_eq!(home(""), None, "no one's home");
+    assert_eq!(home(".."), None);
+    assert_eq!(home("a/b"), None);
+    let policy = Policy::from_yaml("rules:\n  - path: /a\n").unwrap();
+    assert_eq!(policy.home(&policy.subject("alice", &[] as &[&str])), None);
+}

@@ -96,6 +96,11 @@ impl Default for KeptAnswers {
 }
 
 impl KeptAnswers {
+    /// Forgets every kept answer (the access policy changed).
+    pub fn clear(&self) {
+        self.answers.clear();
+    }
+
     /// The answer kept for a request with this path (as it came) and body. The caller
     /// checks that it still holds ([`KeptAnswer::copy`], [`KeptAnswer::shows_locks`]),
     /// and counts what it found with [`KeptAnswers::count`].

@@ -60,6 +60,7 @@ pub fn dispatch<'a>(
     if let Err(refused) = crate::access::check(gateway, method, &mut request) {
         return answered(refused.into_response());
     }
+    let home_to_make = crate::access::homes::home_to_make(gateway, &request);
     // Each handler's future is boxed: inline, the largest of them (LOCK's, 2 KiB) would
     // size every request's future, and the layers around it copy that as each starts
     // (`memmove` was a tenth of a PROPFIND Depth 0's user time; docs/benchmarks.md).
@@ -76,6 +77,13 @@ pub fn dispatch<'a>(
         DavMethod::Move => Box::pin(copymove::copy_or_move(gateway, request, true)),
         DavMethod::Lock => Box::pin(lock::lock(gateway, request)),
         DavMethod::Unlock => Box::pin(lock::unlock(gateway, request)),
+    };
+    let handler = match home_to_make {
+        None => handler,
+        Some(home) => Box::pin(async move {
+            home.make(gateway).await;
+            handler.await
+        }),
     };
     Either::Right(handler.map(|result| result.unwrap_or_else(IntoResponse::into_response)))
 }

@@ -26,6 +26,10 @@ use tracing_subscriber::{EnvFilter, Layer};
 /// The log target of the access log.
 pub const ACCESS: &str = "kubedav::access";
 
+/// The log target of the access policy's audit lines (one per request under
+/// `--policy`: principal, method, path, decision and what decided it).
+pub const AUDIT: &str = "kubedav::audit";
+
 /// Whether traces are exported; true until [`init`] finds otherwise ([`span_wanted`]).
 static EXPORTED: AtomicBool = AtomicBool::new(true);
 /// Whether log lines carry span and trace ids (JSON); see [`span_wanted`].
@@ -120,12 +124,18 @@ pub fn otlp_protocol(traces: Option<&str>, general: Option<&str>) -> Result<Otlp
 
 /// Installs logging and, when configured, trace export. `service` names the process in
 /// traces unless `OTEL_SERVICE_NAME` says otherwise; `access_log` turns on the log
-/// target [`ACCESS`] (one line per HTTP request). Must run inside the tokio runtime.
+/// target [`ACCESS`] (one line per HTTP request), `audit_log` the target [`AUDIT`].
+/// Must run inside the tokio runtime.
 ///
 /// Spans get OpenTelemetry ids when traces are exported or logs are JSON (whose lines
 /// carry them), so the same trace id follows a request through every process's logs
 /// even with no collector.
-pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<TelemetryGuard, String> {
+pub fn init(
+    service: &str,
+    format: LogFormat,
+    access_log: bool,
+    audit_log: bool,
+) -> Result<TelemetryGuard, String> {
     opentelemetry::global::set_text_map_propagator(
         opentelemetry_sdk::propagation::TraceContextPropagator::new(),
     );
@@ -134,6 +144,11 @@ pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<Teleme
         .unwrap_or_else(|_| EnvFilter::new("info"))
         .add_directive(
             format!("{ACCESS}={}", if access_log { "info" } else { "off" })
+                .parse()
+                .expect("a valid directive"),
+        )
+        .add_directive(
+            format!("{AUDIT}={}", if audit_log { "info" } else { "off" })
                 .parse()
                 .expect("a valid directive"),
         );
@@ -146,9 +161,7 @@ pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<Teleme
         LogFormat::Text => fmt.event_format(text::TextLines::new(dispatch.clone())).boxed(),
         LogFormat::Json => fmt.event_format(json::JsonLines::new(dispatch.clone())).boxed(),
     }
-    .with_filter(tracing_subscriber::filter::filter_fn(|metadata| {
-        metadata.is_event()
-    }));
+    .with_filter(tracing_subscriber::filter::filter_fn(formats_line));
     let provider = if otlp_configured() {
         Some(exporting_provider(service)?)
     } else if format == LogFormat::Json {
@@ -171,6 +184,15 @@ pub fn init(service: &str, format: LogFormat, access_log: bool) -> Result<Teleme
         .map_err(|e| format!("cannot install logging: {e}"))?;
     let _ = dispatch.set(tracing::dispatcher::get_default(|current| current.downgrade()));
     Ok(TelemetryGuard { provider })
+}
+
+/// Whether the line formatter wants what `metadata` describes: events, and the hints
+/// `tracing::enabled!` asks about them, never spans. Refusing the hints too would lose
+/// the next event: a per-layer filter that answers no to an `enabled!` hint keeps that
+/// no for the thread's next event (tokio-rs/tracing#2519), which is how every audit
+/// line, written right after its `enabled!` check, went missing.
+fn formats_line(metadata: &tracing::Metadata<'_>) -> bool {
+    !metadata.is_span()
 }
 
 /// A tracer provider exporting over OTLP (gRPC or HTTP/protobuf, [`otlp_protocol`])
@@ -211,4 +233,45 @@ fn exporting_provider(service: &str) -> Result<SdkTracerProvider, String> {
         .with_span_processor(processor)
         .with_resource(resource.build())
         .build())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// A writer keeping what the formatter wrote.
+    #[derive(Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Kept {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// An event written right after asking `enabled!` about it reaches the log.
+    #[test]
+    fn an_event_after_its_enabled_check_is_written() {
+        let kept = Kept::default();
+        let writer = kept.clone();
+        let lines = tracing_subscriber::fmt::layer()
+            .with_writer(move || writer.clone())
+            .with_filter(tracing_subscriber::filter::filter_fn(super::formats_line));
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::EnvFilter::new("info"))
+            .with(lines);
+        tracing::subscriber::with_default(subscriber, || {
+            if tracing::enabled!(target: "kubedav::audit", tracing::Level::INFO) {
+                tracing::info!(target: "kubedav::audit", "the line after the check");
+            }
+        });
+        let written = String::from_utf8(kept.0.lock().unwrap().clone()).unwrap();
+        assert!(written.contains("the line after the check"), "{written:?}");
+    }
 }

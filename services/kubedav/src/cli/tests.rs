@@ -40,7 +40,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 71] = [
+const FLAGS: [(&str, Option<&str>); 72] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -112,6 +112,7 @@ const FLAGS: [(&str, Option<&str>); 71] = [
     ("propfind-max-entries", Some("100000")),
     ("log-format", Some("text")),
     ("access-log", None),
+    ("audit-log", None),
 ];
 
 fn arg(long: &str) -> clap::Arg {

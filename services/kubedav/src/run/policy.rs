@@ -1,10 +1,17 @@
-//! `--policy`: the access policy read, compiled, and the paths it names created.
+//! `--policy`: the access policy read, compiled, and the paths it names created; then
+//! read again whenever the file changes ([`watch`]).
 
 use super::RunError;
 use kubedav_api::fileio::FileIo;
+use kubedav_gateway::Gateway;
 use kubedav_policy::Policy;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How often the policy file is looked at: a change is in force within this and the
+/// time to compile it (milliseconds for 10,000 rules).
+const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// Reads and compiles the policy in `file`, and creates the paths it names.
 pub(super) async fn load(file: &Path, fileio: Arc<dyn FileIo>) -> Result<Arc<Policy>, RunError> {
@@ -51,4 +58,71 @@ async fn create_named_paths(fileio: Arc<dyn FileIo>, policy: Arc<Policy>) -> Res
         }
         other => other,
     }
+}
+
+/// What identifies one version of the policy file without reading it: a ConfigMap's
+/// update swaps a symlink, which changes the file's inode and time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Version {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+impl Version {
+    fn of(file: &Path) -> Option<Version> {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = std::fs::metadata(file).ok()?;
+        Some(Version {
+            modified: metadata.modified().ok(),
+            len: metadata.len(),
+            inode: metadata.ino(),
+        })
+    }
+}
+
+/// Looks at `file` every [`LOOK_EVERY`] and, when its text changed, puts the new
+/// policy in force at `gateway` once it compiled and its paths exist. A version that
+/// does not compile is logged with what to fix, and the policy in force stays.
+pub(super) fn watch(file: PathBuf, gateway: Arc<Gateway>) {
+    tokio::spawn(async move {
+        let mut version = Version::of(&file);
+        let mut text = std::fs::read_to_string(&file).ok();
+        let mut ticks = tokio::time::interval(LOOK_EVERY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let now = Version::of(&file);
+            if now == version {
+                continue;
+            }
+            version = now;
+            let Ok(new_text) = std::fs::read_to_string(&file) else {
+                tracing::error!(target: "kubedav", "the access policy {} cannot be read; the policy in force stays", file.display());
+                continue;
+            };
+            if text.as_deref() == Some(new_text.as_str()) {
+                continue;
+            }
+            text = Some(new_text);
+            let text = text.as_deref().unwrap_or_default();
+            match Policy::from_yaml(text) {
+                Err(error) => tracing::error!(
+                    target: "kubedav",
+                    "the access policy {} changed but cannot be used, so the policy in force stays: {error}",
+                    file.display()
+                ),
+                Ok(policy) => {
+                    let policy = Arc::new(policy);
+                    if let Err(status) =
+                        kubedav_gateway::access::create_named_paths(gateway.fileio.as_ref(), &policy).await
+                    {
+                        tracing::warn!(target: "kubedav", "the reloaded policy's paths could not all be created: {}", status.message());
+                    }
+                    gateway.replace_policy(policy.clone());
+                    tracing::info!(target: "kubedav", rules = policy.rule_count(), "access policy reloaded from {}", file.display());
+                }
+            }
+        }
+    });
 }

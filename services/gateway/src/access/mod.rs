@@ -13,7 +13,19 @@
 //! * The decision is kept in the request ([`Viewer`]) for the handlers that list
 //!   collections: they leave out the members hidden from the principal.
 //!
+//! * Each user's home is made when they first use the service ([`homes`]).
+//! * The policy can change while the gateway serves ([`LivePolicy`]); each request is
+//!   decided whole under the policy it started with.
+//! * With `--audit-log`, every decision leaves one line in the log ([`audit`]).
+//!
 //! Without a policy nothing here runs, and nothing changes.
+
+mod audit;
+pub mod homes;
+mod live;
+
+pub use homes::create_named_paths;
+pub use live::LivePolicy;
 
 use crate::Gateway;
 use crate::dav::method::DavMethod;
@@ -94,7 +106,7 @@ enum Use {
 /// Decides `request` under the gateway's policy; `Err` is the answer when it may not go
 /// on. With a policy, a request that may go on carries its [`Viewer`].
 pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Result<(), HttpError> {
-    let Some(policy) = gateway.config.policy.clone() else {
+    let Some(policy) = gateway.policy.as_ref().map(LivePolicy::current) else {
         return Ok(());
     };
     if method == DavMethod::Options {
@@ -102,42 +114,59 @@ pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Res
     }
     let subject = policy.subject(Principal::of(request).name(), &[] as &[&str]);
     let target = crate::http::paths::request_path(&gateway.config.base_path, request)?;
-    let (target_use, destination) = match method {
-        DavMethod::Get | DavMethod::Head | DavMethod::Propfind => (Use::Read, None),
-        DavMethod::Delete | DavMethod::Proppatch | DavMethod::Unlock => (Use::Change, None),
-        DavMethod::Put | DavMethod::Mkcol | DavMethod::Lock => (Use::Create, None),
+    let destination = match method {
         DavMethod::Copy | DavMethod::Move => {
-            let destination = crate::dav::headers::destination(&gateway.config.base_path, request.headers())?;
-            let source_use = if method == DavMethod::Copy {
-                Use::Read
-            } else {
-                Use::Change
-            };
-            (source_use, Some(destination.path))
+            Some(crate::dav::headers::destination(&gateway.config.base_path, request.headers())?.path)
         }
+        _ => None,
+    };
+    let decided = decide(&policy, &subject, method, &target.path, destination.as_ref());
+    if tracing::enabled!(target: kubedav_kit::telemetry::AUDIT, tracing::Level::INFO) {
+        audit::line(
+            &policy,
+            &subject,
+            method,
+            &target.path,
+            destination.as_ref(),
+            &decided,
+        );
+    }
+    decided?;
+    request.extensions_mut().insert(Viewer { policy, subject });
+    Ok(())
+}
+
+/// The decision about `method` on `target` (and a COPY's or MOVE's `destination`).
+fn decide(
+    policy: &Policy,
+    subject: &Subject,
+    method: DavMethod,
+    target: &VolumePath,
+    destination: Option<&VolumePath>,
+) -> Result<(), HttpError> {
+    let target_use = match method {
+        DavMethod::Get | DavMethod::Head | DavMethod::Propfind | DavMethod::Copy => Use::Read,
+        DavMethod::Delete | DavMethod::Proppatch | DavMethod::Unlock | DavMethod::Move => Use::Change,
+        DavMethod::Put | DavMethod::Mkcol | DavMethod::Lock => Use::Create,
         DavMethod::Options => unreachable!("answered above"),
     };
-    allow(&policy, &subject, &target.path, target_use)?;
+    allow(policy, subject, target, target_use)?;
     let moves_target = matches!(method, DavMethod::Delete | DavMethod::Move);
-    if moves_target && !subject.is_admin() && policy.is_fixed(&target.path) {
-        return Err(fixed(&target.path));
+    if moves_target && !subject.is_admin() && policy.is_fixed(target) {
+        return Err(fixed(target));
     }
-    if let Some(destination) = &destination {
-        allow(&policy, &subject, destination, Use::Create)?;
+    if let Some(destination) = destination {
+        allow(policy, subject, destination, Use::Create)?;
         if !subject.is_admin() && policy.is_fixed(destination) {
             return Err(fixed(destination));
         }
-        if method == DavMethod::Copy && !subject.is_admin() && !policy.members_inherit(&target.path) {
+        if method == DavMethod::Copy && !subject.is_admin() && !policy.members_inherit(target) {
             return Err(HttpError::new(
                 StatusCode::FORBIDDEN,
-                format!(
-                    "{} holds spaces under rules of their own; copy them one by one",
-                    target.path
-                ),
+                format!("{target} holds spaces under rules of their own; copy them one by one"),
             ));
         }
     }
-    request.extensions_mut().insert(Viewer { policy, subject });
     Ok(())
 }
 
@@ -182,31 +211,6 @@ fn as_absent(policy: &Policy, subject: &Subject, path: &VolumePath, what: Use) -
             format!("the parent of {path} does not exist or is not a collection; create it first"),
         )
     }
-}
-
-/// Creates every path `policy` names, with the collections on the way to it, so a
-/// space exists before anyone is given `write` in it. What exists already is left.
-pub async fn create_named_paths(
-    fileio: &dyn kubedav_api::fileio::FileIo,
-    policy: &Policy,
-) -> Result<(), tonic::Status> {
-    for named in policy.named_paths() {
-        let mut path = VolumePath::root();
-        for segment in named.segments() {
-            path = path.join(segment).map_err(tonic::Status::from)?;
-            let made = fileio
-                .mkdir(kubedav_api::fileio::MkdirRequest {
-                    path: path.as_str().to_owned(),
-                })
-                .await;
-            match made {
-                Ok(_) => {}
-                Err(status) if status.code() == tonic::Code::AlreadyExists => {}
-                Err(status) => return Err(status),
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The answer for moving, deleting or replacing a path the policy names.
