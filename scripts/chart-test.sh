@@ -220,6 +220,10 @@ for set in "${SETS[@]}"; do
   replicas=$(grep -c 'registered as fileio replica' "$WORK/wiring.txt" || true)
   case "$set" in
     s3|rwx) [ "$replicas" -ge 2 ] || { cat "$WORK/wiring.txt"; fail "wiring ($set): $replicas fileio replicas registered, not 2"; } ;;
+    # The sets with an access policy: the process serving HTTP read it from the mounted
+    # ConfigMap, and audited the smoke test's requests.
+    monolithic|ha) grep -q "access policy loaded from /" "$WORK/wiring.txt" && grep -q "audit lines, the first" "$WORK/wiring.txt" \
+      || { cat "$WORK/wiring.txt"; fail "wiring ($set): no access policy read from its ConfigMap, or no audit line"; } ;;
   esac
   echo "ok  wiring $set: $(grep -c '^ok ' "$WORK/wiring.txt") smoke steps passed, $replicas fileio replicas registered"
 done

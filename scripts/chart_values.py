@@ -4,7 +4,8 @@
 Renders the chart with every workload's extension points set (extraArgs, extraEnvFrom,
 extraVolumes, extraVolumeMounts, initContainers, sidecars, topologySpreadConstraints,
 priorityClassName, podAnnotations, podLabels), the gateway Service's settings, and the
-persistence choices (existingClaim, persistence off), and checks each one in the
+persistence choices (existingClaim, persistence off), the access policy's ConfigMap, and
+checks each one in the
 rendered objects. The renders are written to OUT_DIR for chart-test.sh to validate
 against the Kubernetes schemas.
 
@@ -175,6 +176,46 @@ def main():
             if env.get("OTEL_EXPORTER_OTLP_PROTOCOL") != "http/protobuf":
                 sys.exit(f"values: otel.protocol did not reach {o['metadata']['name']}: {env.get('OTEL_EXPORTER_OTLP_PROTOCOL')}")
     print("ok  otel.protocol reaches every kubedav container as OTEL_EXPORTER_OTLP_PROTOCOL")
+    # The access policy: one ConfigMap, mounted (as a directory, so updates reach it) and
+    # named only where HTTP is served.
+    document = "homes: /home/{user}\nadmins: [admin]\n"
+    for mode, reader in (("microservices", "gateway"), ("monolithic", "all")):
+        objects = render(chart, {"deploymentMode": mode, "policy": {"document": document, "auditLog": True}},
+                         out, f"policy-{mode}")
+        maps = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == f"{RELEASE}-kubedav-policy"]
+        if len(maps) != 1 or maps[0]["data"]["policy.yaml"].strip() != document.strip():
+            sys.exit(f"values: {mode} policy.document: ConfigMaps {maps}")
+        for o in objects:
+            if o["kind"] not in ("Deployment", "StatefulSet"):
+                continue
+            spec = o["spec"]["template"]["spec"]
+            main = spec["containers"][0]
+            env = {e["name"]: e.get("value") for e in main.get("env", [])}
+            mounts = [m for m in main.get("volumeMounts", []) if m["name"] == "policy"]
+            volumes = [v for v in spec.get("volumes", []) if v["name"] == "policy"]
+            if o is workload(objects, reader):
+                if env.get("KUBEDAV_POLICY") != "/etc/kubedav/policy/policy.yaml" or env.get("KUBEDAV_AUDIT_LOG") != "true":
+                    sys.exit(f"values: {mode} policy: {reader}'s env {env}")
+                if mounts != [{"name": "policy", "mountPath": "/etc/kubedav/policy", "readOnly": True}] or "subPath" in str(mounts):
+                    sys.exit(f"values: {mode} policy: {reader}'s mounts {mounts}")
+                if volumes[0]["configMap"]["name"] != f"{RELEASE}-kubedav-policy":
+                    sys.exit(f"values: {mode} policy: {reader}'s volume {volumes}")
+            elif "KUBEDAV_POLICY" in env or mounts or volumes:
+                sys.exit(f"values: {mode} policy: {o['metadata']['name']} reads no policy, but has it")
+        print(f"ok  policy.document ({mode}): one ConfigMap, mounted as a directory in {reader} alone, with --audit-log")
+    objects = render(chart, {"policy": {"existingConfigMap": "my-policy", "existingConfigMapKey": "rules.yaml"}},
+                     out, "policy-existing")
+    volumes = [v for v in workload(objects, "gateway")["spec"]["template"]["spec"]["volumes"] if v["name"] == "policy"]
+    if volumes != [{"name": "policy", "configMap": {"name": "my-policy", "items": [{"key": "rules.yaml", "path": "policy.yaml"}]}}] \
+            or any(o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-policy") for o in objects):
+        sys.exit(f"values: policy.existingConfigMap: volumes {volumes}")
+    print("ok  policy.existingConfigMap: the gateway reads my-policy's key, and the chart renders no ConfigMap")
+    render(chart, {"policy": {"document": document, "existingConfigMap": "x"}}, out, "policy-twice",
+           expect_failure="either in policy.document or in policy.existingConfigMap")
+    render(chart, {"policy": {"document": document}, "auth": {"enabled": False}}, out, "policy-without-auth",
+           expect_failure="needs auth.enabled: true")
+    render(chart, {"policy": {"auditLog": True}}, out, "audit-without-policy",
+           expect_failure="policy.auditLog logs the access policy's decisions")
     render(chart, {"fileio": {"replicas": 2, "persistence": {"accessModes": ["ReadWriteMany"], "enabled": False}}},
            out, "rwx-without-persistence", expect_failure="ReadWriteMany asks its replicas to share one volume")
     render(chart, {"fileio": {"persistence": {"enabled": False, "existingClaim": "x"}}},

@@ -51,6 +51,12 @@ class Manifests:
                     return s["stringData"][key]
         raise SystemExit(f"wiring: the chart references Secret {name} key {key}, which it does not render")
 
+    def config_map(self, name, key):
+        for c in self.of("ConfigMap"):
+            if c["metadata"]["name"] == name and key in c.get("data", {}):
+                return c["data"][key]
+        raise SystemExit(f"wiring: the chart references ConfigMap {name} key {key}, which it does not render")
+
 
 def hook_made_secrets(objects, binary):
     """The Secrets the chart's hook Job (`kubedav ensure-secrets`) makes in a cluster,
@@ -95,6 +101,7 @@ class Wiring:
         self.binary = binary
         self.work = work
         self.processes = []
+        self.audited = set()
         # (workload name, container port) -> local port of its first replica; the
         # others' in self.replica_ports.
         self.local = {}
@@ -210,6 +217,11 @@ class Wiring:
                 for item in volume["secret"].get("items", []):
                     with open(os.path.join(local, item["path"]), "w") as f:
                         f.write(self.m.secret(secret, item["key"]))
+            if "configMap" in volume:
+                config_map = volume["configMap"]["name"]
+                for item in volume["configMap"].get("items", []):
+                    with open(os.path.join(local, item["path"]), "w") as f:
+                        f.write(self.m.config_map(config_map, item["key"]))
             out[vm["mountPath"]] = local
         return out
 
@@ -309,11 +321,15 @@ class Wiring:
                 for name, _ in self.processes:
                     print(f"--- {name} log ---\n" + open(os.path.join(self.work, f"{name}.log")).read())
                 raise SystemExit(f"wiring: the smoke test failed with {result.returncode}")
-        # Which fileio replicas registered (several, on a bucket or a shared volume).
+        # Which fileio replicas registered (several, on a bucket or a shared volume), and
+        # which processes read an access policy (from the ConfigMap, mounted) and audit.
         for name, _ in self.processes:
             for line in open(os.path.join(self.work, f"{name}.log")):
-                if "registered as fileio replica" in line:
+                if "registered as fileio replica" in line or "access policy loaded" in line:
                     print(f"wiring: {name}: {line.strip()}")
+                if '"target":"kubedav::audit"' in line and "audit lines" not in self.audited:
+                    self.audited.add("audit lines")
+                    print(f"wiring: {name}: audit lines, the first: {line.strip()}")
 
     def stop(self):
         for _, p in self.processes:

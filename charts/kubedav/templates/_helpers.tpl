@@ -147,6 +147,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and (include "kubedav.fileioReplicated" .) (not $redis) -}}
 {{- fail "fileio runs as several replicas (storage.backend s3, or a ReadWriteMany volume), which need Redis for their registry and for the locks (kept in memory, locks would be a single point of failure): set redis.url (or redis.existingSecret) or enable redis.bundled" -}}
 {{- end -}}
+{{- if and .Values.policy.document .Values.policy.existingConfigMap -}}
+{{- fail "give the access policy either in policy.document or in policy.existingConfigMap, not both" -}}
+{{- end -}}
+{{- if and (include "kubedav.policyConfigMap" .) (not .Values.auth.enabled) -}}
+{{- fail "an access policy decides by user, so it needs auth.enabled: true" -}}
+{{- end -}}
+{{- if and .Values.policy.auditLog (not (include "kubedav.policyConfigMap" .)) -}}
+{{- fail "policy.auditLog logs the access policy's decisions: give a policy in policy.document or policy.existingConfigMap" -}}
+{{- end -}}
 {{- if and .Values.auth.enabled .Values.auth.existingSecret .Values.auth.users -}}
 {{- fail "give the users either in auth.users or in auth.existingSecret, not both" -}}
 {{- end -}}
@@ -388,6 +397,44 @@ readinessProbe:
 {{- with .Values.gateway.markdown.contentSignal }}
 - name: KUBEDAV_CONTENT_SIGNAL
   value: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The access policy's ConfigMap, if there is a policy. */}}
+{{- define "kubedav.policyConfigMap" -}}
+{{- if .Values.policy.existingConfigMap -}}{{ .Values.policy.existingConfigMap }}
+{{- else if .Values.policy.document -}}{{ printf "%s-policy" (include "kubedav.fullname" .) }}
+{{- end -}}
+{{- end -}}
+
+{{/* --policy and --audit-log, for the process that serves HTTP. */}}
+{{- define "kubedav.policyEnv" -}}
+{{- if include "kubedav.policyConfigMap" . }}
+- name: KUBEDAV_POLICY
+  value: /etc/kubedav/policy/policy.yaml
+{{- if .Values.policy.auditLog }}
+- name: KUBEDAV_AUDIT_LOG
+  value: "true"
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The policy's mount: the directory, never a subPath, so that the kubelet's updates
+reach the running process. */}}
+{{- define "kubedav.policyMount" -}}
+{{- if include "kubedav.policyConfigMap" . }}
+- {name: policy, mountPath: /etc/kubedav/policy, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- define "kubedav.policyVolume" -}}
+{{- with include "kubedav.policyConfigMap" . }}
+- name: policy
+  configMap:
+    name: {{ . }}
+    items:
+      - key: {{ ternary $.Values.policy.existingConfigMapKey "policy.yaml" (ne $.Values.policy.existingConfigMap "") }}
+        path: policy.yaml
 {{- end }}
 {{- end -}}
 

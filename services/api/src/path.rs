@@ -5,8 +5,10 @@
 //! XML 1.0, in which every WebDAV answer is written, cannot carry most of them, so one
 //! such name would break the listing of its collection for every client) and no segment
 //! longer than [`MAX_NAME_BYTES`]. The empty path is the root. Names on the volume that
-//! break these rules (written there by other means) are left out of listings. Names with the [`RESERVED_PREFIX`] belong to fileio (in-flight
-//! uploads, property indexes) and are refused, so no client can read, overwrite or list them.
+//! break these rules (written there by other means) are left out of listings. Names with
+//! the [`RESERVED_PREFIX`] belong to fileio (in-flight uploads, property indexes), and
+//! the name [`RESERVED_AREA`] to what kubedav keeps for its users: both are refused, so
+//! no client can read, overwrite or list them ([`is_reserved_name`]).
 //!
 //! Validation here is a first line of defence and a source of clear 400 messages; the
 //! real guarantee that nothing outside the root is reached is fileio resolving every
@@ -22,6 +24,12 @@ pub const MAX_PATH_BYTES: usize = 3840;
 /// copies on a volume ([`TEMPORARY_PREFIX`]) and the property indexes in a bucket. Never
 /// a valid client name.
 pub const RESERVED_PREFIX: &str = ".kubedav-";
+/// The folder at the root of the served tree that holds what kubedav keeps for its
+/// users besides their files (`{base}/.kubedav/`: app passwords, shares, links, trash,
+/// versions, upload state). The name is reserved at every depth, as the
+/// [`RESERVED_PREFIX`] is, so no client path can take it or move a folder of that name
+/// to where it would count.
+pub const RESERVED_AREA: &str = ".kubedav";
 /// Prefix of fileio's temporary files on a volume, which it sweeps at start.
 pub const TEMPORARY_PREFIX: &str = ".kubedav-upload-";
 
@@ -50,7 +58,9 @@ pub enum PathError {
     #[error("path is not valid UTF-8 once percent-decoded")]
     NotUtf8,
     /// A reserved name.
-    #[error("names starting with '{RESERVED_PREFIX}' are reserved")]
+    #[error(
+        "the name '{RESERVED_AREA}' and names starting with '{RESERVED_PREFIX}' are reserved for kubedav's own use; choose another name"
+    )]
     Reserved,
     /// Anything else (an empty segment on the wire, a leading slash on the wire).
     #[error("malformed path: {0}")]
@@ -181,10 +191,17 @@ fn check_segment(segment: &str) -> Result<(), PathError> {
         Some(c) => return Err(PathError::Control(u32::from(c))),
         None => {}
     }
-    if segment.starts_with(RESERVED_PREFIX) {
+    if is_reserved_name(segment) {
         return Err(PathError::Reserved);
     }
     Ok(())
+}
+
+/// Whether `name` belongs to kubedav: [`RESERVED_AREA`], or starts with
+/// [`RESERVED_PREFIX`]. Such names are never addressed by clients nor listed to them.
+pub fn is_reserved_name(name: &str) -> bool {
+    name.starts_with(RESERVED_AREA)
+        && (name.len() == RESERVED_AREA.len() || name[RESERVED_AREA.len()..].starts_with('-'))
 }
 
 impl fmt::Display for VolumePath {
@@ -250,6 +267,13 @@ mod tests {
             Err(PathError::TooLong)
         );
         assert_eq!(VolumePath::parse(".kubedav-upload-1"), Err(PathError::Reserved));
+        assert_eq!(VolumePath::parse(".kubedav"), Err(PathError::Reserved));
+        assert_eq!(VolumePath::parse(".kubedav/trash"), Err(PathError::Reserved));
+        assert_eq!(VolumePath::parse("a/.kubedav"), Err(PathError::Reserved));
+        assert_eq!(VolumePath::root().join(".kubedav"), Err(PathError::Reserved));
+        for allowed in [".kubedavx", ".kubedav.d", "kubedav", ".kube", "a/.kubedav2"] {
+            assert!(VolumePath::parse(allowed).is_ok(), "{allowed}");
+        }
         assert_eq!(
             VolumePath::parse("a/.kubedav-properties"),
             Err(PathError::Reserved)

@@ -11,7 +11,7 @@ use crate::metrics::{self, ScanPath};
 use crate::props;
 use crate::uring;
 use kubedav_api::fileio::{Depth, ListEntry, ListResponse};
-use kubedav_api::path::{RESERVED_PREFIX, VolumePath};
+use kubedav_api::path::{VolumePath, is_reserved_name};
 use kubedav_api::pb::fileio::v1::{DeadProperty, PropertySelection, property_selection};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{Dir, Mode, OFlags, Statx};
@@ -21,14 +21,15 @@ use tonic::Status;
 /// Entries per ListResponse batch.
 pub const BATCH: usize = 256;
 
-/// The names in an open directory that clients may see: not `.`/`..`, not fileio's
-/// temporary files, and valid UTF-8 (other names cannot be addressed over WebDAV).
+/// The names in an open directory that clients may see: not `.`/`..`, not kubedav's
+/// reserved names (fileio's temporary files, the `.kubedav` area), and valid UTF-8
+/// (other names cannot be addressed over WebDAV).
 pub fn visible_names(dir: &OwnedFd, path: &VolumePath) -> Result<impl Iterator<Item = String>, Status> {
     let entries = Dir::read_from(dir).map_err(|e| io_status(e, Op::Other, path))?;
     Ok(entries.filter_map(|entry| {
         let entry = entry.ok()?;
         let name = entry.file_name().to_str().ok()?;
-        if name == "." || name == ".." || name.starts_with(RESERVED_PREFIX) {
+        if name == "." || name == ".." || is_reserved_name(name) {
             return None;
         }
         Some(name.to_owned())

@@ -9,7 +9,7 @@ mod common;
 
 use common::{BACKEND, Backend, Mode, Server, client, eventually, names_in, raw, raw_get};
 use futures_util::StreamExt;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use std::time::Duration;
 
 async fn put(server: &Server, path: &str, body: impl Into<reqwest::Body>) -> reqwest::Response {
@@ -523,6 +523,90 @@ async fn a_large_file_is_kept_from_its_second_ask(mode: Mode) {
     }
 }
 
+/// `.kubedav`, the folder kubedav keeps its users' other records in, is no client's
+/// path at any depth: a folder of that name already on the volume or in the bucket is
+/// left out of every listing, cannot be addressed or written over by any method, and
+/// keeps its bytes.
+async fn the_reserved_area_is_no_ones_path(mode: Mode) {
+    let server = Server::start_prepared(mode, &[], &|root| {
+        std::fs::create_dir_all(root.join(".kubedav")).unwrap();
+        std::fs::write(root.join(".kubedav/mine.txt"), b"an old folder's file").unwrap();
+        std::fs::create_dir_all(root.join("sub/.kubedav")).unwrap();
+        std::fs::write(root.join("sub/.kubedav/deep.txt"), b"deeper").unwrap();
+        std::fs::write(root.join("sub/keep.txt"), b"kept").unwrap();
+    })
+    .await;
+    for (collection, member) in [("/", "/sub/"), ("/sub/", "/sub/keep.txt")] {
+        let listing = client()
+            .request(Method::from_bytes(b"PROPFIND").unwrap(), server.url(collection))
+            .header("depth", "1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(listing.status(), StatusCode::MULTI_STATUS);
+        let listing = listing.text().await.unwrap();
+        assert!(listing.contains(member), "{listing}");
+        assert!(!listing.contains(".kubedav"), "{listing}");
+    }
+    let html = client()
+        .get(server.url("/sub/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // (The page's own script and style live under /.kubedav-ui/.)
+    assert!(
+        html.contains("keep.txt") && !html.contains("/sub/.kubedav") && !html.contains(">.kubedav"),
+        "{html}"
+    );
+
+    let refused = |method: &'static str, path: &'static str, destination: Option<&'static str>| {
+        let server = &server;
+        async move {
+            let mut request =
+                client().request(Method::from_bytes(method.as_bytes()).unwrap(), server.url(path));
+            if let Some(destination) = destination {
+                request = request.header("destination", server.url(destination));
+            }
+            if method == "PUT" {
+                request = request.body("new");
+            }
+            let response = request.send().await.unwrap();
+            let status = response.status();
+            let body = response.text().await.unwrap();
+            assert_eq!(
+                status,
+                StatusCode::BAD_REQUEST,
+                "{method} {path} {destination:?}: {body}"
+            );
+            assert!(
+                body.contains("'.kubedav'") && body.contains("reserved"),
+                "{method} {path}: {body}"
+            );
+        }
+    };
+    refused("GET", "/.kubedav/mine.txt", None).await;
+    refused("PROPFIND", "/.kubedav/", None).await;
+    refused("PUT", "/.kubedav/mine.txt", None).await;
+    refused("DELETE", "/.kubedav", None).await;
+    refused("MKCOL", "/sub/.kubedav", None).await;
+    refused("GET", "/%2ekubedav/mine.txt", None).await;
+    refused("COPY", "/sub/keep.txt", Some("/.kubedav/mine.txt")).await;
+    refused("MOVE", "/sub/keep.txt", Some("/.kubedav")).await;
+    refused("LOCK", "/.kubedav/new.txt", None).await;
+    assert_eq!(
+        std::fs::read(server.disk(".kubedav/mine.txt")).unwrap(),
+        b"an old folder's file"
+    );
+    assert_eq!(
+        std::fs::read(server.disk("sub/.kubedav/deep.txt")).unwrap(),
+        b"deeper"
+    );
+    assert_eq!(get_bytes(&server, "/sub/keep.txt").await.1, b"kept");
+}
+
 in_both_modes!(
     a_large_file_is_kept_from_its_second_ask,
     a_hot_copy_past_the_freshness_bound_is_revalidated,
@@ -533,11 +617,13 @@ in_both_modes!(
     busy_small_reads_all_succeed,
     one_gib_streams_in_bounded_memory,
     small_files_changed_on_disk_are_served_fresh,
+    the_reserved_area_is_no_ones_path,
 );
 // On object storage too, but for what only a volume has: symlinks out of the root
 // (path traversal, files changed behind the server's back) and temporary files (an
 // aborted upload, which tests/objects.rs checks on S3 as a multipart upload).
 on_s3!(
+    the_reserved_area_is_no_ones_path,
     a_hot_copy_past_the_freshness_bound_is_revalidated,
     request_ids_and_limits,
     concurrent_puts_never_tear,
