@@ -425,3 +425,82 @@ async fn without_credentials_nothing_exists() {
         .unwrap();
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// A tag of an If header naming a path the principal cannot see is evaluated as one
+/// naming a path where nothing is: its locks and etag cannot be tested from outside.
+#[tokio::test]
+async fn an_if_header_cannot_test_what_is_hidden() {
+    let app = app();
+    let locked = send(
+        &app,
+        "bob",
+        "LOCK",
+        "/home/bob/secret.txt",
+        &[] as &[(&str, &str)],
+    )
+    .await;
+    assert_eq!(locked.status(), StatusCode::OK);
+    let token = locked.headers()["lock-token"].to_str().unwrap().to_owned();
+    let token = token.trim_matches(|c| c == '<' || c == '>').to_owned();
+    let put_with = |user: &'static str, path: &'static str, tagged: &'static str| {
+        let app = &app;
+        let condition = format!("<{{base}}{tagged}> (<{token}>)");
+        async move { send(app, user, "PUT", path, &[("if", condition)]).await.status() }
+    };
+    assert_eq!(
+        put_with("bob", "/home/bob/secret.txt", "/home/bob/secret.txt").await,
+        StatusCode::NO_CONTENT,
+        "the lock's owner, who sees the path, submits its token"
+    );
+    let hidden = put_with("alice", "/home/alice/mine.txt", "/home/bob/secret.txt").await;
+    let absent = put_with("alice", "/home/alice/mine.txt", "/home/nobody/secret.txt").await;
+    assert_eq!(
+        hidden, absent,
+        "a hidden path's lock is tested as an absent path's"
+    );
+    assert_eq!(hidden, StatusCode::PRECONDITION_FAILED);
+}
+
+const LOCKING_POLICY: &str = r#"
+homes: /home/{user}
+groups:
+  staff: [alice, bob]
+rules:
+  - path: /projects/apollo
+    grant: {"group:staff": write}
+  - path: /projects/apollo/archive
+    grant: {"group:staff": read, "user:bob": write}
+"#;
+
+/// A lock of all of a collection (Depth: infinity) needs write on all of it, so it
+/// never covers what its owner may not change, nor meets locks there.
+#[tokio::test]
+async fn a_lock_of_all_of_a_collection_needs_write_on_all_of_it() {
+    let app = App::with(Options {
+        users: USERS.iter().map(|u| (*u, "pw")).collect(),
+        policy: Some(LOCKING_POLICY),
+        ..Options::default()
+    });
+    let lock = |user: &'static str, path: &'static str, depth: &'static str| {
+        let app = &app;
+        async move { send(app, user, "LOCK", path, &[("depth", depth)]).await }
+    };
+    let refused = lock("alice", "/projects/apollo/", "infinity").await;
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let text = refused.text().await.unwrap();
+    assert!(text.contains("Depth: 0"), "{text}");
+    assert_eq!(
+        lock("bob", "/projects/apollo/archive/", "infinity")
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        lock("alice", "/projects/apollo/", "0").await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        lock("alice", "/home/alice/", "infinity").await.status(),
+        StatusCode::OK
+    );
+}

@@ -332,6 +332,36 @@ impl Policy {
         self.walk(collection).end.is_none_or(|end| !end.has_children())
     }
 
+    /// Whether `subject` may write everything beneath `path`, at any depth: what a lock
+    /// of all of it (a depth-infinity LOCK) needs. (Whatever `subject` may not write
+    /// beneath a path it may write is readable to it, as the policy's load check makes
+    /// sure, so the answer tells it nothing it cannot see.)
+    pub fn writes_all_below(&self, subject: &Subject, path: &VolumePath) -> bool {
+        if subject.admin {
+            return true;
+        }
+        let Some(end) = self.walk(path).end else {
+            return true;
+        };
+        let mut stack: Vec<&Node> = vec![end];
+        while let Some(node) = stack.pop() {
+            if node.any_home.is_some() {
+                // Someone else's home, whoever the subject is.
+                return false;
+            }
+            for (segment, child) in &node.children {
+                if let Some(decider) = child.decider {
+                    let (permission, _) = self.permission_under(Some((decider, segment)), subject);
+                    if permission < Permission::Write {
+                        return false;
+                    }
+                }
+                stack.push(child);
+            }
+        }
+        true
+    }
+
     /// Whether `path` stays put: a rule, a quota or the home template names it or
     /// something beneath it, so only an administrator may move or delete it.
     pub fn is_fixed(&self, path: &VolumePath) -> bool {

@@ -2,7 +2,9 @@
 //! reference written here from the model's words: the longest matching prefix decides
 //! (a rule, or a home); a subject has the highest permission any of its grantees has
 //! there; without `read`, a path is passable when some rule or home strictly beneath it
-//! gives the subject `read`, else hidden; administrators manage everything.
+//! gives the subject `read`, else hidden; administrators manage everything. And a
+//! subject writes all below a path when every rule beneath grants it `write` and no
+//! one else's home lies beneath.
 
 use kubedav_api::path::VolumePath;
 use kubedav_policy::{Access, Grantee, Permission, Policy};
@@ -112,6 +114,25 @@ impl Plain {
     }
 }
 
+impl Plain {
+    /// Whether the subject may write every path strictly beneath `path` that a rule or
+    /// a home decides: each rule beneath grants it `write`, and no one else's home lies
+    /// beneath.
+    fn writes_all_below(&self, user: &str, claimed: &[&str], path: &[&str]) -> bool {
+        if user == "root" {
+            return true;
+        }
+        let below = |deeper: &[&str]| deeper.len() > path.len() && deeper.starts_with(path);
+        let homes_below = self.homes && below(&[HOMES, "someone-else"]);
+        !homes_below
+            && self
+                .rules
+                .keys()
+                .filter(|rule| below(rule))
+                .all(|rule| self.permission(user, claimed, rule) >= Permission::Write)
+    }
+}
+
 fn permission() -> impl Strategy<Value = Permission> {
     prop_oneof![
         Just(Permission::None),
@@ -167,6 +188,11 @@ proptest! {
             prop_assert_eq!(
                 policy.access(&subject, &volume), expected,
                 "{} on /{}\n{}", user, path.join("/"), yaml
+            );
+            prop_assert_eq!(
+                policy.writes_all_below(&subject, &volume),
+                plain.writes_all_below(user, &claimed, &path),
+                "{} writes all below /{}\n{}", user, path.join("/"), yaml
             );
             // A listing's decisions by name agree with the decisions by path.
             if let Some((collection, name)) = volume.split_last() {

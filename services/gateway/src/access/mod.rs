@@ -85,6 +85,11 @@ impl Viewer {
         self.policy.access(&self.subject, collection).permission() >= Permission::Write
     }
 
+    /// Whether the viewer may write everything beneath `path` (a depth-infinity lock).
+    pub fn writes_all_below(&self, path: &VolumePath) -> bool {
+        self.policy.writes_all_below(&self.subject, path)
+    }
+
     /// Whether every member of `collection` is to the viewer what the collection is, so a
     /// listing of it needs no filtering.
     pub fn sees_all_of(&self, collection: &VolumePath) -> bool {

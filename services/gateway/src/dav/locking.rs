@@ -2,6 +2,7 @@
 //! locks (RFC 4918 14.1 activelock).
 
 use crate::Gateway;
+use crate::access::Viewer;
 use crate::dav::xml::escape;
 use crate::http::errors::HttpError;
 use crate::http::paths::BasePath;
@@ -77,10 +78,11 @@ pub async fn check_write(
     gateway: &Gateway,
     headers: &HeaderMap,
     principal: &Principal,
+    viewer: Option<&Viewer>,
     request_path: &VolumePath,
     targets: Vec<WriteTarget>,
 ) -> Result<(), HttpError> {
-    let reply = ask(gateway, headers, principal, request_path, targets).await?;
+    let reply = ask(gateway, headers, principal, viewer, request_path, targets).await?;
     match reply.outcome() {
         Outcome::Allowed => Ok(()),
         Outcome::PreconditionFailed => Err(precondition_failed()),
@@ -102,11 +104,12 @@ pub async fn check_create(
     gateway: &Gateway,
     headers: &HeaderMap,
     principal: &Principal,
+    viewer: Option<&Viewer>,
     path: &VolumePath,
 ) -> Result<Option<String>, HttpError> {
     let parent_target = parent(path);
     let targets = member(path, false);
-    let reply = ask(gateway, headers, principal, path, targets).await?;
+    let reply = ask(gateway, headers, principal, viewer, path, targets).await?;
     match reply.outcome() {
         Outcome::Allowed => return Ok(None),
         Outcome::PreconditionFailed => return Err(precondition_failed()),
@@ -150,10 +153,14 @@ async fn ask(
     gateway: &Gateway,
     headers: &HeaderMap,
     principal: &Principal,
+    viewer: Option<&Viewer>,
     request_path: &VolumePath,
     targets: Vec<WriteTarget>,
 ) -> Result<kubedav_api::locks::CheckWriteResponse, HttpError> {
-    let if_header = if_header(&gateway.config.base_path, headers)?;
+    let mut if_header = if_header(&gateway.config.base_path, headers)?;
+    if let Some(viewer) = viewer {
+        hide_unseen_tags(&mut if_header, viewer);
+    }
     let mut etags = HashMap::new();
     let has_etags = if_header
         .iter()
@@ -167,7 +174,7 @@ async fn ask(
             } else {
                 tagged.path.clone()
             };
-            if etags.contains_key(&path) {
+            if etags.contains_key(&path) || path == UNSEEN_TAG {
                 continue;
             }
             if let Ok(info) = gateway.fileio.stat(StatRequest { path: path.clone() }).await {
@@ -186,6 +193,23 @@ async fn ask(
     tracing::Instrument::instrument(gateway.locks.check_write(request), span)
         .await
         .map_err(HttpError::from)
+}
+
+/// Where an If header's tag that names a path hidden from the principal points instead:
+/// a reserved name, which no resource, lock or etag can have. The tag's conditions are
+/// then evaluated as for a resource that does not exist, whatever is at the path it
+/// named, so an If header cannot test another user's locks or files.
+const UNSEEN_TAG: &str = ".kubedav-unseen";
+
+/// Points the tags of `if_header` that name paths `viewer` may not see at
+/// [`UNSEEN_TAG`].
+fn hide_unseen_tags(if_header: &mut [kubedav_api::locks::TaggedLists], viewer: &Viewer) {
+    for tagged in if_header.iter_mut().filter(|tagged| !tagged.untagged) {
+        let seen = VolumePath::parse(&tagged.path).is_ok_and(|path| viewer.sees(&path));
+        if !seen {
+            UNSEEN_TAG.clone_into(&mut tagged.path);
+        }
+    }
 }
 
 /// A 423 Locked response naming the lock roots (below `base`) in a precondition element.

@@ -2,6 +2,7 @@
 
 use super::guard::{Change, guard_write};
 use crate::Gateway;
+use crate::access::Viewer;
 use crate::dav::headers::{Depth, depth, destination, overwrite};
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::request_path;
@@ -46,7 +47,15 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
         targets.extend(crate::dav::locking::member(&source.path, true));
     }
     let principal = Principal::of(&request);
-    guard_write(gateway, headers, principal, &source.path, Change::of(targets)).await?;
+    guard_write(
+        gateway,
+        headers,
+        principal,
+        Viewer::of(&request),
+        &source.path,
+        Change::of(targets),
+    )
+    .await?;
     let (from, to) = (
         source.path.as_str().to_owned(),
         destination.path.as_str().to_owned(),

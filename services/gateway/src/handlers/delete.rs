@@ -2,6 +2,7 @@
 
 use super::guard::{Change, guard_write};
 use crate::Gateway;
+use crate::access::Viewer;
 use crate::http::conditional::single_if_match;
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::request_path;
@@ -23,7 +24,15 @@ pub(super) async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
     let targets = crate::dav::locking::member(&target.path, true);
     let principal = Principal::of(&request);
     let change = Change::of(targets).conditional();
-    guard_write(gateway, request.headers(), principal, &target.path, change).await?;
+    guard_write(
+        gateway,
+        request.headers(),
+        principal,
+        Viewer::of(&request),
+        &target.path,
+        change,
+    )
+    .await?;
     let reply = gateway
         .fileio
         .delete(DeleteRequest {

@@ -1,6 +1,7 @@
 //! The checks every writing method passes before it changes anything: [`guard_write`].
 
 use crate::Gateway;
+use crate::access::Viewer;
 use crate::dav::locking;
 use crate::http::conditional::{Outcome, Validators, evaluate, precondition_failed};
 use crate::http::errors::HttpError;
@@ -66,6 +67,7 @@ pub(super) async fn guard_write(
     gateway: &Gateway,
     headers: &HeaderMap,
     principal: Principal,
+    viewer: Option<&Viewer>,
     path: &VolumePath,
     change: Change,
 ) -> Result<Option<String>, HttpError> {
@@ -77,10 +79,10 @@ pub(super) async fn guard_write(
     }
     match change.what {
         What::Targets(targets) => {
-            locking::check_write(gateway, headers, &principal, path, targets).await?;
+            locking::check_write(gateway, headers, &principal, viewer, path, targets).await?;
             Ok(None)
         }
-        What::Create => locking::check_create(gateway, headers, &principal, path).await,
+        What::Create => locking::check_create(gateway, headers, &principal, viewer, path).await,
     }
 }
 

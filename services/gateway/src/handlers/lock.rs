@@ -3,6 +3,7 @@
 use super::body::xml_body;
 use super::guard::{Change, guard_write};
 use crate::Gateway;
+use crate::access::Viewer;
 use crate::dav::headers::{Depth, depth, lock_token, timeout};
 use crate::dav::locking::{activelock, if_header, locked};
 use crate::dav::properties::DAV;
@@ -25,6 +26,7 @@ pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&gateway.config.base_path, &request)?;
     let principal = Principal::of(&request);
     let headers = request.headers().clone();
+    let viewer = Viewer::of(&request).cloned();
     let timeout_seconds = timeout(&headers)?;
     let depth = depth(&headers, Depth::Infinity)?;
     if depth == Depth::One {
@@ -35,6 +37,22 @@ pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     };
     if !body.is(DAV, "lockinfo") {
         return Err(HttpError::bad_request("the LOCK body must be a DAV:lockinfo"));
+    }
+    // A lock of all of a collection needs write on all of it: with rules beneath that
+    // give the principal less, it would lock what they may not change (and meet other
+    // users' locks there). What they may not change beneath is readable to them, so the
+    // refusal tells them nothing they cannot see.
+    if depth == Depth::Infinity
+        && let Some(viewer) = &viewer
+        && !viewer.writes_all_below(&target.path)
+    {
+        return Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{} holds what you may not change, so you may not lock all of it: lock it with Depth: 0, or lock the members you may change",
+                target.path
+            ),
+        ));
     }
     let scope = match body.child(DAV, "lockscope").and_then(|s| s.elements().next()) {
         Some(e) if e.is(DAV, "exclusive") => Scope::Exclusive,
@@ -84,7 +102,15 @@ pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
         crate::dav::quirks::refuse_macos_metadata(gateway.config.refuse_macos_metadata, &target.path)?;
         let membership = crate::dav::locking::parent(&target.path).into_iter().collect();
         let change = Change::of(membership);
-        guard_write(gateway, &headers, principal.clone(), &target.path, change).await?;
+        guard_write(
+            gateway,
+            &headers,
+            principal.clone(),
+            viewer.as_ref(),
+            &target.path,
+            change,
+        )
+        .await?;
     }
     let reply = gateway
         .locks

@@ -2,6 +2,7 @@
 
 use super::guard::{Change, guard_write};
 use crate::Gateway;
+use crate::access::Viewer;
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::request_path;
 use crate::request::Principal;
@@ -30,7 +31,15 @@ pub(super) async fn mkcol(gateway: &Gateway, request: Request) -> HttpResult {
     let targets = crate::dav::locking::member(&target.path, false);
     let principal = Principal::of(&request);
     let change = Change::of(targets);
-    guard_write(gateway, request.headers(), principal, &target.path, change).await?;
+    guard_write(
+        gateway,
+        request.headers(),
+        principal,
+        Viewer::of(&request),
+        &target.path,
+        change,
+    )
+    .await?;
     match gateway
         .fileio
         .mkdir(MkdirRequest {

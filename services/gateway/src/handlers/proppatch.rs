@@ -3,6 +3,7 @@
 use super::body::xml_body;
 use super::guard::{Change, guard_write};
 use crate::Gateway;
+use crate::access::Viewer;
 use crate::dav::multistatus::{
     self, MULTISTATUS_CLOSE, Prefixes, close_response, open_response, write_propstat,
 };
@@ -26,7 +27,15 @@ pub(super) async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult
     let targets = vec![crate::dav::locking::target(&target.path, false)];
     let principal = Principal::of(&request);
     let change = Change::of(targets);
-    guard_write(gateway, request.headers(), principal, &target.path, change).await?;
+    guard_write(
+        gateway,
+        request.headers(),
+        principal,
+        Viewer::of(&request),
+        &target.path,
+        change,
+    )
+    .await?;
     let body = xml_body(request)
         .await?
         .ok_or_else(|| HttpError::bad_request("PROPPATCH needs a DAV:propertyupdate body"))?;
