@@ -9,6 +9,7 @@ pub mod cache;
 pub mod chunkpool;
 pub mod digest;
 pub mod errors;
+pub mod left_out;
 pub mod listing;
 pub mod metadata;
 pub mod metrics;
@@ -407,8 +408,19 @@ impl FileIo for LocalFileIo {
     async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status> {
         let (source, destination) = (parse(&request.source)?, parse(&request.destination)?);
         let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
+        let left_out = left_out::LeftOut::parse(&source, &request.leave_out)?;
         let volume = self.volume.clone();
-        blocking(move || transfer::copy(&volume, &source, &destination, depth, request.overwrite)).await
+        blocking(move || {
+            transfer::copy(
+                &volume,
+                &source,
+                &destination,
+                depth,
+                request.overwrite,
+                &left_out,
+            )
+        })
+        .await
     }
 
     #[tracing::instrument(skip_all, name = "fileio.move", fields(source = %request.source, destination = %request.destination))]

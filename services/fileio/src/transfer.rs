@@ -1,6 +1,7 @@
 //! COPY and MOVE (RFC 4918 9.8, 9.9) within the volume.
 
 use crate::errors::{Op, io_status};
+use crate::left_out::LeftOut;
 use crate::listing::visible_names;
 use crate::metadata::{is_dir, is_symlink, stat_at};
 use crate::tree::{failure, remove_entry};
@@ -84,7 +85,8 @@ fn prepare_destination(
 }
 
 /// Copies `source` to `destination`: a file with its content and dead properties; a
-/// collection with its dead properties and, with depth infinity, all its members.
+/// collection with its dead properties and, with depth infinity, all its members but
+/// those `left_out`.
 ///
 /// A failed copy leaves the destination as it was. A file replacing a file is written to
 /// a temporary file and renamed over it. Anything else is built under a hidden name
@@ -98,6 +100,7 @@ pub fn copy(
     destination: &VolumePath,
     depth: Depth,
     overwrite: bool,
+    left_out: &LeftOut,
 ) -> Result<TransferResponse, Status> {
     refuse_overlap(source, destination)?;
     if depth == Depth::One {
@@ -136,10 +139,13 @@ pub fn copy(
                 let target = rustix::fs::openat(&dest.dir, staged.name.as_str(), DIR_FLAGS, Mode::empty())
                     .map_err(|e| io_status(e, Op::Other, destination))?;
                 copy_tree(
-                    source_fd,
-                    target,
-                    source.clone(),
-                    destination.clone(),
+                    Tree {
+                        source: source_fd,
+                        target,
+                        source_path: source.clone(),
+                        target_path: destination.clone(),
+                    },
+                    left_out,
                     &mut failures,
                     volume.durability(),
                 );
@@ -322,17 +328,26 @@ fn make_collection_copy(
     Ok(())
 }
 
-/// Copies the members of the open directory `source` into the open directory `target`,
-/// depth first, without following symlinks (they are copied as symlinks).
-fn copy_tree(
+/// A collection being copied: the open source and target directories and their paths.
+struct Tree {
     source: OwnedFd,
     target: OwnedFd,
     source_path: VolumePath,
     target_path: VolumePath,
-    failures: &mut Vec<Failure>,
-    durability: Durability,
-) {
-    let mut stack = vec![(source, target, source_path, target_path)];
+}
+
+/// Copies the members of the open directory `source` into the open directory `target`,
+/// depth first, without following symlinks (they are copied as symlinks), and without
+/// what is `left_out` (relative to the copy's source, `tree.source_path`).
+fn copy_tree(tree: Tree, left_out: &LeftOut, failures: &mut Vec<Failure>, durability: Durability) {
+    let copy_root = tree.source_path.clone();
+    let relative = |path: &VolumePath| -> String {
+        match copy_root.is_root() {
+            true => path.as_str().to_owned(),
+            false => path.as_str()[copy_root.as_str().len() + 1..].to_owned(),
+        }
+    };
+    let mut stack = vec![(tree.source, tree.target, tree.source_path, tree.target_path)];
     while let Some((source, target, source_path, target_path)) = stack.pop() {
         let names = match visible_names(&source, &source_path) {
             Ok(names) => names.collect::<Vec<_>>(),
@@ -345,6 +360,9 @@ fn copy_tree(
             let (Ok(from), Ok(to)) = (source_path.join(&name), target_path.join(&name)) else {
                 continue;
             };
+            if left_out.covers(&relative(&from)) {
+                continue;
+            }
             let result = (|| -> Result<(), Status> {
                 let stx = stat_at(&source, &name, &from)?;
                 if is_symlink(&stx) {
@@ -420,7 +438,14 @@ pub fn rename(
             }
         }
         Err(rustix::io::Errno::XDEV) => {
-            let copied = copy(volume, source, destination, Depth::Infinity, overwrite)?;
+            let copied = copy(
+                volume,
+                source,
+                destination,
+                Depth::Infinity,
+                overwrite,
+                &LeftOut::default(),
+            )?;
             if !copied.failures.is_empty() {
                 return Ok(copied);
             }

@@ -504,3 +504,80 @@ async fn a_lock_of_all_of_a_collection_needs_write_on_all_of_it() {
         StatusCode::OK
     );
 }
+
+const COPY_POLICY: &str = r#"
+homes: /team/{user}
+groups:
+  staff: [alice, bob]
+rules:
+  - path: /team
+    grant: {"*": read}
+  - path: /shared
+    grant: {"*": read, "group:staff": write}
+  - path: /shared/board
+    grant: {"group:staff": read}
+  - path: /scratch
+    grant: {"*": write}
+"#;
+
+/// A COPY of a collection takes what its maker may read and leaves the rest, so it is
+/// neither refused (which would say something unreadable is inside) nor a way to it.
+#[tokio::test]
+async fn a_copy_takes_only_what_its_maker_may_read() {
+    let app = App::with(Options {
+        users: USERS.iter().map(|u| (*u, "pw")).collect(),
+        policy: Some(COPY_POLICY),
+        ..Options::default()
+    });
+    for dir in ["shared/board", "team/alice", "team/bob"] {
+        std::fs::create_dir_all(app.disk(dir)).unwrap();
+    }
+    for (file, text) in [
+        ("shared/readme.txt", "for all"),
+        ("shared/board/minutes.txt", "staff only"),
+        ("team/notes.txt", "for all"),
+        ("team/alice/a.txt", "alice's"),
+        ("team/bob/b.txt", "bob's"),
+    ] {
+        std::fs::write(app.disk(file), text).unwrap();
+    }
+    let copy = |user: &'static str, from: &'static str, to: &'static str| {
+        let app = &app;
+        async move {
+            let destination = format!("{{base}}{to}");
+            send(app, user, "COPY", from, &[("destination", destination)])
+                .await
+                .status()
+        }
+    };
+    assert_eq!(
+        copy("dave", "/shared/", "/scratch/dave/").await,
+        StatusCode::CREATED
+    );
+    assert!(app.disk("scratch/dave/readme.txt").exists());
+    assert!(!app.disk("scratch/dave/board").exists(), "the board is staff's");
+    assert_eq!(
+        copy("alice", "/shared/", "/scratch/alice/").await,
+        StatusCode::CREATED
+    );
+    assert!(app.disk("scratch/alice/board/minutes.txt").exists());
+    // The homes beneath a readable collection: only the copier's own goes with it.
+    assert_eq!(
+        copy("dave", "/team/", "/scratch/team/").await,
+        StatusCode::CREATED
+    );
+    assert!(
+        app.disk("scratch/team/dave").is_dir(),
+        "dave's home, made on his first request"
+    );
+    assert!(!app.disk("scratch/team/alice").exists() && !app.disk("scratch/team/bob").exists());
+    // Every name in the homes' parent is someone's home: notes.txt too, as dave's
+    // listing of /team shows.
+    assert!(!app.disk("scratch/team/notes.txt").exists());
+    // A collection dave only passes through is not his to copy.
+    assert_eq!(
+        copy("dave", "/", "/scratch/everything/").await,
+        StatusCode::FORBIDDEN
+    );
+    assert!(!app.disk("scratch/everything").exists());
+}

@@ -70,6 +70,7 @@ for_each_case!(
     delete_cases,
     copy_files,
     copy_trees,
+    a_copy_leaves_out_what_it_is_told,
     move_files_and_trees,
     dead_properties,
     checksums_and_validators,
@@ -551,6 +552,7 @@ async fn copy(
             destination: destination.to_owned(),
             depth: depth as i32,
             overwrite,
+            leave_out: Vec::new(),
         })
         .await
 }
@@ -1286,6 +1288,60 @@ async fn copy_trees(fio: &Subject) {
         Code::NotFound,
         "the tree a file replaced",
     );
+}
+
+/// A depth-infinity COPY leaves out the paths it is given (what the caller may not
+/// read), each with all beneath it and with its dead properties, and copies the rest;
+/// it refuses a path that is not beneath its source.
+async fn a_copy_leaves_out_what_it_is_told(fio: &Subject) {
+    mkdir(&**fio, "t").await.unwrap();
+    put(&**fio, "t/x.txt", b"x").await;
+    mkdir(&**fio, "t/secret").await.unwrap();
+    put(&**fio, "t/secret/plan.txt", b"hidden").await;
+    mkdir(&**fio, "t/s").await.unwrap();
+    put(&**fio, "t/s/y.txt", b"y").await;
+    put(&**fio, "t/s/private.txt", b"hidden too").await;
+    done(
+        patch(&**fio, "t/secret", vec![set("note", b"secret note")]).await,
+        "PROPPATCH",
+    );
+    let s = |v: &[&str]| v.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>();
+    let copied = fio
+        .copy(CopyRequest {
+            source: "t".into(),
+            destination: "u".into(),
+            depth: Depth::Infinity as i32,
+            overwrite: false,
+            leave_out: s(&["t/secret", "t/s/private.txt"]),
+        })
+        .await;
+    assert!(whole(copied, "COPY leaving out two members").created);
+    assert_eq!(
+        listed(&**fio, "u", Depth::Infinity).await,
+        ("u".into(), s(&["u/s", "u/s/y.txt", "u/x.txt"]))
+    );
+    assert_eq!(
+        listed(&**fio, "t", Depth::Infinity).await.1.len(),
+        6,
+        "the source is whole"
+    );
+    // A member made later where a left-out one was carries none of its properties.
+    mkdir(&**fio, "u/secret").await.unwrap();
+    assert_eq!(properties(&**fio, "u/secret").await, vec![]);
+    for outside in ["t", "u/x.txt", "tt/x", "x"] {
+        fails(
+            fio.copy(CopyRequest {
+                source: "t".into(),
+                destination: "v".into(),
+                depth: Depth::Infinity as i32,
+                overwrite: false,
+                leave_out: s(&[outside]),
+            })
+            .await,
+            Code::InvalidArgument,
+            "leaving out what is not beneath the source",
+        );
+    }
 }
 
 /// MOVE of files and trees, over existing destinations or not, and into itself.

@@ -19,6 +19,8 @@ groups:
 rules:
   - path: /projects/apollo
     grant: {"group:staff": write, "group:readers": read}
+  - path: /projects/apollo/board
+    grant: {"group:staff": read, "user:root": write}
   - path: /public
     grant: {"*": read}
 "#;
@@ -208,6 +210,41 @@ async fn homes_are_absent_to_everyone_else(mode: Mode) {
             .await
             .status(),
         StatusCode::NOT_FOUND
+    );
+    // carol copies the project she reads: without the board, which is staff's.
+    assert_eq!(
+        send(&server, "root", "PUT", "/projects/apollo/board/minutes.txt", None)
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+    let copied = client()
+        .request(
+            Method::from_bytes(b"COPY").unwrap(),
+            server.url("/projects/apollo/"),
+        )
+        .basic_auth("carol", Some("pw"))
+        .header("destination", server.url("/home/carol/apollo/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(copied.status(), StatusCode::CREATED);
+    assert_eq!(
+        listing("carol", "/home/carol/apollo/").await,
+        ["/home/carol/apollo/", "/home/carol/apollo/plan.txt"]
+    );
+    assert_eq!(
+        send(
+            &server,
+            "alice",
+            "GET",
+            "/projects/apollo/board/minutes.txt",
+            None
+        )
+        .await
+        .status(),
+        StatusCode::OK,
+        "staff read the board"
     );
     let kept = send(&server, "bob", "GET", "/home/bob/secret.txt", None).await;
     assert_eq!(

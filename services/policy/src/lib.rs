@@ -36,5 +36,5 @@ mod tree;
 
 pub use grantee::Grantee;
 pub use permission::{LinkCap, Permission};
-pub use policy::{Access, Decided, DecidedBy, Members, Policy, PolicyError, QuotaRoot, Subject};
+pub use policy::{Access, Decided, DecidedBy, Members, Policy, PolicyError, QuotaRoot, Subject, Unreadable};
 pub use size::parse_size;

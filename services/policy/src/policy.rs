@@ -207,6 +207,16 @@ impl Members<'_> {
     }
 }
 
+/// What a subject may not read beneath a path ([`Policy::unreadable_below`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The topmost paths the policy names that the subject may not read.
+    pub paths: Vec<VolumePath>,
+    /// The homes' parent, when it lies at or beneath the path: its members that are
+    /// homes the subject may not read are to be left out too.
+    pub homes_in: Option<VolumePath>,
+}
+
 /// Where a walk down the tree ended, and what it met on the way.
 struct Walk<'p> {
     /// The deepest decider met, the segment of its node, and its depth.
@@ -360,6 +370,41 @@ impl Policy {
             }
         }
         true
+    }
+
+    /// What `subject` may not read beneath `path`, which a copy of `path` leaves out:
+    /// the topmost such paths the policy names, and the homes' parent if it lies at or
+    /// beneath `path` (someone else's home is beneath it, whose names only a listing
+    /// gives). Everything else beneath `path` is what `path` is to `subject`.
+    pub fn unreadable_below(&self, subject: &Subject, path: &VolumePath) -> Unreadable {
+        let mut unreadable = Unreadable::default();
+        if subject.admin {
+            return unreadable;
+        }
+        let walk = self.walk(path);
+        let Some(end) = walk.end else {
+            return unreadable;
+        };
+        let mut stack = vec![(end, path.clone(), walk.decider)];
+        while let Some((node, at, decider)) = stack.pop() {
+            if node.any_home.is_some() {
+                unreadable.homes_in = Some(at.clone());
+            }
+            for (segment, child) in &node.children {
+                let Ok(child_path) = at.join(segment) else {
+                    continue;
+                };
+                let decider = child.decider.map(|d| (d, &**segment)).or(decider);
+                let (permission, _) = self.permission_under(decider, subject);
+                if permission >= Permission::Read {
+                    stack.push((child, child_path, decider));
+                } else {
+                    unreadable.paths.push(child_path);
+                }
+            }
+        }
+        unreadable.paths.sort();
+        unreadable
     }
 
     /// Whether `path` stays put: a rule, a quota or the home template names it or

@@ -194,6 +194,27 @@ proptest! {
                 plain.writes_all_below(user, &claimed, &path),
                 "{} writes all below /{}\n{}", user, path.join("/"), yaml
             );
+            // A copy of any readable ancestor leaves out everything unreadable beneath
+            // it, and keeps what is readable all the way down.
+            let readable = |p: &[&str]| plain.access(user, &claimed, p).permission() >= Permission::Read;
+            for depth in 0..path.len() {
+                let source = &path[..depth];
+                if !readable(source) {
+                    continue;
+                }
+                let from = VolumePath::from_segments(source.iter().copied()).unwrap();
+                let unreadable = policy.unreadable_below(&subject, &from);
+                let covered = unreadable.paths.iter().any(|u| volume.starts_with(u))
+                    || unreadable.homes_in.as_ref().is_some_and(|homes| {
+                        let at = homes.segments().count();
+                        volume.starts_with(homes) && path.len() > at && !readable(&path[..=at])
+                    });
+                if !readable(&path) {
+                    prop_assert!(covered, "{} copies /{} with unreadable /{}\n{}", user, source.join("/"), path.join("/"), yaml);
+                } else if (depth + 1..path.len()).all(|d| readable(&path[..d])) {
+                    prop_assert!(!covered, "{} copies /{} without readable /{}\n{}", user, source.join("/"), path.join("/"), yaml);
+                }
+            }
             // A listing's decisions by name agree with the decisions by path.
             if let Some((collection, name)) = volume.split_last() {
                 prop_assert_eq!(

@@ -157,6 +157,7 @@ impl FileIo for ObjectFileIo {
     async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status> {
         let (source, destination) = (parse(&request.source)?, parse(&request.destination)?);
         let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
+        let left_out = crate::left_out::LeftOut::parse(&source, &request.leave_out)?;
         tree::copy(
             &self.s3,
             &self.keys,
@@ -164,6 +165,7 @@ impl FileIo for ObjectFileIo {
             &destination,
             depth,
             request.overwrite,
+            &left_out,
         )
         .await
     }

@@ -6,6 +6,7 @@
 use super::find::{Found, collection_info, find, require_parent};
 use super::keys::Keys;
 use super::properties;
+use crate::left_out::LeftOut;
 use crate::s3::S3Client;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -152,13 +153,15 @@ pub async fn copy(
     destination: &VolumePath,
     depth: Depth,
     overwrite: bool,
+    left_out: &LeftOut,
 ) -> Result<TransferResponse, Status> {
     crate::transfer::refuse_overlap(source, destination)?;
     if depth == Depth::One {
         return Err(Status::invalid_argument("COPY takes Depth 0 or infinity, not 1"));
     }
     let (found, existed) = prepare(s3, keys, source, destination, overwrite).await?;
-    let failures = duplicate(s3, keys, source, destination, &found, depth == Depth::Infinity).await?;
+    let members = (depth == Depth::Infinity).then_some(left_out);
+    let failures = duplicate(s3, keys, source, destination, &found, members).await?;
     Ok(TransferResponse {
         created: !existed,
         failures,
@@ -176,7 +179,7 @@ pub async fn rename(
 ) -> Result<TransferResponse, Status> {
     crate::transfer::refuse_overlap(source, destination)?;
     let (found, existed) = prepare(s3, keys, source, destination, overwrite).await?;
-    let failures = duplicate(s3, keys, source, destination, &found, true).await?;
+    let failures = duplicate(s3, keys, source, destination, &found, Some(&LeftOut::default())).await?;
     if !failures.is_empty() {
         return Ok(TransferResponse {
             created: false,
@@ -242,25 +245,28 @@ async fn prepare(
 }
 
 /// Copies `source` (as `found`) to `destination` inside the bucket, a collection's
-/// members too when `members`, and the source's dead properties; the members that
-/// failed.
+/// members too when `members` says which to leave out, and the source's dead
+/// properties; the members that failed.
 async fn duplicate(
     s3: &S3Client,
     keys: &Keys,
     source: &VolumePath,
     destination: &VolumePath,
     found: &Found,
-    members: bool,
+    members: Option<&LeftOut>,
 ) -> Result<Vec<Failure>, Status> {
     let mut failures = Vec::new();
     if found.is_collection() {
         let (from, to) = (keys.children(source), keys.children(destination));
         s3.put(&to, Bytes::new()).await?;
-        if members {
-            failures = copy_members(s3, keys, &from, &to).await?;
+        if let Some(left_out) = members {
+            failures = copy_members(s3, keys, &from, &to, left_out).await?;
             if failures.is_empty() {
                 let (from, to) = (keys.indexes_below(source), keys.indexes_below(destination));
-                failures = copy_members(s3, keys, &from, &to).await?;
+                failures = copy_members(s3, keys, &from, &to, left_out).await?;
+            }
+            if failures.is_empty() {
+                forget_left_out(s3, keys, destination, left_out).await?;
             }
         }
     } else {
@@ -273,10 +279,36 @@ async fn duplicate(
     Ok(failures)
 }
 
-/// Copies every key below `from` to the same place below `to`: a collection's members,
-/// or its property indexes (their entries are names, valid wherever the collection
-/// goes); the keys that failed.
-async fn copy_members(s3: &S3Client, keys: &Keys, from: &str, to: &str) -> Result<Vec<Failure>, Status> {
+/// Drops from the copy's property indexes the entries of the members left out: the
+/// indexes were copied whole, and a left-out member's dead properties must not reach
+/// the copy (where a member of the same name made later would show them).
+async fn forget_left_out(
+    s3: &S3Client,
+    keys: &Keys,
+    destination: &VolumePath,
+    left_out: &LeftOut,
+) -> Result<(), Status> {
+    for relative in left_out.paths() {
+        let copied = VolumePath::from_segments(destination.segments().chain(relative.split('/')))
+            .map_err(Status::from)?;
+        for is_collection in [true, false] {
+            let (parent, name) = Keys::index_entry(&copied, is_collection);
+            properties::remove_entry(s3, keys, &parent, &name).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies every key below `from` to the same place below `to`, but those `left_out`
+/// covers: a collection's members, or its property indexes (their entries are names,
+/// valid wherever the collection goes); the keys that failed.
+async fn copy_members(
+    s3: &S3Client,
+    keys: &Keys,
+    from: &str,
+    to: &str,
+    left_out: &LeftOut,
+) -> Result<Vec<Failure>, Status> {
     let mut failures = Vec::new();
     let mut token = None;
     loop {
@@ -285,7 +317,7 @@ async fn copy_members(s3: &S3Client, keys: &Keys, from: &str, to: &str) -> Resul
             .objects
             .into_iter()
             .map(|object| object.key)
-            .filter(|key| key != from)
+            .filter(|key| key != from && !left_out.covers(&key[from.len()..]))
             .collect();
         let copy_one = |key: String| async move {
             let target = format!("{to}{}", &key[from.len()..]);

@@ -13,6 +13,8 @@
 //! * The decision is kept in the request ([`Viewer`]) for the handlers that list
 //!   collections: they leave out the members hidden from the principal.
 //!
+//! * A COPY leaves out what the principal may not read beneath its source
+//!   ([`left_out_of_copy`]): refusing it whole would say something unreadable is there.
 //! * Each user's home is made when they first use the service ([`homes`]).
 //! * The policy can change while the gateway serves ([`LivePolicy`]); each request is
 //!   decided whole under the policy it started with.
@@ -21,9 +23,11 @@
 //! Without a policy nothing here runs, and nothing changes.
 
 mod audit;
+mod copies;
 pub mod homes;
 mod live;
 
+pub use copies::left_out_of_copy;
 pub use homes::create_named_paths;
 pub use live::LivePolicy;
 
@@ -156,6 +160,14 @@ fn decide(
         DavMethod::Options => unreachable!("answered above"),
     };
     allow(policy, subject, target, target_use)?;
+    if method == DavMethod::Copy && policy.access(subject, target) == Access::Passable {
+        // A copy needs read on what it copies: a collection the principal only passes
+        // through holds members it may not read, besides the ways it may take.
+        return Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            format!("{target} is only a way to what you may use; copy what you may read in it"),
+        ));
+    }
     let moves_target = matches!(method, DavMethod::Delete | DavMethod::Move);
     if moves_target && !subject.is_admin() && policy.is_fixed(target) {
         return Err(fixed(target));
@@ -164,12 +176,6 @@ fn decide(
         allow(policy, subject, destination, Use::Create)?;
         if !subject.is_admin() && policy.is_fixed(destination) {
             return Err(fixed(destination));
-        }
-        if method == DavMethod::Copy && !subject.is_admin() && !policy.members_inherit(target) {
-            return Err(HttpError::new(
-                StatusCode::FORBIDDEN,
-                format!("{target} holds spaces under rules of their own; copy them one by one"),
-            ));
         }
     }
     Ok(())

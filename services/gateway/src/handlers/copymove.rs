@@ -70,6 +70,12 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
             })
             .await
     } else {
+        let leave_out = match Viewer::of(&request) {
+            Some(viewer) if depth == Depth::Infinity => {
+                crate::access::left_out_of_copy(gateway, viewer, &source.path).await?
+            }
+            _ => Vec::new(),
+        };
         let depth = if depth == Depth::Zero {
             kubedav_api::fileio::Depth::Zero
         } else {
@@ -82,6 +88,7 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
                 destination: to,
                 depth: depth as i32,
                 overwrite,
+                leave_out,
             })
             .await
     };

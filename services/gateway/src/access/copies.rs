@@ -1,0 +1,54 @@
+//! What a COPY leaves out under a policy: what the principal may not read beneath its
+//! source. Refusing such a COPY whole would tell the principal that something it may
+//! not read is inside; copying it whole would hand it over.
+
+use super::Viewer;
+use crate::Gateway;
+use crate::http::errors::HttpError;
+use futures_util::StreamExt;
+use kubedav_api::fileio::ListRequest;
+use kubedav_api::path::VolumePath;
+use kubedav_policy::Permission;
+
+/// The paths beneath `source` that a depth-infinity copy of it by `viewer` leaves out
+/// ([`kubedav_api::fileio::CopyRequest::leave_out`]): those the policy names and the
+/// viewer may not read, and, where the homes lie beneath `source`, every home the viewer
+/// may not read (one listing of the homes' parent names them).
+pub async fn left_out_of_copy(
+    gateway: &Gateway,
+    viewer: &Viewer,
+    source: &VolumePath,
+) -> Result<Vec<String>, HttpError> {
+    let unreadable = viewer.policy.unreadable_below(&viewer.subject, source);
+    let mut left_out: Vec<String> = unreadable.paths.iter().map(|p| p.as_str().to_owned()).collect();
+    let Some(homes) = unreadable.homes_in else {
+        return Ok(left_out);
+    };
+    let listed = gateway
+        .fileio
+        .list(ListRequest {
+            path: homes.as_str().to_owned(),
+            depth: kubedav_api::fileio::Depth::One as i32,
+            max_entries: 0,
+            properties: None,
+        })
+        .await;
+    let mut batches = match listed {
+        Ok(batches) => batches,
+        Err(status) if status.code() == tonic::Code::NotFound => return Ok(left_out),
+        Err(status) => return Err(status.into()),
+    };
+    while let Some(batch) = batches.next().await {
+        for entry in batch?.entries {
+            let Some(info) = entry.info else { continue };
+            let Ok(home) = VolumePath::parse(&info.path) else {
+                continue;
+            };
+            let readable = viewer.policy.access(&viewer.subject, &home).permission() >= Permission::Read;
+            if home != homes && !readable && !left_out.iter().any(|l| l == home.as_str()) {
+                left_out.push(home.as_str().to_owned());
+            }
+        }
+    }
+    Ok(left_out)
+}
