@@ -177,9 +177,9 @@ def main():
                 sys.exit(f"values: otel.protocol did not reach {o['metadata']['name']}: {env.get('OTEL_EXPORTER_OTLP_PROTOCOL')}")
     print("ok  otel.protocol reaches every kubedav container as OTEL_EXPORTER_OTLP_PROTOCOL")
     # The access policy: one ConfigMap, mounted (as a directory, so updates reach it) and
-    # named only where HTTP is served.
+    # named where it is read: where HTTP is served, and in fileio (its quotas).
     document = "homes: /home/{user}\nadmins: [admin]\n"
-    for mode, reader in (("microservices", "gateway"), ("monolithic", "all")):
+    for mode, readers in (("microservices", ("gateway", "fileio")), ("monolithic", ("all",))):
         objects = render(chart, {"deploymentMode": mode, "policy": {"document": document, "auditLog": True}},
                          out, f"policy-{mode}")
         maps = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == f"{RELEASE}-kubedav-policy"]
@@ -193,7 +193,8 @@ def main():
             env = {e["name"]: e.get("value") for e in main.get("env", [])}
             mounts = [m for m in main.get("volumeMounts", []) if m["name"] == "policy"]
             volumes = [v for v in spec.get("volumes", []) if v["name"] == "policy"]
-            if o is workload(objects, reader):
+            if any(o is workload(objects, reader) for reader in readers):
+                reader = o["metadata"]["name"]
                 if env.get("KUBEDAV_POLICY") != "/etc/kubedav/policy/policy.yaml" or env.get("KUBEDAV_AUDIT_LOG") != "true":
                     sys.exit(f"values: {mode} policy: {reader}'s env {env}")
                 if mounts != [{"name": "policy", "mountPath": "/etc/kubedav/policy", "readOnly": True}] or "subPath" in str(mounts):
@@ -202,7 +203,7 @@ def main():
                     sys.exit(f"values: {mode} policy: {reader}'s volume {volumes}")
             elif "KUBEDAV_POLICY" in env or mounts or volumes:
                 sys.exit(f"values: {mode} policy: {o['metadata']['name']} reads no policy, but has it")
-        print(f"ok  policy.document ({mode}): one ConfigMap, mounted as a directory in {reader} alone, with --audit-log")
+        print(f"ok  policy.document ({mode}): one ConfigMap, mounted as a directory in {' and '.join(readers)} alone, with --audit-log")
     objects = render(chart, {"policy": {"existingConfigMap": "my-policy", "existingConfigMapKey": "rules.yaml"}},
                      out, "policy-existing")
     volumes = [v for v in workload(objects, "gateway")["spec"]["template"]["spec"]["volumes"] if v["name"] == "policy"]

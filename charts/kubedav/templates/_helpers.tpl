@@ -407,7 +407,8 @@ readinessProbe:
 {{- end -}}
 {{- end -}}
 
-{{/* --policy and --audit-log, for the process that serves HTTP. */}}
+{{/* --policy and --audit-log, for the processes that read the policy: the one serving
+HTTP decides by it, fileio holds writes to its quotas. */}}
 {{- define "kubedav.policyEnv" -}}
 {{- if include "kubedav.policyConfigMap" . }}
 - name: KUBEDAV_POLICY

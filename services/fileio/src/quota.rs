@@ -1,13 +1,16 @@
-//! RFC 4331 quota on the served root (`--quota-bytes`), over either backend.
+//! RFC 4331 quota, over either backend: on the served root (`--quota-bytes`), and on the
+//! quota roots of the access policy (`--policy`: each home, each `quota.paths` entry).
 //!
-//! [`QuotaFileIo`] wraps any [`FileIo`]: it counts the bytes of the files below the root
-//! as writes, deletes and copies go through it, refuses with RESOURCE_EXHAUSTED (507) a
-//! write that would pass the quota (before any byte is stored when the size is declared;
-//! as soon as the body passes it otherwise, and then nothing is stored), and answers
-//! `Usage` from its count. The count starts from a listing of the whole tree, in the
-//! background, once at start and again every rescan period, which also corrects what
-//! the count cannot follow: changes made by other replicas or other tools, and trees
-//! deleted, copied or replaced (those start a rescan at once instead of being walked).
+//! [`QuotaFileIo`] wraps any [`FileIo`]. Every file counts against each quota root on its
+//! way ([`QuotaRoots`]). It counts the bytes of the files below each root as writes,
+//! deletes, copies and moves go through it, refuses with RESOURCE_EXHAUSTED (507) a write
+//! that would pass a quota on its way (before any byte is stored when the size is
+//! declared; as soon as the body passes it otherwise, and then nothing is stored), a copy
+//! or a move that would bring a root past its quota, and answers `Usage` for the nearest
+//! root holding the path. The counts start from a listing of the whole tree, in the
+//! background, once at start and again every rescan period, which also corrects what the
+//! counts cannot follow: changes made by other replicas or other tools, and trees
+//! deleted (those start a rescan at once instead of being walked).
 
 use futures_util::StreamExt;
 use kubedav_api::BoxStream;
@@ -16,63 +19,132 @@ use kubedav_api::fileio::{
     MkdirRequest, MkdirResponse, MoveRequest, PatchPropertiesRequest, PatchPropertiesResponse, ReadReply,
     ReadRequest, StatRequest, TransferResponse, UsageRequest, UsageResponse, WriteHeader, WriteResponse,
 };
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use kubedav_api::path::VolumePath;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::Status;
 
-/// A backend whose files may hold at most `limit` bytes in all.
-pub struct QuotaFileIo {
-    inner: Arc<dyn FileIo>,
-    limit: u64,
-    /// Bytes of the files below the root, as counted.
-    used: Arc<AtomicI64>,
+/// A quota root: a tree whose files may hold at most `limit` bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Root {
+    /// The root of the tree ("" for the served root).
+    pub path: VolumePath,
+    /// Its limit in bytes.
+    pub limit: u64,
+}
+
+/// Where the quotas are.
+pub trait QuotaRoots: Send + Sync + 'static {
+    /// Every quota root on the way to `path` (the path itself included), outermost
+    /// first; the last is the one RFC 4331's properties report.
+    fn roots_of(&self, path: &VolumePath) -> Vec<Root>;
+}
+
+/// One quota on the whole served tree (`--quota-bytes`).
+pub struct WholeTree(pub u64);
+
+impl QuotaRoots for WholeTree {
+    fn roots_of(&self, _path: &VolumePath) -> Vec<Root> {
+        vec![Root {
+            path: VolumePath::root(),
+            limit: self.0,
+        }]
+    }
+}
+
+/// The bytes below one root, as counted.
+#[derive(Default, Clone, Copy)]
+struct Count {
+    used: i64,
     /// What writes changed since the current count from a listing began: added to its
     /// result, since the listing may not have seen them (one it did see is counted
     /// twice until the next count: too much, never too little).
-    since_scan: Arc<AtomicI64>,
+    since_scan: i64,
+}
+
+/// The counts of every root met, by the root's path.
+type Counts = Arc<Mutex<HashMap<VolumePath, Count>>>;
+
+/// A backend whose files are held to the quotas of [`QuotaRoots`].
+pub struct QuotaFileIo {
+    inner: Arc<dyn FileIo>,
+    roots: Arc<dyn QuotaRoots>,
+    counts: Counts,
     /// Wakes the scanner for a rescan.
     rescan: Arc<tokio::sync::Notify>,
 }
 
 impl QuotaFileIo {
-    /// Wraps `inner` with a quota of `limit` bytes, counted from a listing every
-    /// `period` (and at start). Must be called within a tokio runtime.
+    /// Wraps `inner` with a quota of `limit` bytes on the whole tree, counted from a
+    /// listing every `period` (and at start). Must be called within a tokio runtime.
     pub fn new(inner: Arc<dyn FileIo>, limit: u64, period: Duration) -> Self {
-        let used = Arc::new(AtomicI64::new(0));
-        let since_scan = Arc::new(AtomicI64::new(0));
+        Self::with_roots(inner, Arc::new(WholeTree(limit)), period)
+    }
+
+    /// Wraps `inner` with the quotas of `roots`, counted from a listing every `period`
+    /// (and at start). Must be called within a tokio runtime.
+    pub fn with_roots(inner: Arc<dyn FileIo>, roots: Arc<dyn QuotaRoots>, period: Duration) -> Self {
+        let counts = Counts::default();
         let rescan = Arc::new(tokio::sync::Notify::new());
-        let counts = Counts {
-            used: used.clone(),
-            since_scan: since_scan.clone(),
-        };
-        tokio::spawn(scan_forever(inner.clone(), counts, rescan.clone(), period));
+        tokio::spawn(scan_forever(
+            inner.clone(),
+            roots.clone(),
+            counts.clone(),
+            rescan.clone(),
+            period,
+        ));
         Self {
             inner,
-            limit,
-            used,
-            since_scan,
+            roots,
+            counts,
             rescan,
         }
     }
 
-    fn used(&self) -> u64 {
-        self.used.load(Ordering::Relaxed).max(0) as u64
+    fn roots_of(&self, path: &str) -> Vec<Root> {
+        VolumePath::parse(path).map_or_else(|_| Vec::new(), |path| self.roots.roots_of(&path))
     }
 
-    fn grew(&self, bytes: i64) {
-        self.used.fetch_add(bytes, Ordering::Relaxed);
-        self.since_scan.fetch_add(bytes, Ordering::Relaxed);
+    fn used(&self, root: &Root) -> u64 {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        counts.get(&root.path).map_or(0, |c| c.used.max(0) as u64)
+    }
+
+    fn grew(&self, roots: &[Root], bytes: i64) {
+        if bytes == 0 {
+            return;
+        }
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        for root in roots {
+            let count = counts.entry(root.path.clone()).or_default();
+            count.used += bytes;
+            count.since_scan += bytes;
+        }
     }
 
     /// RESOURCE_EXHAUSTED unless `adding` more bytes (beyond `replacing`, which they
-    /// replace) fit.
-    fn admit(&self, path: &str, adding: u64, replacing: u64) -> Result<(), Status> {
-        let after = self.used().saturating_sub(replacing).saturating_add(adding);
-        if after > self.limit {
-            return Err(exhausted(path, adding, self.limit, self.used()));
+    /// replace) fit in every one of `roots`.
+    fn admit(&self, path: &str, roots: &[Root], adding: u64, replacing: u64) -> Result<(), Status> {
+        for root in roots {
+            let used = self.used(root);
+            if used.saturating_sub(replacing).saturating_add(adding) > root.limit {
+                return Err(exhausted(path, adding, root, used));
+            }
         }
         Ok(())
+    }
+
+    /// The bytes a body may still bring, replacing `replacing`, in every one of `roots`,
+    /// and the root that allows the fewest (for the refusal's message).
+    fn room(&self, roots: &[Root], replacing: u64) -> Option<(u64, Root, u64)> {
+        roots
+            .iter()
+            .map(|root| {
+                let used = self.used(root);
+                ((root.limit + replacing).saturating_sub(used), root.clone(), used)
+            })
+            .min_by_key(|(room, _, _)| *room)
     }
 
     /// The size of the file at `path`: `Some(0)` for nothing there, `None` for a
@@ -91,36 +163,91 @@ impl QuotaFileIo {
             Err(status) => Err(status),
         }
     }
+
+    /// The bytes of `path`: a file's size, or the sum of a tree's files (a listing).
+    async fn bytes_of(&self, path: &str) -> Result<u64, Status> {
+        match self.file_size(path).await? {
+            Some(bytes) => Ok(bytes),
+            None => scan(self.inner.as_ref(), path, |_, _| {}).await,
+        }
+    }
+
+    /// Admits a copy or move of `bytes` (those of `source`) onto `destination`, which
+    /// replaces `replacing` there: the roots of the destination that do not hold the
+    /// source already (for a move) must have room. Returns the roots it enters and those
+    /// it leaves.
+    fn admit_transfer(
+        &self,
+        source: &str,
+        destination: &str,
+        bytes: u64,
+        replacing: u64,
+        moving: bool,
+    ) -> Result<(Vec<Root>, Vec<Root>), Status> {
+        let (from, to) = (self.roots_of(source), self.roots_of(destination));
+        let entered: Vec<Root> = to
+            .iter()
+            .filter(|root| !moving || !from.contains(root))
+            .cloned()
+            .collect();
+        let left: Vec<Root> = from
+            .into_iter()
+            .filter(|root| moving && !to.contains(root))
+            .collect();
+        self.admit(destination, &entered, bytes, replacing)?;
+        Ok((entered, left))
+    }
 }
 
-fn exhausted(path: &str, adding: u64, limit: u64, used: u64) -> Status {
+fn exhausted(path: &str, adding: u64, root: &Root, used: u64) -> Status {
+    let limit = root.limit;
+    let whose = if root.path.is_root() {
+        "the served root".to_owned()
+    } else {
+        root.path.to_string()
+    };
     Status::resource_exhausted(format!(
-        "the quota of {limit} bytes is reached ({used} used): {path} ({adding} bytes or more) \
-         does not fit; nothing was written. Delete files or ask for a larger --quota-bytes"
+        "the quota of {whose}, {limit} bytes, is reached ({used} used): {path} ({adding} bytes \
+         or more) does not fit; nothing was written. Delete files there or ask for a larger quota"
     ))
 }
 
-/// The counters a count from a listing sets.
-struct Counts {
-    used: Arc<AtomicI64>,
-    since_scan: Arc<AtomicI64>,
-}
-
-/// Counts the bytes below the root with a listing of the whole tree, at start and every
-/// `period`, or at once when woken.
+/// Counts the bytes below every root with a listing of the whole tree, at start and
+/// every `period`, or at once when woken.
 async fn scan_forever(
     inner: Arc<dyn FileIo>,
+    roots: Arc<dyn QuotaRoots>,
     counts: Counts,
     rescan: Arc<tokio::sync::Notify>,
     period: Duration,
 ) {
+    let mut first = true;
     loop {
-        counts.since_scan.store(0, Ordering::Relaxed);
-        match scan(inner.as_ref()).await {
+        for count in counts.lock().unwrap_or_else(|e| e.into_inner()).values_mut() {
+            count.since_scan = 0;
+        }
+        let mut totals: HashMap<VolumePath, i64> = HashMap::new();
+        let counted = scan(inner.as_ref(), "", |path, size| {
+            for root in roots.roots_of(path) {
+                *totals.entry(root.path).or_default() += size as i64;
+            }
+        })
+        .await;
+        match counted {
             Ok(total) => {
-                let during = counts.since_scan.load(Ordering::Relaxed);
-                counts.used.store(total as i64 + during, Ordering::Relaxed);
-                tracing::debug!(bytes = total, "quota: usage counted");
+                let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+                for count in counts.values_mut() {
+                    count.used = count.since_scan;
+                }
+                for (root, bytes) in totals {
+                    counts.entry(root).or_default().used += bytes;
+                }
+                if first {
+                    tracing::info!(bytes = total, roots = counts.len(), "quota: usage counted");
+                    first = false;
+                } else {
+                    tracing::debug!(bytes = total, roots = counts.len(), "quota: usage counted");
+                }
             }
             Err(status) => {
                 tracing::warn!(
@@ -136,11 +263,12 @@ async fn scan_forever(
     }
 }
 
-/// The bytes of every file below the root.
-async fn scan(inner: &dyn FileIo) -> Result<u64, Status> {
+/// The bytes of every file below `path` (a listing of the whole tree there), each file
+/// also handed to `each` with its path and size.
+async fn scan(inner: &dyn FileIo, path: &str, mut each: impl FnMut(&VolumePath, u64)) -> Result<u64, Status> {
     let mut batches = inner
         .list(ListRequest {
-            path: String::new(),
+            path: path.to_owned(),
             depth: Depth::Infinity as i32,
             max_entries: 0,
             properties: None,
@@ -151,18 +279,22 @@ async fn scan(inner: &dyn FileIo) -> Result<u64, Status> {
         for entry in batch?.entries {
             if let Some(info) = entry.info.filter(|i| !i.is_collection) {
                 total = total.saturating_add(info.size);
+                if let Ok(file) = VolumePath::parse(&info.path) {
+                    each(&file, info.size);
+                }
             }
         }
     }
     Ok(total)
 }
 
-/// The body, failing with RESOURCE_EXHAUSTED once it passes `room` bytes.
+/// The body, failing with RESOURCE_EXHAUSTED once it passes `room` bytes, the room
+/// `root` (with `used` bytes) leaves.
 fn bounded(
     body: BoxStream<bytes::Bytes>,
     room: u64,
     path: String,
-    limit: u64,
+    root: Root,
     used: u64,
 ) -> BoxStream<bytes::Bytes> {
     let mut seen = 0u64;
@@ -170,7 +302,7 @@ fn bounded(
         let chunk = chunk?;
         seen += chunk.len() as u64;
         if seen > room {
-            return Err(exhausted(&path, seen, limit, used));
+            return Err(exhausted(&path, seen, &root, used));
         }
         Ok(chunk)
     })
@@ -203,21 +335,31 @@ impl FileIo for QuotaFileIo {
         header: WriteHeader,
         body: BoxStream<bytes::Bytes>,
     ) -> Result<WriteResponse, Status> {
+        let roots = self.roots_of(&header.path);
+        if roots.is_empty() {
+            return self.inner.write(header, body).await;
+        }
         let replacing = self.file_size(&header.path).await?.unwrap_or(0);
-        self.admit(&header.path, header.expected_size.unwrap_or(0), replacing)?;
-        let room = (self.limit + replacing).saturating_sub(self.used());
-        let body = bounded(body, room, header.path.clone(), self.limit, self.used());
+        self.admit(&header.path, &roots, header.expected_size.unwrap_or(0), replacing)?;
+        let body = match self.room(&roots, replacing) {
+            Some((room, root, used)) => bounded(body, room, header.path.clone(), root, used),
+            None => body,
+        };
         let reply = self.inner.write(header, body).await?;
         let size = reply.info.as_ref().map_or(0, |info| info.size);
-        self.grew(size as i64 - replacing as i64);
+        self.grew(&roots, size as i64 - replacing as i64);
         Ok(reply)
     }
 
     async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
+        let roots = self.roots_of(&request.path);
+        if roots.is_empty() {
+            return self.inner.delete(request).await;
+        }
         let size = self.file_size(&request.path).await?;
         let reply = self.inner.delete(request).await?;
         match size {
-            Some(bytes) if reply.failures.is_empty() => self.grew(-(bytes as i64)),
+            Some(bytes) if reply.failures.is_empty() => self.grew(&roots, -(bytes as i64)),
             _ => self.rescan.notify_one(),
         }
         Ok(reply)
@@ -228,30 +370,64 @@ impl FileIo for QuotaFileIo {
     }
 
     async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status> {
-        let (source, replacing) = tokio::try_join!(
+        if self.roots_of(&request.destination).is_empty() {
+            return self.inner.copy(request).await;
+        }
+        // A tree's bytes come from a listing of it: more than a copy leaving members
+        // out brings, never less; the next count corrects it.
+        let (source_size, replacing) = tokio::try_join!(
             self.file_size(&request.source),
             self.file_size(&request.destination)
         )?;
-        match source {
-            Some(bytes) => self.admit(&request.destination, bytes, replacing.unwrap_or(0))?,
-            // A tree: admitted while there is room at all, then counted again.
-            None => self.admit(&request.destination, 1, 0)?,
-        }
+        let tree = source_size.is_none();
+        let bytes = match source_size {
+            Some(bytes) => bytes,
+            None => scan(self.inner.as_ref(), &request.source, |_, _| {}).await?,
+        };
+        let replacing = replacing.unwrap_or(0);
+        let (entered, _) =
+            self.admit_transfer(&request.source, &request.destination, bytes, replacing, false)?;
         let reply = self.inner.copy(request).await?;
-        match (source, replacing) {
-            (Some(bytes), Some(old)) => self.grew(bytes as i64 - old as i64),
-            _ => self.rescan.notify_one(),
+        self.grew(&entered, bytes as i64 - replacing as i64);
+        if tree || !reply.failures.is_empty() {
+            self.rescan.notify_one();
         }
         Ok(reply)
     }
 
     async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
+        let (from, to) = (
+            self.roots_of(&request.source),
+            self.roots_of(&request.destination),
+        );
+        if from.is_empty() && to.is_empty() {
+            return self.inner.r#move(request).await;
+        }
         let replacing = self.file_size(&request.destination).await?;
+        // Only a move between roots needs the bytes it carries.
+        let bytes = if from == to {
+            0
+        } else {
+            self.bytes_of(&request.source).await?
+        };
+        let (entered, left) = self.admit_transfer(
+            &request.source,
+            &request.destination,
+            bytes,
+            replacing.unwrap_or(0),
+            true,
+        )?;
         let reply = self.inner.r#move(request).await?;
+        if !reply.failures.is_empty() {
+            self.rescan.notify_one();
+            return Ok(reply);
+        }
         match replacing {
-            Some(bytes) => self.grew(-(bytes as i64)),
+            Some(old) => self.grew(&to, -(old as i64)),
             None => self.rescan.notify_one(),
         }
+        self.grew(&entered, bytes as i64);
+        self.grew(&left, -(bytes as i64));
         Ok(reply)
     }
 
@@ -262,12 +438,16 @@ impl FileIo for QuotaFileIo {
         self.inner.patch_properties(request).await
     }
 
-    /// The count against the quota (RFC 4331: used, and what is left of the quota).
-    async fn usage(&self, _request: UsageRequest) -> Result<UsageResponse, Status> {
-        let used = self.used();
+    /// The count against the nearest quota root holding the path (RFC 4331: used, and
+    /// what is left of its quota); the backend's own figures where no root holds it.
+    async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status> {
+        let Some(root) = self.roots_of(&request.path).pop() else {
+            return self.inner.usage(request).await;
+        };
+        let used = self.used(&root);
         Ok(UsageResponse {
             used_bytes: used,
-            available_bytes: self.limit.saturating_sub(used),
+            available_bytes: root.limit.saturating_sub(used),
         })
     }
 

@@ -509,10 +509,20 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), RunError> {
 /// The fileio core `--storage` or `--root` names, and its readiness check.
 async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), RunError> {
     let (core, ready) = open_backend(cli).await?;
+    let period = Duration::from_secs(cli.fileio.quota_rescan_seconds);
+    if let Some(file) = &cli.auth.policy
+        && let Some(roots) = policy::quotas(file, cli.fileio.quota_bytes)?
+    {
+        return Ok((
+            Arc::new(kubedav_fileio::quota::QuotaFileIo::with_roots(
+                core, roots, period,
+            )),
+            ready,
+        ));
+    }
     let Some(limit) = cli.fileio.quota_bytes else {
         return Ok((core, ready));
     };
-    let period = Duration::from_secs(cli.fileio.quota_rescan_seconds);
     tracing::info!(target: "kubedav", "a quota of {limit} bytes on the served root");
     Ok((
         Arc::new(kubedav_fileio::quota::QuotaFileIo::new(core, limit, period)),
@@ -617,7 +627,7 @@ async fn run_gateway(cli: &Cli, ports: Ports, shutdown: Shutdown) -> Result<(), 
     }
     let gateway = Gateway::new(ports, config.clone());
     if let Some(file) = &cli.auth.policy {
-        policy::watch(file.clone(), gateway.clone());
+        policy::watch_for_gateway(file.clone(), gateway.clone());
     }
     let checked = gateway.clone();
     let ready: ReadinessCheck = Arc::new(move || {

@@ -23,6 +23,9 @@ rules:
     grant: {"group:staff": read, "user:root": write}
   - path: /public
     grant: {"*": read}
+quota:
+  homes: 64KiB
+  paths: {/projects/apollo: 1MiB}
 "#;
 
 async fn start(mode: Mode) -> (Server, tempfile::TempDir) {
@@ -43,9 +46,10 @@ async fn start_with(mode: Mode, args: &[&str]) -> (Server, tempfile::TempDir) {
     );
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, POLICY).unwrap();
-    let mut gateway_args = vec!["--policy", policy.to_str().unwrap()];
-    gateway_args.extend_from_slice(args);
-    let server = Server::start_auth(mode, Some(&users), &[], &gateway_args, &[]).await;
+    // Every process gets it, as the chart mounts it: the gateway decides by it, fileio
+    // holds writes to its quotas.
+    let envs = [("KUBEDAV_POLICY", policy.to_str().unwrap())];
+    let server = Server::start_auth(mode, Some(&users), &[], args, &envs).await;
     (server, dir)
 }
 
@@ -330,6 +334,143 @@ async fn each_request_leaves_an_audit_line(mode: Mode) {
     assert_eq!(line["destination_by"], "home of bob", "{line}");
 }
 
+/// A PROPPATCH-free look at the quota figures of `path` for `user`: (available, used)
+/// when shown.
+async fn quota_of(server: &Server, user: &str, path: &str) -> Option<(u64, u64)> {
+    let response = client()
+        .request(Method::from_bytes(b"PROPFIND").unwrap(), server.url(path))
+        .basic_auth(user, Some("pw"))
+        .header("depth", "0")
+        .body(r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop><D:quota-available-bytes/><D:quota-used-bytes/></D:prop></D:propfind>"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::MULTI_STATUS);
+    let xml = response.text().await.unwrap();
+    let figure = |name: &str| -> Option<u64> {
+        let open = format!("<D:{name}>");
+        let start = xml.find(&open)? + open.len();
+        let end = start + xml[start..].find('<')?;
+        xml[start..end].parse().ok()
+    };
+    Some((figure("quota-available-bytes")?, figure("quota-used-bytes")?))
+}
+
+/// alice's home holds 64 KiB: writes fill it, the one that does not fit gets 507 and
+/// leaves nothing, a MOVE into it is held to it too, and PROPFIND reports it: to her,
+/// and to no one who may not read all of it.
+async fn a_home_holds_its_quota(mode: Mode) {
+    let (mut server, _dir) = start(mode).await;
+    // The first count of what is stored is done (a write during it would be counted
+    // twice until the next one: too much, never too little).
+    let fileio = match mode {
+        Mode::AllInOne => "all",
+        Mode::Microservices => "fileio",
+    };
+    server.process(fileio).logged("quota: usage counted").await;
+    let put = |path: &'static str, bytes: usize| {
+        let server = &server;
+        async move {
+            client()
+                .put(server.url(path))
+                .basic_auth("alice", Some("pw"))
+                .body(vec![b'a'; bytes])
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(put("/home/alice/one.bin", 40 * 1024).await, StatusCode::CREATED);
+    assert_eq!(
+        quota_of(&server, "alice", "/home/alice/").await,
+        Some((24 * 1024, 40 * 1024))
+    );
+    let refused = client()
+        .put(server.url("/home/alice/two.bin"))
+        .basic_auth("alice", Some("pw"))
+        .body(vec![b'b'; 30 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::INSUFFICIENT_STORAGE);
+    let said = refused.text().await.unwrap();
+    assert!(
+        said.contains("home/alice") && said.contains("nothing was written"),
+        "{said}"
+    );
+    assert_eq!(
+        send(&server, "alice", "GET", "/home/alice/two.bin", None)
+            .await
+            .status(),
+        StatusCode::NOT_FOUND,
+        "nothing half-written"
+    );
+    // A body of undeclared length is stopped as it passes the quota, and leaves nothing.
+    let chunks = futures_util::stream::iter(
+        (0..8).map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b'c'; 4096]))),
+    );
+    let streamed = client()
+        .put(server.url("/home/alice/three.bin"))
+        .basic_auth("alice", Some("pw"))
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), StatusCode::INSUFFICIENT_STORAGE);
+    assert_eq!(
+        send(&server, "alice", "GET", "/home/alice/three.bin", None)
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        put("/home/alice/small.bin", 20 * 1024).await,
+        StatusCode::CREATED,
+        "what fits still goes"
+    );
+    // Into her home from a space outside it: held to her quota as well.
+    assert_eq!(
+        client()
+            .put(server.url("/projects/apollo/big.bin"))
+            .basic_auth("alice", Some("pw"))
+            .body(vec![b'd'; 16 * 1024])
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::CREATED
+    );
+    let moved = client()
+        .request(
+            Method::from_bytes(b"MOVE").unwrap(),
+            server.url("/projects/apollo/big.bin"),
+        )
+        .basic_auth("alice", Some("pw"))
+        .header("destination", server.url("/home/alice/big.bin"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), StatusCode::INSUFFICIENT_STORAGE);
+    assert_eq!(
+        send(&server, "alice", "GET", "/projects/apollo/big.bin", None)
+            .await
+            .status(),
+        StatusCode::OK,
+        "the refused move left its source"
+    );
+    assert_eq!(
+        quota_of(&server, "alice", "/home/alice/").await,
+        Some((4 * 1024, 60 * 1024))
+    );
+    // The project's root: carol reads it but not its board, so its sum is not hers to
+    // see; bob, staff, reads all of it.
+    assert_eq!(quota_of(&server, "carol", "/projects/apollo/").await, None);
+    assert!(quota_of(&server, "bob", "/projects/apollo/").await.is_some());
+    // Where no quota root lies, the volume's figures are not shown under a policy.
+    assert_eq!(quota_of(&server, "alice", "/public/").await, None);
+}
+
 /// Replaces the policy file the way a ConfigMap's update does: the new text is written
 /// beside it and renamed over it.
 fn replace_policy(dir: &std::path::Path, text: &str) {
@@ -446,6 +587,7 @@ async fn a_policy_that_cannot_hold_stops_the_start() {
 in_both_modes!(
     homes_are_absent_to_everyone_else,
     each_request_leaves_an_audit_line,
-    a_changed_policy_is_in_force_within_two_seconds
+    a_changed_policy_is_in_force_within_two_seconds,
+    a_home_holds_its_quota
 );
-on_s3!(homes_are_absent_to_everyone_else);
+on_s3!(homes_are_absent_to_everyone_else, a_home_holds_its_quota);

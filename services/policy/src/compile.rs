@@ -139,6 +139,7 @@ pub(crate) fn compile(text: &str) -> Result<Policy, PolicyError> {
         groups_of,
         named,
         homes_parent,
+        has_quotas: homes_quota.is_some() || !document.quota.paths.is_empty(),
     };
     check_nothing_hidden_from_writers(&policy)?;
     Ok(policy)

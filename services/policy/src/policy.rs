@@ -166,6 +166,8 @@ pub struct Policy {
     pub(crate) named: Vec<VolumePath>,
     /// Where the homes are (`/home` for `homes: /home/{user}`).
     pub(crate) homes_parent: Option<VolumePath>,
+    /// Whether a quota is set anywhere (`quota.homes` or `quota.paths`).
+    pub(crate) has_quotas: bool,
 }
 
 /// What a permission at a node makes of a path: granted, passable when someone may
@@ -411,6 +413,38 @@ impl Policy {
     /// something beneath it, so only an administrator may move or delete it.
     pub fn is_fixed(&self, path: &VolumePath) -> bool {
         self.walk(path).end.is_some()
+    }
+
+    /// Every quota root on the way to `path` (the path itself included), outermost
+    /// first: a file counts against each.
+    pub fn quota_roots(&self, path: &VolumePath) -> Vec<QuotaRoot> {
+        let mut roots = Vec::new();
+        let mut node = &self.tree;
+        let mut at = VolumePath::root();
+        if let Some(limit) = node.quota {
+            roots.push(QuotaRoot {
+                path: at.clone(),
+                limit,
+            });
+        }
+        for segment in path.segments() {
+            let Some(next) = node.child(segment) else { break };
+            node = next;
+            let Ok(deeper) = at.join(segment) else { break };
+            at = deeper;
+            if let Some(limit) = node.quota {
+                roots.push(QuotaRoot {
+                    path: at.clone(),
+                    limit,
+                });
+            }
+        }
+        roots
+    }
+
+    /// Whether the policy names any quota root.
+    pub fn has_quotas(&self) -> bool {
+        self.has_quotas
     }
 
     /// The quota root that holds `path`, if any.

@@ -258,3 +258,33 @@ fn each_user_has_one_home_where_the_template_says() {
     let policy = Policy::from_yaml("rules:\n  - path: /a\n").unwrap();
     assert_eq!(policy.home(&policy.subject("alice", &[] as &[&str])), None);
 }
+
+#[test]
+fn a_path_counts_against_every_quota_root_on_its_way() {
+    let policy = Policy::from_yaml(
+        "homes: /home/{user}\nquota:\n  homes: 10GiB\n  paths: {/projects: 1TiB, /projects/apollo: 100GiB}\n",
+    )
+    .unwrap();
+    let roots = |p: &str| -> Vec<(String, u64)> {
+        policy
+            .quota_roots(&path(p))
+            .into_iter()
+            .map(|root| (root.path.as_str().to_owned(), root.limit))
+            .collect()
+    };
+    assert!(policy.has_quotas());
+    assert_eq!(
+        roots("home/alice/notes/a.txt"),
+        [("home/alice".to_owned(), 10 << 30)]
+    );
+    assert_eq!(
+        roots("projects/apollo/plan.txt"),
+        [
+            ("projects".to_owned(), 1 << 40),
+            ("projects/apollo".to_owned(), 100 << 30)
+        ]
+    );
+    assert_eq!(roots("projects/zeus"), [("projects".to_owned(), 1 << 40)]);
+    assert!(roots("public/x").is_empty() && roots("home").is_empty());
+    assert!(!Policy::from_yaml("homes: /home/{user}\n").unwrap().has_quotas());
+}

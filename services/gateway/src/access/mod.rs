@@ -89,6 +89,22 @@ impl Viewer {
         self.policy.access(&self.subject, collection).permission() >= Permission::Write
     }
 
+    /// The quota root whose figures a PROPFIND of `path` shows the viewer: the nearest
+    /// root the policy puts `path` in, if the viewer may read all of it (its usage sums
+    /// everything in it). `None`: no figures.
+    pub fn quota_root_shown(&self, path: &VolumePath) -> Option<VolumePath> {
+        let root = self.policy.quota_roots(path).pop()?.path;
+        let readable = self.policy.access(&self.subject, &root).permission() >= Permission::Read;
+        let unreadable = self.policy.unreadable_below(&self.subject, &root);
+        (readable && unreadable.paths.is_empty() && unreadable.homes_in.is_none()).then_some(root)
+    }
+
+    /// The nearest quota root the policy puts the resource at `path` (a wire path) in.
+    pub fn quota_root_of(&self, path: &str) -> Option<VolumePath> {
+        let path = VolumePath::parse(path).ok()?;
+        Some(self.policy.quota_roots(&path).pop()?.path)
+    }
+
     /// Whether the viewer may write everything beneath `path` (a depth-infinity lock).
     pub fn writes_all_below(&self, path: &VolumePath) -> bool {
         self.policy.writes_all_below(&self.subject, path)

@@ -129,7 +129,13 @@ async fn render(
         Err(status) if status.code() == tonic::Code::OutOfRange => return Ok(finite_depth()),
         Err(status) => return Err(status.into()),
     };
-    let usage = if propfind.needs_usage() {
+    // Under a policy, the figures are those of the policy's quota root holding the
+    // target, shown only to who may read all of that root (its usage sums what is in
+    // it), and only for the entries in that same root.
+    let usage_root = viewer
+        .as_ref()
+        .map(|viewer| viewer.quota_root_shown(&target.path));
+    let usage = if propfind.needs_usage() && !matches!(usage_root, Some(None)) {
         gateway
             .fileio
             .usage(UsageRequest {
@@ -149,6 +155,7 @@ async fn render(
         prefixes: Prefixes::of(propfind.echoed()),
         propfind,
         usage,
+        usage_within: usage_root.flatten().zip(viewer.clone()),
         locks,
         base: gateway.config.base_path.clone(),
         link: String::new(),
@@ -235,6 +242,9 @@ struct Render {
     /// The namespace prefixes of the names the request echoes.
     prefixes: Prefixes,
     usage: Option<UsageResponse>,
+    /// Under a policy: the quota root `usage` is of, and the viewer, whose policy says
+    /// which entries lie in that root (the others show no quota figures).
+    usage_within: Option<(VolumePath, crate::access::Viewer)>,
     locks: Vec<ActiveLock>,
     /// The gateway's base path, which every href starts with.
     base: BasePath,
@@ -286,9 +296,16 @@ impl Render {
                     .map(|lock| crate::dav::locking::activelock(&self.base, lock))
                     .collect()
             };
+            let usage = match &self.usage_within {
+                Some((root, viewer)) if self.usage.is_some() => self
+                    .usage
+                    .as_ref()
+                    .filter(|_| viewer.quota_root_of(&info.path).as_ref() == Some(root)),
+                _ => self.usage.as_ref(),
+            };
             let ctx = LiveContext {
                 prefixes: &self.prefixes,
-                usage: self.usage.as_ref(),
+                usage,
                 lockdiscovery: &discovery,
                 supportedlock: SUPPORTED_LOCK,
             };

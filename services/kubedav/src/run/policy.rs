@@ -3,6 +3,8 @@
 
 use super::RunError;
 use kubedav_api::fileio::FileIo;
+use kubedav_api::path::VolumePath;
+use kubedav_fileio::quota::{QuotaRoots, Root};
 use kubedav_gateway::Gateway;
 use kubedav_policy::Policy;
 use std::path::{Path, PathBuf};
@@ -81,10 +83,14 @@ impl Version {
     }
 }
 
-/// Looks at `file` every [`LOOK_EVERY`] and, when its text changed, puts the new
-/// policy in force at `gateway` once it compiled and its paths exist. A version that
-/// does not compile is logged with what to fix, and the policy in force stays.
-pub(super) fn watch(file: PathBuf, gateway: Arc<Gateway>) {
+/// Looks at `file` every [`LOOK_EVERY`] and, when its text changed and compiles,
+/// hands the new policy to `apply`. A version that does not compile is logged with what
+/// to fix, and the policy in force stays.
+fn watch<F, Fut>(file: PathBuf, apply: F)
+where
+    F: Fn(Arc<Policy>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     tokio::spawn(async move {
         let mut version = Version::of(&file);
         let mut text = std::fs::read_to_string(&file).ok();
@@ -105,8 +111,7 @@ pub(super) fn watch(file: PathBuf, gateway: Arc<Gateway>) {
                 continue;
             }
             text = Some(new_text);
-            let text = text.as_deref().unwrap_or_default();
-            match Policy::from_yaml(text) {
+            match Policy::from_yaml(text.as_deref().unwrap_or_default()) {
                 Err(error) => tracing::error!(
                     target: "kubedav",
                     "the access policy {} changed but cannot be used, so the policy in force stays: {error}",
@@ -114,15 +119,76 @@ pub(super) fn watch(file: PathBuf, gateway: Arc<Gateway>) {
                 ),
                 Ok(policy) => {
                     let policy = Arc::new(policy);
-                    if let Err(status) =
-                        kubedav_gateway::access::create_named_paths(gateway.fileio.as_ref(), &policy).await
-                    {
-                        tracing::warn!(target: "kubedav", "the reloaded policy's paths could not all be created: {}", status.message());
-                    }
-                    gateway.replace_policy(policy.clone());
+                    apply(policy.clone()).await;
                     tracing::info!(target: "kubedav", rules = policy.rule_count(), "access policy reloaded from {}", file.display());
                 }
             }
         }
     });
+}
+
+/// Keeps `gateway` deciding by the policy in `file` as it changes: the paths a new
+/// version names are created, then it is put in force.
+pub(super) fn watch_for_gateway(file: PathBuf, gateway: Arc<Gateway>) {
+    watch(file, move |policy| {
+        let gateway = gateway.clone();
+        async move {
+            if let Err(status) =
+                kubedav_gateway::access::create_named_paths(gateway.fileio.as_ref(), &policy).await
+            {
+                tracing::warn!(target: "kubedav", "the reloaded policy's paths could not all be created: {}", status.message());
+            }
+            gateway.replace_policy(policy);
+        }
+    });
+}
+
+/// The quota roots fileio holds writes to: the policy's (`quota.homes`, `quota.paths`),
+/// kept current as its file changes, and the whole tree's (`--quota-bytes`).
+pub(super) struct PolicyQuotas {
+    current: arc_swap::ArcSwap<Policy>,
+    whole: Option<u64>,
+}
+
+impl QuotaRoots for PolicyQuotas {
+    fn roots_of(&self, path: &VolumePath) -> Vec<Root> {
+        let whole = self.whole.map(|limit| Root {
+            path: VolumePath::root(),
+            limit,
+        });
+        let policy = self.current.load();
+        whole
+            .into_iter()
+            .chain(policy.quota_roots(path).into_iter().map(|root| Root {
+                path: root.path,
+                limit: root.limit,
+            }))
+            .collect()
+    }
+}
+
+/// The quota roots of the policy in `file` with `--quota-bytes` (`whole`), or `None`
+/// when the policy sets no quota (then `--quota-bytes` alone applies, if given). A
+/// policy that sets none at start gets none until a restart.
+pub(super) fn quotas(file: &Path, whole: Option<u64>) -> Result<Option<Arc<PolicyQuotas>>, RunError> {
+    let refuse = |reason: String| RunError::Policy {
+        file: file.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| refuse(e.to_string()))?;
+    let policy = Policy::from_yaml(&text).map_err(|e| refuse(e.to_string()))?;
+    if !policy.has_quotas() {
+        return Ok(None);
+    }
+    let quotas = Arc::new(PolicyQuotas {
+        current: arc_swap::ArcSwap::from_pointee(policy),
+        whole,
+    });
+    let kept = quotas.clone();
+    watch(file.to_owned(), move |policy| {
+        kept.current.store(policy);
+        std::future::ready(())
+    });
+    tracing::info!(target: "kubedav", "quotas on the roots the access policy {} names", file.display());
+    Ok(Some(quotas))
 }
