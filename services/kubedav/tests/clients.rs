@@ -577,6 +577,196 @@ async fn uploaded_pages_run_no_script(mode: Mode) {
     );
 }
 
+const POLICY: &str = r#"
+homes: /home/{user}
+groups:
+  staff: [alice, bob]
+rules:
+  - path: /projects/apollo
+    grant: {"group:staff": write, "user:carol": read}
+  - path: /public
+    grant: {"*": read}
+"#;
+
+/// Starts kubedav under [`POLICY`] with alice, bob, carol and dave (password `pw`).
+async fn start_with_policy(mode: Mode) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = common::users_file(
+        dir.path(),
+        &[("alice", "pw"), ("bob", "pw"), ("carol", "pw"), ("dave", "pw")],
+    );
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let envs = [("KUBEDAV_POLICY", policy.to_str().unwrap())];
+    let server = Server::start_auth(mode, Some(&users), &[], &[], &envs).await;
+    (server, dir)
+}
+
+/// rclone as `user` (password `pw`, obscured as rclone wants it).
+async fn rclone_user(server: &Server, user: &str, args: &[&str]) -> String {
+    let obscured = run("rclone", &["obscure", "pw"], None).await;
+    let mut all = vec!["--webdav-user", user, "--webdav-pass", obscured.trim()];
+    all.extend_from_slice(args);
+    rclone(server, &all).await
+}
+
+/// Under a policy, real clients see and change only what it grants: alice syncs a tree
+/// into her home with rclone and finds it whole; carol, listing everything with rclone
+/// (`lsf -R`) and with cadaver, sees the way to the project she reads and its files, the
+/// public space and her own home, and nothing of alice's; dave, through a davfs2 mount,
+/// writes his home but not the public space (davfs2 answers that write EINVAL, and
+/// nothing reaches the server).
+async fn clients_see_only_what_the_policy_grants(mode: Mode) {
+    let (server, dir) = start_with_policy(mode).await;
+    let put = |user: &'static str, path: &'static str| {
+        let server = &server;
+        async move {
+            client()
+                .put(server.url(path))
+                .basic_auth(user, Some("pw"))
+                .body(format!("{user} wrote {path}"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(put("bob", "/projects/apollo/plan.txt").await, StatusCode::CREATED);
+    assert_eq!(put("alice", "/home/alice/diary.txt").await, StatusCode::CREATED);
+
+    let local = dir.path().join("tree");
+    write(&local.join("a.txt"), b"alpha");
+    write(&local.join("deep/b.txt"), &vec![7u8; 300_000]);
+    write(&local.join("deep/empty.txt"), b"");
+    let source = local.to_str().unwrap();
+    rclone_user(&server, "alice", &["sync", source, ":webdav:home/alice/synced"]).await;
+    let checked = rclone_user(&server, "alice", &["check", source, ":webdav:home/alice/synced"]).await;
+    assert!(checked.contains("0 differences found"), "{checked}");
+
+    let seen = rclone_user(&server, "carol", &["lsf", "-R", ":webdav:"]).await;
+    let mut seen: Vec<&str> = seen.lines().collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "home/",
+            "home/carol/",
+            "projects/",
+            "projects/apollo/",
+            "projects/apollo/plan.txt",
+            "public/"
+        ],
+        "carol's whole tree"
+    );
+
+    let home = dir.path().join("cadaver-home");
+    std::fs::create_dir(&home).unwrap();
+    let netrc = home.join(".netrc");
+    std::fs::write(&netrc, "machine 127.0.0.1 login carol password pw\n").unwrap();
+    let cadaver = tokio::process::Command::new("cadaver")
+        .arg(server.url("/"))
+        .env("HOME", &home)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("cadaver runs (make test installs it)");
+    let listing = listed_by(cadaver, "ls\ncd home\nls\nquit\n").await;
+    for shown in ["projects", "public", "home", "carol"] {
+        assert!(listing.contains(shown), "no {shown} in:\n{listing}");
+    }
+    assert!(!listing.contains("alice"), "{listing}");
+
+    let mount = davfs2_mount(&server, dir.path(), "dave").await;
+    assert!(mount.0.join("public").is_dir());
+    let allowed = std::fs::write(mount.0.join("home/dave/mine.txt"), b"dave's own");
+    let written = std::fs::write(mount.0.join("public/graffiti.txt"), b"not allowed");
+    let unmounted = std::process::Command::new("umount")
+        .arg(&mount.0)
+        .output()
+        .unwrap();
+    std::mem::forget(mount);
+    let graffiti = client()
+        .get(server.url("/public/graffiti.txt"))
+        .basic_auth("dave", Some("pw"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        graffiti.status(),
+        StatusCode::NOT_FOUND,
+        "davfs2 wrote into the read-only space ({written:?}, {unmounted:?})"
+    );
+    assert!(unmounted.status.success(), "{unmounted:?}");
+    assert!(
+        written.is_err(),
+        "davfs2 reported no failure writing into /public"
+    );
+    assert!(
+        allowed.is_ok(),
+        "dave writes his own home through davfs2: {allowed:?}"
+    );
+    let mine = client()
+        .get(server.url("/home/dave/mine.txt"))
+        .basic_auth("dave", Some("pw"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mine.text().await.unwrap(), "dave's own");
+}
+
+/// What cadaver printed for `script`, which ends with `quit`.
+async fn listed_by(mut cadaver: tokio::process::Child, script: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = cadaver.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).await.unwrap();
+    drop(stdin);
+    let output = tokio::time::timeout(std::time::Duration::from_secs(60), cadaver.wait_with_output())
+        .await
+        .expect("cadaver finished")
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Mounts the server with davfs2 as `user` (password `pw`) under `dir`.
+async fn davfs2_mount(server: &Server, dir: &Path, user: &str) -> Mounted {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (mount, cache, conf, secrets) = (
+        dir.join("mnt"),
+        dir.join("cache"),
+        dir.join("davfs2.conf"),
+        dir.join("secrets"),
+    );
+    std::fs::create_dir(&mount).unwrap();
+    std::fs::create_dir(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(&secrets, format!("{} {user} pw\n", server.url("/"))).unwrap();
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(
+        &conf,
+        format!(
+            "ask_auth 0\ncache_dir {}\nuse_locks 1\ndelay_upload 0\nsecrets {}\n",
+            cache.display(),
+            secrets.display()
+        ),
+    )
+    .unwrap();
+    let option = format!("conf={}", conf.display());
+    run(
+        "mount.davfs",
+        &[&server.url("/"), mount.to_str().unwrap(), "-o", &option],
+        Some(""),
+    )
+    .await;
+    Mounted(mount)
+}
+
 in_both_modes!(
     rclone_round_trips_a_tree,
     rclone_owncloud_keeps_times_and_hashes,
@@ -587,7 +777,8 @@ in_both_modes!(
     uploaded_pages_run_no_script,
     file_manager_hides_writes_from_read_only_users,
     cadaver_session,
-    davfs2_mount_reads_and_writes
+    davfs2_mount_reads_and_writes,
+    clients_see_only_what_the_policy_grants
 );
 on_s3!(
     rclone_round_trips_a_tree,
@@ -598,5 +789,6 @@ on_s3!(
     browser_file_manager,
     file_manager_hides_writes_from_read_only_users,
     cadaver_session,
-    davfs2_mount_reads_and_writes
+    davfs2_mount_reads_and_writes,
+    clients_see_only_what_the_policy_grants
 );
