@@ -3,8 +3,9 @@
 //! checks every byte (and, as an ownCloud client, keeps times and compares hashes),
 //! cadaver walks through a session of collections, properties, locks, COPY, MOVE and
 //! DELETE, davfs2 mounts it, GNOME's gio goes through GVfs, and Python's webdav4 runs a
-//! session through fsspec. `make test` installs them (Debian packages; webdav4 from PyPI
-//! into a virtual environment).
+//! session through fsspec. Under an access policy, rclone, cadaver, davfs2 and the file
+//! manager in headless Chromium see and change only what it grants. `make test`
+//! installs them (Debian packages; webdav4 from PyPI into a virtual environment).
 
 #[macro_use]
 mod common;
@@ -716,6 +717,53 @@ async fn clients_see_only_what_the_policy_grants(mode: Mode) {
     assert_eq!(mine.text().await.unwrap(), "dave's own");
 }
 
+/// The file manager under a policy, in headless Chromium as carol
+/// (`tests/clients/browser_policy.py`): `/` lists only the ways to what she may read,
+/// `/home/` only her own home, and the project she may only read offers no write and
+/// answers files dropped on it with a sentence, not an upload (screenshots kept).
+async fn file_manager_under_a_policy(mode: Mode) {
+    let (server, dir) = start_with_policy(mode).await;
+    let made = client()
+        .put(server.url("/projects/apollo/plan.txt"))
+        .basic_auth("bob", Some("pw"))
+        .body("the plan")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let alice = client()
+        .put(server.url("/home/alice/diary.txt"))
+        .basic_auth("alice", Some("pw"))
+        .body("alice's")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(alice.status(), StatusCode::CREATED);
+    let python = tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let shots = match std::env::var("KUBEDAV_SCREENSHOTS") {
+        Ok(shots) => std::path::PathBuf::from(shots),
+        Err(_) => dir.path().to_owned(),
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_policy.py");
+    let url = server.url("");
+    let url = url.trim_end_matches('/');
+    let output = run(
+        &python,
+        &[script, url, shots.to_str().unwrap(), "carol", "pw"],
+        None,
+    )
+    .await;
+    assert!(output.contains("policy view ok"), "{output}");
+    assert!(shots.join("policy-root.png").exists() && shots.join("policy-read-only.png").exists());
+    let graffiti = client()
+        .get(server.url("/projects/apollo/graffiti.txt"))
+        .basic_auth("bob", Some("pw"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(graffiti.status(), StatusCode::NOT_FOUND, "nothing was uploaded");
+}
+
 /// What cadaver printed for `script`, which ends with `quit`.
 async fn listed_by(mut cadaver: tokio::process::Child, script: &str) -> String {
     use tokio::io::AsyncWriteExt;
@@ -778,7 +826,8 @@ in_both_modes!(
     file_manager_hides_writes_from_read_only_users,
     cadaver_session,
     davfs2_mount_reads_and_writes,
-    clients_see_only_what_the_policy_grants
+    clients_see_only_what_the_policy_grants,
+    file_manager_under_a_policy
 );
 on_s3!(
     rclone_round_trips_a_tree,
@@ -790,5 +839,6 @@ on_s3!(
     file_manager_hides_writes_from_read_only_users,
     cadaver_session,
     davfs2_mount_reads_and_writes,
-    clients_see_only_what_the_policy_grants
+    clients_see_only_what_the_policy_grants,
+    file_manager_under_a_policy
 );

@@ -122,7 +122,18 @@
     box.hidden = false;
   }
 
-  if (!writable) return;
+  if (!writable) {
+    // Files dropped where nothing may be written get a sentence saying so, rather than
+    // the browser opening them in place of the page.
+    const drop = document.getElementById("drop");
+    drop.addEventListener("dragover", (event) => event.preventDefault());
+    drop.addEventListener("drop", (event) => {
+      event.preventDefault();
+      const where = decodeURIComponent(here);
+      report(new Error("You may only read " + where + ": nothing can be uploaded or changed here."));
+    });
+    return;
+  }
 
   // New folder.
   document.getElementById("mkdir").addEventListener("click", () => {
