@@ -1,6 +1,7 @@
 //! `--policy` end to end, in both run modes and on both backends: the binary reads the
 //! policy, creates the paths it names, and one user's home does not exist for another:
-//! byte for byte and in time, and in every listing. (The methods one by one, spelled
+//! byte for byte and in time, for every method and several spellings, with Destination
+//! and If headers naming it, and in every listing. (The methods one by one, spelled
 //! every way, are `services/gateway/tests/policy.rs`, in process.)
 
 #[macro_use]
@@ -151,7 +152,19 @@ async fn homes_are_absent_to_everyone_else(mode: Mode) {
         StatusCode::CREATED
     );
 
-    for method in ["GET", "HEAD", "PROPFIND", "PUT", "DELETE", "MKCOL"] {
+    for method in [
+        "GET",
+        "HEAD",
+        "PROPFIND",
+        "PROPPATCH",
+        "PUT",
+        "DELETE",
+        "MKCOL",
+        "LOCK",
+        "UNLOCK",
+        "COPY",
+        "MOVE",
+    ] {
         for (hidden, absent, renamed) in [
             // Names of the same length: the answers name them, and say their length.
             (
@@ -160,11 +173,60 @@ async fn homes_are_absent_to_everyone_else(mode: Mode) {
                 ("/absent.txt", "/secret.txt"),
             ),
             ("/home/bob/", "/home/ann/", ("/home/ann", "/home/bob")),
+            // Other spellings of the same paths.
+            (
+                "/home//bob/./secret.txt",
+                "/home//bob/./absent.txt",
+                ("/absent.txt", "/secret.txt"),
+            ),
+            (
+                "/home/%62ob/secret.txt",
+                "/home/%62ob/absent.txt",
+                ("/absent.txt", "/secret.txt"),
+            ),
+            (
+                "/home/alice/../bob/secret.txt",
+                "/home/alice/../bob/absent.txt",
+                ("/absent.txt", "/secret.txt"),
+            ),
         ] {
             let there = seen(send(&server, "alice", method, hidden, Some("0")).await, ("", "")).await;
             let nowhere = seen(send(&server, "alice", method, absent, Some("0")).await, renamed).await;
             assert_eq!(there, nowhere, "alice {method} {hidden}");
         }
+    }
+    // A Destination or an If header naming bob's file answers as one naming a file
+    // that is not there.
+    assert_eq!(
+        send(&server, "alice", "PUT", "/home/alice/mine.txt", None)
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+    for (method, header) in [("COPY", "destination"), ("MOVE", "destination"), ("PUT", "if")] {
+        let mut answers = Vec::new();
+        for named in ["/home/bob/secret.txt", "/home/bob/absent.txt"] {
+            let value = match header {
+                "if" => format!("<{}> ([\"etag\"])", server.url(named)),
+                _ => server.url(named),
+            };
+            let response = client()
+                .request(
+                    Method::from_bytes(method.as_bytes()).unwrap(),
+                    server.url("/home/alice/mine.txt"),
+                )
+                .basic_auth("alice", Some("pw"))
+                .header(header, value)
+                .body("alice's")
+                .send()
+                .await
+                .unwrap();
+            answers.push(seen(response, ("/absent.txt", "/secret.txt")).await);
+        }
+        assert_eq!(
+            answers[0], answers[1],
+            "alice {method} with {header} naming bob's file"
+        );
     }
     let (hidden, absent) = medians(&server, "GET", "/home/bob/secret.txt", "/home/bob/absent.txt").await;
     let (slower, faster) = (hidden.max(absent), hidden.min(absent));
