@@ -1,6 +1,7 @@
 //! The command line. Every flag is also read from `KUBEDAV_<FLAG>` (upper snake case).
 
 mod commands;
+mod settings;
 mod values;
 
 pub(crate) use commands::Command;
@@ -598,98 +599,6 @@ impl Cli {
             token: self.require_token(),
             on_bound: None,
             drain_delay: Duration::from_secs(self.serve.shutdown_delay_seconds),
-        }
-    }
-
-    /// The gateway's settings, from the gateway's flags and the gateway's side of
-    /// authentication and Markdown.
-    pub(crate) fn gateway_config(&self) -> kubedav_gateway::GatewayConfig {
-        let gateway = &self.gateway;
-        kubedav_gateway::GatewayConfig {
-            max_body_bytes: (gateway.max_body_bytes > 0).then_some(gateway.max_body_bytes),
-            max_header_bytes: gateway.max_header_bytes,
-            header_read_timeout: Duration::from_secs(gateway.header_read_timeout_seconds.max(1)),
-            max_connections: gateway.max_connections.max(1),
-            max_connections_per_address: gateway.max_connections_per_address.max(1),
-            http_threads: gateway.http_threads.unwrap_or_else(|| match self.target {
-                // With connection threads a gateway spent 9 % more CPU per small PUT
-                // (docs/architecture.md, "Connection threads").
-                Target::Gateway => 0,
-                _ => kubedav_gateway::edge::threads::default_count(),
-            }),
-            trusted_proxies: gateway.trusted_proxies.clone(),
-            max_lock_owner_bytes: gateway.max_lock_owner_bytes,
-            propfind_infinity: gateway.propfind_depth_infinity,
-            propfind_max_entries: gateway.propfind_max_entries,
-            auth_realm: self.auth.auth_realm.clone(),
-            anonymous_read: self.auth.anonymous_read,
-            read_only_users: self
-                .auth
-                .read_only_users
-                .iter()
-                .map(|u| u.trim().to_owned())
-                .filter(|u| !u.is_empty())
-                .collect(),
-            // Read and compiled by `run`, which can say why a file is refused.
-            policy: None,
-            markdown_max_bytes: self.markdown.markdown_max_bytes,
-            markdown_fail_closed: self.markdown.markdown_fail_closed,
-            content_signal: self.markdown.content_signal.clone(),
-            cors_origins: gateway
-                .cors_origins
-                .iter()
-                .map(|origin| origin.0.clone())
-                .collect(),
-            upload_digests: gateway.upload_digests.clone(),
-            hide_dotfiles: gateway.hide_dotfiles,
-            refuse_macos_metadata: gateway.refuse_macos_metadata,
-            max_headers: kubedav_gateway::GatewayConfig::default().max_headers,
-            base_path: gateway.base_path.clone().unwrap_or_default(),
-        }
-    }
-}
-
-impl MarkdownArgs {
-    /// The markdown core for the markdown settings.
-    pub(crate) fn core(&self) -> kubedav_markdown::MarkdownCore {
-        let options = kubedav_markdown::Options {
-            prune: self
-                .markdown_prune
-                .iter()
-                .map(|p| p.trim().to_ascii_lowercase())
-                .filter(|p| !p.is_empty())
-                .collect(),
-            chars_per_token: self.markdown_chars_per_token,
-            max_input_bytes: usize::try_from(self.markdown_max_bytes).unwrap_or(usize::MAX),
-            max_depth: self.markdown_max_depth,
-            max_time: Duration::from_secs(self.markdown_timeout_seconds.max(1)),
-            content: self.markdown_content.into(),
-            front_matter: self.markdown_front_matter,
-            base_url: None,
-            source_etag: None,
-        };
-        kubedav_markdown::MarkdownCore::new(options, self.markdown_cache_bytes)
-    }
-}
-
-impl AuthArgs {
-    /// The auth core's settings for `users_file`.
-    pub(crate) fn config(&self, users_file: PathBuf) -> kubedav_auth::AuthConfig {
-        kubedav_auth::AuthConfig {
-            users_file,
-            allow_plaintext: self.allow_plaintext_passwords,
-            cache_ttl: Duration::from_secs(self.auth_cache_ttl_seconds),
-            cache_capacity: 100_000,
-            workers: self.auth_workers.unwrap_or_else(|| {
-                std::thread::available_parallelism()
-                    .map(|n| n.get() / 2)
-                    .unwrap_or(1)
-                    .max(1)
-            }),
-            queue: self.auth_queue,
-            max_failures_per_user: self.auth_max_failures,
-            max_failures_per_address: self.auth_max_failures_per_address,
-            lockout: Duration::from_secs(self.auth_lockout_seconds.max(1)),
         }
     }
 }
