@@ -433,7 +433,6 @@ impl Drop for Mounted {
 /// are on the server once it is unmounted. (Listing a directory through davfs2 1.6 fails with
 /// EINVAL on this kernel against every server, rclone's too, so no case lists.)
 async fn davfs2_mount_reads_and_writes(mode: Mode) {
-    use std::os::unix::fs::PermissionsExt;
     let server = Server::start(mode).await;
     let status = client()
         .put(server.url("/served.txt"))
@@ -444,32 +443,8 @@ async fn davfs2_mount_reads_and_writes(mode: Mode) {
         .status();
     assert_eq!(status, StatusCode::CREATED);
     let dir = tempfile::tempdir().unwrap();
-    // davfs2 drops to its own user, which must reach its cache and write into it.
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (mount, cache, conf) = (
-        dir.path().join("mnt"),
-        dir.path().join("cache"),
-        dir.path().join("davfs2.conf"),
-    );
-    std::fs::create_dir(&mount).unwrap();
-    std::fs::create_dir(&cache).unwrap();
-    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
-    std::fs::write(
-        &conf,
-        format!(
-            "ask_auth 0\ncache_dir {}\nuse_locks 1\ndelay_upload 0\n",
-            cache.display()
-        ),
-    )
-    .unwrap();
-    let option = format!("conf={}", conf.display());
-    run(
-        "mount.davfs",
-        &[&server.url("/"), mount.to_str().unwrap(), "-o", &option],
-        Some(""),
-    )
-    .await;
-    let mounted = Mounted(mount.clone());
+    let mounted = davfs2_mount(&server, dir.path(), None).await;
+    let mount = mounted.0.clone();
     assert_eq!(
         std::fs::read(mount.join("served.txt")).unwrap(),
         b"from the server"
@@ -679,7 +654,7 @@ async fn clients_see_only_what_the_policy_grants(mode: Mode) {
     }
     assert!(!listing.contains("alice"), "{listing}");
 
-    let mount = davfs2_mount(&server, dir.path(), "dave").await;
+    let mount = davfs2_mount(&server, dir.path(), Some("dave")).await;
     assert!(mount.0.join("public").is_dir());
     let allowed = std::fs::write(mount.0.join("home/dave/mine.txt"), b"dave's own");
     let written = std::fs::write(mount.0.join("public/graffiti.txt"), b"not allowed");
@@ -781,8 +756,9 @@ async fn listed_by(mut cadaver: tokio::process::Child, script: &str) -> String {
     )
 }
 
-/// Mounts the server with davfs2 as `user` (password `pw`) under `dir`.
-async fn davfs2_mount(server: &Server, dir: &Path, user: &str) -> Mounted {
+/// Mounts the server with davfs2 under `dir`, as `user` (password `pw`) if given. davfs2
+/// drops to its own user, which must reach its cache and write into it.
+async fn davfs2_mount(server: &Server, dir: &Path, user: Option<&str>) -> Mounted {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (mount, cache, conf, secrets) = (
@@ -794,7 +770,8 @@ async fn davfs2_mount(server: &Server, dir: &Path, user: &str) -> Mounted {
     std::fs::create_dir(&mount).unwrap();
     std::fs::create_dir(&cache).unwrap();
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
-    std::fs::write(&secrets, format!("{} {user} pw\n", server.url("/"))).unwrap();
+    let credentials = user.map(|user| format!("{} {user} pw\n", server.url("/")));
+    std::fs::write(&secrets, credentials.unwrap_or_default()).unwrap();
     std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::write(
         &conf,

@@ -1,12 +1,11 @@
 //! COPY and MOVE (RFC 4918 9.8, 9.9).
 
-use super::guard::{Change, guard_write};
+use super::guard::{Asking, Change, guard_write};
 use crate::Gateway;
 use crate::access::Viewer;
 use crate::dav::headers::{Depth, depth, destination, overwrite};
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::request_path;
-use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::{StatusCode, header};
@@ -46,16 +45,7 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
     if is_move {
         targets.extend(crate::dav::locking::member(&source.path, true));
     }
-    let principal = Principal::of(&request);
-    guard_write(
-        gateway,
-        headers,
-        principal,
-        Viewer::of(&request),
-        &source.path,
-        Change::of(targets),
-    )
-    .await?;
+    guard_write(gateway, Asking::of(&request), &source.path, Change::of(targets)).await?;
     let (from, to) = (
         source.path.as_str().to_owned(),
         destination.path.as_str().to_owned(),

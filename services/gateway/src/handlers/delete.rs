@@ -1,12 +1,10 @@
 //! DELETE: remove a resource, a collection with all its members (RFC 4918 9.6).
 
-use super::guard::{Change, guard_write};
+use super::guard::{Asking, Change, guard_write};
 use crate::Gateway;
-use crate::access::Viewer;
 use crate::http::conditional::single_if_match;
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::request_path;
-use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::StatusCode;
@@ -22,17 +20,8 @@ pub(super) async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
         ));
     }
     let targets = crate::dav::locking::member(&target.path, true);
-    let principal = Principal::of(&request);
     let change = Change::of(targets).conditional();
-    guard_write(
-        gateway,
-        request.headers(),
-        principal,
-        Viewer::of(&request),
-        &target.path,
-        change,
-    )
-    .await?;
+    guard_write(gateway, Asking::of(&request), &target.path, change).await?;
     let reply = gateway
         .fileio
         .delete(DeleteRequest {

@@ -10,6 +10,26 @@ use http::{HeaderMap, header};
 use kubedav_api::locks::WriteTarget;
 use kubedav_api::path::VolumePath;
 
+/// Who asks to write, as the guard needs it: the request's headers, its principal and,
+/// under a policy, its viewer. Parts of the request, not the request, so a handler's
+/// future stays `Send`.
+pub(super) struct Asking<'r> {
+    pub(super) headers: &'r HeaderMap,
+    pub(super) principal: Principal,
+    pub(super) viewer: Option<&'r Viewer>,
+}
+
+impl<'r> Asking<'r> {
+    /// The asking side of `request`.
+    pub(super) fn of(request: &'r axum::extract::Request) -> Self {
+        Self {
+            headers: request.headers(),
+            principal: Principal::of(request),
+            viewer: Viewer::of(request),
+        }
+    }
+}
+
 /// What a writing request is about to change, for [`guard_write`].
 pub(super) struct Change {
     what: What,
@@ -61,16 +81,18 @@ impl Change {
 ///
 /// Only PUT and DELETE are conditional today; the other writing methods ignore those
 /// headers, as they did before this guard existed. For [`Change::create`] the answer is
-/// the etag the write must still find when it commits; otherwise `None`. The guard takes
-/// the request's parts, not the request, so a handler's future stays `Send`.
+/// the etag the write must still find when it commits; otherwise `None`.
 pub(super) async fn guard_write(
     gateway: &Gateway,
-    headers: &HeaderMap,
-    principal: Principal,
-    viewer: Option<&Viewer>,
+    asking: Asking<'_>,
     path: &VolumePath,
     change: Change,
 ) -> Result<Option<String>, HttpError> {
+    let Asking {
+        headers,
+        principal,
+        viewer,
+    } = asking;
     if change.conditional && has_preconditions(headers) {
         let current = current_validators(gateway, path).await?;
         if evaluate(headers, current.as_ref(), false) != Outcome::Proceed {

@@ -1,7 +1,7 @@
 //! LOCK and UNLOCK (RFC 4918 9.10, 9.11) through the locks service.
 
 use super::body::xml_body;
-use super::guard::{Change, guard_write};
+use super::guard::{Asking, Change, guard_write};
 use crate::Gateway;
 use crate::access::Viewer;
 use crate::dav::headers::{Depth, depth, lock_token, timeout};
@@ -102,15 +102,12 @@ pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
         crate::dav::quirks::refuse_macos_metadata(gateway.config.refuse_macos_metadata, &target.path)?;
         let membership = crate::dav::locking::parent(&target.path).into_iter().collect();
         let change = Change::of(membership);
-        guard_write(
-            gateway,
-            &headers,
-            principal.clone(),
-            viewer.as_ref(),
-            &target.path,
-            change,
-        )
-        .await?;
+        let asking = Asking {
+            headers: &headers,
+            principal: principal.clone(),
+            viewer: viewer.as_ref(),
+        };
+        guard_write(gateway, asking, &target.path, change).await?;
     }
     let reply = gateway
         .locks

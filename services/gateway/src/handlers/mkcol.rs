@@ -1,11 +1,9 @@
 //! MKCOL: create a collection (RFC 4918 9.3).
 
-use super::guard::{Change, guard_write};
+use super::guard::{Asking, Change, guard_write};
 use crate::Gateway;
-use crate::access::Viewer;
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::request_path;
-use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use http::{StatusCode, header};
@@ -29,17 +27,8 @@ pub(super) async fn mkcol(gateway: &Gateway, request: Request) -> HttpResult {
         ));
     }
     let targets = crate::dav::locking::member(&target.path, false);
-    let principal = Principal::of(&request);
     let change = Change::of(targets);
-    guard_write(
-        gateway,
-        request.headers(),
-        principal,
-        Viewer::of(&request),
-        &target.path,
-        change,
-    )
-    .await?;
+    guard_write(gateway, Asking::of(&request), &target.path, change).await?;
     match gateway
         .fileio
         .mkdir(MkdirRequest {

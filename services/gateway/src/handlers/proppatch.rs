@@ -1,9 +1,8 @@
 //! PROPPATCH (RFC 4918 9.2): set and remove dead properties, all or nothing.
 
 use super::body::xml_body;
-use super::guard::{Change, guard_write};
+use super::guard::{Asking, Change, guard_write};
 use crate::Gateway;
-use crate::access::Viewer;
 use crate::dav::multistatus::{
     self, MULTISTATUS_CLOSE, Prefixes, close_response, open_response, write_propstat,
 };
@@ -11,7 +10,6 @@ use crate::dav::properties::{DAV, Name};
 use crate::dav::sync;
 use crate::http::errors::{HttpError, HttpResult, http_status};
 use crate::http::paths::request_path;
-use crate::request::Principal;
 use axum::extract::Request;
 use http::StatusCode;
 use kubedav_api::checksums::is_reserved;
@@ -25,17 +23,8 @@ use kubedav_api::pb::fileio::v1::{DeadProperty, PropertyName, PropertyOperation,
 pub(super) async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
     let target = request_path(&gateway.config.base_path, &request)?;
     let targets = vec![crate::dav::locking::target(&target.path, false)];
-    let principal = Principal::of(&request);
     let change = Change::of(targets);
-    guard_write(
-        gateway,
-        request.headers(),
-        principal,
-        Viewer::of(&request),
-        &target.path,
-        change,
-    )
-    .await?;
+    guard_write(gateway, Asking::of(&request), &target.path, change).await?;
     let body = xml_body(request)
         .await?
         .ok_or_else(|| HttpError::bad_request("PROPPATCH needs a DAV:propertyupdate body"))?;

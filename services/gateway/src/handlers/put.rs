@@ -1,13 +1,11 @@
 //! PUT: streaming atomic upload (RFC 9110 9.3.4, RFC 4918 9.7).
 
-use super::guard::{Change, guard_write};
+use super::guard::{Asking, Change, guard_write};
 use crate::Gateway;
-use crate::access::Viewer;
 use crate::dav::sync::{self, UploadChecks};
 use crate::http::conditional::{single_if_match, validator_headers};
 use crate::http::errors::{HttpError, HttpResult};
 use crate::http::paths::request_path;
-use crate::request::Principal;
 use axum::extract::Request;
 use axum::response::IntoResponse;
 use bytes::Bytes;
@@ -62,16 +60,7 @@ pub(super) async fn put(gateway: &Gateway, request: Request) -> HttpResult {
     }
     let checks = UploadChecks::of(headers)?;
     let modified = sync::oc_mtime(headers)?;
-    let principal = Principal::of(&request);
-    let must_still_be = guard_write(
-        gateway,
-        headers,
-        principal,
-        Viewer::of(&request),
-        &target.path,
-        Change::create(),
-    )
-    .await?;
+    let must_still_be = guard_write(gateway, Asking::of(&request), &target.path, Change::create()).await?;
     let wanted_digest = sync::wanted_digest(headers, sync::WANT_REPR_DIGEST);
     let write = WriteHeader {
         path: target.path.as_str().to_owned(),
