@@ -14,8 +14,7 @@ import os
 import sys
 import time
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+from headless import chromium
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -23,12 +22,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 url, shots, big = sys.argv[1], sys.argv[2], sys.argv[3]
 hostile = "<img src=x onerror=alert(1)>.html"
 
-options = webdriver.ChromeOptions()
-for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,800"):
-    options.add_argument(flag)
-options.binary_location = "/usr/bin/chromium"
-options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+driver = chromium(size="1100,800", console_log=True)
 # The page reloads after each change: an element found before can go stale under a wait.
 wait = WebDriverWait(driver, 30, ignored_exceptions=[StaleElementReferenceException])
 

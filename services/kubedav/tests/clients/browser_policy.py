@@ -10,18 +10,13 @@ raises. Whether anything was written is the Rust side's to check, on the server.
 import base64
 import sys
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+from headless import chromium
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 url, shots, user, password = sys.argv[1:5]
 
-options = webdriver.ChromeOptions()
-for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=900,600"):
-    options.add_argument(flag)
-options.binary_location = "/usr/bin/chromium"
-driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+driver = chromium()
 wait = WebDriverWait(driver, 30)
 # The user's credentials on every request of the page and of its script, as the
 # browser's own Basic authentication cache would send them.

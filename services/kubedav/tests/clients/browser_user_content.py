@@ -9,18 +9,13 @@ raises. Whether a PUT arrived is the Rust side's to check, on the server."""
 
 import sys
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+from headless import chromium
 from selenium.webdriver.support.ui import WebDriverWait
 
 url, shots = sys.argv[1], sys.argv[2]
 files = sys.argv[3:]
 
-options = webdriver.ChromeOptions()
-for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=900,600"):
-    options.add_argument(flag)
-options.binary_location = "/usr/bin/chromium"
-driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+driver = chromium()
 wait = WebDriverWait(driver, 30)
 ran = []
 try:
