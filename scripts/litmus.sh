@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the litmus WebDAV suites against kubedav in both run modes (all-in-one, and
-# gateway + fileio + locks over gRPC), then once more in microservices mode with the
+# gateway + fileio + locks over gRPC), all-in-one also under an access policy as a user
+# in their home (with a quota on it), then once more in microservices mode with the
 # locks in a real redis-server, then both modes again with fileio on S3-compatible
 # object storage (a real versitygw, built by scripts/need-versitygw.sh), and last
 # through nginx alternating between two gateways over two fileio replicas on S3,
@@ -42,11 +43,12 @@ announced() {  # what, log
 }
 
 failed=0
-run_litmus() {  # mode, url
+run_litmus() {  # mode, url, [user password]
   local mode="$1" url="$2" out="$WORK/litmus-$1.txt"
+  shift 2
   echo "== litmus ($mode) against $url: $SUITES"
   # litmus writes debug.log and child.log into its working directory: keep them in $WORK.
-  (cd "$WORK" && TESTS="$SUITES" timeout 600 litmus "$url") > "$out" 2>&1 || true
+  (cd "$WORK" && TESTS="$SUITES" timeout 600 litmus "$url" "$@") > "$out" 2>&1 || true
   grep -E "^<- summary|warning" "$out" | sed "s/^/[$mode] /"
   local suites_run
   suites_run=$(grep -c "^<- summary" "$out" || true)
@@ -59,6 +61,16 @@ run_litmus() {  # mode, url
 mkdir -p "$WORK/all" "$WORK/micro" "$WORK/redis" "$WORK/micro-redis"
 start "$WORK/all.log" --target=all --root "$WORK/all" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
 run_litmus all-in-one "http://$(announced "gateway HTTP" "$WORK/all.log")/"
+
+# Under an access policy, as a user in their home (made by their first request), with a
+# quota on it: the whole protocol holds inside a home as on an open server.
+mkdir -p "$WORK/policy"
+echo litmus-password | "$BIN" passwd "$WORK/users" litmus > /dev/null
+printf '%s\n' 'homes: /home/{user}' 'quota:' '  homes: 1GiB' 'rules:' '  - path: /public' '    grant: {"*": read}' \
+  > "$WORK/policy.yaml"
+start "$WORK/policy.log" --target=all --root "$WORK/policy" --users-file "$WORK/users" --policy "$WORK/policy.yaml" \
+  --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+run_litmus all-in-one-policy "http://$(announced "gateway HTTP" "$WORK/policy.log")/home/litmus/" litmus litmus-password
 
 microservices() {  # name, storage ("--root DIR" or "--storage s3://..."), locks args...
   local name="$1" storage="$2"; shift 2
