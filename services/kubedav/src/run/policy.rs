@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 /// How often the policy file is looked at: a change is in force within this and the
 /// time to compile it (milliseconds for 10,000 rules).
-const LOOK_EVERY: Duration = Duration::from_secs(1);
+const LOOK_EVERY: Duration = Duration::from_millis(500);
 
 /// Reads and compiles the policy in `file`, and creates the paths it names.
 pub(super) async fn load(file: &Path, fileio: Arc<dyn FileIo>) -> Result<Arc<Policy>, RunError> {
