@@ -4,17 +4,16 @@
 use crate::dav::method::DavMethod;
 use crate::http::errors::HttpError;
 use kubedav_api::path::VolumePath;
-use kubedav_policy::{Access, Policy, Subject};
+use kubedav_policy::{Access, Decided, Subject};
 
 /// One audit line (`--audit-log`): who, what, where (and to where), whether it was
 /// allowed, what the paths are to the principal, and the rule or home that decided
 /// that. Only in the log: answers never say which rule refused.
 pub(super) fn line(
-    policy: &Policy,
     subject: &Subject,
     method: DavMethod,
-    path: &VolumePath,
-    destination: Option<&VolumePath>,
+    (path, target): (&VolumePath, &Decided<'_>),
+    destination: Option<(&VolumePath, &Decided<'_>)>,
     decided: &Result<(), HttpError>,
 ) {
     let access = |access: Access| match access {
@@ -22,8 +21,6 @@ pub(super) fn line(
         Access::Passable => "passable",
         Access::Granted(permission) => permission.as_str(),
     };
-    let target = policy.decide(subject, path);
-    let to = destination.map(|destination| (destination, policy.decide(subject, destination)));
     tracing::info!(
         target: kubedav_kit::telemetry::AUDIT,
         user = subject.user(),
@@ -34,9 +31,9 @@ pub(super) fn line(
         status = decided.as_ref().err().map(|refused| refused.status.as_u16()),
         access = access(target.access),
         by = %target.by,
-        destination = to.as_ref().map(|(path, _)| tracing::field::display(path)),
-        destination_access = to.as_ref().map(|(_, decided)| access(decided.access)),
-        destination_by = to.as_ref().map(|(_, decided)| tracing::field::display(&decided.by)),
+        destination = destination.map(|(path, _)| tracing::field::display(path)),
+        destination_access = destination.map(|(_, decided)| access(decided.access)),
+        destination_by = destination.map(|(_, decided)| tracing::field::display(&decided.by)),
         "audit"
     );
 }

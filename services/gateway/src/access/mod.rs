@@ -12,7 +12,6 @@
 //!   replaces one with a MOVE or COPY.
 //! * The decision is kept in the request ([`Viewer`]) for the handlers that list
 //!   collections: they leave out the members hidden from the principal.
-//!
 //! * A COPY leaves out what the principal may not read beneath its source
 //!   ([`left_out_of_copy`]): refusing it whole would say something unreadable is there.
 //! * Each user's home is made when they first use the service ([`homes`]).
@@ -120,8 +119,10 @@ impl Viewer {
 /// What a method does to a path it names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Use {
-    /// Reads it (GET, HEAD, PROPFIND, a COPY's source).
+    /// Reads it, or passes through it (GET, HEAD, PROPFIND).
     Read,
+    /// Reads all of it (a COPY's source): passing through is not enough.
+    Copy,
     /// Changes what is there (DELETE, PROPPATCH, UNLOCK, a MOVE's source).
     Change,
     /// Creates or replaces it (PUT, MKCOL, LOCK, a COPY's or MOVE's destination).
@@ -145,14 +146,26 @@ pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Res
         }
         _ => None,
     };
-    let decided = decide(&policy, &subject, method, &target.path, destination.as_ref());
+    // Each path is decided once; the audit line reports the same decisions.
+    let target_decided = policy.decide(&subject, &target.path);
+    let destination_decided = destination.as_ref().map(|d| (d, policy.decide(&subject, d)));
+    let decided = decide(
+        &policy,
+        &subject,
+        method,
+        (&target.path, target_decided.access),
+        destination_decided
+            .as_ref()
+            .map(|(path, decided)| (*path, decided.access)),
+    );
     if tracing::enabled!(target: kubedav_kit::telemetry::AUDIT, tracing::Level::INFO) {
         audit::line(
-            &policy,
             &subject,
             method,
-            &target.path,
-            destination.as_ref(),
+            (&target.path, &target_decided),
+            destination_decided
+                .as_ref()
+                .map(|(path, decided)| (*path, decided)),
             &decided,
         );
     }
@@ -161,53 +174,58 @@ pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Res
     Ok(())
 }
 
-/// The decision about `method` on `target` (and a COPY's or MOVE's `destination`).
+/// The decision about `method` on `target` (and a COPY's or MOVE's `destination`), each
+/// with what it is to `subject`.
 fn decide(
     policy: &Policy,
     subject: &Subject,
     method: DavMethod,
-    target: &VolumePath,
-    destination: Option<&VolumePath>,
+    target: (&VolumePath, Access),
+    destination: Option<(&VolumePath, Access)>,
 ) -> Result<(), HttpError> {
     let target_use = match method {
-        DavMethod::Get | DavMethod::Head | DavMethod::Propfind | DavMethod::Copy => Use::Read,
+        DavMethod::Get | DavMethod::Head | DavMethod::Propfind => Use::Read,
+        DavMethod::Copy => Use::Copy,
         DavMethod::Delete | DavMethod::Proppatch | DavMethod::Unlock | DavMethod::Move => Use::Change,
         DavMethod::Put | DavMethod::Mkcol | DavMethod::Lock => Use::Create,
         DavMethod::Options => unreachable!("answered above"),
     };
     allow(policy, subject, target, target_use)?;
-    if method == DavMethod::Copy && policy.access(subject, target) == Access::Passable {
-        // A copy needs read on what it copies: a collection the principal only passes
-        // through holds members it may not read, besides the ways it may take.
-        return Err(HttpError::new(
-            StatusCode::FORBIDDEN,
-            format!("{target} is only a way to what you may use; copy what you may read in it"),
-        ));
-    }
     let moves_target = matches!(method, DavMethod::Delete | DavMethod::Move);
-    if moves_target && !subject.is_admin() && policy.is_fixed(target) {
-        return Err(fixed(target));
+    if moves_target && !subject.is_admin() && policy.is_fixed(target.0) {
+        return Err(fixed(target.0));
     }
     if let Some(destination) = destination {
         allow(policy, subject, destination, Use::Create)?;
-        if !subject.is_admin() && policy.is_fixed(destination) {
-            return Err(fixed(destination));
+        if !subject.is_admin() && policy.is_fixed(destination.0) {
+            return Err(fixed(destination.0));
         }
     }
     Ok(())
 }
 
-/// Whether `subject` may use `path` as `what` needs; the answer when not.
-fn allow(policy: &Policy, subject: &Subject, path: &VolumePath, what: Use) -> Result<(), HttpError> {
-    let access = policy.access(subject, path);
+/// Whether `subject` may use `path`, which is `access` to it, as `what` needs; the
+/// answer when not.
+fn allow(
+    policy: &Policy,
+    subject: &Subject,
+    (path, access): (&VolumePath, Access),
+    what: Use,
+) -> Result<(), HttpError> {
     let needed = match what {
-        Use::Read => Permission::Read,
+        Use::Read | Use::Copy => Permission::Read,
         Use::Change | Use::Create => Permission::Write,
     };
     match access {
         Access::Hidden => Err(as_absent(policy, subject, path, what)),
         Access::Passable if what == Use::Read => Ok(()),
         Access::Granted(permission) if permission >= needed => Ok(()),
+        // A copy needs read on what it copies: a collection the principal only passes
+        // through holds members it may not read, besides the ways it may take.
+        Access::Passable if what == Use::Copy => Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            format!("{path} is only a way to what you may use; copy what you may read in it"),
+        )),
         Access::Passable => Err(HttpError::new(
             StatusCode::FORBIDDEN,
             format!("{path} is only a way to what you may use; nothing may be changed in it"),
