@@ -4,7 +4,7 @@
 use crate::pb::auth::v1 as pb;
 use tonic::Status;
 
-pub use pb::{VerifyRequest, VerifyResponse, verify_response};
+pub use pb::{Principal, VerifyRequest, VerifyResponse, verify_response};
 
 /// Credential verification, as the gateway sees it. See
 /// `proto/kubedav/auth/v1/auth.proto` for the outcomes and error codes.

@@ -11,7 +11,8 @@ fn core(dir: &std::path::Path, cache_ttl: Duration) -> AuthCore {
     let hash = kubedav_auth::passwd::sha512_crypt("bench-password").unwrap();
     std::fs::write(&path, format!("bench:{hash}\n")).unwrap();
     AuthCore::new(AuthConfig {
-        users_file: path,
+        users_file: Some(path),
+        oidc: None,
         allow_plaintext: false,
         cache_ttl,
         cache_capacity: 1000,
@@ -29,6 +30,7 @@ fn request() -> VerifyRequest {
         user: "bench".into(),
         password: "bench-password".into(),
         client_address: "127.0.0.1".into(),
+        ..Default::default()
     }
 }
 

@@ -1,13 +1,16 @@
-//! kubedav's auth service core: verifies Basic credentials against an htpasswd-style
-//! users file ([`users`]), with successful verifications cached under a keyed hash of user
-//! and password, crypt work on a bounded pool off the async workers ([`pool`]), failed
-//! logins throttled per user and per address ([`throttle`]), and the file reloaded when it
-//! changes ([`AuthCore::watch`]). Replicas may share successful verifications through
-//! Redis ([`shared`]).
+//! kubedav's auth service core: verifies every credential a request carries and answers
+//! with the principal it stands for. Basic credentials are checked against an
+//! htpasswd-style users file ([`users`]), with crypt work on a bounded pool off the async
+//! workers ([`pool`]), failed logins throttled per user and per address ([`throttle`]),
+//! and the file reloaded when it changes ([`AuthCore::watch`]). Bearer JWTs are checked
+//! against the operator's OpenID provider's keys ([`oidc`]). Successful verifications
+//! are cached under a keyed hash of the credential; replicas may share password
+//! verifications through Redis ([`shared`]).
 
 #![forbid(unsafe_code)]
 
 pub mod apr1;
+pub mod oidc;
 pub mod passwd;
 pub mod pool;
 pub mod shared;

@@ -1,11 +1,13 @@
 //! The auth core: [`AuthCore`] implements the [`Auth`] port.
 
+use crate::oidc::metrics::VERIFICATIONS;
+use crate::oidc::{Oidc, OidcConfig};
 use crate::pool::{Busy, CryptPool};
 use crate::shared::SharedCache;
 use crate::throttle::{FailedPairs, Throttle, address_key};
 use crate::users::{StoredHash, parse};
 use hmac::{Hmac, KeyInit, Mac};
-use kubedav_api::auth::{Auth, VerifyRequest, VerifyResponse, verify_response::Outcome};
+use kubedav_api::auth::{Auth, Principal, VerifyRequest, VerifyResponse, verify_response::Outcome};
 use kubedav_metrics::{Counter, CounterFamily};
 use moka::sync::Cache;
 use sha2::Sha256;
@@ -46,8 +48,10 @@ static LOCKOUTS: LazyLock<Counter> = LazyLock::new(|| {
 /// Settings of the auth core.
 #[derive(Clone, Debug)]
 pub struct AuthConfig {
-    /// The users file.
-    pub users_file: PathBuf,
+    /// The users file; `None` when users come only from the identity provider.
+    pub users_file: Option<PathBuf>,
+    /// The identity provider whose bearer tokens are accepted, if any.
+    pub oidc: Option<OidcConfig>,
     /// Accept plaintext entries.
     pub allow_plaintext: bool,
     /// How long a successful verification is cached; zero turns the cache off.
@@ -69,11 +73,25 @@ pub struct AuthConfig {
 
 type Key = [u8; 32];
 
+/// A verification kept in the local cache.
+#[derive(Clone)]
+struct Kept {
+    /// Who the credential stands for.
+    principal: Arc<Principal>,
+    /// For a password: the user it was verified for (a hash collision cannot give
+    /// another user's principal). Empty for a token.
+    user: String,
+    /// When the credential itself expires (a token's `exp`, in seconds since the
+    /// epoch); 0: only the cache's TTL.
+    expires_at: u64,
+}
+
 struct Inner {
     config: AuthConfig,
     users: RwLock<Arc<HashMap<String, StoredHash>>>,
     last_file: RwLock<Vec<u8>>,
-    cache: Option<Cache<Key, String>>,
+    cache: Option<Cache<Key, Kept>>,
+    oidc: Option<Oidc>,
     key: [u8; 32],
     pool: CryptPool,
     throttle_users: Throttle,
@@ -95,9 +113,36 @@ impl AuthCore {
         Self::with_shared_cache(config, None)
     }
 
+    /// Like [`AuthCore::with_shared_cache`], reading the time for the identity
+    /// provider's keys from `clock` (a test's).
+    pub fn with_clock(
+        config: AuthConfig,
+        shared: Option<SharedCache>,
+        clock: crate::oidc::keys::Clock,
+    ) -> Result<Self, String> {
+        let core = Self::build(config, shared, clock)?;
+        if core.inner.config.users_file.is_some() {
+            core.reload()?.ok_or("the users file is empty")?;
+        } else if core.inner.oidc.is_none() {
+            return Err(
+                "no users file and no identity provider: give --users-file, --oidc-issuer, or both"
+                    .to_owned(),
+            );
+        }
+        Ok(core)
+    }
+
     /// Like [`AuthCore::new`], sharing successful verifications with the other replicas
     /// through `shared` (behind the local cache).
     pub fn with_shared_cache(config: AuthConfig, shared: Option<SharedCache>) -> Result<Self, String> {
+        Self::with_clock(config, shared, crate::oidc::keys::system_clock())
+    }
+
+    fn build(
+        config: AuthConfig,
+        shared: Option<SharedCache>,
+        clock: crate::oidc::keys::Clock,
+    ) -> Result<Self, String> {
         if shared.is_some() {
             for result in ["hit", "miss", "stored", "error"] {
                 shared_counter(result);
@@ -116,6 +161,7 @@ impl AuthCore {
         let mut random = [0u8; 16];
         getrandom::fill(&mut random).map_err(|e| format!("no randomness: {e}"))?;
         let dummy = StoredHash::ShaCrypt(crate::passwd::sha512_crypt(&format!("{random:?}"))?);
+        let oidc = config.oidc.as_ref().map(|c| Oidc::new(c, clock)).transpose()?;
         let core = Self {
             inner: Arc::new(Inner {
                 pool: CryptPool::new(config.workers, config.queue),
@@ -125,6 +171,7 @@ impl AuthCore {
                 users: RwLock::new(Arc::new(HashMap::new())),
                 last_file: RwLock::new(Vec::new()),
                 cache,
+                oidc,
                 key,
                 dummy,
                 shared: shared.filter(|_| !config.cache_ttl.is_zero()),
@@ -133,14 +180,32 @@ impl AuthCore {
         };
         // Series that only move on trouble exist from the start (at 0), for rates and alerts.
         LazyLock::force(&LOCKOUTS);
-        core.reload()?.ok_or("the users file is empty")?;
+        for kind in ["password", "bearer"] {
+            for result in ["hit", "miss", "refused"] {
+                VERIFICATIONS.with_label_values(&[kind, result]);
+            }
+        }
         Ok(core)
+    }
+
+    /// Starts fetching the identity provider's keys and keeping them fresh, if there is
+    /// a provider. Needs a Tokio runtime.
+    pub fn start_identity_provider(&self) -> Option<tokio::task::JoinHandle<()>> {
+        self.inner.oidc.as_ref().map(Oidc::start)
+    }
+
+    /// Why the identity provider cannot be used now, if there is one and it cannot:
+    /// never a reason to stop serving (passwords still work), but `/readyz` says it.
+    pub fn identity_provider_trouble(&self) -> Option<String> {
+        self.inner.oidc.as_ref().and_then(Oidc::trouble)
     }
 
     /// Re-reads the users file; returns the number of users when it changed (`None` when
     /// it did not). Cached verifications of changed or removed users are dropped.
     pub fn reload(&self) -> Result<Option<usize>, String> {
-        let path = &self.inner.config.users_file;
+        let Some(path) = &self.inner.config.users_file else {
+            return Ok(None);
+        };
         let bytes = std::fs::read(path).map_err(|e| {
             format!(
                 "cannot read the users file {}: {e}; make one with `kubedav passwd {} USER`, or \
@@ -153,9 +218,21 @@ impl AuthCore {
             return Ok(None);
         }
         let text = String::from_utf8_lossy(&bytes);
-        let parsed = parse(&text, self.inner.config.allow_plaintext);
+        let mut parsed = parse(&text, self.inner.config.allow_plaintext);
         for (line, problem) in &parsed.problems {
             tracing::warn!(file = %path.display(), line, "users file: {problem}; line skipped");
+        }
+        // The identity provider's user ids start with its prefix; no user of the file
+        // may take one of them (and with it a provider user's home and grants).
+        if let Some(oidc) = &self.inner.config.oidc {
+            let prefix = &oidc.claims.user_prefix;
+            parsed.users.retain(|user, _| {
+                let taken = !prefix.is_empty() && user.starts_with(prefix.as_str());
+                if taken {
+                    tracing::warn!(file = %path.display(), user, "users file: names starting with {prefix:?} belong to the identity provider's users (--oidc-user-prefix); user skipped");
+                }
+                !taken
+            });
         }
         let old = self.inner.users.read().unwrap_or_else(|p| p.into_inner()).clone();
         let changed: HashSet<String> = old
@@ -169,7 +246,7 @@ impl AuthCore {
         if let Some(cache) = &self.inner.cache
             && !changed.is_empty()
         {
-            let _ = cache.invalidate_entries_if(move |_, user| changed.contains(user));
+            let _ = cache.invalidate_entries_if(move |_, kept| changed.contains(&kept.user));
         }
         tracing::info!(target: "kubedav", file = %path.display(), users = count, "users file loaded");
         Ok(Some(count))
@@ -178,9 +255,10 @@ impl AuthCore {
     /// Polls the users file every `interval` and reloads it when its content changed.
     /// Reading the file (not watching its inode) also catches the symlink swap with which
     /// Kubernetes updates Secret volumes.
-    pub fn watch(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
+    pub fn watch(&self, interval: Duration) -> Option<tokio::task::JoinHandle<()>> {
+        self.inner.config.users_file.as_ref()?;
         let core = self.clone();
-        tokio::spawn(async move {
+        Some(tokio::spawn(async move {
             let mut ticks = tokio::time::interval(interval);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -192,7 +270,7 @@ impl AuthCore {
                     Ok(Ok(_)) => {}
                 }
             }
-        })
+        }))
     }
 
     fn cache_key(&self, user: &str, password: &str) -> Key {
@@ -264,6 +342,111 @@ fn answer(outcome: Outcome, retry_after: Duration, cached: bool) -> VerifyRespon
         outcome: outcome as i32,
         retry_after_seconds,
         cached,
+        principal: None,
+        reason: String::new(),
+    }
+}
+
+/// An allowed answer for `principal`.
+fn allowed(principal: &Principal, cached: bool) -> VerifyResponse {
+    let mut reply = answer(Outcome::Allowed, Duration::ZERO, cached);
+    reply.principal = Some(principal.clone());
+    VERIFICATIONS
+        .with_label_values(&[kind_label(&principal.kind), if cached { "hit" } else { "miss" }])
+        .inc();
+    reply
+}
+
+/// The metric's `kind` for a principal's credential kind.
+fn kind_label(kind: &str) -> &str {
+    if kind == "app-password" {
+        "app_password"
+    } else {
+        kind
+    }
+}
+
+/// The principal of an htpasswd user.
+fn password_principal(user: &str) -> Principal {
+    Principal {
+        user: user.to_owned(),
+        display_name: user.to_owned(),
+        groups: Vec::new(),
+        read_only: false,
+        path_prefix: String::new(),
+        kind: "password".to_owned(),
+    }
+}
+
+fn now_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl AuthCore {
+    /// The keyed hash a token is cached under.
+    fn token_key(&self, token: &str) -> Key {
+        let mut mac =
+            <Hmac<Sha256> as KeyInit>::new_from_slice(&self.inner.key).expect("HMAC takes any key size");
+        mac.update(b"bearer\0");
+        mac.update(token.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
+    /// A bearer token: a kept verification while the token lives, else checked against
+    /// the provider's keys. Refusals count against the client's address, as wrong
+    /// passwords do, except when the provider's keys are not to be had.
+    async fn verify_bearer(&self, request: &VerifyRequest, address: &str) -> VerifyResponse {
+        let key = self.token_key(&request.bearer_token);
+        if let Some(cache) = &self.inner.cache
+            && let Some(kept) = cache.get(&key)
+            && kept.expires_at > now_seconds()
+        {
+            return allowed(&kept.principal, true);
+        }
+        let refusal = match &self.inner.oidc {
+            None => Err(None),
+            Some(oidc) => oidc.bearer.verify(&request.bearer_token).await.map_err(Some),
+        };
+        match refusal {
+            Ok(verified) => {
+                let principal = Arc::new(verified.principal);
+                let reply = allowed(&principal, false);
+                if let Some(cache) = &self.inner.cache {
+                    cache.insert(
+                        key,
+                        Kept {
+                            principal,
+                            user: String::new(),
+                            expires_at: verified.expires_at,
+                        },
+                    );
+                }
+                reply
+            }
+            Err(why) => {
+                let (label, message) = match why {
+                    Some(why) => (why.label(), why.message()),
+                    None => (
+                        "no_provider",
+                        "bearer tokens are not accepted here: no identity provider is configured",
+                    ),
+                };
+                VERIFICATIONS.with_label_values(&["bearer", label]).inc();
+                tracing::info!(client = %request.client_address, reason = label, "bearer token refused");
+                if why != Some(crate::oidc::bearer::Refusal::KeysUnavailable)
+                    && !address.is_empty()
+                    && self.inner.throttle_addresses.failure(address)
+                {
+                    LOCKOUTS.inc();
+                    tracing::warn!(client = %request.client_address, "too many refused credentials: address locked out");
+                }
+                let mut reply = answer(Outcome::Denied, Duration::ZERO, false);
+                reply.reason = message.to_owned();
+                reply
+            }
+        }
     }
 }
 
@@ -274,27 +457,42 @@ impl Auth for AuthCore {
         if let Some(wait) = self.throttled(&request, &address) {
             return Ok(answer(Outcome::Throttled, wait, false));
         }
+        if !request.bearer_token.is_empty() {
+            return Ok(self.verify_bearer(&request, &address).await);
+        }
         let key = self.cache_key(&request.user, &request.password);
         if let Some(cache) = &self.inner.cache
-            && cache.get(&key).is_some_and(|user| user == request.user)
+            && let Some(kept) = cache.get(&key)
+            && kept.user == request.user
         {
             CACHE_HITS.inc();
-            return Ok(answer(Outcome::Allowed, Duration::ZERO, true));
+            return Ok(allowed(&kept.principal, true));
         }
         let users = self.inner.users.read().unwrap_or_else(|p| p.into_inner()).clone();
         let (stored, known) = match users.get(&request.user) {
             Some(stored) => (stored.clone(), true),
             None => (self.inner.dummy.clone(), false),
         };
+        let keep = |principal: &Arc<Principal>| {
+            if let Some(cache) = &self.inner.cache {
+                cache.insert(
+                    key,
+                    Kept {
+                        principal: principal.clone(),
+                        user: request.user.clone(),
+                        expires_at: u64::MAX,
+                    },
+                );
+            }
+        };
         let shared_key = match &self.inner.shared {
             Some(shared) if known => {
                 let shared_key = shared.key(&request.user, &request.password, stored.text());
                 if self.shared_hit(shared, &shared_key).await {
                     self.logged_in(&request, &address);
-                    if let Some(cache) = &self.inner.cache {
-                        cache.insert(key, request.user.clone());
-                    }
-                    return Ok(answer(Outcome::Allowed, Duration::ZERO, true));
+                    let principal = Arc::new(password_principal(&request.user));
+                    keep(&principal);
+                    return Ok(allowed(&principal, true));
                 }
                 Some(shared_key)
             }
@@ -315,9 +513,8 @@ impl Auth for AuthCore {
         CRYPTS.inc();
         if matched && known {
             self.logged_in(&request, &address);
-            if let Some(cache) = &self.inner.cache {
-                cache.insert(key, request.user.clone());
-            }
+            let principal = Arc::new(password_principal(&request.user));
+            keep(&principal);
             if let (Some(shared), Some(shared_key)) = (&self.inner.shared, shared_key) {
                 match shared.insert(&shared_key).await {
                     Ok(()) => {
@@ -326,8 +523,9 @@ impl Auth for AuthCore {
                     Err(e) => shared_unavailable(&e),
                 }
             }
-            return Ok(answer(Outcome::Allowed, Duration::ZERO, false));
+            return Ok(allowed(&principal, false));
         }
+        VERIFICATIONS.with_label_values(&["password", "refused"]).inc();
         tracing::info!(user = %request.user, client = %request.client_address, "login refused");
         let mut locked = self.inner.throttle_users.failure(&request.user);
         self.inner.failed_pairs.failed(&request.user, &address);
@@ -338,6 +536,8 @@ impl Auth for AuthCore {
             LOCKOUTS.inc();
             tracing::warn!(user = %request.user, client = %request.client_address, "too many failed logins: locked out");
         }
-        Ok(answer(Outcome::Denied, Duration::ZERO, false))
+        let mut reply = answer(Outcome::Denied, Duration::ZERO, false);
+        reply.reason = "the user name or password is wrong".to_owned();
+        Ok(reply)
     }
 }

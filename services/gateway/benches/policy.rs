@@ -63,7 +63,8 @@ fn setup(rules: Option<usize>) -> Setup {
     )
     .unwrap();
     let auth = kubedav_auth::AuthCore::new(kubedav_auth::AuthConfig {
-        users_file: file,
+        users_file: Some(file),
+        oidc: None,
         allow_plaintext: false,
         cache_ttl: Duration::from_secs(3600),
         cache_capacity: 1000,

@@ -42,6 +42,9 @@ pub struct GatewayConfig {
     pub auth_realm: String,
     /// Whether requests without credentials may read.
     pub anonymous_read: bool,
+    /// Whether bearer tokens are accepted (an identity provider is configured): 401s
+    /// then offer Bearer beside Basic.
+    pub bearer_tokens: bool,
     /// Users who may only read.
     pub read_only_users: std::collections::HashSet<String>,
     /// The access policy (`--policy`) the gateway starts with: who may do what to which
@@ -85,6 +88,7 @@ impl Default for GatewayConfig {
             propfind_max_entries: 100_000,
             auth_realm: "kubedav".into(),
             anonymous_read: false,
+            bearer_tokens: false,
             read_only_users: Default::default(),
             policy: None,
             markdown_max_bytes: 16 << 20,

@@ -13,6 +13,28 @@ use std::sync::Arc;
 pub type ReadinessCheck =
     Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
 
+/// Something that does not stop the target from serving but that `/readyz` reports
+/// while it lasts: its trouble now, or `None`.
+pub type Note = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+static NOTES: std::sync::Mutex<Vec<(&'static str, Note)>> = std::sync::Mutex::new(Vec::new());
+
+/// Makes `/readyz` report `note`'s trouble under `name` while there is some, in a line
+/// `degraded: {name}: {trouble}` after `ready` (the answer stays 200: the target still
+/// serves). The identity provider is one: passwords work while it is down.
+pub fn note_while(name: &'static str, note: Note) {
+    NOTES.lock().unwrap_or_else(|p| p.into_inner()).push((name, note));
+}
+
+/// The lines of the notes in trouble now.
+fn degraded() -> String {
+    let notes = NOTES.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    notes
+        .iter()
+        .filter_map(|(name, note)| note().map(|trouble| format!("degraded: {name}: {trouble}\n")))
+        .collect()
+}
+
 /// `ready`, except that once shutdown was requested the answer is "draining": load
 /// balancers and Kubernetes stop sending new work while in-flight requests finish.
 pub fn draining(ready: ReadinessCheck, shutdown: crate::shutdown::Shutdown) -> ReadinessCheck {
@@ -57,7 +79,7 @@ pub fn router(ready: ReadinessCheck) -> Router {
                 let ready = ready.clone();
                 async move {
                     match ready().await {
-                        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+                        Ok(()) => (StatusCode::OK, format!("ready\n{}", degraded())),
                         Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {reason}\n")),
                     }
                 }

@@ -1,6 +1,7 @@
 //! The command line. Every flag is also read from `KUBEDAV_<FLAG>` (upper snake case).
 
 mod commands;
+mod identity;
 mod settings;
 mod values;
 
@@ -116,6 +117,10 @@ pub(crate) struct Cli {
     /// Who may log in, how credentials are verified and cached, and who may do what.
     #[command(flatten)]
     pub auth: AuthArgs,
+
+    /// The identity provider whose users kubedav serves.
+    #[command(flatten)]
+    pub oidc: identity::OidcArgs,
 
     /// HTML to Markdown conversion: when the gateway asks for it, and how the converter works.
     #[command(flatten)]

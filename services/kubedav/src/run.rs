@@ -89,10 +89,13 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
             }
         }
         Target::Auth => {
-            let file = cli.auth.users_file.clone().ok_or(RunError::AuthWithoutUsers)?;
-            let core = auth_core(&cli, file)?;
+            if cli.auth.users_file.is_none() && !cli.oidc.enabled() {
+                return Err(RunError::AuthWithoutUsers);
+            }
+            let core = auth_core(&cli)?;
+            let ready = identity_provider_note(core.clone());
             let service = AuthGrpc::new(Arc::new(core)).into_service();
-            serve(&cli, service, grpc::always_ready(), shutdown).await
+            serve(&cli, service, ready, shutdown).await
         }
         Target::Markdown => {
             let service = MarkdownGrpc::new(Arc::new(cli.markdown.core())).into_service();
@@ -143,9 +146,13 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
     }
     let (locks, _) = lock_store(cli)?;
     let markdown = Some(Arc::new(cli.markdown.core()) as Arc<dyn Markdown>);
-    let auth = match &cli.auth.users_file {
-        Some(file) => Some(Arc::new(auth_core(cli, file.clone())?) as Arc<dyn Auth>),
-        None => None,
+    let auth = if cli.auth.users_file.is_some() || cli.oidc.enabled() {
+        let core = auth_core(cli)?;
+        // /readyz says when the provider cannot be reached; it never fails for that.
+        let _ = identity_provider_note(core.clone());
+        Some(Arc::new(core) as Arc<dyn Auth>)
+    } else {
+        None
     };
     Ok(Ports {
         fileio,
@@ -441,10 +448,10 @@ fn copy_store(dir: std::path::PathBuf) -> CopyStore {
     store
 }
 
-/// The auth core for `users_file`, sharing verifications through Redis when configured,
-/// and watching the file for changes.
-fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, RunError> {
-    let config = cli.auth.config(users_file);
+/// The auth core: the users file (watched for changes) and the identity provider (its
+/// keys fetched in the background), sharing verifications through Redis when configured.
+fn auth_core(cli: &Cli) -> Result<AuthCore, RunError> {
+    let config = cli.auth_config();
     let shared = if let Some(url) = cli.auth.auth_cache_redis.get() {
         let secret = cli
             .auth
@@ -464,9 +471,28 @@ fn auth_core(cli: &Cli, users_file: std::path::PathBuf) -> Result<AuthCore, RunE
     } else {
         None
     };
-    let core = AuthCore::with_shared_cache(config, shared).map_err(RunError::UsersFile)?;
+    // The core's errors about the provider name their --oidc flag; the others are the
+    // users file's.
+    let core = AuthCore::with_shared_cache(config, shared).map_err(|e| {
+        if e.starts_with("--oidc") {
+            RunError::IdentityProvider(e)
+        } else {
+            RunError::UsersFile(e)
+        }
+    })?;
     core.watch(Duration::from_secs(cli.auth.users_reload_seconds.max(1)));
+    core.start_identity_provider();
     Ok(core)
+}
+
+/// The auth target's readiness: always ready (passwords and app passwords work without
+/// the identity provider), with the provider's trouble, if any, noted on `/readyz`.
+fn identity_provider_note(core: AuthCore) -> ReadinessCheck {
+    kubedav_kit::admin::note_while(
+        "identity provider",
+        Arc::new(move || core.identity_provider_trouble()),
+    );
+    grpc::always_ready()
 }
 
 /// Ends the lease streams when the service begins to stop: they never end by themselves,

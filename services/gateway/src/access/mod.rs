@@ -138,7 +138,8 @@ pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Res
     if method == DavMethod::Options {
         return Ok(());
     }
-    let subject = policy.subject(Principal::of(request).name(), &[] as &[&str]);
+    let principal = Principal::of(request);
+    let subject = policy.subject(principal.name(), principal.groups());
     let target = crate::http::paths::request_path(&gateway.config.base_path, request)?;
     let destination = match method {
         DavMethod::Copy | DavMethod::Move => {

@@ -1,10 +1,12 @@
-//! Basic authentication at the edge (RFC 7617).
+//! Authentication at the edge: Basic (RFC 7617) and Bearer (RFC 6750).
 //!
 //! With auth configured, every request needs valid credentials, except that anonymous
-//! read-only access (GET, HEAD, OPTIONS, PROPFIND) can be allowed. Users listed as
-//! read-only may only read. The authenticated user travels with the request as a
-//! [`Principal`] and becomes the owner of the locks it takes. The admin endpoints live on
-//! their own port and never ask for credentials.
+//! read-only access (GET, HEAD, OPTIONS, PROPFIND) can be allowed. The auth service
+//! verifies them, whatever their kind, and answers with the principal they stand for;
+//! users listed as read-only, and credentials scoped to reading, may only read. The
+//! principal travels with the request as a [`Principal`] and becomes the owner of the
+//! locks it takes. A 401 offers Basic and, with an identity provider, Bearer. The admin
+//! endpoints live on their own port and never ask for credentials.
 
 use crate::Gateway;
 use crate::http::errors::HttpError;
@@ -19,40 +21,75 @@ fn is_read(method: &Method) -> bool {
     crate::dav::method::DavMethod::of(method).is_some_and(|m| m.is_read())
 }
 
-fn challenge(gateway: &Gateway, message: &str) -> Response {
+/// A 401 with `message`, offering Basic and, when bearer tokens are accepted, Bearer
+/// (with RFC 6750's `invalid_token` when `token_refused`).
+fn challenge(gateway: &Gateway, message: &str, token_refused: bool) -> Response {
     let mut response = HttpError::new(StatusCode::UNAUTHORIZED, message).into_response();
-    let value = format!(
-        "Basic realm=\"{}\", charset=\"UTF-8\"",
-        gateway.config.auth_realm.replace('"', "")
-    );
-    if let Ok(value) = HeaderValue::from_str(&value) {
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+    let realm = gateway.config.auth_realm.replace(['"', '\\'], "");
+    let basic = format!("Basic realm=\"{realm}\", charset=\"UTF-8\"");
+    if let Ok(value) = HeaderValue::from_str(&basic) {
+        response.headers_mut().append(header::WWW_AUTHENTICATE, value);
+    }
+    if gateway.config.bearer_tokens {
+        let bearer = if token_refused {
+            let description: String = message.chars().filter(|c| *c != '"' && *c != '\\').collect();
+            format!("Bearer realm=\"{realm}\", error=\"invalid_token\", error_description=\"{description}\"")
+        } else {
+            format!("Bearer realm=\"{realm}\"")
+        };
+        if let Ok(value) = HeaderValue::from_str(&bearer) {
+            response.headers_mut().append(header::WWW_AUTHENTICATE, value);
+        }
     }
     response
 }
 
-/// The user and password of a Basic `Authorization` header; `None` without one.
-pub fn basic_credentials(headers: &http::HeaderMap) -> Option<Result<(String, String), &'static str>> {
+/// The credentials of an `Authorization` header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credentials {
+    /// `Basic`: a user name and a password (an htpasswd password or an app password).
+    Basic {
+        /// The user name.
+        user: String,
+        /// The password.
+        password: String,
+    },
+    /// `Bearer`: a token from the identity provider.
+    Bearer(String),
+}
+
+/// The credentials of the `Authorization` header; `None` without one.
+pub fn credentials(headers: &http::HeaderMap) -> Option<Result<Credentials, &'static str>> {
     let value = headers.get(header::AUTHORIZATION)?;
     Some((|| {
         let value = value
             .to_str()
             .map_err(|_| "the Authorization header is not ASCII")?;
-        let (scheme, encoded) = value
+        let (scheme, rest) = value
             .trim()
             .split_once(' ')
             .ok_or("the Authorization header is malformed")?;
+        if scheme.eq_ignore_ascii_case("bearer") {
+            let token = rest.trim();
+            if token.is_empty() || token.contains(' ') {
+                return Err("the bearer token is malformed");
+            }
+            return Ok(Credentials::Bearer(token.to_owned()));
+        }
         if !scheme.eq_ignore_ascii_case("basic") {
-            return Err("only Basic authentication is supported");
+            return Err("only Basic and Bearer authentication are supported");
         }
         let decoded = base64::engine::general_purpose::STANDARD
-            .decode(encoded.trim())
+            .decode(rest.trim())
             .map_err(|_| "the Basic credentials are not valid base64")?;
         let decoded = String::from_utf8(decoded).map_err(|_| "the Basic credentials are not UTF-8")?;
         let (user, password) = decoded
             .split_once(':')
             .ok_or("the Basic credentials lack a ':'")?;
-        Ok((user.to_owned(), password.to_owned()))
+        Ok(Credentials::Basic {
+            user: user.to_owned(),
+            password: password.to_owned(),
+        })
     })())
 }
 
@@ -68,45 +105,62 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
         return Either::Left(next(request));
     };
     let read = is_read(request.method());
-    let (user, password) = match basic_credentials(request.headers()) {
+    let credentials = match credentials(request.headers()) {
         None if gateway.config.anonymous_read && read => return Either::Left(next(request)),
         None => {
-            let answer = challenge(gateway, "credentials are required");
+            let answer = challenge(gateway, "credentials are required", false);
             return Either::Right(Box::pin(std::future::ready(answer)));
         }
         Some(Err(problem)) => {
-            let answer = challenge(gateway, problem);
+            let answer = challenge(gateway, problem, false);
             return Either::Right(Box::pin(std::future::ready(answer)));
         }
-        Some(Ok(pair)) => pair,
+        Some(Ok(Credentials::Bearer(_))) if !gateway.config.bearer_tokens => {
+            let answer = challenge(
+                gateway,
+                "bearer tokens are not accepted here: no identity provider is configured; use Basic",
+                false,
+            );
+            return Either::Right(Box::pin(std::future::ready(answer)));
+        }
+        Some(Ok(credentials)) => credentials,
     };
     Either::Right(Box::pin(verified(
-        gateway, &**auth, request, read, user, password, next,
+        gateway,
+        &**auth,
+        request,
+        read,
+        credentials,
+        next,
     )))
 }
 
-/// The auth service's check of `user`'s password, in its span, and the principal the
-/// request gets if it passes: made before the call, which takes the user's name, so that
-/// name is copied once. Apart from [`verified`], where `user`, borrowed, would keep its
-/// place in the future across the call.
+/// The auth service's check of `credentials`, in its span.
 fn verification<'a>(
     auth: &'a dyn kubedav_api::auth::Auth,
-    user: String,
-    password: String,
+    credentials: Credentials,
     client_address: String,
-) -> (
-    Principal,
-    impl Future<Output = Result<VerifyResponse, tonic::Status>> + 'a,
-) {
-    let principal = Principal::new(&user);
-    let span = tracing::info_span!("auth.verify", user = %user);
-    let request = VerifyRequest {
-        user,
-        password,
-        client_address,
+) -> impl Future<Output = Result<VerifyResponse, tonic::Status>> + 'a {
+    let (span, request) = match credentials {
+        Credentials::Basic { user, password } => (
+            tracing::info_span!("auth.verify", user = %user, kind = "basic"),
+            VerifyRequest {
+                user,
+                password,
+                client_address,
+                bearer_token: String::new(),
+            },
+        ),
+        Credentials::Bearer(token) => (
+            tracing::info_span!("auth.verify", kind = "bearer"),
+            VerifyRequest {
+                client_address,
+                bearer_token: token,
+                ..Default::default()
+            },
+        ),
     };
-    let call = tracing::Instrument::instrument(auth.verify(request), span);
-    (principal, call)
+    tracing::Instrument::instrument(auth.verify(request), span)
 }
 
 /// The rest of [`authenticate`] for a request with credentials: checked by the auth
@@ -116,8 +170,7 @@ async fn verified<F: Future<Output = Response>>(
     auth: &dyn kubedav_api::auth::Auth,
     mut request: Request,
     read: bool,
-    user: String,
-    password: String,
+    credentials: Credentials,
     next: impl FnOnce(Request) -> F,
 ) -> Response {
     let client_address = request
@@ -125,20 +178,44 @@ async fn verified<F: Future<Output = Response>>(
         .get::<crate::request::ClientIp>()
         .map(|a| a.0.to_string())
         .unwrap_or_default();
-    let (principal, verify) = verification(auth, user, password, client_address);
-    let verdict = verify.await;
+    let bearer = matches!(credentials, Credentials::Bearer(_));
+    let verdict = verification(auth, credentials, client_address).await;
     match verdict {
         Ok(reply) => match reply.outcome() {
             Outcome::Allowed => {
-                let user = principal.name();
-                if !read && gateway.config.read_only_users.contains(user) {
-                    return HttpError::new(StatusCode::FORBIDDEN, format!("{user} has read-only access"))
+                let Some(principal) = reply.principal else {
+                    return HttpError::new(
+                        StatusCode::BAD_GATEWAY,
+                        "the auth service allowed the credentials without naming a principal; run the same kubedav version everywhere",
+                    )
+                    .into_response();
+                };
+                let principal = Principal::verified(principal);
+                if !read {
+                    let user = principal.name();
+                    if gateway.config.read_only_users.contains(user) {
+                        return HttpError::new(StatusCode::FORBIDDEN, format!("{user} has read-only access"))
+                            .into_response();
+                    }
+                    if principal.read_only() {
+                        return HttpError::new(
+                            StatusCode::FORBIDDEN,
+                            "this credential may only read; use one that may write",
+                        )
                         .into_response();
+                    }
                 }
                 request.extensions_mut().insert(principal);
                 next(request).await
             }
-            Outcome::Denied => challenge(gateway, "the user name or password is wrong"),
+            Outcome::Denied => {
+                let reason = if reply.reason.is_empty() {
+                    "the user name or password is wrong"
+                } else {
+                    reply.reason.as_str()
+                };
+                challenge(gateway, reason, bearer)
+            }
             Outcome::Throttled => {
                 let mut response = HttpError::new(
                     StatusCode::TOO_MANY_REQUESTS,
@@ -172,19 +249,38 @@ mod tests {
         headers
     }
 
+    fn basic(user: &str, password: &str) -> Option<Result<Credentials, &'static str>> {
+        Some(Ok(Credentials::Basic {
+            user: user.into(),
+            password: password.into(),
+        }))
+    }
+
     #[test]
-    fn parses_basic_credentials() {
-        assert_eq!(basic_credentials(&http::HeaderMap::new()), None);
+    fn parses_basic_and_bearer_credentials() {
+        assert_eq!(credentials(&http::HeaderMap::new()), None);
         assert_eq!(
-            basic_credentials(&with("Basic YWxpY2U6czNjcjp0")),
-            Some(Ok(("alice".into(), "s3cr:t".into())))
+            credentials(&with("Basic YWxpY2U6czNjcjp0")),
+            basic("alice", "s3cr:t")
+        );
+        assert_eq!(credentials(&with("basic   Ym9iOg==")), basic("bob", ""));
+        assert_eq!(
+            credentials(&with("Bearer eyJh.eyJz.c2ln")),
+            Some(Ok(Credentials::Bearer("eyJh.eyJz.c2ln".into())))
         );
         assert_eq!(
-            basic_credentials(&with("basic   Ym9iOg==")),
-            Some(Ok(("bob".into(), String::new())))
+            credentials(&with("bearer  t0k ")),
+            Some(Ok(Credentials::Bearer("t0k".into())))
         );
-        for bad in ["Bearer x", "Basic !!!", "Basic", "Basic Ym9i"] {
-            assert!(matches!(basic_credentials(&with(bad)), Some(Err(_))), "{bad}");
+        for bad in [
+            "Bearer",
+            "Bearer a b",
+            "Digest x",
+            "Basic !!!",
+            "Basic",
+            "Basic Ym9i",
+        ] {
+            assert!(matches!(credentials(&with(bad)), Some(Err(_))), "{bad}");
         }
     }
 }

@@ -2,24 +2,34 @@
 
 use std::sync::Arc;
 
-/// Who a request is made by: the user its credentials were verified for, or nobody
-/// (auth is off, or an anonymous read), whose name is "". It owns the locks the request
-/// takes.
+/// Who a request is made by: the user its credential was verified for, with the groups
+/// the credential claims and its scope, or nobody (auth is off, or an anonymous read),
+/// whose name is "". It owns the locks the request takes.
 ///
-/// Its parts are private, so it can grow (a user's groups, a credential's scope) without
-/// changing the code that passes it on. Cloning it counts a reference; nobody costs no
+/// Whatever the credential (a password, an app password, a bearer token), the handlers
+/// and the audit lines see only this. Cloning it counts a reference; nobody costs no
 /// allocation at all.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Principal {
-    /// The user's name; `None` for nobody.
-    name: Option<Arc<str>>,
+    /// The verified identity; `None` for nobody.
+    verified: Option<Arc<kubedav_api::auth::Principal>>,
 }
 
 impl Principal {
-    /// The principal of a user whose credentials were verified.
+    /// The principal of a user whose password was verified, with nothing else known.
     pub fn new(name: &str) -> Self {
+        Self::verified(kubedav_api::auth::Principal {
+            user: name.to_owned(),
+            display_name: name.to_owned(),
+            kind: "password".to_owned(),
+            ..Default::default()
+        })
+    }
+
+    /// The principal the auth service answered with.
+    pub fn verified(principal: kubedav_api::auth::Principal) -> Self {
         Self {
-            name: Some(name.into()),
+            verified: Some(Arc::new(principal)),
         }
     }
 
@@ -32,9 +42,35 @@ impl Principal {
             .unwrap_or_default()
     }
 
-    /// The user's name ("" for nobody): what the locks service records as a lock's owner.
+    /// The user id ("" for nobody): the key of homes and grants, and what the locks
+    /// service records as a lock's owner.
     pub fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or_default()
+        self.verified.as_deref().map_or("", |p| p.user.as_str())
+    }
+
+    /// A name to show the user.
+    pub fn display_name(&self) -> &str {
+        self.verified.as_deref().map_or("", |p| p.display_name.as_str())
+    }
+
+    /// The groups the credential claims (the policy adds its own).
+    pub fn groups(&self) -> &[String] {
+        self.verified.as_deref().map_or(&[], |p| p.groups.as_slice())
+    }
+
+    /// Whether the credential may only read.
+    pub fn read_only(&self) -> bool {
+        self.verified.as_deref().is_some_and(|p| p.read_only)
+    }
+
+    /// The path the credential is limited to (a volume path; "" for none).
+    pub fn path_prefix(&self) -> &str {
+        self.verified.as_deref().map_or("", |p| p.path_prefix.as_str())
+    }
+
+    /// The kind of credential: `password`, `bearer`, `app-password` ("" for nobody).
+    pub fn kind(&self) -> &str {
+        self.verified.as_deref().map_or("", |p| p.kind.as_str())
     }
 }
 
@@ -45,10 +81,12 @@ mod tests {
     #[test]
     fn a_request_without_one_is_made_by_nobody() {
         let mut request = http::Request::new(());
-        assert_eq!(Principal::of(&request).name(), "");
+        let nobody = Principal::of(&request);
+        assert_eq!((nobody.name(), nobody.groups().len(), nobody.kind()), ("", 0, ""));
         request.extensions_mut().insert(Principal::new("alice"));
         let alice = Principal::of(&request);
         assert_eq!(alice.name(), "alice");
         assert_eq!(alice, Principal::new("alice"));
+        assert!(!alice.read_only());
     }
 }

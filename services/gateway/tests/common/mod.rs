@@ -66,7 +66,8 @@ impl App {
                 .collect();
             std::fs::write(&users, lines).unwrap();
             let core = kubedav_auth::AuthCore::new(kubedav_auth::AuthConfig {
-                users_file: users,
+                users_file: Some(users),
+                oidc: None,
                 allow_plaintext: false,
                 cache_ttl: Duration::from_secs(60),
                 cache_capacity: 1000,

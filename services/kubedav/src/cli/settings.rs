@@ -28,6 +28,7 @@ impl Cli {
             propfind_max_entries: gateway.propfind_max_entries,
             auth_realm: self.auth.auth_realm.clone(),
             anonymous_read: self.auth.anonymous_read,
+            bearer_tokens: self.oidc.enabled(),
             read_only_users: self
                 .auth
                 .read_only_users
@@ -77,11 +78,23 @@ impl MarkdownArgs {
     }
 }
 
+impl Cli {
+    /// The auth core's settings: the users file (if any) and the identity provider.
+    pub(crate) fn auth_config(&self) -> kubedav_auth::AuthConfig {
+        self.auth.config(self.auth.users_file.clone(), self.oidc.config())
+    }
+}
+
 impl AuthArgs {
-    /// The auth core's settings for `users_file`.
-    pub(crate) fn config(&self, users_file: PathBuf) -> kubedav_auth::AuthConfig {
+    /// The auth core's settings for `users_file` and the provider `oidc`.
+    pub(crate) fn config(
+        &self,
+        users_file: Option<PathBuf>,
+        oidc: Option<kubedav_auth::oidc::OidcConfig>,
+    ) -> kubedav_auth::AuthConfig {
         kubedav_auth::AuthConfig {
             users_file,
+            oidc,
             allow_plaintext: self.allow_plaintext_passwords,
             cache_ttl: Duration::from_secs(self.auth_cache_ttl_seconds),
             cache_capacity: 100_000,

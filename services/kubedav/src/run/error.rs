@@ -31,13 +31,19 @@ pub(crate) enum RunError {
     )]
     PolicyWithoutAuth,
 
-    /// `--target=auth` without a users file.
-    #[error("--target=auth needs --users-file (or KUBEDAV_USERS_FILE)")]
+    /// `--target=auth` with nobody to verify.
+    #[error(
+        "--target=auth needs --users-file (KUBEDAV_USERS_FILE), --oidc-issuer (KUBEDAV_OIDC_ISSUER), or both"
+    )]
     AuthWithoutUsers,
 
     /// The users file could not be read.
     #[error("{0} (set --users-file or KUBEDAV_USERS_FILE)")]
     UsersFile(String),
+
+    /// The identity provider's settings are wrong (the message names the flag).
+    #[error("{0}")]
+    IdentityProvider(String),
 
     /// `--auth-cache-redis` without the secret its keys are made with.
     #[error(

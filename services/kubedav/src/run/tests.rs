@@ -21,22 +21,39 @@ async fn each_error_names_what_to_change() {
         "{error}"
     );
 
-    let error = auth_core(&cli(&[]), missing.into()).err().unwrap();
+    let error = auth_core(&cli(&["--users-file", missing])).err().unwrap();
     assert!(matches!(error, RunError::UsersFile(_)), "{error:?}");
     assert!(error.to_string().contains("set --users-file"), "{error}");
 
-    let shared = cli(&["--auth-cache-redis", "redis://127.0.0.1:1/0"]);
-    let error = auth_core(&shared, missing.into()).err().unwrap();
+    for (issuer, says) in [
+        ("ftp://idp.example", "must be an https:// URL"),
+        ("idp.example", "is not a URL"),
+    ] {
+        let error = auth_core(&cli(&["--oidc-issuer", issuer])).err().unwrap();
+        assert!(matches!(error, RunError::IdentityProvider(_)), "{error:?}");
+        assert!(error.to_string().starts_with("--oidc-issuer"), "{error}");
+        assert!(error.to_string().contains(says), "{error}");
+    }
+
+    let shared = cli(&[
+        "--users-file",
+        missing,
+        "--auth-cache-redis",
+        "redis://127.0.0.1:1/0",
+    ]);
+    let error = auth_core(&shared).err().unwrap();
     assert!(matches!(error, RunError::AuthCacheWithoutSecret), "{error:?}");
     assert!(error.to_string().contains("needs --auth-cache-secret"), "{error}");
 
     let short = cli(&[
+        "--users-file",
+        missing,
         "--auth-cache-redis",
         "redis://127.0.0.1:1/0",
         "--auth-cache-secret",
         "short",
     ]);
-    let error = auth_core(&short, missing.into()).err().unwrap();
+    let error = auth_core(&short).err().unwrap();
     assert!(error.to_string().starts_with("--auth-cache-secret: "), "{error}");
     assert!(
         !error.to_string().contains("short"),

@@ -1,0 +1,93 @@
+//! The operator's identity provider (`--oidc-*`): whose bearer tokens are accepted, and
+//! how their claims become a principal.
+
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The OpenID provider whose users kubedav serves beside the users file.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Identity provider (targets all, auth, gateway)")]
+pub(crate) struct OidcArgs {
+    /// The OpenID provider's issuer URL (e.g. https://keycloak.example/realms/files).
+    /// Its discovery document and JWKS are fetched at start and kept fresh; bearer tokens
+    /// it signs are accepted on every WebDAV method. Empty: no identity provider.
+    #[arg(long, env = "KUBEDAV_OIDC_ISSUER", default_value = "")]
+    pub oidc_issuer: String,
+
+    /// The `aud` a bearer token must carry [default: --oidc-client-id].
+    #[arg(long, env = "KUBEDAV_OIDC_AUDIENCE")]
+    pub oidc_audience: Option<String>,
+
+    /// kubedav's client id at the provider.
+    #[arg(long, env = "KUBEDAV_OIDC_CLIENT_ID", default_value = "kubedav")]
+    pub oidc_client_id: String,
+
+    /// The claim that names the user. `sub` never changes; `preferred_username` reads
+    /// better but can be renamed or reused at the provider, and whoever holds a name
+    /// holds its home (docs/security.md).
+    #[arg(long, env = "KUBEDAV_OIDC_USERNAME_CLAIM", default_value = "sub")]
+    pub oidc_username_claim: String,
+
+    /// The claim that lists the user's groups.
+    #[arg(long, env = "KUBEDAV_OIDC_GROUPS_CLAIM", default_value = "groups")]
+    pub oidc_groups_claim: String,
+
+    /// Put before every user id from the provider, so that none can be a user of the
+    /// users file: names starting with it are refused there.
+    #[arg(long, env = "KUBEDAV_OIDC_USER_PREFIX", default_value = "oidc-")]
+    pub oidc_user_prefix: String,
+
+    /// A PEM file of CA certificates to trust for the provider, beside the public roots.
+    #[arg(long, env = "KUBEDAV_OIDC_CA_FILE")]
+    pub oidc_ca_file: Option<PathBuf>,
+
+    /// Seconds between refreshes of the provider's keys.
+    #[arg(long, env = "KUBEDAV_OIDC_JWKS_REFRESH_SECONDS", default_value_t = 300)]
+    pub oidc_jwks_refresh_seconds: u64,
+
+    /// Least seconds between two fetches of the keys made because a token named an
+    /// unknown key (a key rotated in at the provider).
+    #[arg(long, env = "KUBEDAV_OIDC_JWKS_MIN_REFRESH_SECONDS", default_value_t = 10)]
+    pub oidc_jwks_min_refresh_seconds: u64,
+
+    /// Oldest the keys may be, since the last successful fetch, and still verify tokens
+    /// (while the provider is unreachable).
+    #[arg(long, env = "KUBEDAV_OIDC_JWKS_MAX_AGE_SECONDS", default_value_t = 6 * 3600)]
+    pub oidc_jwks_max_age_seconds: u64,
+
+    /// Seconds of clock difference tolerated in a token's `exp` and `nbf`.
+    #[arg(long, env = "KUBEDAV_OIDC_LEEWAY_SECONDS", default_value_t = 60)]
+    pub oidc_leeway_seconds: u64,
+}
+
+impl OidcArgs {
+    /// Whether an identity provider is configured.
+    pub(crate) fn enabled(&self) -> bool {
+        !self.oidc_issuer.trim().is_empty()
+    }
+
+    /// The auth core's provider settings, if a provider is configured.
+    pub(crate) fn config(&self) -> Option<kubedav_auth::oidc::OidcConfig> {
+        use kubedav_auth::oidc::{OidcConfig, bearer::Claims, keys::Freshness};
+        self.enabled().then(|| OidcConfig {
+            issuer: self.oidc_issuer.trim().to_owned(),
+            claims: Claims {
+                audience: self
+                    .oidc_audience
+                    .clone()
+                    .unwrap_or_else(|| self.oidc_client_id.clone()),
+                username_claim: self.oidc_username_claim.clone(),
+                groups_claim: self.oidc_groups_claim.clone(),
+                user_prefix: self.oidc_user_prefix.clone(),
+                leeway: Duration::from_secs(self.oidc_leeway_seconds),
+            },
+            freshness: Freshness {
+                refresh: Duration::from_secs(self.oidc_jwks_refresh_seconds.max(1)),
+                min_refresh: Duration::from_secs(self.oidc_jwks_min_refresh_seconds),
+                max_age: Duration::from_secs(self.oidc_jwks_max_age_seconds.max(1)),
+            },
+            ca_file: self.oidc_ca_file.clone(),
+        })
+    }
+}
