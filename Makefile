@@ -17,7 +17,8 @@ run: build
 
 # Unit tests, the HTTP suites against both run modes and both backends (a volume, and
 # fileio on S3 on a real versitygw, built by scripts/need-versitygw.sh when missing; the
-# many-replica suite on a real redis-server; rclone, cadaver, davfs2, gio (GVfs),
+# many-replica suite on a real redis-server; a real OpenID provider (panva's
+# oidc-provider from npm, scripts/need-oidc-provider.sh) for the identity suite; rclone, cadaver, davfs2, gio (GVfs),
 # Python's webdav4 (PyPI, in a virtual environment) and headless chromium (selenium) as
 # real clients; all installed when missing), then the litmus WebDAV suites against both modes, the
 # Redis lock store, object storage, and two gateways over two fileio replicas on S3, the k6 smoke and 30-second webdav-mixed load
@@ -31,7 +32,7 @@ run: build
 # the build users run (target/dist, `make build`), as `make run` and `make bench` do.
 test: build
 	bash scripts/need.sh curl:curl strace:strace redis-server:redis-server prometheus:prometheus rclone:rclone cadaver:cadaver mount.davfs:davfs2 gio:libglib2.0-bin dbus-run-session:dbus /usr/libexec/gvfsd-dav:gvfs-backends
-	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" KUBEDAV_WEBDAV4_PYTHON="$$(bash scripts/need-webdav4.sh)" KUBEDAV_BROWSER_PYTHON="$$(bash scripts/need-browser.sh)" $(CARGO) test --release --locked --workspace
+	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" KUBEDAV_OIDC_PROVIDER="$$(bash scripts/need-oidc-provider.sh)" KUBEDAV_WEBDAV4_PYTHON="$$(bash scripts/need-webdav4.sh)" KUBEDAV_BROWSER_PYTHON="$$(bash scripts/need-browser.sh)" $(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=all
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=microservices

@@ -12,6 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "kubedav/auth/v1/auth.proto",
         "kubedav/markdown/v1/markdown.proto",
         "kubedav/lease/v1/lease.proto",
+        "kubedav/records/v1/records.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

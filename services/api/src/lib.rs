@@ -26,6 +26,7 @@ pub mod markdown;
 pub mod path;
 pub mod properties;
 pub mod ranges;
+pub mod records;
 
 /// Generated protobuf message types.
 pub mod pb {
@@ -55,6 +56,13 @@ pub mod pb {
         #[allow(missing_docs, clippy::all)]
         pub mod v1 {
             tonic::include_proto!("kubedav.lease.v1");
+        }
+    }
+    /// `kubedav.records.v1`: what kubedav keeps for its users besides their files.
+    pub mod records {
+        #[allow(missing_docs, clippy::all)]
+        pub mod v1 {
+            tonic::include_proto!("kubedav.records.v1");
         }
     }
     /// `kubedav.markdown.v1`: HTML to Markdown conversion.

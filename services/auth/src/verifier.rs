@@ -82,8 +82,12 @@ struct Kept {
     /// another user's principal). Empty for a token.
     user: String,
     /// When the credential itself expires (a token's `exp`, in seconds since the
-    /// epoch); 0: only the cache's TTL.
+    /// epoch); `u64::MAX`: only the cache's TTL.
     expires_at: u64,
+    /// For a token: the generation of the provider's keys it was verified with
+    /// ([`crate::oidc::keys::KeySet::generation`]); a token is verified again once the
+    /// keys change, so a key removed at the provider stops its tokens at once.
+    keys_generation: Option<u64>,
 }
 
 struct Inner {
@@ -192,6 +196,11 @@ impl AuthCore {
     /// a provider. Needs a Tokio runtime.
     pub fn start_identity_provider(&self) -> Option<tokio::task::JoinHandle<()>> {
         self.inner.oidc.as_ref().map(Oidc::start)
+    }
+
+    /// The identity provider, if one is configured.
+    pub fn identity_provider(&self) -> Option<&Oidc> {
+        self.inner.oidc.as_ref()
     }
 
     /// Why the identity provider cannot be used now, if there is one and it cannot:
@@ -399,9 +408,15 @@ impl AuthCore {
     /// passwords do, except when the provider's keys are not to be had.
     async fn verify_bearer(&self, request: &VerifyRequest, address: &str) -> VerifyResponse {
         let key = self.token_key(&request.bearer_token);
+        let keys_generation = self
+            .inner
+            .oidc
+            .as_ref()
+            .and_then(|o| o.bearer.keys().generation());
         if let Some(cache) = &self.inner.cache
             && let Some(kept) = cache.get(&key)
             && kept.expires_at > now_seconds()
+            && kept.keys_generation == keys_generation
         {
             return allowed(&kept.principal, true);
         }
@@ -420,6 +435,7 @@ impl AuthCore {
                             principal,
                             user: String::new(),
                             expires_at: verified.expires_at,
+                            keys_generation: verified.keys_generation,
                         },
                     );
                 }
@@ -481,6 +497,7 @@ impl Auth for AuthCore {
                         principal: principal.clone(),
                         user: request.user.clone(),
                         expires_at: u64::MAX,
+                        keys_generation: None,
                     },
                 );
             }

@@ -20,6 +20,7 @@ pub mod props;
 pub mod quota;
 #[allow(unsafe_code)] // preadv2 with RWF_NOWAIT, and the mapped reads for sendfile
 pub mod read;
+pub mod records;
 pub mod s3;
 pub mod scanslots;
 pub mod serial;
@@ -120,6 +121,11 @@ impl LocalFileIo {
             file_cache: cache::file::FileCache::new(cache::file::DEFAULT_CAPACITY_BYTES),
             scan_slots: scanslots::ScanSlots::for_this_machine(),
         })
+    }
+
+    /// The records kept with this volume's data, under `.kubedav/` at its root.
+    pub fn records(&self) -> records::VolumeRecords {
+        records::VolumeRecords::new(self.volume.clone())
     }
 
     /// Bounds the cache of small files' contents at `capacity_bytes` (0 turns it off;

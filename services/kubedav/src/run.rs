@@ -2,6 +2,7 @@
 
 mod error;
 mod policy;
+mod storage;
 
 pub(crate) use error::RunError;
 
@@ -11,7 +12,6 @@ use kubedav_api::fileio::FileIo;
 use kubedav_api::locks::Locks;
 use kubedav_api::markdown::Markdown;
 use kubedav_auth::AuthCore;
-use kubedav_fileio::{LocalFileIo, ObjectFileIo};
 use kubedav_gateway::cache::{CacheConfig, CachedFileIo, CachedLocks};
 use kubedav_gateway::{Gateway, Ports};
 use kubedav_kit::admin::ReadinessCheck;
@@ -22,7 +22,10 @@ use kubedav_locks::{MemoryLocks, RedisLocks};
 use kubedav_remote::client::{RemoteAuth, RemoteFileIo, RemoteLocks, RemoteMarkdown};
 use kubedav_remote::observe::ObservedChannel;
 use kubedav_remote::serve as grpc;
-use kubedav_remote::server::{AuthGrpc, FileIoGrpc, LocksGrpc, MarkdownGrpc};
+use kubedav_remote::server::{AuthGrpc, FileIoGrpc, LocksGrpc, MarkdownGrpc, RecordsGrpc};
+
+/// The records service the fileio target serves beside FileIo.
+type RecordsService = kubedav_remote::stubs::records::records_server::RecordsServer<RecordsGrpc>;
 use kubedav_zerocopy::CopyStore;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -71,21 +74,33 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
             }
             match (registry, service.leases()) {
                 (Some(registry), Some(leases)) => {
-                    serve_registered(&cli, registry, leases, service.into_service(), ready, shutdown).await
+                    let service = service.into_service();
+                    serve_registered(&cli, registry, leases, service, None, ready, shutdown).await
                 }
                 _ => serve(&cli, service.into_service(), ready, shutdown).await,
             }
         }
         Target::Fileio => {
-            let (core, ready) = open_storage(&cli).await?;
-            let service = FileIoGrpc::new(core);
+            let storage::Storage {
+                fileio,
+                records,
+                ready,
+            } = storage::open_storage(&cli).await?;
+            let service = FileIoGrpc::new(fileio);
             let leases = service.leases();
             close_on_shutdown(leases.clone(), &shutdown);
+            // The records kept with the data are served beside the files.
+            let records = RecordsGrpc::new(records).into_service();
             match registry(&cli, "fileio")? {
                 Some(registry) => {
-                    serve_registered(&cli, registry, leases, service.into_service(), ready, shutdown).await
+                    let service = service.into_service();
+                    serve_registered(&cli, registry, leases, service, Some(records), ready, shutdown).await
                 }
-                None => serve(&cli, service.into_service(), ready, shutdown).await,
+                None => {
+                    grpc::serve_target_with(cli.listen(), service.into_service(), records, ready, shutdown)
+                        .await
+                        .map_err(RunError::Serve)
+                }
             }
         }
         Target::Auth => {
@@ -121,7 +136,11 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
     if cli.replicas.registry.get().is_some() {
         return Err(RunError::RegistryInOneProcess);
     }
-    let (mut fileio, _) = open_storage(cli).await?;
+    let storage::Storage {
+        fileio: mut fileio,
+        records,
+        ..
+    } = storage::open_storage(cli).await?;
     // The gateway keeps what fileio told it, under an in-process lease, as it does from a
     // remote fileio: a kept answer costs no statx, no read and no listing, which is what
     // makes a hot GET or PROPFIND cheaper than nginx's (docs/benchmarks.md, issue 30). A
@@ -277,6 +296,7 @@ async fn serve_registered<S>(
     registry: kubedav_kit::registry::Registry,
     leases: Arc<Leases>,
     service: S,
+    records: Option<RecordsService>,
     ready: ReadinessCheck,
     shutdown: Shutdown,
 ) -> Result<(), RunError>
@@ -303,9 +323,11 @@ where
     });
     leases.admit_through(registration.standing());
     let ready = registered_and(ready, registration.standing());
-    let served = grpc::serve_target(listen, service, ready, shutdown)
-        .await
-        .map_err(RunError::Serve);
+    let served = match records {
+        Some(records) => grpc::serve_target_with(listen, service, records, ready, shutdown).await,
+        None => grpc::serve_target(listen, service, ready, shutdown).await,
+    }
+    .map_err(RunError::Serve);
     // Only now, with no call left to answer: gateways stop waiting for it.
     registration.leave().await;
     served
@@ -530,74 +552,6 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), RunError> {
         Box::pin(async move { store.ready().await })
     });
     Ok((store, ready))
-}
-
-/// The fileio core `--storage` or `--root` names, and its readiness check.
-async fn open_storage(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), RunError> {
-    let (core, ready) = open_backend(cli).await?;
-    let period = Duration::from_secs(cli.fileio.quota_rescan_seconds);
-    if let Some(file) = &cli.auth.policy
-        && let Some(roots) = policy::quotas(file, cli.fileio.quota_bytes)?
-    {
-        return Ok((
-            Arc::new(kubedav_fileio::quota::QuotaFileIo::with_roots(
-                core, roots, period,
-            )),
-            ready,
-        ));
-    }
-    let Some(limit) = cli.fileio.quota_bytes else {
-        return Ok((core, ready));
-    };
-    tracing::info!(target: "kubedav", "a quota of {limit} bytes on the served root");
-    Ok((
-        Arc::new(kubedav_fileio::quota::QuotaFileIo::new(core, limit, period)),
-        ready,
-    ))
-}
-
-/// The storage backend: a bucket with --storage, else the volume at --root.
-async fn open_backend(cli: &Cli) -> Result<(Arc<dyn FileIo>, ReadinessCheck), RunError> {
-    if let Some(location) = &cli.fileio.storage {
-        let mut storage =
-            kubedav_fileio::objects::config::from_env(location, |name| std::env::var(name).ok())
-                .map_err(RunError::Storage)?;
-        storage.sweep.idle = std::time::Duration::from_secs(cli.fileio.abandoned_upload_seconds);
-        let core = ObjectFileIo::open(&storage).await.map_err(RunError::Storage)?;
-        tracing::info!(
-            target: "kubedav",
-            "serving s3://{}/{} at {}",
-            storage.s3.bucket,
-            storage.prefix,
-            storage.s3.endpoint
-        );
-        let checked = core.clone();
-        let ready: ReadinessCheck = Arc::new(move || {
-            let core = checked.clone();
-            Box::pin(async move { core.check().await })
-        });
-        return Ok((Arc::new(core), ready));
-    }
-    let core = open_volume(cli)?;
-    let checked = core.clone();
-    let ready: ReadinessCheck = Arc::new(move || {
-        let core = checked.clone();
-        Box::pin(async move { core.check() })
-    });
-    Ok((Arc::new(core), ready))
-}
-
-fn open_volume(cli: &Cli) -> Result<LocalFileIo, RunError> {
-    let fileio = &cli.fileio;
-    let core = LocalFileIo::open_with(&fileio.root, fileio.durability.into())
-        .map_err(RunError::Root)?
-        .with_file_cache(fileio.file_cache_mib.saturating_mul(1024 * 1024));
-    tracing::info!(target: "kubedav", "serving {}", fileio.root.display());
-    kubedav_fileio::uring::set_scans_enabled(fileio.io_uring_scans);
-    if fileio.io_uring_scans && !kubedav_fileio::uring::scans_enabled() {
-        tracing::warn!(target: "kubedav", "--io-uring-scans is on but io_uring is unavailable: listings use one statx per member");
-    }
-    Ok(core)
 }
 
 /// A channel to a service: balanced over every pod when the URL names a headless

@@ -53,4 +53,9 @@ pub mod stubs {
     pub mod markdown {
         tonic::include_proto!("kubedav.markdown.v1");
     }
+    /// `kubedav.records.v1.Records`.
+    #[allow(missing_docs, clippy::all)]
+    pub mod records {
+        tonic::include_proto!("kubedav.records.v1");
+    }
 }

@@ -153,6 +153,35 @@ pub async fn serve_target<S>(
 where
     S: GrpcService,
 {
+    let routes = Routes::new(InterceptedService::new(service, at.token.clone()));
+    serve_routes(at, S::NAME, routes, ready, shutdown).await
+}
+
+/// [`serve_target`] for a target that serves a second service `beside` the first (the
+/// fileio target: FileIo and Records), both behind the shared token.
+pub async fn serve_target_with<S, T>(
+    at: Listen<'_>,
+    service: S,
+    beside: T,
+    ready: kubedav_kit::admin::ReadinessCheck,
+    shutdown: kubedav_kit::shutdown::Shutdown,
+) -> Result<(), String>
+where
+    S: GrpcService,
+    T: GrpcService,
+{
+    let routes = Routes::new(InterceptedService::new(service, at.token.clone()))
+        .add_service(InterceptedService::new(beside, at.token.clone()));
+    serve_routes(at, S::NAME, routes, ready, shutdown).await
+}
+
+async fn serve_routes(
+    at: Listen<'_>,
+    service_name: &'static str,
+    routes: Routes,
+    ready: kubedav_kit::admin::ReadinessCheck,
+    shutdown: kubedav_kit::shutdown::Shutdown,
+) -> Result<(), String> {
     let Listen {
         name,
         grpc,
@@ -166,7 +195,6 @@ where
         tell(bound);
     }
     let (admin_listener, _) = kubedav_kit::listen::bind(&format!("{name} admin"), admin).await?;
-    let service = Routes::new(InterceptedService::new(service, token.clone()));
     let requested = shutdown.clone().requested();
     let announced = name.to_owned();
     let stop_serving = async move {
@@ -180,7 +208,7 @@ where
             tokio::time::sleep(drain_delay).await;
         }
     };
-    let main = serve(grpc_listener, S::NAME, service, token, stop_serving);
+    let main = serve(grpc_listener, service_name, routes, token, stop_serving);
     kubedav_kit::admin::serve_beside(admin_listener, ready, shutdown, main).await
 }
 

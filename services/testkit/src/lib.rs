@@ -4,6 +4,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod idp;
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};

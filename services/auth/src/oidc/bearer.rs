@@ -141,6 +141,8 @@ pub struct Verified {
     pub principal: Principal,
     /// The token's `exp`.
     pub expires_at: u64,
+    /// The generation of the keys it was verified with.
+    pub keys_generation: Option<u64>,
 }
 
 /// Checks bearer tokens. See the module docs.
@@ -244,6 +246,7 @@ impl BearerVerifier {
         Ok(Verified {
             principal: self.principal_of(&claims)?,
             expires_at,
+            keys_generation: self.keys.generation(),
         })
     }
 

@@ -82,6 +82,9 @@ struct Snapshot {
     /// Keys published without an id (a provider with one key may do that).
     unnamed: Vec<Arc<VerificationKey>>,
     fetched: Instant,
+    /// Changes whenever a fetch brings a different set of keys, so that what was
+    /// verified with keys no longer published is verified again.
+    generation: u64,
 }
 
 /// What a lookup found.
@@ -148,6 +151,12 @@ impl KeySet {
         snapshot
             .as_ref()
             .map(|s| (self.clock)().saturating_duration_since(s.fetched))
+    }
+
+    /// Which set of keys is in use: a different number means keys were added or
+    /// removed since. `None` before the first fetch.
+    pub fn generation(&self) -> Option<u64> {
+        self.snapshot.load().as_ref().map(|s| s.generation)
     }
 
     /// The key for a token naming `kid` (or none).
@@ -245,6 +254,19 @@ impl KeySet {
             }
         }
         let count = by_id.len() + unnamed.len();
+        let previous = self.snapshot.load_full();
+        let generation = match &previous {
+            Some(previous)
+                if previous.unnamed.is_empty()
+                    && unnamed.is_empty()
+                    && previous.by_id.len() == by_id.len()
+                    && by_id.keys().all(|kid| previous.by_id.contains_key(kid)) =>
+            {
+                previous.generation
+            }
+            Some(previous) => previous.generation + 1,
+            None => 0,
+        };
         if count == 0 {
             return Err(FetchError::Invalid {
                 url: discovery.jwks_uri.clone(),
@@ -255,23 +277,26 @@ impl KeySet {
             by_id,
             unnamed,
             fetched: (self.clock)(),
+            generation,
         })));
         Ok(count)
     }
 
-    /// Puts the keys of `set` in use as if just fetched (for tests).
-    #[cfg(test)]
-    pub(crate) fn install(&self, set: &JwkSet) {
+    /// Puts the keys of `set` in use as if just fetched from the provider (for tests
+    /// and benchmarks, which have no provider).
+    pub fn install(&self, set: &JwkSet) {
         let mut by_id = HashMap::new();
         for jwk in &set.keys {
             if let (Some(key), Some(kid)) = (verification_key(jwk), &jwk.common.key_id) {
                 by_id.insert(kid.clone(), Arc::new(key));
             }
         }
+        let generation = self.generation().map_or(0, |g| g + 1);
         self.snapshot.store(Some(Arc::new(Snapshot {
             by_id,
             unnamed: Vec::new(),
             fetched: (self.clock)(),
+            generation,
         })));
     }
 

@@ -47,6 +47,11 @@ impl std::fmt::Debug for ObjectFileIo {
 }
 
 impl ObjectFileIo {
+    /// The records kept with this bucket's data, under the prefix's `.kubedav/`.
+    pub fn records(&self) -> crate::records::BucketRecords {
+        crate::records::BucketRecords::new(self.s3.clone(), self.keys.prefix())
+    }
+
     /// Serves `storage`, once the bucket answers; uploads that stored nothing for the
     /// storage's idle time (left by a crash) are aborted in the background.
     pub async fn open(storage: &config::Storage) -> Result<Self, String> {

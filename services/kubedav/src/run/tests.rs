@@ -14,7 +14,7 @@ async fn each_error_names_what_to_change() {
     let missing = dir.path().join("missing");
     let missing = missing.to_str().unwrap();
 
-    let error = open_volume(&cli(&["--root", missing])).err().unwrap();
+    let error = storage::open_volume(&cli(&["--root", missing])).err().unwrap();
     assert!(matches!(error, RunError::Root(_)), "{error:?}");
     assert!(
         error.to_string().contains("set --root or KUBEDAV_ROOT"),

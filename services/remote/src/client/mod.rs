@@ -26,11 +26,13 @@ mod auth;
 mod fileio;
 mod locks;
 mod markdown;
+mod records;
 
 pub use auth::RemoteAuth;
 pub use fileio::RemoteFileIo;
 pub use locks::RemoteLocks;
 pub use markdown::RemoteMarkdown;
+pub use records::RemoteRecords;
 
 use crate::deadline;
 use std::future::Future;

@@ -4,8 +4,10 @@ mod auth;
 mod fileio;
 mod locks;
 mod markdown;
+mod records;
 
 pub use auth::AuthGrpc;
 pub use fileio::{FileIoGrpc, FileIoService};
 pub use locks::LocksGrpc;
 pub use markdown::MarkdownGrpc;
+pub use records::RecordsGrpc;

@@ -1,0 +1,320 @@
+//! Users from a real OpenID provider (panva's oidc-provider, `kubedav_testkit::idp`), in
+//! both modes: bearer tokens got through the provider's login page on every method,
+//! their groups deciding under a policy beside htpasswd users, rclone with a token, the
+//! provider's key rotation without a restart, a start while the provider is down, and
+//! forged or foreign tokens refused and counted.
+
+#[macro_use]
+mod common;
+
+use common::{Mode, Server, client, eventually_async, metric_text, users_file};
+use kubedav_testkit::idp::{Account, Idp};
+use reqwest::StatusCode;
+use std::time::Duration;
+
+const POLICY: &str = "\
+homes: /home
+rules:
+  /team:
+    group:team: write
+";
+
+fn accounts() -> Vec<Account> {
+    vec![
+        Account::new("alice", "alice-password", &["team"]),
+        Account::new("bob", "bob-password", &[]),
+    ]
+}
+
+/// kubedav with htpasswd user `carol`, the provider's users, and `policy` if given.
+async fn start(mode: Mode, idp: &Idp, dir: &std::path::Path, extra: &[&str], policy: Option<&str>) -> Server {
+    let users = users_file(dir, &[("carol", "carol-password")]);
+    let mut gateway_args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    if let Some(policy) = policy {
+        let file = dir.join("policy.yaml");
+        std::fs::write(&file, policy).unwrap();
+        gateway_args.extend(["--policy".into(), file.display().to_string()]);
+    }
+    let gateway_args: Vec<&str> = gateway_args.iter().map(String::as_str).collect();
+    let issuer = idp.issuer();
+    let envs = [
+        ("KUBEDAV_OIDC_ISSUER", issuer.as_str()),
+        ("KUBEDAV_OIDC_JWKS_MIN_REFRESH_SECONDS", "1"),
+        ("KUBEDAV_OIDC_JWKS_REFRESH_SECONDS", "1"),
+    ];
+    Server::start_auth(mode, Some(&users), &[], &gateway_args, &envs).await
+}
+
+async fn with_token(
+    server: &Server,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: &'static str,
+) -> StatusCode {
+    client()
+        .request(method.parse().unwrap(), server.url(path))
+        .bearer_auth(token)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+async fn bearer_tokens_work_on_every_method_and_their_groups_decide(mode: Mode) {
+    let idp = Idp::start(&accounts(), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(mode, &idp, dir.path(), &[], Some(POLICY)).await;
+    let alice = idp.token("alice", "alice-password").await.unwrap();
+    let bob = idp.token("bob", "bob-password").await.unwrap();
+    assert!(
+        idp.token("alice", "wrong").await.is_err(),
+        "the provider checks passwords"
+    );
+
+    // alice is in the provider's group team, which the policy lets write /team.
+    assert_eq!(
+        with_token(&server, "PUT", "/team/plan.txt", &alice, "v1").await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        with_token(&server, "GET", "/team/plan.txt", &alice, "").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        with_token(&server, "MKCOL", "/team/docs", &alice, "").await,
+        StatusCode::CREATED
+    );
+    let propfind = client()
+        .request("PROPFIND".parse().unwrap(), server.url("/team/"))
+        .bearer_auth(&alice)
+        .header("Depth", "1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(propfind.status().as_u16(), 207);
+    assert!(propfind.text().await.unwrap().contains("plan.txt"));
+    assert_eq!(
+        with_token(&server, "DELETE", "/team/docs", &alice, "").await,
+        StatusCode::NO_CONTENT
+    );
+    // Her home is keyed by the provider's stable subject, behind the prefix.
+    assert_eq!(
+        with_token(&server, "PUT", "/home/oidc-u-alice/notes.txt", &alice, "mine").await,
+        StatusCode::CREATED
+    );
+    // bob is in no group: /team does not exist for him.
+    assert_eq!(
+        with_token(&server, "GET", "/team/plan.txt", &bob, "").await,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        with_token(&server, "GET", "/home/oidc-u-alice/notes.txt", &bob, "").await,
+        StatusCode::NOT_FOUND
+    );
+    // The htpasswd user works beside them.
+    let carol = client()
+        .put(server.url("/home/carol/c.txt"))
+        .basic_auth("carol", Some("carol-password"))
+        .body("c")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(carol.status(), StatusCode::CREATED);
+
+    // No credentials: both schemes are offered. A bad token: invalid_token, and why.
+    let anonymous = client().get(server.url("/")).send().await.unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let offered: Vec<&str> = anonymous
+        .headers()
+        .get_all("www-authenticate")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert!(
+        offered.iter().any(|v| v.starts_with("Basic realm=")),
+        "{offered:?}"
+    );
+    assert!(
+        offered.iter().any(|v| v.starts_with("Bearer realm=")),
+        "{offered:?}"
+    );
+    let mut tampered = alice.clone();
+    tampered.insert(alice.rfind('.').unwrap() + 2, 'A');
+    tampered.pop();
+    let refused = client()
+        .get(server.url("/team/"))
+        .bearer_auth(&tampered)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let bearer = refused
+        .headers()
+        .get_all("www-authenticate")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|v| v.starts_with("Bearer"))
+        .unwrap();
+    assert!(bearer.contains("error=\"invalid_token\""), "{bearer}");
+    assert!(refused.text().await.unwrap().contains("signature"));
+    let admin = server.admin_of(if mode == Mode::AllInOne { "all" } else { "auth" });
+    let metrics = metric_text(admin).await;
+    assert!(
+        metrics.contains("kubedav_auth_verifications_total{kind=\"bearer\",result=\"signature\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("kubedav_auth_idp_up 1"), "{metrics}");
+}
+
+async fn rclone_copies_a_tree_in_and_out_with_a_bearer_token(mode: Mode) {
+    let idp = Idp::start(&accounts(), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(mode, &idp, dir.path(), &[], Some(POLICY)).await;
+    let token = idp.token("alice", "alice-password").await.unwrap();
+    let source = dir.path().join("source");
+    std::fs::create_dir_all(source.join("sub")).unwrap();
+    std::fs::write(source.join("a.txt"), "alpha").unwrap();
+    std::fs::write(source.join("sub/b.bin"), vec![7u8; 300_000]).unwrap();
+    let remote = format!(":webdav,url='{}':team/tree", server.url("/"));
+    let rclone = |args: &[&str]| {
+        let output = std::process::Command::new("rclone")
+            .args(args)
+            .args(["--webdav-bearer-token", &token, "--config", "/dev/null", "-q"])
+            .output()
+            .expect("rclone runs (make test installs it)");
+        assert!(
+            output.status.success(),
+            "rclone {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    rclone(&["copy", source.to_str().unwrap(), &remote]);
+    let back = dir.path().join("back");
+    rclone(&["copy", &remote, back.to_str().unwrap()]);
+    assert_eq!(std::fs::read(back.join("a.txt")).unwrap(), b"alpha");
+    assert_eq!(std::fs::read(back.join("sub/b.bin")).unwrap(), vec![7u8; 300_000]);
+    rclone(&["check", source.to_str().unwrap(), &remote]);
+}
+
+async fn rotated_keys_verify_without_a_restart(mode: Mode) {
+    let mut idp = Idp::start(&accounts(), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(mode, &idp, dir.path(), &[], None).await;
+    let old_key = std::fs::read_to_string(idp.keys_file()).unwrap();
+    let old_token = idp.token("alice", "alice-password").await.unwrap();
+    assert_eq!(
+        with_token(&server, "GET", "/", &old_token, "").await,
+        StatusCode::OK
+    );
+
+    // A new key signs; the old one is still published.
+    let new_key = idp.new_key("key-2");
+    idp.set_keys(&[new_key.clone(), first_key(&old_key)]);
+    idp.restart();
+    let new_token = idp.token("alice", "alice-password").await.unwrap();
+    assert!(new_token != old_token);
+    assert!(
+        eventually_async(Duration::from_secs(10), || async {
+            with_token(&server, "GET", "/", &new_token, "").await == StatusCode::OK
+        })
+        .await,
+        "a token of the new key verifies without a restart"
+    );
+    assert_eq!(
+        with_token(&server, "GET", "/", &old_token, "").await,
+        StatusCode::OK
+    );
+
+    // The old key leaves the JWKS: its tokens stop verifying at the next refresh, even
+    // those verified before (the cache keeps nothing past the keys that signed it).
+    idp.set_keys(&[new_key]);
+    idp.restart();
+    let fresh_old_token_refused = eventually_async(Duration::from_secs(10), || async {
+        with_token(&server, "GET", "/", &old_token, "").await == StatusCode::UNAUTHORIZED
+    })
+    .await;
+    assert!(
+        fresh_old_token_refused,
+        "a token of a key no longer published is refused"
+    );
+    assert_eq!(
+        with_token(&server, "GET", "/", &new_token, "").await,
+        StatusCode::OK
+    );
+}
+
+async fn kubedav_starts_while_the_provider_is_down(mode: Mode) {
+    let mut idp = Idp::start(&accounts(), &[]);
+    let token = idp.token("alice", "alice-password").await.unwrap();
+    idp.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(mode, &idp, dir.path(), &[], None).await;
+    // htpasswd users are served at once.
+    let carol = client()
+        .get(server.url("/"))
+        .basic_auth("carol", Some("carol-password"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(carol.status(), StatusCode::OK);
+    // Bearer tokens cannot be checked yet, and say so.
+    let refused = client()
+        .get(server.url("/"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    assert!(
+        refused
+            .text()
+            .await
+            .unwrap()
+            .contains("identity provider has not been reached")
+    );
+    // /readyz stays ready, naming the provider's URL and the error; the metric says down.
+    let admin = server.admin_of(if mode == Mode::AllInOne { "all" } else { "auth" });
+    let readyz = client()
+        .get(format!("http://{admin}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(readyz.status(), StatusCode::OK);
+    let text = readyz.text().await.unwrap();
+    assert!(text.contains("degraded: identity provider"), "{text}");
+    assert!(text.contains(&idp.issuer()), "{text}");
+    assert!(metric_text(admin).await.contains("kubedav_auth_idp_up 0"));
+
+    idp.restart();
+    assert!(
+        eventually_async(Duration::from_secs(20), || async {
+            with_token(&server, "GET", "/", &token, "").await == StatusCode::OK
+        })
+        .await,
+        "bearer tokens verify once the provider answers"
+    );
+    let text = client()
+        .get(format!("http://{admin}/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(text, "ready\n");
+}
+
+/// The first key of a keys file's JSON.
+fn first_key(keys_json: &str) -> String {
+    let keys: serde_json::Value = serde_json::from_str(keys_json).unwrap();
+    keys["keys"][0].to_string()
+}
+
+in_both_modes!(
+    bearer_tokens_work_on_every_method_and_their_groups_decide,
+    rclone_copies_a_tree_in_and_out_with_a_bearer_token,
+    rotated_keys_verify_without_a_restart,
+    kubedav_starts_while_the_provider_is_down,
+);
