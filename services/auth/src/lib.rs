@@ -9,7 +9,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod app_passwords;
 pub mod apr1;
+mod metrics;
 pub mod oidc;
 pub mod passwd;
 pub mod pool;

@@ -1,13 +1,18 @@
 //! The auth core: [`AuthCore`] implements the [`Auth`] port.
 
-use crate::oidc::metrics::VERIFICATIONS;
+use crate::app_passwords::{AppPasswords, secret};
+use crate::metrics::VERIFICATIONS;
 use crate::oidc::{Oidc, OidcConfig};
 use crate::pool::{Busy, CryptPool};
 use crate::shared::SharedCache;
 use crate::throttle::{FailedPairs, Throttle, address_key};
 use crate::users::{StoredHash, parse};
 use hmac::{Hmac, KeyInit, Mac};
-use kubedav_api::auth::{Auth, Principal, VerifyRequest, VerifyResponse, verify_response::Outcome};
+use kubedav_api::auth::{
+    AppPasswordCreated, AppPasswordList, Auth, CreateAppPasswordRequest, ListAppPasswordsRequest, Principal,
+    RevokeAppPasswordRequest, RevokeAppPasswordResponse, VerifyRequest, VerifyResponse,
+    verify_response::Outcome,
+};
 use kubedav_metrics::{Counter, CounterFamily};
 use moka::sync::Cache;
 use sha2::Sha256;
@@ -96,6 +101,7 @@ struct Inner {
     last_file: RwLock<Vec<u8>>,
     cache: Option<Cache<Key, Kept>>,
     oidc: Option<Oidc>,
+    app_passwords: std::sync::OnceLock<AppPasswords>,
     key: [u8; 32],
     pool: CryptPool,
     throttle_users: Throttle,
@@ -176,6 +182,7 @@ impl AuthCore {
                 last_file: RwLock::new(Vec::new()),
                 cache,
                 oidc,
+                app_passwords: std::sync::OnceLock::new(),
                 key,
                 dummy,
                 shared: shared.filter(|_| !config.cache_ttl.is_zero()),
@@ -184,11 +191,7 @@ impl AuthCore {
         };
         // Series that only move on trouble exist from the start (at 0), for rates and alerts.
         LazyLock::force(&LOCKOUTS);
-        for kind in ["password", "bearer"] {
-            for result in ["hit", "miss", "refused"] {
-                VERIFICATIONS.with_label_values(&[kind, result]);
-            }
-        }
+        crate::metrics::register();
         Ok(core)
     }
 
@@ -196,6 +199,21 @@ impl AuthCore {
     /// a provider. Needs a Tokio runtime.
     pub fn start_identity_provider(&self) -> Option<tokio::task::JoinHandle<()>> {
         self.inner.oidc.as_ref().map(Oidc::start)
+    }
+
+    /// Accepts the app passwords kept in `app_passwords` (set once, at start; without
+    /// them, app passwords can be neither made nor used).
+    pub fn set_app_passwords(&self, app_passwords: AppPasswords) {
+        let _ = self.inner.app_passwords.set(app_passwords);
+    }
+
+    /// The app passwords, or why there are none.
+    fn app_passwords(&self) -> Result<&AppPasswords, Status> {
+        self.inner.app_passwords.get().ok_or_else(|| {
+            Status::failed_precondition(
+                "app passwords are kept with the data: the auth service needs --fileio-url (and --secret-key) to keep them",
+            )
+        })
     }
 
     /// The identity provider, if one is configured.
@@ -384,6 +402,7 @@ fn password_principal(user: &str) -> Principal {
         read_only: false,
         path_prefix: String::new(),
         kind: "password".to_owned(),
+        credential_id: String::new(),
     }
 }
 
@@ -466,8 +485,69 @@ impl AuthCore {
     }
 }
 
+impl AuthCore {
+    /// An app password (its shape says so): checked against its record, never cached
+    /// apart from it, so a revocation is seen within the records' freshness.
+    async fn verify_app_password(
+        &self,
+        app_passwords: &AppPasswords,
+        request: &VerifyRequest,
+        address: &str,
+    ) -> Result<VerifyResponse, Status> {
+        match app_passwords.verify(&request.user, &request.password).await? {
+            Ok((principal, kept)) => {
+                self.logged_in(request, address);
+                Ok(allowed(&principal, kept))
+            }
+            Err(why) => {
+                VERIFICATIONS
+                    .with_label_values(&["app_password", "refused"])
+                    .inc();
+                tracing::info!(user = %request.user, client = %request.client_address, reason = ?why, "app password refused");
+                self.failed(request, address);
+                let mut reply = answer(Outcome::Denied, Duration::ZERO, false);
+                reply.reason = "the user name or app password is wrong, expired or revoked".to_owned();
+                Ok(reply)
+            }
+        }
+    }
+
+    /// A refused password: counted against the user and the address.
+    fn failed(&self, request: &VerifyRequest, address: &str) {
+        let mut locked = self.inner.throttle_users.failure(&request.user);
+        self.inner.failed_pairs.failed(&request.user, address);
+        if !address.is_empty() {
+            locked |= self.inner.throttle_addresses.failure(address);
+        }
+        if locked {
+            LOCKOUTS.inc();
+            tracing::warn!(user = %request.user, client = %request.client_address, "too many failed logins: locked out");
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl Auth for AuthCore {
+    async fn create_app_password(
+        &self,
+        request: CreateAppPasswordRequest,
+    ) -> Result<AppPasswordCreated, Status> {
+        self.app_passwords()?.create(request).await
+    }
+
+    async fn list_app_passwords(&self, request: ListAppPasswordsRequest) -> Result<AppPasswordList, Status> {
+        let app_passwords = self.app_passwords()?.list(&request.user).await?;
+        Ok(AppPasswordList { app_passwords })
+    }
+
+    async fn revoke_app_password(
+        &self,
+        request: RevokeAppPasswordRequest,
+    ) -> Result<RevokeAppPasswordResponse, Status> {
+        self.app_passwords()?.revoke(&request.user, &request.id).await?;
+        Ok(RevokeAppPasswordResponse {})
+    }
+
     async fn verify(&self, request: VerifyRequest) -> Result<VerifyResponse, Status> {
         let address = address_key(&request.client_address);
         if let Some(wait) = self.throttled(&request, &address) {
@@ -475,6 +555,11 @@ impl Auth for AuthCore {
         }
         if !request.bearer_token.is_empty() {
             return Ok(self.verify_bearer(&request, &address).await);
+        }
+        if secret::id_of(&request.password).is_some()
+            && let Some(app_passwords) = self.inner.app_passwords.get()
+        {
+            return self.verify_app_password(app_passwords, &request, &address).await;
         }
         let key = self.cache_key(&request.user, &request.password);
         if let Some(cache) = &self.inner.cache
@@ -544,15 +629,7 @@ impl Auth for AuthCore {
         }
         VERIFICATIONS.with_label_values(&["password", "refused"]).inc();
         tracing::info!(user = %request.user, client = %request.client_address, "login refused");
-        let mut locked = self.inner.throttle_users.failure(&request.user);
-        self.inner.failed_pairs.failed(&request.user, &address);
-        if !address.is_empty() {
-            locked |= self.inner.throttle_addresses.failure(&address);
-        }
-        if locked {
-            LOCKOUTS.inc();
-            tracing::warn!(user = %request.user, client = %request.client_address, "too many failed logins: locked out");
-        }
+        self.failed(&request, &address);
         let mut reply = answer(Outcome::Denied, Duration::ZERO, false);
         reply.reason = "the user name or password is wrong".to_owned();
         Ok(reply)

@@ -6,6 +6,7 @@
 //! (`--target=gateway`).
 
 pub mod access;
+pub mod api;
 pub mod app;
 pub mod cache;
 pub mod dav;

@@ -1,7 +1,7 @@
 //! The command line. Every flag is also read from `KUBEDAV_<FLAG>` (upper snake case).
 
 mod commands;
-mod identity;
+pub(crate) mod identity;
 mod settings;
 mod values;
 
@@ -121,6 +121,10 @@ pub(crate) struct Cli {
     /// The identity provider whose users kubedav serves.
     #[command(flatten)]
     pub oidc: identity::OidcArgs,
+
+    /// App passwords, and the key of what kubedav keeps secret with the data.
+    #[command(flatten)]
+    pub credentials: identity::CredentialArgs,
 
     /// HTML to Markdown conversion: when the gateway asks for it, and how the converter works.
     #[command(flatten)]

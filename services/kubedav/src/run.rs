@@ -1,5 +1,6 @@
 //! Wiring each target: which cores or clients, which servers.
 
+mod credentials;
 mod error;
 mod policy;
 mod storage;
@@ -19,7 +20,7 @@ use kubedav_kit::shutdown::Shutdown;
 use kubedav_kit::{admin, listen, telemetry};
 use kubedav_lease::{Leases, OpenAt, ReplicaLeases, View, Watch};
 use kubedav_locks::{MemoryLocks, RedisLocks};
-use kubedav_remote::client::{RemoteAuth, RemoteFileIo, RemoteLocks, RemoteMarkdown};
+use kubedav_remote::client::{RemoteAuth, RemoteFileIo, RemoteLocks, RemoteMarkdown, RemoteRecords};
 use kubedav_remote::observe::ObservedChannel;
 use kubedav_remote::serve as grpc;
 use kubedav_remote::server::{AuthGrpc, FileIoGrpc, LocksGrpc, MarkdownGrpc, RecordsGrpc};
@@ -108,6 +109,16 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
                 return Err(RunError::AuthWithoutUsers);
             }
             let core = auth_core(&cli)?;
+            if cli.credentials.secret_key.is_some() {
+                // App passwords are kept with the data, which fileio serves.
+                let token = cli.remote.grpc_token.as_deref();
+                let timeout = Duration::from_secs(cli.remote.rpc_timeout_seconds.max(1));
+                let records = RemoteRecords::new(channel("fileio", cli.remote.fileio_url.as_str(), token)?)
+                    .with_call_timeout(timeout);
+                credentials::keep_app_passwords(&cli, &core, Arc::new(records), false).await?;
+            } else {
+                credentials::without_key();
+            }
             let ready = identity_provider_note(core.clone());
             let service = AuthGrpc::new(Arc::new(core)).into_service();
             serve(&cli, service, ready, shutdown).await
@@ -137,9 +148,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
         return Err(RunError::RegistryInOneProcess);
     }
     let storage::Storage {
-        fileio: mut fileio,
-        records,
-        ..
+        mut fileio, records, ..
     } = storage::open_storage(cli).await?;
     // The gateway keeps what fileio told it, under an in-process lease, as it does from a
     // remote fileio: a kept answer costs no statx, no read and no listing, which is what
@@ -167,6 +176,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
     let markdown = Some(Arc::new(cli.markdown.core()) as Arc<dyn Markdown>);
     let auth = if cli.auth.users_file.is_some() || cli.oidc.enabled() {
         let core = auth_core(cli)?;
+        credentials::keep_app_passwords(cli, &core, records, true).await?;
         // /readyz says when the provider cannot be reached; it never fails for that.
         let _ = identity_provider_note(core.clone());
         Some(Arc::new(core) as Arc<dyn Auth>)

@@ -10,40 +10,10 @@
 #[macro_use]
 mod common;
 
+use common::tools::{davfs2_mount, run};
 use common::{BACKEND, Backend, Mode, Server, client};
 use reqwest::StatusCode;
 use std::path::Path;
-use tokio::process::Command;
-
-/// Runs `program` with `args` (stdin from `input`); its stdout and stderr, together.
-/// Panics, with the output, if it fails.
-async fn run(program: &str, args: &[&str], input: Option<&str>) -> String {
-    use tokio::io::AsyncWriteExt;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {program} ({e}): `make test` installs it"));
-    let mut stdin = child.stdin.take().unwrap();
-    if let Some(input) = input {
-        stdin.write_all(input.as_bytes()).await.unwrap();
-    }
-    drop(stdin);
-    let output = tokio::time::timeout(std::time::Duration::from_secs(300), child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{program} {args:?} did not finish in 5 minutes"))
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "{program} {args:?} failed:\n{text}");
-    text
-}
 
 /// rclone with no configuration file, on the WebDAV remote `:webdav:` at the server.
 async fn rclone(server: &Server, args: &[&str]) -> String {
@@ -416,18 +386,6 @@ async fn cadaver_session(mode: Mode) {
     assert_eq!(deleted.status(), StatusCode::NOT_FOUND);
 }
 
-/// Unmounts a davfs2 mount when dropped (lazily, if a test failed while it was busy).
-struct Mounted(std::path::PathBuf);
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 /// davfs2 mounts the server (FUSE, as root): a file made over HTTP reads through the
 /// mount, and a file written, a directory made, a rename and a delete through the mount
 /// are on the server once it is unmounted. (Listing a directory through davfs2 1.6 fails with
@@ -443,7 +401,7 @@ async fn davfs2_mount_reads_and_writes(mode: Mode) {
         .status();
     assert_eq!(status, StatusCode::CREATED);
     let dir = tempfile::tempdir().unwrap();
-    let mounted = davfs2_mount(&server, dir.path(), None).await;
+    let mounted = davfs2_mount(&server.url("/"), dir.path(), None).await;
     let mount = mounted.0.clone();
     assert_eq!(
         std::fs::read(mount.join("served.txt")).unwrap(),
@@ -654,7 +612,7 @@ async fn clients_see_only_what_the_policy_grants(mode: Mode) {
     }
     assert!(!listing.contains("alice"), "{listing}");
 
-    let mount = davfs2_mount(&server, dir.path(), Some("dave")).await;
+    let mount = davfs2_mount(&server.url("/"), dir.path(), Some(("dave", "pw"))).await;
     assert!(mount.0.join("public").is_dir());
     let allowed = std::fs::write(mount.0.join("home/dave/mine.txt"), b"dave's own");
     let written = std::fs::write(mount.0.join("public/graffiti.txt"), b"not allowed");
@@ -754,42 +712,6 @@ async fn listed_by(mut cadaver: tokio::process::Child, script: &str) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
-}
-
-/// Mounts the server with davfs2 under `dir`, as `user` (password `pw`) if given. davfs2
-/// drops to its own user, which must reach its cache and write into it.
-async fn davfs2_mount(server: &Server, dir: &Path, user: Option<&str>) -> Mounted {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (mount, cache, conf, secrets) = (
-        dir.join("mnt"),
-        dir.join("cache"),
-        dir.join("davfs2.conf"),
-        dir.join("secrets"),
-    );
-    std::fs::create_dir(&mount).unwrap();
-    std::fs::create_dir(&cache).unwrap();
-    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let credentials = user.map(|user| format!("{} {user} pw\n", server.url("/")));
-    std::fs::write(&secrets, credentials.unwrap_or_default()).unwrap();
-    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::fs::write(
-        &conf,
-        format!(
-            "ask_auth 0\ncache_dir {}\nuse_locks 1\ndelay_upload 0\nsecrets {}\n",
-            cache.display(),
-            secrets.display()
-        ),
-    )
-    .unwrap();
-    let option = format!("conf={}", conf.display());
-    run(
-        "mount.davfs",
-        &[&server.url("/"), mount.to_str().unwrap(), "-o", &option],
-        Some(""),
-    )
-    .await;
-    Mounted(mount)
 }
 
 in_both_modes!(

@@ -277,6 +277,7 @@ impl BearerVerifier {
             read_only: false,
             path_prefix: String::new(),
             kind: "bearer".to_owned(),
+            credential_id: String::new(),
         })
     }
 }

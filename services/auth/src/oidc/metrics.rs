@@ -1,5 +1,5 @@
 //! The metrics of the identity provider's use: whether it answers, how old its keys
-//! are, how often they were fetched, and bearer tokens by result.
+//! are, and how often they were fetched.
 
 use kubedav_metrics::{CounterFamily, Gauge};
 use std::sync::LazyLock;
@@ -26,17 +26,6 @@ pub(crate) static JWKS_FETCHES: LazyLock<CounterFamily> = LazyLock::new(|| {
         "kubedav_auth_jwks_fetches_total",
         "Fetches of the identity provider's discovery document and JWKS, by result (ok, error).",
         &["result"],
-    )
-});
-
-/// `kubedav_auth_verifications_total{kind, result}`: every credential checked, by kind
-/// (`password`, `bearer`, `app_password`) and result (`hit`: a kept verification,
-/// `miss`: checked in full and good, `refused`, and for bearer tokens the reason).
-pub(crate) static VERIFICATIONS: LazyLock<CounterFamily> = LazyLock::new(|| {
-    CounterFamily::new(
-        "kubedav_auth_verifications_total",
-        "Credentials verified, by kind (password, bearer, app_password) and result (hit, miss, or why it was refused).",
-        &["kind", "result"],
     )
 });
 

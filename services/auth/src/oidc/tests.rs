@@ -88,8 +88,7 @@ fn with(change: impl FnOnce(&mut serde_json::Map<String, Value>)) -> Value {
 fn refusal(token: &str) -> Refusal {
     verifier()
         .verify_with_keys_held(token)
-        .err()
-        .expect("the token must be refused")
+        .expect_err("the token must be refused")
 }
 
 /// A token from parts written by hand: header and claims as JSON, and a signature.

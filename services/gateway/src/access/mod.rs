@@ -25,6 +25,7 @@ mod audit;
 mod copies;
 pub mod homes;
 mod live;
+pub mod scope;
 
 pub use copies::left_out_of_copy;
 pub use homes::create_named_paths;

@@ -160,7 +160,7 @@ fn hop_address(hop: &str) -> Option<IpAddr> {
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
@@ -175,6 +175,35 @@ pub fn limit_key(ip: IpAddr) -> IpAddr {
         IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
         v4 => v4,
     }
+}
+
+/// Whether the client reached kubedav over TLS, as a trusted proxy says
+/// (`X-Forwarded-Proto: https`, or `proto=https` in `Forwarded`); a request that did not
+/// come through a trusted proxy came over plain HTTP, which is all kubedav speaks.
+pub fn forwarded_https<B>(request: &http::Request<B>) -> bool {
+    if request
+        .extensions()
+        .get::<crate::request::FromTrustedProxy>()
+        .is_none()
+    {
+        return false;
+    }
+    let headers = request.headers();
+    if let Some(proto) = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()) {
+        return proto
+            .rsplit(',')
+            .next()
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    }
+    headers
+        .get_all(http::header::FORWARDED)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .any(|(name, value)| {
+            name.eq_ignore_ascii_case("proto") && value.trim_matches('"').eq_ignore_ascii_case("https")
+        })
 }
 
 #[cfg(test)]

@@ -117,6 +117,9 @@ pub async fn serve(
                         let in_flight = activity.begin();
                         let client = trusted.client(peer.ip(), request.headers());
                         request.extensions_mut().insert(ClientIp(client));
+                        if !trusted.is_empty() && trusted.contains(crate::edge::client::canonical(peer.ip())) {
+                            request.extensions_mut().insert(crate::request::FromTrustedProxy);
+                        }
                         if request.version() <= http::Version::HTTP_11 {
                             request.extensions_mut().insert(Sendfile);
                         }

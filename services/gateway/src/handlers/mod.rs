@@ -37,6 +37,13 @@ pub fn dispatch<'a>(
     mut request: Request,
 ) -> impl Future<Output = Response> + Send + 'a {
     let answered = |response| Either::Left(std::future::ready(response));
+    if let Some(api) = crate::api::api_path(gateway, request.uri().path()) {
+        // kubedav's own API under {base}/.kubedav/, never a WebDAV path.
+        let api = api.to_owned();
+        let handler: Pin<Box<dyn Future<Output = HttpResult> + Send + 'a>> =
+            Box::pin(async move { Ok(crate::api::answer(gateway, request, api).await) });
+        return Either::Right(handler.map(respond as fn(HttpResult) -> Response));
+    }
     let Some(method) = DavMethod::of(request.method()) else {
         let mut response = HttpError::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -56,6 +63,9 @@ pub fn dispatch<'a>(
         )
     {
         return answered(asset);
+    }
+    if let Err(refused) = crate::access::scope::check(gateway, method, &request) {
+        return answered(refused.into_response());
     }
     if let Err(refused) = crate::access::check(gateway, method, &mut request) {
         return answered(refused.into_response());
@@ -85,5 +95,10 @@ pub fn dispatch<'a>(
             handler.await
         }),
     };
-    Either::Right(handler.map(|result| result.unwrap_or_else(IntoResponse::into_response)))
+    Either::Right(handler.map(respond as fn(HttpResult) -> Response))
+}
+
+/// A handler's result as the answer: its response, or its error's.
+fn respond(result: HttpResult) -> Response {
+    result.unwrap_or_else(IntoResponse::into_response)
 }

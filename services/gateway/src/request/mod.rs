@@ -21,6 +21,11 @@ use std::net::IpAddr;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientIp(pub IpAddr);
 
+/// Marks a request whose TCP peer is a trusted proxy (`--trusted-proxies`): its
+/// `X-Forwarded-Proto` is believed (`edge::client::forwarded_https`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FromTrustedProxy;
+
 /// Files larger than this are sent with sendfile: below it, copying the bytes costs less
 /// than mapping the file, checking its pages and unmapping it. (In one process, the
 /// gateway keeps copies of files up to this size.)

@@ -68,6 +68,12 @@ impl Principal {
         self.verified.as_deref().map_or("", |p| p.path_prefix.as_str())
     }
 
+    /// Everything the auth service said of the principal, for a call that hands it on
+    /// (the owner of an app password being made); `None` for nobody.
+    pub fn verified_parts(&self) -> Option<kubedav_api::auth::Principal> {
+        self.verified.as_deref().cloned()
+    }
+
     /// The kind of credential: `password`, `bearer`, `app-password` ("" for nobody).
     pub fn kind(&self) -> &str {
         self.verified.as_deref().map_or("", |p| p.kind.as_str())

@@ -91,3 +91,40 @@ impl OidcArgs {
         })
     }
 }
+
+/// App passwords, and the key of what kubedav keeps secret with the data.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "App passwords (targets all, auth)")]
+pub(crate) struct CredentialArgs {
+    /// The key app passwords are hashed under: at least 32 random bytes (e.g.
+    /// `openssl rand -base64 48`), the same on every auth replica, from a Kubernetes
+    /// Secret (prefer the variable: a flag's value shows in the process list). The auth
+    /// target keeps app passwords only with it (and --fileio-url, where they are kept);
+    /// all-in-one without it makes a key and keeps it with the data.
+    #[arg(long, env = "KUBEDAV_SECRET_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
+
+    /// Milliseconds a replica uses what it read of an app password before reading it
+    /// again: the most a revocation made through another replica takes to hold here.
+    #[arg(long, env = "KUBEDAV_APP_PASSWORD_FRESHNESS_MS", default_value_t = 500)]
+    pub app_password_freshness_ms: u64,
+}
+
+/// The shortest `--secret-key` accepted, in bytes.
+pub(crate) const MIN_SECRET_KEY_BYTES: usize = 32;
+
+impl CredentialArgs {
+    /// The app passwords' settings under `secret` (the configured or kept key).
+    pub(crate) fn app_passwords(&self, secret: &[u8]) -> kubedav_auth::app_passwords::AppPasswordsConfig {
+        use hmac::{Hmac, KeyInit, Mac};
+        let mut mac =
+            <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes any key size");
+        mac.update(b"kubedav app passwords v1");
+        kubedav_auth::app_passwords::AppPasswordsConfig {
+            key: mac.finalize().into_bytes().into(),
+            freshness: Duration::from_millis(self.app_password_freshness_ms),
+            last_used_every: Duration::from_secs(3600),
+            clock: std::sync::Arc::new(std::time::SystemTime::now),
+        }
+    }
+}

@@ -41,6 +41,16 @@ pub(crate) enum RunError {
     #[error("{0} (set --users-file or KUBEDAV_USERS_FILE)")]
     UsersFile(String),
 
+    /// `--secret-key` is too short.
+    #[error(
+        "--secret-key has {0} bytes; give at least 32 random bytes, e.g. `openssl rand -base64 48` (KUBEDAV_SECRET_KEY, from a Secret)"
+    )]
+    SecretKey(usize),
+
+    /// The records kept with the data cannot be read or written.
+    #[error("the records kept with the data (.kubedav/): {}", .0.message())]
+    Records(tonic::Status),
+
     /// The identity provider's settings are wrong (the message names the flag).
     #[error("{0}")]
     IdentityProvider(String),

@@ -70,6 +70,7 @@ macro_rules! microservices_only {
 }
 
 pub(crate) mod prometheus;
+pub(crate) mod tools;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

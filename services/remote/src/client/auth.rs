@@ -41,4 +41,34 @@ impl Auth for RemoteAuth {
             .unary(Budget::Call, request, |mut c, r| async move { c.verify(r).await })
             .await
     }
+
+    async fn create_app_password(
+        &self,
+        request: CreateAppPasswordRequest,
+    ) -> Result<AppPasswordCreated, Status> {
+        self.calls
+            .unary(Budget::Call, request, |mut c, r| async move {
+                c.create_app_password(r).await
+            })
+            .await
+    }
+
+    async fn list_app_passwords(&self, request: ListAppPasswordsRequest) -> Result<AppPasswordList, Status> {
+        self.calls
+            .unary(Budget::Call, request, |mut c, r| async move {
+                c.list_app_passwords(r).await
+            })
+            .await
+    }
+
+    async fn revoke_app_password(
+        &self,
+        request: RevokeAppPasswordRequest,
+    ) -> Result<RevokeAppPasswordResponse, Status> {
+        self.calls
+            .unary(Budget::Call, request, |mut c, r| async move {
+                c.revoke_app_password(r).await
+            })
+            .await
+    }
 }

@@ -32,4 +32,31 @@ impl stubs::auth_server::Auth for AuthGrpc {
             self.inner.verify(request.into_inner()).await?,
         ))
     }
+
+    async fn create_app_password(
+        &self,
+        request: tonic::Request<CreateAppPasswordRequest>,
+    ) -> Result<tonic::Response<AppPasswordCreated>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.create_app_password(request.into_inner()).await?,
+        ))
+    }
+
+    async fn list_app_passwords(
+        &self,
+        request: tonic::Request<ListAppPasswordsRequest>,
+    ) -> Result<tonic::Response<AppPasswordList>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.list_app_passwords(request.into_inner()).await?,
+        ))
+    }
+
+    async fn revoke_app_password(
+        &self,
+        request: tonic::Request<RevokeAppPasswordRequest>,
+    ) -> Result<tonic::Response<RevokeAppPasswordResponse>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.revoke_app_password(request.into_inner()).await?,
+        ))
+    }
 }

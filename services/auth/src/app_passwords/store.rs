@@ -1,0 +1,418 @@
+//! [`AppPasswords`]: making, listing, revoking and verifying app passwords over the
+//! records port.
+
+use super::secret;
+use base64::Engine;
+use hmac::{Hmac, KeyInit, Mac};
+use kubedav_api::auth::{AppPassword, AppPasswordCreated, CreateAppPasswordRequest, Principal};
+use kubedav_api::records::{
+    DeleteRecordRequest, GetRecordRequest, ListRecordsRequest, PutRecordRequest, Records,
+};
+use moka::sync::Cache;
+use sha2::Sha256;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tonic::Status;
+
+/// The records area app passwords live in.
+pub const AREA: &str = "app-passwords";
+
+/// Most app passwords one user may hold.
+pub const MAX_PER_USER: usize = 100;
+
+/// Longest name of an app password, in characters.
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// The time as app passwords read it (expiry, creation, last use): the system's, or a
+/// test's.
+pub type WallClock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// Settings of the app passwords.
+#[derive(Clone)]
+pub struct AppPasswordsConfig {
+    /// The key their hashes are made under (derived from `--secret-key`).
+    pub key: [u8; 32],
+    /// How long a replica uses what it read of a record before reading it again: the
+    /// bound on how late a revocation made elsewhere is seen.
+    pub freshness: Duration,
+    /// How often the time of last use is written, at most, per app password.
+    pub last_used_every: Duration,
+    /// The clock.
+    pub clock: WallClock,
+}
+
+/// One app password as stored: no secret, only its keyed hash.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Stored {
+    id: String,
+    user: String,
+    display_name: String,
+    groups: Vec<String>,
+    name: String,
+    /// Hex of HMAC-SHA-256(key, password).
+    hash: String,
+    /// Seconds since the epoch.
+    created: i64,
+    /// Seconds since the epoch; `None`: never.
+    expires_at: Option<i64>,
+    /// "read" or "write".
+    permission: String,
+    /// A volume path, or "".
+    path: String,
+}
+
+/// When an app password was last used, kept beside it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Used {
+    at: i64,
+}
+
+/// Why an app password was not accepted (all answered alike to the client).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// No such app password for this user, or the secret is wrong.
+    Unknown,
+    /// It has expired.
+    Expired,
+}
+
+/// The app passwords of every user. Cheap to clone.
+#[derive(Clone)]
+pub struct AppPasswords {
+    records: Arc<dyn Records>,
+    config: AppPasswordsConfig,
+    /// What was read of each record, for [`AppPasswordsConfig::freshness`]:
+    /// `(user folder, id)` to the record, or `None` when there was none.
+    read: Cache<(String, String), Option<Arc<Stored>>>,
+    /// App passwords whose last use was written lately.
+    used_written: Cache<String, ()>,
+}
+
+impl AppPasswords {
+    /// App passwords kept in `records`.
+    pub fn new(records: Arc<dyn Records>, config: AppPasswordsConfig) -> Self {
+        Self {
+            records,
+            read: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(config.freshness)
+                .build(),
+            used_written: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(config.last_used_every)
+                .build(),
+            config,
+        }
+    }
+
+    fn now(&self) -> i64 {
+        (self.config.clock)()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    }
+
+    fn hash(&self, password: &str) -> String {
+        let mut mac =
+            <Hmac<Sha256> as KeyInit>::new_from_slice(&self.config.key).expect("HMAC takes any key size");
+        mac.update(password.as_bytes());
+        hex(&mac.finalize().into_bytes())
+    }
+
+    /// Makes an app password for `request.owner`.
+    pub async fn create(&self, request: CreateAppPasswordRequest) -> Result<AppPasswordCreated, Status> {
+        let owner = request
+            .owner
+            .ok_or_else(|| Status::invalid_argument("an app password needs an owner"))?;
+        if owner.user.is_empty() {
+            return Err(Status::permission_denied("sign in to make app passwords"));
+        }
+        if owner.kind == "app-password" {
+            return Err(Status::permission_denied(
+                "an app password cannot make app passwords: sign in with your password, the identity provider or a bearer token",
+            ));
+        }
+        let name = request.name.trim();
+        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+            return Err(Status::invalid_argument(format!(
+                "name the app password (1 to {MAX_NAME_CHARS} characters, no control characters), e.g. \"Laptop, davfs2\""
+            )));
+        }
+        let permission = match request.permission.as_str() {
+            "read" | "write" => request.permission.clone(),
+            "" => "write".to_owned(),
+            other => {
+                return Err(Status::invalid_argument(format!(
+                    "permission {other:?}: give \"read\" or \"write\""
+                )));
+            }
+        };
+        if owner.read_only && permission == "write" {
+            return Err(Status::permission_denied(
+                "you may only read, so your app passwords may only read",
+            ));
+        }
+        let path = scope_path(&request.path)?;
+        if !owner.path_prefix.is_empty() && !within(&path, &owner.path_prefix) {
+            return Err(Status::permission_denied(format!(
+                "you may only reach /{}",
+                owner.path_prefix
+            )));
+        }
+        let now = self.now();
+        let expires_at = match request.expires_at.trim() {
+            "" => None,
+            text => {
+                let at: jiff::Timestamp = text.parse().map_err(|e| {
+                    Status::invalid_argument(format!("expires_at {text:?} is not an RFC 3339 time: {e}"))
+                })?;
+                if at.as_second() <= now {
+                    return Err(Status::invalid_argument(
+                        "expires_at is in the past: give a time to come",
+                    ));
+                }
+                Some(at.as_second())
+            }
+        };
+        let folder = user_folder(&owner.user);
+        let held = self.records.list(list(&folder)).await?.names;
+        if held.iter().filter(|n| secret::is_id(n)).count() >= MAX_PER_USER {
+            return Err(Status::resource_exhausted(format!(
+                "you hold {MAX_PER_USER} app passwords, the most one may: revoke some first"
+            )));
+        }
+        let id = secret::new_id().map_err(Status::internal)?;
+        let password = secret::new_password(&id).map_err(Status::internal)?;
+        let stored = Stored {
+            id: id.clone(),
+            user: owner.user.clone(),
+            display_name: owner.display_name.clone(),
+            groups: owner.groups.clone(),
+            name: name.to_owned(),
+            hash: self.hash(&password),
+            created: now,
+            expires_at,
+            permission,
+            path,
+        };
+        let data = serde_json::to_vec(&stored).map_err(|e| Status::internal(e.to_string()))?;
+        self.records
+            .put(PutRecordRequest {
+                area: AREA.into(),
+                key: format!("{folder}/{id}"),
+                data: data.into(),
+            })
+            .await?;
+        self.read.invalidate(&(folder, id));
+        crate::metrics::APP_PASSWORDS
+            .with_label_values(&["created"])
+            .inc();
+        tracing::info!(target: "kubedav", user = %stored.user, id = %stored.id, "app password made");
+        Ok(AppPasswordCreated {
+            app_password: Some(shown(&stored, None)),
+            password,
+        })
+    }
+
+    /// `user`'s app passwords, oldest first.
+    pub async fn list(&self, user: &str) -> Result<Vec<AppPassword>, Status> {
+        let folder = user_folder(user);
+        let names = self.records.list(list(&folder)).await?.names;
+        let mut shown_all = Vec::new();
+        for id in names.iter().filter(|n| secret::is_id(n)) {
+            let Some(stored) = self.fetch(&folder, id).await? else {
+                continue;
+            };
+            let used = self.last_used(&folder, id).await?;
+            shown_all.push((stored.created, shown(&stored, used)));
+        }
+        shown_all.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+        Ok(shown_all.into_iter().map(|(_, shown)| shown).collect())
+    }
+
+    /// Revokes `user`'s app password `id`; NOT_FOUND when there is none.
+    pub async fn revoke(&self, user: &str, id: &str) -> Result<(), Status> {
+        let folder = user_folder(user);
+        let absent = || Status::not_found(format!("you have no app password {id}"));
+        if !secret::is_id(id) {
+            return Err(absent());
+        }
+        let key = format!("{folder}/{id}");
+        let found = self.records.get(get(&key)).await?;
+        if !found.found {
+            return Err(absent());
+        }
+        self.records.delete(delete(&key)).await?;
+        self.records.delete(delete(&format!("{key}.used"))).await?;
+        self.read.invalidate(&(folder, id.to_owned()));
+        crate::metrics::APP_PASSWORDS
+            .with_label_values(&["revoked"])
+            .inc();
+        tracing::info!(target: "kubedav", user, id, "app password revoked");
+        Ok(())
+    }
+
+    /// The principal `password` stands for when it is one of `user`'s app passwords,
+    /// and whether its record was one read lately (kept) rather than read now.
+    pub async fn verify(
+        &self,
+        user: &str,
+        password: &str,
+    ) -> Result<Result<(Principal, bool), Refused>, Status> {
+        let Some(id) = secret::id_of(password) else {
+            return Ok(Err(Refused::Unknown));
+        };
+        let folder = user_folder(user);
+        let kept = self.read.contains_key(&(folder.clone(), id.to_owned()));
+        let Some(stored) = self.fetch(&folder, id).await? else {
+            return Ok(Err(Refused::Unknown));
+        };
+        let hash = self.hash(password);
+        let matches: bool = subtle::ConstantTimeEq::ct_eq(hash.as_bytes(), stored.hash.as_bytes()).into();
+        if !matches || stored.user != user {
+            return Ok(Err(Refused::Unknown));
+        }
+        let now = self.now();
+        if stored.expires_at.is_some_and(|at| at <= now) {
+            return Ok(Err(Refused::Expired));
+        }
+        if self.used_written.get(&stored.id).is_none() {
+            self.used_written.insert(stored.id.clone(), ());
+            self.write_last_use(&folder, &stored.id, now);
+        }
+        let principal = Principal {
+            user: stored.user.clone(),
+            display_name: stored.display_name.clone(),
+            groups: stored.groups.clone(),
+            read_only: stored.permission == "read",
+            path_prefix: stored.path.clone(),
+            kind: "app-password".to_owned(),
+            credential_id: stored.id.clone(),
+        };
+        Ok(Ok((principal, kept)))
+    }
+
+    /// The record of `id` in `folder`, as read within the freshness bound.
+    async fn fetch(&self, folder: &str, id: &str) -> Result<Option<Arc<Stored>>, Status> {
+        let cache_key = (folder.to_owned(), id.to_owned());
+        if let Some(kept) = self.read.get(&cache_key) {
+            return Ok(kept);
+        }
+        let found = self.records.get(get(&format!("{folder}/{id}"))).await?;
+        let stored = if found.found {
+            match serde_json::from_slice::<Stored>(&found.data) {
+                Ok(stored) => Some(Arc::new(stored)),
+                Err(e) => {
+                    tracing::error!(target: "kubedav", folder, id, "an app password's record is unreadable ({e}); it is refused");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        self.read.insert(cache_key, stored.clone());
+        Ok(stored)
+    }
+
+    async fn last_used(&self, folder: &str, id: &str) -> Result<Option<i64>, Status> {
+        let found = self.records.get(get(&format!("{folder}/{id}.used"))).await?;
+        Ok(found
+            .found
+            .then(|| serde_json::from_slice::<Used>(&found.data).ok().map(|u| u.at))
+            .flatten())
+    }
+
+    /// Writes the time of last use in the background (a failure only loses that time).
+    fn write_last_use(&self, folder: &str, id: &str, at: i64) {
+        let records = self.records.clone();
+        let key = format!("{folder}/{id}.used");
+        let data = serde_json::to_vec(&Used { at }).unwrap_or_default();
+        tokio::spawn(async move {
+            let put = PutRecordRequest {
+                area: AREA.into(),
+                key,
+                data: data.into(),
+            };
+            if let Err(e) = records.put(put).await {
+                tracing::warn!(target: "kubedav", "the last use of an app password was not recorded: {}", e.message());
+            }
+        });
+    }
+}
+
+/// The folder of `user`'s app passwords: the id in base64url (the records' alphabet),
+/// or a hash of it when that would be longer than a name may be.
+fn user_folder(user: &str) -> String {
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(user.as_bytes());
+    if encoded.len() <= 200 {
+        format!("u{encoded}")
+    } else {
+        use sha2::Digest;
+        format!("h{}", hex(&Sha256::digest(user.as_bytes())))
+    }
+}
+
+/// The scope path given at creation, as a volume path ("" for everything).
+fn scope_path(given: &str) -> Result<String, Status> {
+    let trimmed = given.trim().trim_matches('/');
+    kubedav_api::path::VolumePath::parse(trimmed)
+        .map(|path| path.as_str().to_owned())
+        .map_err(|e| Status::invalid_argument(format!("path {given:?}: {e}")))
+}
+
+/// Whether `path` is `prefix` or lies beneath it.
+fn within(path: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+fn shown(stored: &Stored, used: Option<i64>) -> AppPassword {
+    let time = |seconds: i64| {
+        jiff::Timestamp::from_second(seconds)
+            .map(|t| t.to_string())
+            .unwrap_or_default()
+    };
+    AppPassword {
+        id: stored.id.clone(),
+        username: stored.user.clone(),
+        name: stored.name.clone(),
+        created: time(stored.created),
+        last_used: used.map(time).unwrap_or_default(),
+        expires_at: stored.expires_at.map(time).unwrap_or_default(),
+        permission: stored.permission.clone(),
+        path: stored.path.clone(),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+}
+
+fn get(key: &str) -> GetRecordRequest {
+    GetRecordRequest {
+        area: AREA.into(),
+        key: key.into(),
+    }
+}
+
+fn delete(key: &str) -> DeleteRecordRequest {
+    DeleteRecordRequest {
+        area: AREA.into(),
+        key: key.into(),
+    }
+}
+
+fn list(folder: &str) -> ListRecordsRequest {
+    ListRecordsRequest {
+        area: AREA.into(),
+        folder: folder.into(),
+    }
+}

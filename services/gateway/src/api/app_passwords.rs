@@ -1,0 +1,155 @@
+//! `{base}/.kubedav/app-passwords`: a signed-in user's app passwords.
+//!
+//! * `POST` with JSON `{"name", "expires_at"?, "permission"?: "read"|"write", "path"?}`:
+//!   201 with `{"id", "username", "password", ...}`; the password is in this answer only.
+//! * `GET`: the user's app passwords (name, created, last used, expiry, scope), never a
+//!   secret.
+//! * `DELETE {id}`: 204; it stops working on every replica within a second.
+//!
+//! An app password cannot manage app passwords: sign in with a password, the identity
+//! provider or a bearer token.
+
+use super::{MAX_BODY_BYTES, error, json};
+use crate::Gateway;
+use crate::request::Principal;
+use axum::extract::Request;
+use axum::response::Response;
+use http::{Method, StatusCode};
+use kubedav_api::auth::{
+    AppPassword, CreateAppPasswordRequest, ListAppPasswordsRequest, RevokeAppPasswordRequest,
+};
+use serde_json::Value;
+
+/// What a `POST` may carry.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Create {
+    name: String,
+    #[serde(default)]
+    expires_at: Option<String>,
+    #[serde(default)]
+    permission: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+}
+
+/// Answers a call to `app-passwords/{rest}`.
+pub async fn answer(gateway: &Gateway, request: Request, principal: Principal, rest: &str) -> Response {
+    let Some(auth) = &gateway.auth else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "this server has no authentication, so no app passwords",
+        );
+    };
+    if principal.kind() == "app-password" {
+        return error(
+            StatusCode::FORBIDDEN,
+            "an app password cannot manage app passwords: sign in with your password, the identity provider or a bearer token",
+        );
+    }
+    let user = principal.name().to_owned();
+    let outcome = match (request.method().clone(), rest) {
+        (Method::GET, "") => auth
+            .list_app_passwords(ListAppPasswordsRequest { user })
+            .await
+            .map(|list| {
+                let shown: Vec<Value> = list.app_passwords.iter().map(shown).collect();
+                json(StatusCode::OK, &Value::Array(shown))
+            }),
+        (Method::POST, "") => {
+            let create = match body(request).await {
+                Ok(create) => create,
+                Err(refused) => return refused,
+            };
+            let request = CreateAppPasswordRequest {
+                owner: principal.verified_parts(),
+                name: create.name,
+                expires_at: create.expires_at.unwrap_or_default(),
+                permission: create.permission.unwrap_or_default(),
+                path: create.path.unwrap_or_default(),
+            };
+            auth.create_app_password(request).await.map(|created| {
+                let mut answer = created.app_password.as_ref().map(shown).unwrap_or_default();
+                answer["password"] = Value::String(created.password);
+                json(StatusCode::CREATED, &answer)
+            })
+        }
+        (Method::DELETE, id) if !id.is_empty() && !id.contains('/') => auth
+            .revoke_app_password(RevokeAppPasswordRequest {
+                user,
+                id: id.to_owned(),
+            })
+            .await
+            .map(|_| json(StatusCode::NO_CONTENT, &Value::Null)),
+        (Method::GET | Method::POST | Method::DELETE, _) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                "no such app password API: GET or POST app-passwords, DELETE app-passwords/{id}",
+            );
+        }
+        _ => {
+            return error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "use GET or POST app-passwords, or DELETE app-passwords/{id}",
+            );
+        }
+    };
+    outcome.unwrap_or_else(|status| {
+        let code = crate::http::errors::http_status(status.code());
+        error(code, status.message())
+    })
+}
+
+/// The JSON body of a `POST`, or the 4xx that says what is wrong with it.
+async fn body(request: Request) -> Result<Create, Response> {
+    let json_type = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json_type {
+        return Err(error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the app password's settings as JSON (Content-Type: application/json)",
+        ));
+    }
+    let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the body is over {MAX_BODY_BYTES} bytes"),
+            )
+        })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            &format!("the body is not the JSON expected ({e}): {{\"name\": ..., \"expires_at\": RFC 3339 time or absent, \"permission\": \"read\" | \"write\", \"path\": \"/a/path\" or absent}}"),
+        )
+    })
+}
+
+/// An app password as the API shows it.
+fn shown(app_password: &AppPassword) -> Value {
+    let or_null = |text: &str| {
+        if text.is_empty() {
+            Value::Null
+        } else {
+            Value::String(text.to_owned())
+        }
+    };
+    serde_json::json!({
+        "id": app_password.id,
+        "username": app_password.username,
+        "name": app_password.name,
+        "created": app_password.created,
+        "last_used": or_null(&app_password.last_used),
+        "expires_at": or_null(&app_password.expires_at),
+        "permission": app_password.permission,
+        "path": format!("/{}", app_password.path),
+    })
+}

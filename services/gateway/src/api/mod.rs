@@ -1,0 +1,70 @@
+//! kubedav's own HTTP APIs, under `{base}/.kubedav/` (a name no WebDAV path can take):
+//! app passwords ([`app_passwords`]). Every state-changing call must prove it comes
+//! from kubedav's own pages or from a script, never from another site's page riding on
+//! the browser's credentials ([`csrf`]).
+//!
+//! Answers are JSON; errors too: `{"error": "what was wrong"}`.
+
+pub mod app_passwords;
+pub mod csrf;
+
+use crate::Gateway;
+use crate::request::Principal;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use kubedav_api::path::RESERVED_AREA;
+
+/// Largest JSON body an API call accepts.
+pub const MAX_BODY_BYTES: usize = 4096;
+
+/// The API path of `path` (what follows `{base}/.kubedav/`), if it names the API. A
+/// gateway without authentication has none: there, `.kubedav` is only a reserved name
+/// (400), as everywhere else in the tree.
+pub fn api_path<'p>(gateway: &Gateway, path: &'p str) -> Option<&'p str> {
+    gateway.auth.as_ref()?;
+    let rest = path.strip_prefix(gateway.config.base_path.as_str())?;
+    let rest = rest.strip_prefix('/')?.strip_prefix(RESERVED_AREA)?;
+    match rest {
+        "" => Some(""),
+        _ => rest.strip_prefix('/'),
+    }
+}
+
+/// Answers an API call (`api` is what follows `{base}/.kubedav/`).
+pub async fn answer(gateway: &Gateway, request: Request, api: String) -> Response {
+    let principal = Principal::of(&request);
+    if principal.name().is_empty() {
+        return error(StatusCode::UNAUTHORIZED, "sign in to use kubedav's API");
+    }
+    if let Err(refused) = csrf::check(&request) {
+        return *refused;
+    }
+    let mut parts = api.splitn(2, '/');
+    match (parts.next(), parts.next()) {
+        (Some("app-passwords"), rest) => {
+            app_passwords::answer(gateway, request, principal, rest.unwrap_or("")).await
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "no such API: see docs/clients.md, \"App passwords\"",
+        ),
+    }
+}
+
+/// A JSON answer.
+pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Response {
+    let mut response = (status, value.to_string()).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// A JSON error: `{"error": message}`.
+pub(crate) fn error(status: StatusCode, message: &str) -> Response {
+    json(status, &serde_json::json!({ "error": message }))
+}
