@@ -115,7 +115,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
                 let timeout = Duration::from_secs(cli.remote.rpc_timeout_seconds.max(1));
                 let records = RemoteRecords::new(channel("fileio", cli.remote.fileio_url.as_str(), token)?)
                     .with_call_timeout(timeout);
-                credentials::keep_app_passwords(&cli, &core, Arc::new(records), false).await?;
+                credentials::keep_app_passwords(&cli, &core, Arc::new(records), false)?;
             } else {
                 credentials::without_key();
             }
@@ -176,7 +176,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
     let markdown = Some(Arc::new(cli.markdown.core()) as Arc<dyn Markdown>);
     let auth = if cli.auth.users_file.is_some() || cli.oidc.enabled() {
         let core = auth_core(cli)?;
-        credentials::keep_app_passwords(cli, &core, records, true).await?;
+        credentials::keep_app_passwords(cli, &core, records, true)?;
         // /readyz says when the provider cannot be reached; it never fails for that.
         let _ = identity_provider_note(core.clone());
         Some(Arc::new(core) as Arc<dyn Auth>)

@@ -401,8 +401,59 @@ async fn cadaver_may_fail(url: &str, script: &str, home: &Path) -> String {
     )
 }
 
+/// The file manager's page of app passwords in headless Chromium
+/// (`tests/clients/browser_app_passwords.py`): made from the listing's link, one that
+/// writes and one that reads, each secret read off the page, the second revoked with its
+/// button; the first then writes with Basic, the second is refused (screenshots kept).
+async fn the_file_manager_makes_and_revokes_app_passwords(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path(), &[("carol", "carol-password")]);
+    let envs = [("KUBEDAV_SECRET_KEY", SECRET_KEY)];
+    let server = Server::start_auth(mode, Some(&users), &[], &[], &envs).await;
+    let python = common::tools::tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let shots = match std::env::var("KUBEDAV_SCREENSHOTS") {
+        Ok(shots) => std::path::PathBuf::from(shots),
+        Err(_) => dir.path().to_owned(),
+    };
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/browser_app_passwords.py"
+    );
+    let url = server.url("");
+    let output = run(
+        &python,
+        &[
+            script,
+            url.trim_end_matches('/'),
+            shots.to_str().unwrap(),
+            "carol",
+            "carol-password",
+        ],
+        None,
+    )
+    .await;
+    assert!(output.contains("app passwords ok"), "{output}");
+    let secret = |kind: &str| {
+        output
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{kind}: ")))
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        status_with(&server.url("/laptop.txt"), "PUT", "carol", &secret("write")).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        status_with(&server.url("/"), "PROPFIND", "carol", &secret("read")).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert!(shots.join("app-passwords-made.png").exists() && shots.join("app-passwords-list.png").exists());
+}
+
 in_both_modes!(
     made_listed_scoped_and_revoked_through_the_api,
     davfs2_and_cadaver_use_one_and_every_gateway_drops_it_within_a_second,
+    the_file_manager_makes_and_revokes_app_passwords,
 );
 on_s3!(made_listed_scoped_and_revoked_through_the_api);

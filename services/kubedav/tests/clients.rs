@@ -10,7 +10,7 @@
 #[macro_use]
 mod common;
 
-use common::tools::{davfs2_mount, run};
+use common::tools::{davfs2_mount, run, tool_python};
 use common::{BACKEND, Backend, Mode, Server, client};
 use reqwest::StatusCode;
 use std::path::Path;
@@ -315,19 +315,6 @@ async fn file_manager_hides_writes_from_read_only_users(mode: Mode) {
     let writer = page("ada", "writer").await;
     assert!(writer.contains("data-writable=\"true\"") && !writer.contains("id=\"toolbar\" hidden"));
     assert!(writer.contains("data-action=\"rename\"") && writer.contains("data-action=\"delete\""));
-}
-
-/// The Python a client test runs: `variable` when `make test` set it, else what the
-/// script `need` in scripts/ installs and prints.
-fn tool_python(variable: &str, need: &str) -> String {
-    std::env::var(variable).unwrap_or_else(|_| {
-        let script = format!("{}/../../scripts/{need}", env!("CARGO_MANIFEST_DIR"));
-        let output = std::process::Command::new("bash")
-            .arg(&script)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
-        String::from_utf8(output.stdout).unwrap().trim().to_owned()
-    })
 }
 
 /// The Depth 1 listings of `collections`, one after the other: every member's etag.

@@ -10,6 +10,7 @@
 //                        test disables an account by rewriting it
 //     IDP_REDIRECT_URIS  the kubedav client's redirect URIs, comma-separated
 //     IDP_AUDIENCE       the audience of the access tokens (JWTs), default "kubedav"
+//     IDP_TOKEN_TTL      seconds an access token lives, default 300
 //
 // Clients: "kubedav" (confidential, secret "kubedav-secret": the file manager's sign-in)
 // and "cli" (public, PKCE, redirect http://127.0.0.1/callback: scripts get tokens).
@@ -31,6 +32,7 @@ if (process.argv[2] === 'genkey') {
 const port = Number(process.env.IDP_PORT);
 const issuer = `http://127.0.0.1:${port}`;
 const audience = process.env.IDP_AUDIENCE || 'kubedav';
+const tokenTtl = Number(process.env.IDP_TOKEN_TTL || 300);
 // The resource indicator the tokens are for (an absolute URI, as RFC 8707 asks).
 const resource = 'urn:kubedav:files';
 const keys = JSON.parse(fs.readFileSync(process.env.IDP_KEYS, 'utf8')).keys;
@@ -80,7 +82,7 @@ const provider = new Provider(issuer, {
         scope: 'openid profile groups offline_access',
         audience,
         accessTokenFormat: 'jwt',
-        accessTokenTTL: 300,
+        accessTokenTTL: tokenTtl,
       }),
     },
   },
@@ -105,7 +107,7 @@ const provider = new Provider(issuer, {
     return grant;
   },
   interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
-  ttl: { AccessToken: 300, IdToken: 300, Session: 3600, Interaction: 600, Grant: 3600, RefreshToken: 86400 },
+  ttl: { AccessToken: tokenTtl, IdToken: 300, Session: 3600, Interaction: 600, Grant: 3600, RefreshToken: 86400 },
   renderError: async (ctx, out) => {
     ctx.type = 'text/plain';
     ctx.body = `${out.error}: ${out.error_description || ''}\n`;

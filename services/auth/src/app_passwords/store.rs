@@ -17,6 +17,9 @@ use tonic::Status;
 /// The records area app passwords live in.
 pub const AREA: &str = "app-passwords";
 
+/// The record that keeps the secret made when none was given: (area, key).
+pub const KEPT_SECRET: (&str, &str) = ("keys", "secret");
+
 /// Most app passwords one user may hold.
 pub const MAX_PER_USER: usize = 100;
 
@@ -30,8 +33,10 @@ pub type WallClock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 /// Settings of the app passwords.
 #[derive(Clone)]
 pub struct AppPasswordsConfig {
-    /// The key their hashes are made under (derived from `--secret-key`).
-    pub key: [u8; 32],
+    /// The secret their hashes' key is derived from (`--secret-key`); `None`: a secret
+    /// made once and kept with the data, as a record ([`KEPT_SECRET`]), made the first
+    /// time an app password is made or checked (all-in-one without `--secret-key`).
+    pub secret: Option<Vec<u8>>,
     /// How long a replica uses what it read of a record before reading it again: the
     /// bound on how late a revocation made elsewhere is seen.
     pub freshness: Duration,
@@ -81,6 +86,8 @@ pub enum Refused {
 pub struct AppPasswords {
     records: Arc<dyn Records>,
     config: AppPasswordsConfig,
+    /// The key hashes are made under, once known.
+    key: Arc<tokio::sync::OnceCell<[u8; 32]>>,
     /// What was read of each record, for [`AppPasswordsConfig::freshness`]:
     /// `(user folder, id)` to the record, or `None` when there was none.
     read: Cache<(String, String), Option<Arc<Stored>>>,
@@ -93,6 +100,7 @@ impl AppPasswords {
     pub fn new(records: Arc<dyn Records>, config: AppPasswordsConfig) -> Self {
         Self {
             records,
+            key: Arc::default(),
             read: Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(config.freshness)
@@ -111,11 +119,42 @@ impl AppPasswords {
             .map_or(0, |d| d.as_secs() as i64)
     }
 
-    fn hash(&self, password: &str) -> String {
-        let mut mac =
-            <Hmac<Sha256> as KeyInit>::new_from_slice(&self.config.key).expect("HMAC takes any key size");
+    async fn hash(&self, password: &str) -> Result<String, Status> {
+        let key = self.key.get_or_try_init(|| self.load_key()).await?;
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key size");
         mac.update(password.as_bytes());
-        hex(&mac.finalize().into_bytes())
+        Ok(hex(&mac.finalize().into_bytes()))
+    }
+
+    /// The key: derived from the given secret, or from the one kept with the data (made
+    /// now when there is none).
+    async fn load_key(&self) -> Result<[u8; 32], Status> {
+        if let Some(secret) = &self.config.secret {
+            return Ok(derive_key(secret));
+        }
+        let (area, key) = KEPT_SECRET;
+        let kept = self
+            .records
+            .get(GetRecordRequest {
+                area: area.into(),
+                key: key.into(),
+            })
+            .await?;
+        if kept.found && kept.data.len() >= 32 {
+            return Ok(derive_key(&kept.data));
+        }
+        let mut secret = vec![0u8; 48];
+        getrandom::fill(&mut secret)
+            .map_err(|e| Status::internal(format!("no randomness for a key: {e}")))?;
+        self.records
+            .put(PutRecordRequest {
+                area: area.into(),
+                key: key.into(),
+                data: secret.clone().into(),
+            })
+            .await?;
+        tracing::info!(target: "kubedav", "made the secret app passwords are hashed under, and kept it with the data (.kubedav/keys/); give --secret-key from a Secret to keep it apart");
+        Ok(derive_key(&secret))
     }
 
     /// Makes an app password for `request.owner`.
@@ -188,7 +227,7 @@ impl AppPasswords {
             display_name: owner.display_name.clone(),
             groups: owner.groups.clone(),
             name: name.to_owned(),
-            hash: self.hash(&password),
+            hash: self.hash(&password).await?,
             created: now,
             expires_at,
             permission,
@@ -266,7 +305,7 @@ impl AppPasswords {
         let Some(stored) = self.fetch(&folder, id).await? else {
             return Ok(Err(Refused::Unknown));
         };
-        let hash = self.hash(password);
+        let hash = self.hash(password).await?;
         let matches: bool = subtle::ConstantTimeEq::ct_eq(hash.as_bytes(), stored.hash.as_bytes()).into();
         if !matches || stored.user != user {
             return Ok(Err(Refused::Unknown));
@@ -337,6 +376,13 @@ impl AppPasswords {
             }
         });
     }
+}
+
+/// The key of app passwords' hashes, derived from `secret`.
+fn derive_key(secret: &[u8]) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes any key size");
+    mac.update(b"kubedav app passwords v1");
+    mac.finalize().into_bytes().into()
 }
 
 /// The folder of `user`'s app passwords: the id in base64url (the records' alphabet),

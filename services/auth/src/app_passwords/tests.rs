@@ -25,12 +25,17 @@ impl Fixture {
 
     /// A replica's app passwords over the fixture's volume.
     fn replica(&self, freshness: Duration) -> AppPasswords {
+        self.replica_with(freshness, Some(vec![7; 32]))
+    }
+
+    /// [`Fixture::replica`] with `secret` (`None`: the one kept with the data).
+    fn replica_with(&self, freshness: Duration, secret: Option<Vec<u8>>) -> AppPasswords {
         let fileio = kubedav_fileio::LocalFileIo::open(self.dir.path()).unwrap();
         let now = self.now.clone();
         AppPasswords::new(
             Arc::new(fileio.records()),
             AppPasswordsConfig {
-                key: [7; 32],
+                secret,
                 freshness,
                 last_used_every: Duration::from_secs(3600),
                 clock: Arc::new(move || *now.lock().unwrap()),
@@ -243,4 +248,26 @@ async fn what_may_not_be_made_is_refused_with_what_to_do() {
         .await
         .unwrap_err();
     assert_eq!(full.code(), Code::ResourceExhausted);
+}
+
+#[tokio::test]
+async fn without_a_given_secret_one_is_made_once_and_kept_with_the_data() {
+    let fixture = Fixture::new();
+    let store = fixture.replica_with(Duration::from_millis(500), None);
+    assert!(
+        !fixture.dir.path().join(".kubedav/keys/secret").exists(),
+        "made only when needed"
+    );
+    let made = store
+        .create(request("alice", "kept key", "write", "", ""))
+        .await
+        .unwrap();
+    assert!(fixture.dir.path().join(".kubedav/keys/secret").exists());
+    let restarted = fixture.replica_with(Duration::from_millis(500), None);
+    assert!(restarted.verify("alice", &made.password).await.unwrap().is_ok());
+    let other_key = fixture.replica_with(Duration::from_millis(500), Some(vec![9; 32]));
+    assert_eq!(
+        other_key.verify("alice", &made.password).await.unwrap().err(),
+        Some(Refused::Unknown)
+    );
 }

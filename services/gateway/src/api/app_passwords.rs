@@ -100,6 +100,29 @@ pub async fn answer(gateway: &Gateway, request: Request, principal: Principal, r
     })
 }
 
+/// The account page (`{base}/.kubedav/account`) of `principal`.
+pub async fn page(gateway: &Gateway, principal: Principal) -> Response {
+    let Some(auth) = &gateway.auth else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "this server has no authentication, so no app passwords",
+        );
+    };
+    if principal.kind() == "app-password" {
+        return error(
+            StatusCode::FORBIDDEN,
+            "an app password cannot manage app passwords: sign in",
+        );
+    }
+    let user = principal.name().to_owned();
+    match auth.list_app_passwords(ListAppPasswordsRequest { user }).await {
+        Ok(list) => {
+            super::account::render(gateway.config.base_path.as_str(), &principal, &list.app_passwords)
+        }
+        Err(status) => error(crate::http::errors::http_status(status.code()), status.message()),
+    }
+}
+
 /// The JSON body of a `POST`, or the 4xx that says what is wrong with it.
 async fn body(request: Request) -> Result<Create, Response> {
     let json_type = request

@@ -1,10 +1,11 @@
 //! kubedav's own HTTP APIs, under `{base}/.kubedav/` (a name no WebDAV path can take):
-//! app passwords ([`app_passwords`]). Every state-changing call must prove it comes
+//! app passwords ([`app_passwords`]), and the page that manages them ([`account`]). Every state-changing call must prove it comes
 //! from kubedav's own pages or from a script, never from another site's page riding on
 //! the browser's credentials ([`csrf`]).
 //!
 //! Answers are JSON; errors too: `{"error": "what was wrong"}`.
 
+pub mod account;
 pub mod app_passwords;
 pub mod csrf;
 

@@ -83,8 +83,14 @@ pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> Http
     }
     if info.is_collection {
         let viewer = Viewer::of(&request);
-        let writable = may_write(gateway, &request, viewer, &target.path);
-        return listing(gateway, &target.path, head, writable, viewer).await;
+        let principal = Principal::of(&request);
+        let offers = crate::handlers::listing::Offers {
+            write: may_write(gateway, &request, viewer, &target.path),
+            account: gateway.auth.is_some()
+                && !principal.name().is_empty()
+                && principal.kind() != "app-password",
+        };
+        return listing(gateway, &target.path, head, offers, viewer).await;
     }
     let (ranges, chunks) = match asked {
         Some(_) if !if_range_holds(headers, &validators) => {
@@ -579,11 +585,11 @@ async fn listing(
     gateway: &Gateway,
     path: &VolumePath,
     head: bool,
-    writable: bool,
+    offers: crate::handlers::listing::Offers,
     viewer: Option<&Viewer>,
 ) -> HttpResult {
     let members = members(gateway, path, viewer).await?;
-    let html = crate::handlers::listing::render(&gateway.config.base_path, path, members, writable);
+    let html = crate::handlers::listing::render(&gateway.config.base_path, path, members, offers);
     let mut response = if head {
         Response::new(Body::empty())
     } else {

@@ -11,7 +11,7 @@ use kubedav_api::path::VolumePath;
 use std::fmt::Write;
 
 /// The page's script and style sheet: (path below the base path, content type, body).
-pub const ASSETS: [(&str, &str, &str); 2] = [
+pub const ASSETS: [(&str, &str, &str); 3] = [
     (
         "/.kubedav-ui/app.js",
         "text/javascript; charset=utf-8",
@@ -22,6 +22,11 @@ pub const ASSETS: [(&str, &str, &str); 2] = [
         "text/css; charset=utf-8",
         include_str!("ui/app.css"),
     ),
+    (
+        "/.kubedav-ui/account.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/account.js"),
+    ),
 ];
 
 /// The Content-Security-Policy of the page: scripts, styles and requests from kubedav's
@@ -29,12 +34,22 @@ pub const ASSETS: [(&str, &str, &str); 2] = [
 pub const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
      img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// What a page offers the one who asked for it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Offers {
+    /// Uploads, new folders, rename and delete (the server refuses them for read-only
+    /// users whatever the page shows).
+    pub write: bool,
+    /// A link to the signed-in user's app passwords (`{base}/.kubedav/account`).
+    pub account: bool,
+}
+
 /// Renders the page of `dir` with `members`: collections first, then files, each group
 /// sorted by name; sizes in binary units, dates in HTTP format (UTC); names escaped and
-/// links percent-encoded; breadcrumbs and a link to the parent unless `dir` is the root.
-/// With `writable`, the page offers uploads, new folders, rename and delete (the server
-/// refuses them for read-only users whatever the page shows). Every link is below `base`.
-pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, writable: bool) -> String {
+/// links percent-encoded; breadcrumbs and a link to the parent unless `dir` is the root;
+/// what `offers` says. Every link is below `base`.
+pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, offers: Offers) -> String {
+    let writable = offers.write;
     members.sort_by(|a, b| {
         b.is_collection
             .cmp(&a.is_collection)
@@ -51,6 +66,12 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, wri
          <body data-collection=\"{}\" data-writable=\"{writable}\">\n",
         escape(&href(dir, true))
     );
+    if offers.account {
+        let _ = writeln!(
+            html,
+            "<a id=\"account-link\" href=\"{prefix}/.kubedav/account\">App passwords</a>"
+        );
+    }
     breadcrumbs(&mut html, base, dir);
     let _ = write!(
         html,
@@ -164,7 +185,10 @@ mod tests {
                 info("docs/<a&b>.txt", false, 1),
                 info("docs/zdir", true, 0),
             ],
-            true,
+            Offers {
+                write: true,
+                account: false,
+            },
         );
         let zdir = html.find(">zdir/<").unwrap();
         let a = html.find(">&lt;a&amp;b&gt;.txt<").unwrap();
@@ -178,7 +202,7 @@ mod tests {
 
     #[test]
     fn root_has_no_parent_link() {
-        assert!(!render(&BasePath::root(), &VolumePath::root(), vec![], true).contains("../"));
+        assert!(!render(&BasePath::root(), &VolumePath::root(), vec![], Offers::default()).contains("../"));
     }
 
     #[test]

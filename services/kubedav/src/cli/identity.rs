@@ -114,14 +114,14 @@ pub(crate) struct CredentialArgs {
 pub(crate) const MIN_SECRET_KEY_BYTES: usize = 32;
 
 impl CredentialArgs {
-    /// The app passwords' settings under `secret` (the configured or kept key).
-    pub(crate) fn app_passwords(&self, secret: &[u8]) -> kubedav_auth::app_passwords::AppPasswordsConfig {
-        use hmac::{Hmac, KeyInit, Mac};
-        let mut mac =
-            <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes any key size");
-        mac.update(b"kubedav app passwords v1");
+    /// The app passwords' settings: hashed under a key from `secret` (the configured
+    /// one), or from one kept with the data when `None`.
+    pub(crate) fn app_passwords(
+        &self,
+        secret: Option<Vec<u8>>,
+    ) -> kubedav_auth::app_passwords::AppPasswordsConfig {
         kubedav_auth::app_passwords::AppPasswordsConfig {
-            key: mac.finalize().into_bytes().into(),
+            secret,
             freshness: Duration::from_millis(self.app_password_freshness_ms),
             last_used_every: Duration::from_secs(3600),
             clock: std::sync::Arc::new(std::time::SystemTime::now),

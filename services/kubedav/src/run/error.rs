@@ -47,10 +47,6 @@ pub(crate) enum RunError {
     )]
     SecretKey(usize),
 
-    /// The records kept with the data cannot be read or written.
-    #[error("the records kept with the data (.kubedav/): {}", .0.message())]
-    Records(tonic::Status),
-
     /// The identity provider's settings are wrong (the message names the flag).
     #[error("{0}")]
     IdentityProvider(String),

@@ -1,5 +1,6 @@
 //! Real client programs the suites run: any program with its output checked
-//! ([`run`]), and davfs2 mounts ([`davfs2_mount`]).
+//! ([`run`]), davfs2 mounts ([`davfs2_mount`]), and the Pythons of the tools cache
+//! ([`tool_python`]: webdav4's, the browser tests').
 
 use std::path::Path;
 use tokio::process::Command;
@@ -80,4 +81,17 @@ pub(crate) async fn davfs2_mount(url: &str, dir: &Path, credentials: Option<(&st
     )
     .await;
     Mounted(mount)
+}
+
+/// The Python a client test runs: `variable` when `make test` set it, else what the
+/// script `need` in scripts/ installs and prints.
+pub(crate) fn tool_python(variable: &str, need: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| {
+        let script = format!("{}/../../scripts/{need}", env!("CARGO_MANIFEST_DIR"));
+        let output = std::process::Command::new("bash")
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    })
 }
