@@ -147,7 +147,9 @@ async fn made_listed_scoped_and_revoked_through_the_api(mode: Mode) {
         !Value::Array(listed.clone()).to_string().contains(&writer[12..]),
         "no secret is listed"
     );
-    assert_eq!(listed[1]["path"], "/docs");
+    let listed_reader = listed.iter().find(|shown| shown["name"] == "reader").unwrap();
+    assert_eq!(listed_reader["path"], "/docs");
+    assert_eq!(listed_reader["permission"], "read");
 
     // Used with Basic: the writer writes anywhere, the reader reads /docs only.
     assert_eq!(

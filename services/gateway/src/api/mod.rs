@@ -1,9 +1,11 @@
 //! kubedav's own HTTP APIs, under `{base}/.kubedav/` (a name no WebDAV path can take):
-//! app passwords ([`app_passwords`]), and the page that manages them ([`account`]). Every state-changing call must prove it comes
-//! from kubedav's own pages or from a script, never from another site's page riding on
-//! the browser's credentials ([`csrf`]).
+//! app passwords ([`app_passwords`]), and the page that manages them ([`account`]).
+//! Every state-changing call must prove it comes from kubedav's own pages or from a
+//! script, never from another site's page riding on the browser's credentials
+//! ([`csrf`]).
 //!
-//! Answers are JSON; errors too: `{"error": "what was wrong"}`.
+//! Answers are JSON, errors too (`{"error": "what was wrong"}`), but the account page's
+//! HTML.
 
 pub mod account;
 pub mod app_passwords;
@@ -45,6 +47,9 @@ pub async fn answer(gateway: &Gateway, request: Request, api: String) -> Respons
     match (parts.next(), parts.next()) {
         (Some("app-passwords"), rest) => {
             app_passwords::answer(gateway, request, principal, rest.unwrap_or("")).await
+        }
+        (Some("account"), None) if request.method() == http::Method::GET => {
+            app_passwords::page(gateway, principal).await
         }
         _ => error(
             StatusCode::NOT_FOUND,

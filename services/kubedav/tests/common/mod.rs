@@ -390,7 +390,13 @@ impl Server {
                 ];
                 let mut auth_process = None;
                 if let Some(file) = users_file {
-                    let mut auth_cmd = vec!["--users-file".into(), file.display().to_string()];
+                    // The auth target keeps app passwords through fileio's records.
+                    let mut auth_cmd = vec![
+                        "--users-file".into(),
+                        file.display().to_string(),
+                        "--fileio-url".into(),
+                        format!("http://{grpc}"),
+                    ];
                     auth_cmd.extend(auth_args.iter().map(|s| s.to_string()));
                     let (auth, auth_grpc, auth_admin) = start_service("auth", "auth", &auth_cmd, &envs).await;
                     admin.push(("auth", auth_admin));
