@@ -297,6 +297,7 @@ class Wiring:
                          open(os.path.join(self.work, f"{pname}.log")).read())
 
     def run(self):
+        self.idp_noted = set()
         # Redis first, then the gRPC services, then the HTTP edge: the order Kubernetes
         # would converge to.
         def rank(w):
@@ -327,6 +328,15 @@ class Wiring:
             for line in open(os.path.join(self.work, f"{name}.log")):
                 if "registered as fileio replica" in line or "access policy loaded" in line:
                     print(f"wiring: {name}: {line.strip()}")
+                if "identity provider unreachable" in line and name not in self.idp_noted:
+                    self.idp_noted.add(name)
+                    print(f"wiring: {name}: {line.strip()}")
+        # With an identity provider, the HTTP edge offers Bearer beside Basic.
+        if any(w["spec"]["template"]["spec"]["containers"][0].get("env") and any(
+                e.get("name") == "KUBEDAV_OIDC_ISSUER" for e in w["spec"]["template"]["spec"]["containers"][0]["env"])
+               for w in self.workloads):
+            if not self.idp_noted:
+                raise SystemExit("wiring: an identity provider is configured, but no process tried to reach it")
                 if '"target":"kubedav::audit"' in line and "audit lines" not in self.audited:
                     self.audited.add("audit lines")
                     print(f"wiring: {name}: audit lines, the first: {line.strip()}")

@@ -439,6 +439,42 @@ reach the running process. */}}
 {{- end }}
 {{- end -}}
 
+{{/* The identity provider, for the processes that verify credentials or offer Bearer. */}}
+{{- define "kubedav.oidcEnv" -}}
+{{- with .Values.auth.oidc }}
+{{- if .issuer }}
+- name: KUBEDAV_OIDC_ISSUER
+  value: {{ .issuer | quote }}
+- name: KUBEDAV_OIDC_CLIENT_ID
+  value: {{ .clientId | quote }}
+{{- if .audience }}
+- name: KUBEDAV_OIDC_AUDIENCE
+  value: {{ .audience | quote }}
+{{- end }}
+- name: KUBEDAV_OIDC_USERNAME_CLAIM
+  value: {{ .usernameClaim | quote }}
+- name: KUBEDAV_OIDC_GROUPS_CLAIM
+  value: {{ .groupsClaim | quote }}
+- name: KUBEDAV_OIDC_USER_PREFIX
+  value: {{ .userPrefix | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The Secret holding the key app passwords are hashed under. */}}
+{{- define "kubedav.secretKeySecretName" -}}
+{{- .Values.auth.secretKey.existingSecret | default (printf "%s-secret-key" (include "kubedav.fullname" .)) -}}
+{{- end -}}
+
+{{/* The secret key, for the process that keeps app passwords. */}}
+{{- define "kubedav.secretKeyEnv" -}}
+- name: KUBEDAV_SECRET_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "kubedav.secretKeySecretName" . }}
+      key: secret
+{{- end -}}
+
 {{/* The users file, for the process that verifies credentials. */}}
 {{- define "kubedav.usersEnv" -}}
 - name: KUBEDAV_USERS_FILE

@@ -40,7 +40,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 72] = [
+const FLAGS: [(&str, Option<&str>); 85] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -90,6 +90,19 @@ const FLAGS: [(&str, Option<&str>); 72] = [
     ("markdown-max-depth", Some("256")),
     ("markdown-timeout-seconds", Some("5")),
     ("allow-unauthenticated", None),
+    ("oidc-issuer", Some("")),
+    ("oidc-audience", None),
+    ("oidc-client-id", Some("kubedav")),
+    ("oidc-username-claim", Some("sub")),
+    ("oidc-groups-claim", Some("groups")),
+    ("oidc-user-prefix", Some("oidc-")),
+    ("oidc-ca-file", None),
+    ("oidc-jwks-refresh-seconds", Some("300")),
+    ("oidc-jwks-min-refresh-seconds", Some("10")),
+    ("oidc-jwks-max-age-seconds", Some("21600")),
+    ("oidc-leeway-seconds", Some("60")),
+    ("secret-key", None),
+    ("app-password-freshness-ms", Some("500")),
     ("locks-url", Some("http://127.0.0.1:9093")),
     ("markdown-url", Some("http://127.0.0.1:9094")),
     ("max-body-bytes", Some("17179869184")),
@@ -174,6 +187,8 @@ fn help_lists_every_flag_under_its_service() {
         "Replicas and Redis",
         "Locks (targets all, locks):",
         "Authentication",
+        "Identity provider (targets all, auth, gateway):",
+        "App passwords (targets all, auth):",
         "Markdown for agents",
         "Logs and admin (every target):",
     ];
