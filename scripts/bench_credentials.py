@@ -80,11 +80,12 @@ WORKLOADS = [
 ]
 
 
-def measure(deployment, path, args, authorization, seconds):
-    """One wrk run: (requests/s, µs of CPU per request)."""
+def measure(deployment, path, args, authorization, seconds, refused):
+    """One wrk run: (requests/s, µs of CPU per request); `refused`: every answer must be
+    a refusal (a bogus token's 401)."""
     headers = ["-H", f"Authorization: {authorization}"] if authorization else []
     before = cpu_seconds(deployment.pids())
-    requests, rate = benchkit.wrk(deployment.url + path, 16, seconds, [*headers, *args], {"DEPTH": "0"})
+    requests, rate = benchkit.wrk(deployment.url + path, 16, seconds, [*headers, *args], {"DEPTH": "0"}, refused)
     used = cpu_seconds(deployment.pids()) - before
     return rate, used / max(requests, 1) * 1e6
 
@@ -147,8 +148,8 @@ def main():
                     order = list(kinds) if round_ % 2 == 0 else list(reversed(list(kinds)))
                     for kind in order:
                         deployment, authorization = kinds[kind]
-                        figures[kind].append(
-                            measure(deployments[deployment], path, args, authorization, options.seconds))
+                        figures[kind].append(measure(deployments[deployment], path, args, authorization,
+                                                     options.seconds, kind.startswith("bogus")))
                 for kind in kinds:
                     rates = " / ".join(f"{r:7.0f}" for r, _ in figures[kind])
                     cpus = " / ".join(f"{c:6.1f}" for _, c in figures[kind])

@@ -53,14 +53,20 @@ def announced(log, what, timeout=30):
     sys.exit(f"kubedav did not announce {what}; see {log}")
 
 
-def wrk(url, connections, seconds, args=(), env=None):
+def wrk(url, connections, seconds, args=(), env=None, refused=False):
     """One wrk run (2 threads) on `url`: (requests, requests/s). Exits, showing wrk's
-    report, when any answer was not 2xx."""
+    report, when any answer was not 2xx, or, with `refused` (what an attacker sends),
+    when any answer was."""
     out = subprocess.run(
         ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", *args, url],
         capture_output=True, text=True, timeout=seconds + 60, env={**os.environ, **(env or {})},
     ).stdout
-    if "Non-2xx" in out:
+    if refused:
+        answered = re.search(r"(\d+) requests in", out)
+        failed = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+        if not answered or not failed or failed.group(1) != answered.group(1):
+            sys.exit(f"answers other than refusals from {url}:\n{out}")
+    elif "Non-2xx" in out:
         sys.exit(f"non-2xx answers from {url}:\n{out}")
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))

@@ -228,7 +228,7 @@ impl BearerVerifier {
         if !key.algorithms.contains(&alg) {
             return Err(Refusal::Algorithm);
         }
-        let validation = &self.validations[&alg];
+        let validation = self.validations.get(&alg).ok_or(Refusal::Algorithm)?;
         let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key.key, validation)
             .map_err(|e| match e.kind() {
                 ErrorKind::InvalidSignature => Refusal::Signature,
