@@ -142,7 +142,8 @@ helm template kd "$CHART" --set metrics.serviceMonitor.enabled=true | grep '^kin
   || fail "metrics.serviceMonitor.enabled=true rendered no ServiceMonitor"
 ! helm template kd "$CHART" | grep '^kind: ServiceMonitor' >/dev/null || fail "auto rendered a ServiceMonitor without the CRD"
 ! helm template kd "$CHART" --set auth.existingSecret=u --set grpcAuth.existingSecret=g \
-    --set redis.bundled.auth.existingSecret=r --set auth.sharedCache.existingSecret=c | grep 'ensure-secrets' >/dev/null \
+    --set redis.bundled.auth.existingSecret=r --set auth.sharedCache.existingSecret=c \
+    --set auth.secretKey.existingSecret=k | grep 'ensure-secrets' >/dev/null \
   || fail "a hook was rendered although every secret is given"
 echo "ok  serviceMonitor forced on by true, auto off under helm template; no hook when every secret is given"
 

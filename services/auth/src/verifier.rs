@@ -30,6 +30,10 @@ static ATTEMPTS: LazyLock<CounterFamily> = LazyLock::new(|| {
         &["outcome"],
     )
 });
+/// The series of [`ATTEMPTS`] by [`Outcome`] (its number), looked up once.
+static OUTCOMES: LazyLock<[Counter; 3]> = LazyLock::new(|| {
+    ["allowed", "denied", "throttled"].map(|outcome| ATTEMPTS.with_label_values(&[outcome]))
+});
 static CACHE_HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("auth", "hit"));
 static CACHE_MISSES: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("auth", "miss"));
 static CRYPTS: LazyLock<Counter> = LazyLock::new(|| {
@@ -357,12 +361,8 @@ fn shared_unavailable(error: &redis::RedisError) {
 }
 
 fn answer(outcome: Outcome, retry_after: Duration, cached: bool) -> VerifyResponse {
-    let label = match outcome {
-        Outcome::Allowed => "allowed",
-        Outcome::Denied => "denied",
-        Outcome::Throttled => "throttled",
-    };
-    ATTEMPTS.with_label_values(&[label]).inc();
+    // Allowed = 0, Denied = 1, Throttled = 2, as the proto numbers them.
+    OUTCOMES[outcome as usize].inc();
     let retry_after_seconds =
         u32::try_from(retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0)).unwrap_or(u32::MAX);
     VerifyResponse {
@@ -378,19 +378,8 @@ fn answer(outcome: Outcome, retry_after: Duration, cached: bool) -> VerifyRespon
 fn allowed(principal: &Principal, cached: bool) -> VerifyResponse {
     let mut reply = answer(Outcome::Allowed, Duration::ZERO, cached);
     reply.principal = Some(principal.clone());
-    VERIFICATIONS
-        .with_label_values(&[kind_label(&principal.kind), if cached { "hit" } else { "miss" }])
-        .inc();
+    crate::metrics::count_good(&principal.kind, cached);
     reply
-}
-
-/// The metric's `kind` for a principal's credential kind.
-fn kind_label(kind: &str) -> &str {
-    if kind == "app-password" {
-        "app_password"
-    } else {
-        kind
-    }
 }
 
 /// The principal of an htpasswd user.

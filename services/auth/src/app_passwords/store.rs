@@ -89,7 +89,7 @@ pub struct AppPasswords {
     /// The key hashes are made under, once known.
     key: Arc<tokio::sync::OnceCell<[u8; 32]>>,
     /// What was read of each record, for [`AppPasswordsConfig::freshness`]:
-    /// `(user folder, id)` to the record, or `None` when there was none.
+    /// `(user, id)` to the record, or `None` when there was none.
     read: Cache<(String, String), Option<Arc<Stored>>>,
     /// App passwords whose last use was written lately.
     used_written: Cache<String, ()>,
@@ -241,7 +241,7 @@ impl AppPasswords {
                 data: data.into(),
             })
             .await?;
-        self.read.invalidate(&(folder, id));
+        self.read.invalidate(&(stored.user.clone(), id));
         crate::metrics::APP_PASSWORDS
             .with_label_values(&["created"])
             .inc();
@@ -258,7 +258,7 @@ impl AppPasswords {
         let names = self.records.list(list(&folder)).await?.names;
         let mut shown_all = Vec::new();
         for id in names.iter().filter(|n| secret::is_id(n)) {
-            let Some(stored) = self.fetch(&folder, id).await? else {
+            let (Some(stored), _) = self.fetch(user, id).await? else {
                 continue;
             };
             let used = self.last_used(&folder, id).await?;
@@ -282,7 +282,7 @@ impl AppPasswords {
         }
         self.records.delete(delete(&key)).await?;
         self.records.delete(delete(&format!("{key}.used"))).await?;
-        self.read.invalidate(&(folder, id.to_owned()));
+        self.read.invalidate(&(user.to_owned(), id.to_owned()));
         crate::metrics::APP_PASSWORDS
             .with_label_values(&["revoked"])
             .inc();
@@ -300,9 +300,7 @@ impl AppPasswords {
         let Some(id) = secret::id_of(password) else {
             return Ok(Err(Refused::Unknown));
         };
-        let folder = user_folder(user);
-        let kept = self.read.contains_key(&(folder.clone(), id.to_owned()));
-        let Some(stored) = self.fetch(&folder, id).await? else {
+        let (Some(stored), kept) = self.fetch(user, id).await? else {
             return Ok(Err(Refused::Unknown));
         };
         let hash = self.hash(password).await?;
@@ -316,7 +314,7 @@ impl AppPasswords {
         }
         if self.used_written.get(&stored.id).is_none() {
             self.used_written.insert(stored.id.clone(), ());
-            self.write_last_use(&folder, &stored.id, now);
+            self.write_last_use(&user_folder(user), &stored.id, now);
         }
         let principal = Principal {
             user: stored.user.clone(),
@@ -330,18 +328,20 @@ impl AppPasswords {
         Ok(Ok((principal, kept)))
     }
 
-    /// The record of `id` in `folder`, as read within the freshness bound.
-    async fn fetch(&self, folder: &str, id: &str) -> Result<Option<Arc<Stored>>, Status> {
-        let cache_key = (folder.to_owned(), id.to_owned());
+    /// `user`'s record of `id`, as read within the freshness bound, and whether it was
+    /// kept (read lately) rather than read now.
+    async fn fetch(&self, user: &str, id: &str) -> Result<(Option<Arc<Stored>>, bool), Status> {
+        let cache_key = (user.to_owned(), id.to_owned());
         if let Some(kept) = self.read.get(&cache_key) {
-            return Ok(kept);
+            return Ok((kept, true));
         }
+        let folder = user_folder(user);
         let found = self.records.get(get(&format!("{folder}/{id}"))).await?;
         let stored = if found.found {
             match serde_json::from_slice::<Stored>(&found.data) {
                 Ok(stored) => Some(Arc::new(stored)),
                 Err(e) => {
-                    tracing::error!(target: "kubedav", folder, id, "an app password's record is unreadable ({e}); it is refused");
+                    tracing::error!(target: "kubedav", user, id, "an app password's record is unreadable ({e}); it is refused");
                     None
                 }
             }
@@ -349,7 +349,7 @@ impl AppPasswords {
             None
         };
         self.read.insert(cache_key, stored.clone());
-        Ok(stored)
+        Ok((stored, false))
     }
 
     async fn last_used(&self, folder: &str, id: &str) -> Result<Option<i64>, Status> {
@@ -433,13 +433,14 @@ fn shown(stored: &Stored, used: Option<i64>) -> AppPassword {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-            let _ = write!(out, "{b:02x}");
-            out
-        })
+    // Two table lookups a byte: every app password's use makes one of these.
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 fn get(key: &str) -> GetRecordRequest {
