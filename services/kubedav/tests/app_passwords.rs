@@ -33,6 +33,19 @@ async fn create(at: &str, user: (&str, &str), body: Value) -> (StatusCode, Value
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// The app passwords `user` holds, as the API lists them.
+async fn list(at: &str, user: (&str, &str)) -> Value {
+    client()
+        .get(format!("{at}/.kubedav/app-passwords"))
+        .basic_auth(user.0, Some(user.1))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 async fn status_with(url: &str, method: &str, user: &str, password: &str) -> StatusCode {
     client()
         .request(method.parse().unwrap(), url)
@@ -95,15 +108,7 @@ async fn made_listed_scoped_and_revoked_through_the_api(mode: Mode) {
         .await
         .unwrap();
     assert_eq!(text_plain.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    let listed: Value = client()
-        .get(format!("{base}/.kubedav/app-passwords"))
-        .basic_auth(carol.0, Some(carol.1))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = list(&base, carol).await;
     assert_eq!(listed, json!([]), "nothing was made by the refused calls");
 
     // Made from kubedav's own origin: shown once, listed without its secret.
@@ -132,15 +137,7 @@ async fn made_listed_scoped_and_revoked_through_the_api(mode: Mode) {
     .await;
     assert_eq!(status, StatusCode::CREATED, "{reader}");
     let reader_password = reader["password"].as_str().unwrap().to_owned();
-    let listed: Value = client()
-        .get(format!("{base}/.kubedav/app-passwords"))
-        .basic_auth(carol.0, Some(carol.1))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = list(&base, carol).await;
     let listed = listed.as_array().unwrap();
     assert_eq!(listed.len(), 2);
     assert!(

@@ -35,18 +35,10 @@ struct Create {
 
 /// Answers a call to `app-passwords/{rest}`.
 pub async fn answer(gateway: &Gateway, request: Request, principal: Principal, rest: &str) -> Response {
-    let Some(auth) = &gateway.auth else {
-        return error(
-            StatusCode::NOT_FOUND,
-            "this server has no authentication, so no app passwords",
-        );
+    let auth = match managing(gateway, &principal) {
+        Ok(auth) => auth,
+        Err(refused) => return *refused,
     };
-    if principal.kind() == "app-password" {
-        return error(
-            StatusCode::FORBIDDEN,
-            "an app password cannot manage app passwords: sign in with your password, the identity provider or a bearer token",
-        );
-    }
     let user = principal.name().to_owned();
     let outcome = match (request.method().clone(), rest) {
         (Method::GET, "") => auth
@@ -102,18 +94,10 @@ pub async fn answer(gateway: &Gateway, request: Request, principal: Principal, r
 
 /// The account page (`{base}/.kubedav/account`) of `principal`.
 pub async fn page(gateway: &Gateway, principal: Principal) -> Response {
-    let Some(auth) = &gateway.auth else {
-        return error(
-            StatusCode::NOT_FOUND,
-            "this server has no authentication, so no app passwords",
-        );
+    let auth = match managing(gateway, &principal) {
+        Ok(auth) => auth,
+        Err(refused) => return *refused,
     };
-    if principal.kind() == "app-password" {
-        return error(
-            StatusCode::FORBIDDEN,
-            "an app password cannot manage app passwords: sign in",
-        );
-    }
     let user = principal.name().to_owned();
     match auth.list_app_passwords(ListAppPasswordsRequest { user }).await {
         Ok(list) => {
@@ -121,6 +105,27 @@ pub async fn page(gateway: &Gateway, principal: Principal) -> Response {
         }
         Err(status) => error(crate::http::errors::http_status(status.code()), status.message()),
     }
+}
+
+/// The auth service that keeps `principal`'s app passwords, or why it may not manage
+/// them: no authentication here, or it signed in with an app password.
+fn managing<'g>(
+    gateway: &'g Gateway,
+    principal: &Principal,
+) -> Result<&'g dyn kubedav_api::auth::Auth, Box<Response>> {
+    let Some(auth) = &gateway.auth else {
+        return Err(Box::new(error(
+            StatusCode::NOT_FOUND,
+            "this server has no authentication, so no app passwords",
+        )));
+    };
+    if principal.kind() == "app-password" {
+        return Err(Box::new(error(
+            StatusCode::FORBIDDEN,
+            "an app password cannot manage app passwords: sign in with your password, the identity provider or a bearer token",
+        )));
+    }
+    Ok(&**auth)
 }
 
 /// The JSON body of a `POST`, or the 4xx that says what is wrong with it.
