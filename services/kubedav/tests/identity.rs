@@ -167,6 +167,29 @@ async fn bearer_tokens_work_on_every_method_and_their_groups_decide(mode: Mode) 
         "{metrics}"
     );
     assert!(metrics.contains("kubedav_auth_idp_up 1"), "{metrics}");
+
+    // Bogus tokens count against the address as wrong passwords do: after 20 refusals
+    // (one above) it is locked out, and answered 429 without a signature check.
+    let mut refusals = 1;
+    loop {
+        let answer = with_token(&server, "GET", "/team/", &tampered, "").await;
+        if answer == StatusCode::TOO_MANY_REQUESTS {
+            break;
+        }
+        assert_eq!(answer, StatusCode::UNAUTHORIZED);
+        refusals += 1;
+        assert!(
+            refusals <= 20,
+            "still checking signatures after {refusals} bogus tokens"
+        );
+    }
+    let metrics = metric_text(admin).await;
+    assert!(
+        metrics.contains(&format!(
+            "kubedav_auth_verifications_total{{kind=\"bearer\",result=\"signature\"}} {refusals}"
+        )),
+        "{metrics}"
+    );
 }
 
 async fn rclone_copies_a_tree_in_and_out_with_a_bearer_token(mode: Mode) {
