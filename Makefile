@@ -54,7 +54,7 @@ loadtest: build
 	DURATION=$(DURATION) RATE=$(RATE) VUS=$(VUS) LATENCY_SCALE=$(LATENCY_SCALE) bash scripts/loadtest.sh $(SCENARIO) $(MODE)
 
 # The cargo-fuzz targets of services/fuzz (If header, XML request bodies, path decoding,
-# Range, Accept, HTML to Markdown), FUZZ_SECONDS each (900) on their committed corpora;
+# Range, Accept, credentials, HTML to Markdown), FUZZ_SECONDS each (900) on their committed corpora;
 # installs nightly and cargo-fuzz when missing. FUZZ_TARGETS picks some, FUZZ_MINIMIZE=1
 # shrinks the corpora afterwards. CI runs each for 30 s.
 fuzz:

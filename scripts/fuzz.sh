@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
 SECONDS_EACH=${FUZZ_SECONDS:-900}
-TARGETS=${FUZZ_TARGETS:-"if_header xml_request path_decode range accept convert"}
+TARGETS=${FUZZ_TARGETS:-"if_header xml_request path_decode range accept convert credentials"}
 CARGO_FUZZ_VERSION=0.13.2
 FUZZ_DIR=services/fuzz
 
