@@ -40,7 +40,10 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(text.len(), LENGTH);
             assert!(is_id(id), "{id:?}");
         }
-        assert!(VERIFIER.verify_with_keys_held(text).is_err(), "a made-up token was accepted: {text:?}");
+        assert!(
+            VERIFIER.verify_with_keys_held(text).is_err(),
+            "a made-up token was accepted: {text:?}"
+        );
     }
     let Ok(value) = http::HeaderValue::from_bytes(data) else {
         return;
