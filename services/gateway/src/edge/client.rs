@@ -92,10 +92,21 @@ impl TrustedProxies {
 
     /// The client's address for a request that came from `peer`.
     pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        self.resolve(peer, headers).0
+    }
+
+    /// [`TrustedProxies::client`], and whether `peer` is a trusted proxy (whose
+    /// `X-Forwarded-Proto` is then believed): one look at the list for both.
+    pub fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> (IpAddr, bool) {
         let peer = canonical(peer);
         if !self.contains(peer) {
-            return peer;
+            return (peer, false);
         }
+        (self.forwarded_client(peer, headers), true)
+    }
+
+    /// The client a trusted proxy `peer` names in the forwarding headers.
+    fn forwarded_client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
         let mut hops = forwarded_hops(headers);
         let mut client = peer;
         // From the right: skip our own proxies; the first other address is the client.
@@ -160,7 +171,7 @@ fn hop_address(hop: &str) -> Option<IpAddr> {
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is.
-pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
+fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
@@ -252,6 +263,9 @@ mod tests {
         // From an untrusted peer the header is the client's own claim.
         assert_eq!(trusted.client(ip("198.51.100.1"), &forwarded), ip("198.51.100.1"));
         assert_eq!(trusted.client(ip("127.0.0.1"), &forwarded), ip("203.0.113.9"));
+        // Whether the peer is a proxy whose X-Forwarded-Proto is believed.
+        assert!(trusted.resolve(ip("127.0.0.1"), &forwarded).1);
+        assert!(!trusted.resolve(ip("198.51.100.1"), &forwarded).1);
         // The client wrote the leftmost entries; the proxies appended the rest.
         let spoofed = headers(&[("x-forwarded-for", "1.2.3.4, 203.0.113.9, 10.0.0.5")]);
         assert_eq!(trusted.client(ip("10.0.0.7"), &spoofed), ip("203.0.113.9"));

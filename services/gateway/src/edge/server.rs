@@ -115,9 +115,9 @@ pub async fn serve(
                     let (app, activity, trusted) = (app.clone(), activity.clone(), config.trusted_proxies.clone());
                     TowerToHyperService::new(tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                         let in_flight = activity.begin();
-                        let client = trusted.client(peer.ip(), request.headers());
+                        let (client, via_proxy) = trusted.resolve(peer.ip(), request.headers());
                         request.extensions_mut().insert(ClientIp(client));
-                        if !trusted.is_empty() && trusted.contains(crate::edge::client::canonical(peer.ip())) {
+                        if via_proxy {
                             request.extensions_mut().insert(crate::request::FromTrustedProxy);
                         }
                         if request.version() <= http::Version::HTTP_11 {
