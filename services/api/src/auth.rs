@@ -5,9 +5,10 @@ use crate::pb::auth::v1 as pb;
 use tonic::Status;
 
 pub use pb::{
-    AppPassword, AppPasswordCreated, AppPasswordList, CreateAppPasswordRequest, ListAppPasswordsRequest,
-    Principal, RevokeAppPasswordRequest, RevokeAppPasswordResponse, VerifyRequest, VerifyResponse,
-    verify_response,
+    AppPassword, AppPasswordCreated, AppPasswordList, BeginSignInRequest, CreateAppPasswordRequest,
+    FinishSignInRequest, ListAppPasswordsRequest, Principal, RevokeAppPasswordRequest,
+    RevokeAppPasswordResponse, SignInStarted, SignOutRequest, SignedIn, SignedOut, VerifyRequest,
+    VerifyResponse, verify_response,
 };
 
 /// Credential verification, as the gateway sees it. See
@@ -29,4 +30,10 @@ pub trait Auth: Send + Sync + 'static {
         &self,
         request: RevokeAppPasswordRequest,
     ) -> Result<RevokeAppPasswordResponse, Status>;
+    /// Start a browser's sign-in at the identity provider.
+    async fn begin_sign_in(&self, request: BeginSignInRequest) -> Result<SignInStarted, Status>;
+    /// Finish it: a session for the user the provider vouched for.
+    async fn finish_sign_in(&self, request: FinishSignInRequest) -> Result<SignedIn, Status>;
+    /// End a session everywhere.
+    async fn sign_out(&self, request: SignOutRequest) -> Result<SignedOut, Status>;
 }

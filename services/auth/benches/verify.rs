@@ -79,6 +79,7 @@ fn bearer_core(dir: &std::path::Path, cache_ttl: Duration) -> AuthCore {
                 ..Freshness::default()
             },
             ca_file: None,
+            sign_in: None,
         }),
         allow_plaintext: false,
         cache_ttl,

@@ -1,17 +1,17 @@
 //! The auth service's metrics of every credential kind: verifications by kind and
-//! result, and app passwords made and revoked. (The identity provider's own are in
+//! result, app passwords made and revoked, browser sign-ins and accounts suspended. (The identity provider's own are in
 //! `oidc::metrics`.)
 
 use kubedav_metrics::{Counter, CounterFamily};
 use std::sync::LazyLock;
 
 /// `kubedav_auth_verifications_total{kind, result}`: every credential checked, by kind
-/// (`password`, `bearer`, `app_password`) and result (`hit`: a kept verification,
+/// (`password`, `bearer`, `app_password`, `session`) and result (`hit`: a kept verification,
 /// `miss`: checked in full and good, `refused`, and for bearer tokens the reason).
 pub(crate) static VERIFICATIONS: LazyLock<CounterFamily> = LazyLock::new(|| {
     CounterFamily::new(
         "kubedav_auth_verifications_total",
-        "Credentials verified, by kind (password, bearer, app_password) and result (hit, miss, or why it was refused).",
+        "Credentials verified, by kind (password, bearer, app_password, session) and result (hit, miss, or why it was refused).",
         &["kind", "result"],
     )
 });
@@ -25,9 +25,28 @@ pub(crate) static APP_PASSWORDS: LazyLock<CounterFamily> = LazyLock::new(|| {
     )
 });
 
+/// `kubedav_auth_sign_ins_total{result}`: browser sign-ins through the identity
+/// provider, by result (`started`, `completed`, `refused`, `signed_out`).
+pub(crate) static SIGN_INS: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
+        "kubedav_auth_sign_ins_total",
+        "Browser sign-ins through the identity provider, by result (started, completed, refused, signed_out).",
+        &["result"],
+    )
+});
+
+/// `kubedav_auth_accounts_suspended_total`: identity provider accounts whose refresh
+/// token the provider refused (disabled, deleted, grant revoked).
+pub(crate) static ACCOUNTS_SUSPENDED: LazyLock<Counter> = LazyLock::new(|| {
+    kubedav_metrics::counter(
+        "kubedav_auth_accounts_suspended_total",
+        "Identity provider accounts suspended because the provider refused their refresh token (disabled, deleted or revoked).",
+    )
+});
+
 /// The series of good verifications, looked up once (a labelled lookup hashes and
 /// locks): `[kind][cached]`, kinds as [`KINDS`].
-static GOOD: LazyLock<[[Counter; 2]; 3]> = LazyLock::new(|| {
+static GOOD: LazyLock<[[Counter; 2]; 4]> = LazyLock::new(|| {
     KINDS.map(|kind| {
         [
             VERIFICATIONS.with_label_values(&[kind, "miss"]),
@@ -37,7 +56,7 @@ static GOOD: LazyLock<[[Counter; 2]; 3]> = LazyLock::new(|| {
 });
 
 /// The credential kinds, as the metric's `kind` label spells them.
-const KINDS: [&str; 3] = ["password", "bearer", "app_password"];
+const KINDS: [&str; 4] = ["password", "bearer", "app_password", "session"];
 
 /// Counts a good verification of a principal of `kind` (`password`, `bearer`,
 /// `app-password`), `cached` or checked in full.
@@ -45,6 +64,7 @@ pub(crate) fn count_good(kind: &str, cached: bool) {
     let index = match kind {
         "bearer" => 1,
         "app-password" => 2,
+        "session" => 3,
         _ => 0,
     };
     GOOD[index][usize::from(cached)].inc();
@@ -61,4 +81,8 @@ pub(crate) fn register() {
     for event in ["created", "revoked"] {
         APP_PASSWORDS.with_label_values(&[event]);
     }
+    for result in ["started", "completed", "refused", "signed_out"] {
+        SIGN_INS.with_label_values(&[result]);
+    }
+    LazyLock::force(&ACCOUNTS_SUSPENDED);
 }

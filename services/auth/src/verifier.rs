@@ -5,13 +5,16 @@ use crate::metrics::VERIFICATIONS;
 use crate::oidc::{Oidc, OidcConfig};
 use crate::pool::{Busy, CryptPool};
 use crate::shared::SharedCache;
+use crate::sign_in::SignIn;
+use crate::sign_in::accounts::Standing;
 use crate::throttle::{FailedPairs, Throttle, address_key};
 use crate::users::{StoredHash, parse};
 use hmac::{Hmac, KeyInit, Mac};
 use kubedav_api::auth::{
-    AppPasswordCreated, AppPasswordList, Auth, CreateAppPasswordRequest, ListAppPasswordsRequest, Principal,
-    RevokeAppPasswordRequest, RevokeAppPasswordResponse, VerifyRequest, VerifyResponse,
-    verify_response::Outcome,
+    AppPasswordCreated, AppPasswordList, Auth, BeginSignInRequest, CreateAppPasswordRequest,
+    FinishSignInRequest, ListAppPasswordsRequest, Principal, RevokeAppPasswordRequest,
+    RevokeAppPasswordResponse, SignInStarted, SignOutRequest, SignedIn, SignedOut, VerifyRequest,
+    VerifyResponse, verify_response::Outcome,
 };
 use kubedav_metrics::{Counter, CounterFamily};
 use moka::sync::Cache;
@@ -106,6 +109,7 @@ struct Inner {
     cache: Option<Cache<Key, Kept>>,
     oidc: Option<Oidc>,
     app_passwords: std::sync::OnceLock<AppPasswords>,
+    sign_in: std::sync::OnceLock<Arc<SignIn>>,
     key: [u8; 32],
     pool: CryptPool,
     throttle_users: Throttle,
@@ -187,6 +191,7 @@ impl AuthCore {
                 cache,
                 oidc,
                 app_passwords: std::sync::OnceLock::new(),
+                sign_in: std::sync::OnceLock::new(),
                 key,
                 dummy,
                 shared: shared.filter(|_| !config.cache_ttl.is_zero()),
@@ -199,16 +204,77 @@ impl AuthCore {
         Ok(core)
     }
 
-    /// Starts fetching the identity provider's keys and keeping them fresh, if there is
-    /// a provider. Needs a Tokio runtime.
+    /// Starts fetching the identity provider's keys and keeping them fresh, and checking
+    /// its accounts' standing when browser sign-in is on, if there is a provider. Needs
+    /// a Tokio runtime; call it after [`AuthCore::set_app_passwords`].
     pub fn start_identity_provider(&self) -> Option<tokio::task::JoinHandle<()>> {
-        self.inner.oidc.as_ref().map(Oidc::start)
+        let keys = self.inner.oidc.as_ref().map(Oidc::start)?;
+        let accounts = self.inner.sign_in.get().map(SignIn::keep_accounts_checked);
+        Some(tokio::spawn(async move {
+            if let Some(accounts) = accounts {
+                let _ = tokio::join!(keys, accounts);
+            } else {
+                let _ = keys.await;
+            }
+        }))
     }
 
     /// Accepts the app passwords kept in `app_passwords` (set once, at start; without
-    /// them, app passwords can be neither made nor used).
+    /// them, app passwords can be neither made nor used), and keeps browser sessions
+    /// and provider accounts in the same records, under the same secret, when browser
+    /// sign-in is configured.
     pub fn set_app_passwords(&self, app_passwords: AppPasswords) {
+        if let Some(oidc) = &self.inner.oidc
+            && let Some(config) = self.inner.config.oidc.as_ref().and_then(|c| c.sign_in.clone())
+        {
+            let claims = &self.inner.config.oidc.as_ref().expect("configured").claims;
+            let sign_in = SignIn::new(
+                oidc.bearer.keys().clone(),
+                claims,
+                config,
+                app_passwords.records(),
+                app_passwords.secret_key(),
+                app_passwords.freshness(),
+                app_passwords.clock(),
+            );
+            let _ = self.inner.sign_in.set(Arc::new(sign_in));
+        }
         let _ = self.inner.app_passwords.set(app_passwords);
+    }
+
+    /// The browser sign-in, or why there is none.
+    fn sign_in(&self) -> Result<&SignIn, Status> {
+        self.inner.sign_in.get().map(|s| &**s).ok_or_else(|| {
+            Status::failed_precondition(
+                "browser sign-in is not configured: give the auth service --oidc-issuer, the client secret (--oidc-client-secret-file or KUBEDAV_OIDC_CLIENT_SECRET), --secret-key and --fileio-url",
+            )
+        })
+    }
+
+    /// Whether `user` is one of the identity provider's users (by the prefix of its id).
+    fn provider_user(&self, user: &str) -> bool {
+        self.inner
+            .config
+            .oidc
+            .as_ref()
+            .is_some_and(|c| !c.claims.user_prefix.is_empty() && user.starts_with(&c.claims.user_prefix))
+    }
+
+    /// Whether app passwords of `user` may be made and used: always for the users
+    /// file's users; for the provider's, only while kubedav can tell their account is in
+    /// good standing (docs/security.md, "App passwords and the identity provider").
+    async fn app_passwords_allowed(&self, user: &str) -> Result<Result<(), String>, Status> {
+        if !self.provider_user(user) {
+            return Ok(Ok(()));
+        }
+        let Some(sign_in) = self.inner.sign_in.get() else {
+            return Ok(Err("app passwords of the identity provider's users need browser sign-in (a client secret), so that kubedav can tell when the account is disabled".to_owned()));
+        };
+        Ok(match sign_in.standing(user).await? {
+            Standing::Good => Ok(()),
+            Standing::Suspended(why) => Err(format!("{why}; sign in through the file manager again")),
+            Standing::Unknown => Err("sign in through the file manager once, so that kubedav can tell when your account is disabled".to_owned()),
+        })
     }
 
     /// The app passwords, or why there are none.
@@ -483,7 +549,17 @@ impl AuthCore {
         request: &VerifyRequest,
         address: &str,
     ) -> Result<VerifyResponse, Status> {
-        match app_passwords.verify(&request.user, &request.password).await? {
+        let verified = match app_passwords.verify(&request.user, &request.password).await? {
+            Ok(good) => match self.app_passwords_allowed(&request.user).await? {
+                Ok(()) => Ok(good),
+                Err(why) => {
+                    tracing::info!(user = %request.user, "app password refused: {why}");
+                    Err(crate::app_passwords::Refused::AccountSuspended)
+                }
+            },
+            Err(why) => Err(why),
+        };
+        match verified {
             Ok((principal, kept)) => {
                 self.logged_in(request, address);
                 Ok(allowed(&principal, kept))
@@ -499,6 +575,26 @@ impl AuthCore {
                 Ok(reply)
             }
         }
+    }
+
+    /// A browser's session cookie. A made-up one is refused by its tag, without a read,
+    /// and counts against the address like a wrong password.
+    async fn verify_session(&self, request: &VerifyRequest, address: &str) -> Result<VerifyResponse, Status> {
+        let found = match self.inner.sign_in.get() {
+            Some(sign_in) => sign_in.session(&request.session).await?,
+            None => None,
+        };
+        if let Some((principal, kept)) = found {
+            return Ok(allowed(&principal, kept));
+        }
+        VERIFICATIONS.with_label_values(&["session", "refused"]).inc();
+        if !address.is_empty() && self.inner.throttle_addresses.failure(address) {
+            LOCKOUTS.inc();
+            tracing::warn!(client = %request.client_address, "too many refused credentials: address locked out");
+        }
+        let mut reply = answer(Outcome::Denied, Duration::ZERO, false);
+        reply.reason = "the session has ended: sign in again".to_owned();
+        Ok(reply)
     }
 
     /// A refused password: counted against the user and the address.
@@ -521,7 +617,24 @@ impl Auth for AuthCore {
         &self,
         request: CreateAppPasswordRequest,
     ) -> Result<AppPasswordCreated, Status> {
-        self.app_passwords()?.create(request).await
+        let app_passwords = self.app_passwords()?;
+        let owner = request.owner.as_ref().map(|o| o.user.clone()).unwrap_or_default();
+        if let Err(why) = self.app_passwords_allowed(&owner).await? {
+            return Err(Status::failed_precondition(why));
+        }
+        app_passwords.create(request).await
+    }
+
+    async fn begin_sign_in(&self, request: BeginSignInRequest) -> Result<SignInStarted, Status> {
+        self.sign_in()?.begin(request).await
+    }
+
+    async fn finish_sign_in(&self, request: FinishSignInRequest) -> Result<SignedIn, Status> {
+        self.sign_in()?.finish(request).await
+    }
+
+    async fn sign_out(&self, request: SignOutRequest) -> Result<SignedOut, Status> {
+        self.sign_in()?.sign_out(request).await
     }
 
     async fn list_app_passwords(&self, request: ListAppPasswordsRequest) -> Result<AppPasswordList, Status> {
@@ -544,6 +657,9 @@ impl Auth for AuthCore {
         }
         if !request.bearer_token.is_empty() {
             return Ok(self.verify_bearer(&request, &address).await);
+        }
+        if !request.session.is_empty() {
+            return self.verify_session(&request, &address).await;
         }
         if secret::id_of(&request.password).is_some()
             && let Some(app_passwords) = self.inner.app_passwords.get()

@@ -17,4 +17,4 @@ pub mod request;
 mod state;
 
 pub use request::SENDFILE_ABOVE;
-pub use state::{Gateway, GatewayConfig, Ports};
+pub use state::{Gateway, GatewayConfig, Ports, SignInSettings};

@@ -45,6 +45,10 @@ pub struct GatewayConfig {
     /// Whether bearer tokens are accepted (an identity provider is configured): 401s
     /// then offer Bearer beside Basic.
     pub bearer_tokens: bool,
+    /// Browser sign-in through the identity provider (`--public-url` with an issuer):
+    /// navigations without credentials are sent to it, and a session cookie
+    /// authenticates the file manager.
+    pub sign_in: Option<SignInSettings>,
     /// Users who may only read.
     pub read_only_users: std::collections::HashSet<String>,
     /// The access policy (`--policy`) the gateway starts with: who may do what to which
@@ -89,6 +93,7 @@ impl Default for GatewayConfig {
             auth_realm: "kubedav".into(),
             anonymous_read: false,
             bearer_tokens: false,
+            sign_in: None,
             read_only_users: Default::default(),
             policy: None,
             markdown_max_bytes: 16 << 20,
@@ -202,4 +207,12 @@ impl Gateway {
             .map_err(|status| format!("fileio: {}", status.message()))?;
         Ok(())
     }
+}
+
+/// Where browsers reach the gateway, for the browser sign-in.
+#[derive(Clone, Debug)]
+pub struct SignInSettings {
+    /// `--public-url` without a trailing slash (`https://files.example.com`): the
+    /// provider sends browsers back to it + `{base}/.kubedav/callback`.
+    pub public_url: String,
 }

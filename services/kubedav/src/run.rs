@@ -119,6 +119,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
             } else {
                 credentials::without_key();
             }
+            core.start_identity_provider();
             let ready = identity_provider_note(core.clone());
             let service = AuthGrpc::new(Arc::new(core)).into_service();
             serve(&cli, service, ready, shutdown).await
@@ -177,6 +178,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
     let auth = if cli.auth.users_file.is_some() || cli.oidc.enabled() {
         let core = auth_core(cli)?;
         credentials::keep_app_passwords(cli, &core, records, true)?;
+        core.start_identity_provider();
         // /readyz says when the provider cannot be reached; it never fails for that.
         let _ = identity_provider_note(core.clone());
         Some(Arc::new(core) as Arc<dyn Auth>)
@@ -483,7 +485,7 @@ fn copy_store(dir: std::path::PathBuf) -> CopyStore {
 /// The auth core: the users file (watched for changes) and the identity provider (its
 /// keys fetched in the background), sharing verifications through Redis when configured.
 fn auth_core(cli: &Cli) -> Result<AuthCore, RunError> {
-    let config = cli.auth_config();
+    let config = cli.auth_config().map_err(RunError::IdentityProvider)?;
     let shared = if let Some(url) = cli.auth.auth_cache_redis.get() {
         let secret = cli
             .auth
@@ -513,7 +515,6 @@ fn auth_core(cli: &Cli) -> Result<AuthCore, RunError> {
         }
     })?;
     core.watch(Duration::from_secs(cli.auth.users_reload_seconds.max(1)));
-    core.start_identity_provider();
     Ok(core)
 }
 

@@ -330,6 +330,162 @@ async fn kubedav_starts_while_the_provider_is_down(mode: Mode) {
     assert_eq!(text, "ready\n");
 }
 
+/// The file manager's sign-in through the provider's own login page, in headless
+/// Chromium (`tests/clients/browser_sign_in.py`): a session that uploads and makes an
+/// app password; a page of another origin on the same host that tries to write, make
+/// an app password and sign the user out, with the session cookie and then with Basic
+/// credentials the browser sends, and does none of it; a sign-out that ends the session
+/// for every client; and the app password refused soon after the account is disabled
+/// at the provider.
+async fn the_file_manager_signs_in_through_the_provider(mode: Mode) {
+    let port = kubedav_testkit::free_port();
+    let public_url = format!("http://127.0.0.1:{port}");
+    let mut idp = Idp::start(&accounts(), &[format!("{public_url}/.kubedav/callback")]);
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path(), &[("carol", "carol-password")]);
+    let secret_file = dir.path().join("client-secret");
+    std::fs::write(&secret_file, format!("{}\n", kubedav_testkit::idp::CLIENT_SECRET)).unwrap();
+    let issuer = idp.issuer();
+    let listen = format!("127.0.0.1:{port}");
+    let envs = [
+        ("KUBEDAV_OIDC_ISSUER", issuer.as_str()),
+        ("KUBEDAV_OIDC_CLIENT_SECRET_FILE", secret_file.to_str().unwrap()),
+        ("KUBEDAV_OIDC_SCOPES", "openid profile groups offline_access"),
+        ("KUBEDAV_OIDC_ACCOUNT_CHECK_SECONDS", "1"),
+        ("KUBEDAV_PUBLIC_URL", public_url.as_str()),
+        (
+            "KUBEDAV_SECRET_KEY",
+            "a secret key of at least thirty-two bytes, for tests",
+        ),
+    ];
+    let server = Server::start_auth(mode, Some(&users), &[], &["--listen", &listen], &envs).await;
+    // The provider's keys are fetched in the background: sign-in waits for them.
+    assert!(
+        eventually_async(Duration::from_secs(10), || async {
+            !metric_text(server.admin_of(if mode == Mode::AllInOne { "all" } else { "auth" }))
+                .await
+                .contains("kubedav_auth_idp_up 0")
+        })
+        .await
+    );
+    let python = common::tools::tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let shots = match std::env::var("KUBEDAV_SCREENSHOTS") {
+        Ok(shots) => std::path::PathBuf::from(shots),
+        Err(_) => dir.path().to_owned(),
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_sign_in.py");
+    let output = common::tools::run(
+        &python,
+        &[
+            script,
+            &public_url,
+            shots.to_str().unwrap(),
+            "alice",
+            "alice-password",
+            "carol",
+            "carol-password",
+        ],
+        None,
+    )
+    .await;
+    assert!(output.contains("sign-in ok"), "{output}");
+    eprintln!("{output}");
+    let line = |prefix: &str| {
+        output
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {output}"))
+            .to_owned()
+    };
+    let basic = |path: &str, method: &str, user: &str, password: &str| {
+        client()
+            .request(method.parse().unwrap(), server.url(path))
+            .basic_auth(user, Some(password))
+            .body("written")
+    };
+
+    // The upload landed, as the signed-in user made it.
+    let uploaded = basic("/hello.txt", "GET", "carol", "carol-password")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(uploaded.text().await.unwrap(), "hello from the browser\n");
+    // Nothing the other origin tried happened, with the cookie or with Basic.
+    for stolen in ["/stolen.txt", "/stolen-form.txt", "/stolen-dir/"] {
+        let found = basic(stolen, "GET", "carol", "carol-password")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(found.status(), StatusCode::NOT_FOUND, "{stolen}: {output}");
+    }
+    let alice_token = idp.token("alice", "alice-password").await.unwrap();
+    let listed = |credential: reqwest::RequestBuilder| async move {
+        let answer = credential.send().await.unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
+        answer.json::<serde_json::Value>().await.unwrap()
+    };
+    let alices = listed(
+        client()
+            .get(server.url("/.kubedav/app-passwords"))
+            .bearer_auth(&alice_token),
+    )
+    .await;
+    assert_eq!(alices.as_array().unwrap().len(), 1, "{alices}");
+    let carols = listed(basic("/.kubedav/app-passwords", "GET", "carol", "carol-password")).await;
+    assert_eq!(carols.as_array().unwrap().len(), 0, "{carols}");
+
+    // The session ended for every client at sign-out.
+    let session = line("session: ");
+    let with_cookie = client()
+        .get(server.url("/"))
+        .header("cookie", format!("kubedav-session={session}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_cookie.status(), StatusCode::UNAUTHORIZED);
+    let metrics = metric_text(server.admin_of(if mode == Mode::AllInOne { "all" } else { "auth" })).await;
+    assert!(
+        metrics.contains("kubedav_auth_sign_ins_total{result=\"completed\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("kubedav_auth_sign_ins_total{result=\"signed_out\"} 1"),
+        "{metrics}"
+    );
+
+    // The app password works until the account is disabled at the provider, then stops
+    // within the check period (1 s here) and the freshness bound.
+    let app = line("app: ");
+    let user = "oidc-u-alice";
+    let put = basic("/app.txt", "PUT", user, &app).send().await.unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    idp.set_disabled("alice", true);
+    let disabled_at = std::time::Instant::now();
+    assert!(
+        eventually_async(Duration::from_secs(10), || async {
+            basic("/app.txt", "GET", user, &app)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                == StatusCode::UNAUTHORIZED
+        })
+        .await,
+        "the app password of a disabled account still works"
+    );
+    let took = disabled_at.elapsed();
+    // The bound: one check period, the freshness (0.5 s) and the provider's answer.
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?}, past the bound of 1.5 s and the provider's answer"
+    );
+    let metrics = metric_text(server.admin_of(if mode == Mode::AllInOne { "all" } else { "auth" })).await;
+    assert!(
+        metrics.contains("kubedav_auth_accounts_suspended_total 1"),
+        "{metrics}"
+    );
+}
+
 /// The first key of a keys file's JSON.
 fn first_key(keys_json: &str) -> String {
     let keys: serde_json::Value = serde_json::from_str(keys_json).unwrap();
@@ -341,4 +497,5 @@ in_both_modes!(
     rclone_copies_a_tree_in_and_out_with_a_bearer_token,
     rotated_keys_verify_without_a_restart,
     kubedav_starts_while_the_provider_is_down,
+    the_file_manager_signs_in_through_the_provider,
 );

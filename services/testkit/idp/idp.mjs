@@ -106,6 +106,11 @@ const provider = new Provider(issuer, {
     await grant.save();
     return grant;
   },
+  // As Keycloak and Dex do for `offline_access`: a refresh token that outlives the
+  // browser's session at the provider, without a consent prompt (oidc-provider itself
+  // grants offline_access only with prompt=consent).
+  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+  expiresWithSession: async () => false,
   interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
   ttl: { AccessToken: tokenTtl, IdToken: 300, Session: 3600, Interaction: 600, Grant: 3600, RefreshToken: 86400 },
   renderError: async (ctx, out) => {

@@ -17,9 +17,9 @@
 pub mod secret;
 mod store;
 
-pub use store::{
-    AREA, AppPasswords, AppPasswordsConfig, KEPT_SECRET, MAX_NAME_CHARS, MAX_PER_USER, Refused, WallClock,
-};
+pub use crate::secret_key::KEPT_SECRET;
+pub(crate) use store::user_folder;
+pub use store::{AREA, AppPasswords, AppPasswordsConfig, MAX_NAME_CHARS, MAX_PER_USER, Refused, WallClock};
 
 #[cfg(test)]
 mod tests;

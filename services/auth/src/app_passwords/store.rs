@@ -2,6 +2,7 @@
 //! records port.
 
 use super::secret;
+use crate::secret_key::SecretKey;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use kubedav_api::auth::{AppPassword, AppPasswordCreated, CreateAppPasswordRequest, Principal};
@@ -16,9 +17,6 @@ use tonic::Status;
 
 /// The records area app passwords live in.
 pub const AREA: &str = "app-passwords";
-
-/// The record that keeps the secret made when none was given: (area, key).
-pub const KEPT_SECRET: (&str, &str) = ("keys", "secret");
 
 /// Most app passwords one user may hold.
 pub const MAX_PER_USER: usize = 100;
@@ -79,6 +77,8 @@ pub enum Refused {
     Unknown,
     /// It has expired.
     Expired,
+    /// Its owner's identity provider account is disabled, or cannot be checked.
+    AccountSuspended,
 }
 
 /// The app passwords of every user. Cheap to clone.
@@ -86,6 +86,8 @@ pub enum Refused {
 pub struct AppPasswords {
     records: Arc<dyn Records>,
     config: AppPasswordsConfig,
+    /// The secret the key comes from.
+    secret_key: SecretKey,
     /// The key hashes are made under, once known.
     key: Arc<tokio::sync::OnceCell<[u8; 32]>>,
     /// What was read of each record, for [`AppPasswordsConfig::freshness`]:
@@ -99,6 +101,7 @@ impl AppPasswords {
     /// App passwords kept in `records`.
     pub fn new(records: Arc<dyn Records>, config: AppPasswordsConfig) -> Self {
         Self {
+            secret_key: SecretKey::new(records.clone(), config.secret.clone()),
             records,
             key: Arc::default(),
             read: Cache::builder()
@@ -120,41 +123,33 @@ impl AppPasswords {
     }
 
     async fn hash(&self, password: &str) -> Result<String, Status> {
-        let key = self.key.get_or_try_init(|| self.load_key()).await?;
+        let key = self
+            .key
+            .get_or_try_init(|| self.secret_key.derive("kubedav app passwords v1"))
+            .await?;
         let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key size");
         mac.update(password.as_bytes());
         Ok(hex(&mac.finalize().into_bytes()))
     }
 
-    /// The key: derived from the given secret, or from the one kept with the data (made
-    /// now when there is none).
-    async fn load_key(&self) -> Result<[u8; 32], Status> {
-        if let Some(secret) = &self.config.secret {
-            return Ok(derive_key(secret));
-        }
-        let (area, key) = KEPT_SECRET;
-        let kept = self
-            .records
-            .get(GetRecordRequest {
-                area: area.into(),
-                key: key.into(),
-            })
-            .await?;
-        if kept.found && kept.data.len() >= 32 {
-            return Ok(derive_key(&kept.data));
-        }
-        let mut secret = vec![0u8; 48];
-        getrandom::fill(&mut secret)
-            .map_err(|e| Status::internal(format!("no randomness for a key: {e}")))?;
-        self.records
-            .put(PutRecordRequest {
-                area: area.into(),
-                key: key.into(),
-                data: secret.clone().into(),
-            })
-            .await?;
-        tracing::info!(target: "kubedav", "made the secret app passwords are hashed under, and kept it with the data (.kubedav/keys/); give --secret-key from a Secret to keep it apart");
-        Ok(derive_key(&secret))
+    /// The secret this store's keys come from, for the other uses of it (sessions).
+    pub fn secret_key(&self) -> SecretKey {
+        self.secret_key.clone()
+    }
+
+    /// How long what was read of a record is used.
+    pub fn freshness(&self) -> Duration {
+        self.config.freshness
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> WallClock {
+        self.config.clock.clone()
+    }
+
+    /// The records it keeps app passwords in.
+    pub fn records(&self) -> Arc<dyn Records> {
+        self.records.clone()
     }
 
     /// Makes an app password for `request.owner`.
@@ -378,16 +373,9 @@ impl AppPasswords {
     }
 }
 
-/// The key of app passwords' hashes, derived from `secret`.
-fn derive_key(secret: &[u8]) -> [u8; 32] {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes any key size");
-    mac.update(b"kubedav app passwords v1");
-    mac.finalize().into_bytes().into()
-}
-
 /// The folder of `user`'s app passwords: the id in base64url (the records' alphabet),
 /// or a hash of it when that would be longer than a name may be.
-fn user_folder(user: &str) -> String {
+pub(crate) fn user_folder(user: &str) -> String {
     let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(user.as_bytes());
     if encoded.len() <= 200 {
         format!("u{encoded}")

@@ -143,6 +143,8 @@ pub struct Verified {
     pub expires_at: u64,
     /// The generation of the keys it was verified with.
     pub keys_generation: Option<u64>,
+    /// Its `nonce` claim (an ID token's), if any.
+    pub nonce: Option<String>,
 }
 
 /// Checks bearer tokens. See the module docs.
@@ -247,6 +249,7 @@ impl BearerVerifier {
             principal: self.principal_of(&claims)?,
             expires_at,
             keys_generation: self.keys.generation(),
+            nonce: claims.get("nonce").and_then(Value::as_str).map(str::to_owned),
         })
     }
 

@@ -3,7 +3,7 @@
 //! provider costs a bounded amount.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -39,7 +39,7 @@ pub enum FetchError {
 /// Fetches JSON documents over HTTP(S), trusting the public roots and an optional CA file.
 #[derive(Clone)]
 pub struct Fetcher {
-    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl Fetcher {
@@ -59,18 +59,61 @@ impl Fetcher {
 
     /// GETs `url` and parses its JSON body as `T`.
     pub async fn json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, FetchError> {
+        let request = http::Request::get(url)
+            .header(http::header::ACCEPT, "application/json")
+            .body(Full::default());
+        let (status, body) = self.send(url, request).await?;
+        if !status.is_success() {
+            return Err(FetchError::Unreachable {
+                url: url.to_owned(),
+                message: format!("answered {status}"),
+            });
+        }
+        parse(url, &body)
+    }
+
+    /// POSTs `form` (`application/x-www-form-urlencoded`) to `url` as the client
+    /// `client_id` with `client_secret` (HTTP Basic, RFC 6749 2.3.1), and answers the
+    /// status and the JSON body: a token endpoint answers errors as JSON too.
+    pub async fn post_form(
+        &self,
+        url: &str,
+        form: &[(&str, &str)],
+        client_id: &str,
+        client_secret: &str,
+    ) -> Result<(http::StatusCode, serde_json::Value), FetchError> {
+        use base64::Engine;
+        let encoded = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+            "{}:{}",
+            encoded(client_id),
+            encoded(client_secret)
+        ));
+        let request = http::Request::post(url)
+            .header(http::header::ACCEPT, "application/json")
+            .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(http::header::AUTHORIZATION, format!("Basic {basic}"))
+            .body(Full::new(Bytes::from(body)));
+        let (status, body) = self.send(url, request).await?;
+        Ok((status, parse(url, &body)?))
+    }
+
+    async fn send(
+        &self,
+        url: &str,
+        request: Result<http::Request<Full<Bytes>>, http::Error>,
+    ) -> Result<(http::StatusCode, Bytes), FetchError> {
         let unreachable = |message: String| FetchError::Unreachable {
             url: url.to_owned(),
             message,
         };
-        let invalid = |message: String| FetchError::Invalid {
+        let request = request.map_err(|e| FetchError::Invalid {
             url: url.to_owned(),
-            message,
-        };
-        let request = http::Request::get(url)
-            .header(http::header::ACCEPT, "application/json")
-            .body(Empty::new())
-            .map_err(|e| invalid(format!("not a URL kubedav can ask: {e}")))?;
+            message: format!("not a URL kubedav can ask: {e}"),
+        })?;
         let fetch = async {
             let response = self
                 .client
@@ -87,15 +130,19 @@ impl Fetcher {
                     ))
                 })?
                 .to_bytes();
-            if !status.is_success() {
-                return Err(unreachable(format!("answered {status}")));
-            }
-            serde_json::from_slice(&body).map_err(|e| invalid(format!("not the JSON expected: {e}")))
+            Ok((status, body))
         };
         tokio::time::timeout(FETCH_TIMEOUT, fetch)
             .await
             .map_err(|_| unreachable(format!("no answer within {} s", FETCH_TIMEOUT.as_secs())))?
     }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(url: &str, body: &[u8]) -> Result<T, FetchError> {
+    serde_json::from_slice(body).map_err(|e| FetchError::Invalid {
+        url: url.to_owned(),
+        message: format!("not the JSON expected: {e}"),
+    })
 }
 
 /// A client error with its causes, which hold what went wrong (refused, TLS, DNS).

@@ -134,6 +134,11 @@ impl KeySet {
         &self.issuer
     }
 
+    /// The client the provider is read with.
+    pub fn fetcher(&self) -> &Fetcher {
+        &self.fetcher
+    }
+
     /// The discovery document, once fetched.
     pub fn discovery(&self) -> Option<Arc<Discovery>> {
         self.discovery.load_full()

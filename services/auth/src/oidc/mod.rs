@@ -28,6 +28,8 @@ pub struct OidcConfig {
     pub freshness: keys::Freshness,
     /// A PEM file of CA certificates to trust for the provider, beside the public roots.
     pub ca_file: Option<PathBuf>,
+    /// The browser sign-in, when a client secret is configured.
+    pub sign_in: Option<crate::sign_in::SignInConfig>,
 }
 
 /// The provider as the auth core uses it.

@@ -1,5 +1,6 @@
 //! kubedav's own HTTP APIs, under `{base}/.kubedav/` (a name no WebDAV path can take):
-//! app passwords ([`app_passwords`]), and the page that manages them ([`account`]).
+//! app passwords ([`app_passwords`]), the page that manages them ([`account`]), and the
+//! browser's sign-in through the identity provider ([`sign_in`]).
 //! Every state-changing call must prove it comes from kubedav's own pages or from a
 //! script, never from another site's page riding on the browser's credentials
 //! ([`csrf`]).
@@ -10,6 +11,7 @@
 pub mod account;
 pub mod app_passwords;
 pub mod csrf;
+pub mod sign_in;
 
 use crate::Gateway;
 use crate::request::Principal;
@@ -36,6 +38,9 @@ pub fn api_path<'p>(gateway: &Gateway, path: &'p str) -> Option<&'p str> {
 
 /// Answers an API call (`api` is what follows `{base}/.kubedav/`).
 pub async fn answer(gateway: &Gateway, request: Request, api: String) -> Response {
+    if sign_in::is_public(&api) {
+        return sign_in::answer(gateway, request, &api).await;
+    }
     let principal = Principal::of(&request);
     if principal.name().is_empty() {
         return error(StatusCode::UNAUTHORIZED, "sign in to use kubedav's API");
@@ -50,6 +55,19 @@ pub async fn answer(gateway: &Gateway, request: Request, api: String) -> Respons
         }
         (Some("account"), None) if request.method() == http::Method::GET => {
             app_passwords::page(gateway, principal).await
+        }
+        // The users file's users in a browser that signs in through the provider: the
+        // Basic credentials asked for on the way here are the sign-in.
+        (Some("sign-in"), Some("password")) if request.method() == http::Method::GET => {
+            let given = url::form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes())
+                .find(|(name, _)| name == "return_to")
+                .map(|(_, value)| value.into_owned());
+            let mut response = StatusCode::SEE_OTHER.into_response();
+            let location = sign_in::return_path(gateway, given.as_deref());
+            if let Ok(value) = HeaderValue::from_str(&location) {
+                response.headers_mut().insert(header::LOCATION, value);
+            }
+            response
         }
         _ => error(
             StatusCode::NOT_FOUND,

@@ -56,6 +56,9 @@ pub enum Credentials {
     },
     /// `Bearer`: a token from the identity provider.
     Bearer(String),
+    /// The session cookie of a browser signed in through the identity provider (only
+    /// without an `Authorization` header).
+    Session(String),
 }
 
 /// The credentials of the `Authorization` header; `None` without one.
@@ -105,23 +108,34 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
         return Either::Left(next(request));
     };
     let read = is_read(request.method());
-    let credentials = match credentials(request.headers()) {
+    let ready = |answer: Response| {
+        Either::Right(Box::pin(std::future::ready(answer)) as futures_util::future::BoxFuture<'a, Response>)
+    };
+    let found = credentials(request.headers()).or_else(|| {
+        gateway.config.sign_in.as_ref()?;
+        let session = crate::api::sign_in::cookie(request.headers(), crate::api::sign_in::SESSION_COOKIE)?;
+        Some(Ok(Credentials::Session(session.to_owned())))
+    });
+    let credentials = match found {
         None if gateway.config.anonymous_read && read => return Either::Left(next(request)),
-        None => {
-            let answer = challenge(gateway, "credentials are required", false);
-            return Either::Right(Box::pin(std::future::ready(answer)));
+        None if public_api(gateway, &request) => return Either::Left(next(request)),
+        None if navigation(gateway, &request) => return ready(to_sign_in(gateway, &request, false)),
+        None => return ready(challenge(gateway, "credentials are required", false)),
+        Some(Ok(Credentials::Session(_))) if public_api(gateway, &request) => {
+            return Either::Left(next(request));
         }
-        Some(Err(problem)) => {
-            let answer = challenge(gateway, problem, false);
-            return Either::Right(Box::pin(std::future::ready(answer)));
+        // A browser sends the cookie whichever page asks: a change needs the proof
+        // that kubedav's own page asked (api::csrf), on WebDAV paths as on the API.
+        Some(Ok(Credentials::Session(_))) if let Err(refused) = crate::api::csrf::check(&request) => {
+            return ready(*refused);
         }
+        Some(Err(problem)) => return ready(challenge(gateway, problem, false)),
         Some(Ok(Credentials::Bearer(_))) if !gateway.config.bearer_tokens => {
-            let answer = challenge(
+            return ready(challenge(
                 gateway,
                 "bearer tokens are not accepted here: no identity provider is configured; use Basic",
                 false,
-            );
-            return Either::Right(Box::pin(std::future::ready(answer)));
+            ));
         }
         Some(Ok(credentials)) => credentials,
     };
@@ -133,6 +147,55 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
         credentials,
         next,
     )))
+}
+
+/// Whether the request is for a part of the API that needs no credentials (the
+/// sign-in's start, the provider's callback, sign-out).
+fn public_api(gateway: &Gateway, request: &Request) -> bool {
+    crate::api::api_path(gateway, request.uri().path()).is_some_and(crate::api::sign_in::is_public)
+}
+
+/// Whether the request is a browser's navigation to a page that the browser sign-in
+/// should answer: a GET the browser says is a navigation (`Sec-Fetch-Mode: navigate`),
+/// not for the API (whose password sign-in asks for Basic).
+fn navigation(gateway: &Gateway, request: &Request) -> bool {
+    gateway.config.sign_in.is_some()
+        && request.method() == Method::GET
+        && request
+            .headers()
+            .get("sec-fetch-mode")
+            .is_some_and(|mode| mode.as_bytes() == b"navigate")
+        && crate::api::api_path(gateway, request.uri().path()).is_none()
+}
+
+/// A 303 to the browser sign-in that comes back to this request's page; `ended`: the
+/// session cookie is cleared too.
+fn to_sign_in(gateway: &Gateway, request: &Request, ended: bool) -> Response {
+    let here = request.uri().path_and_query().map_or("/", |p| p.as_str());
+    let location = crate::api::sign_in::sign_in_location(gateway, here);
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    if ended {
+        clear_session(gateway, &mut response);
+    }
+    response
+}
+
+/// Clears the session cookie (a session that has ended).
+fn clear_session(gateway: &Gateway, response: &mut Response) {
+    let path = match gateway.config.base_path.as_str() {
+        "" => "/",
+        base => base,
+    };
+    let cookie = format!(
+        "{}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Lax",
+        crate::api::sign_in::SESSION_COOKIE
+    );
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
 }
 
 /// The auth service's check of `credentials`, in its span.
@@ -148,7 +211,7 @@ fn verification<'a>(
                 user,
                 password,
                 client_address,
-                bearer_token: String::new(),
+                ..Default::default()
             },
         ),
         Credentials::Bearer(token) => (
@@ -156,6 +219,14 @@ fn verification<'a>(
             VerifyRequest {
                 client_address,
                 bearer_token: token,
+                ..Default::default()
+            },
+        ),
+        Credentials::Session(session) => (
+            tracing::info_span!("auth.verify", kind = "session"),
+            VerifyRequest {
+                client_address,
+                session,
                 ..Default::default()
             },
         ),
@@ -179,6 +250,7 @@ async fn verified<F: Future<Output = Response>>(
         .map(|a| a.0.to_string())
         .unwrap_or_default();
     let bearer = matches!(credentials, Credentials::Bearer(_));
+    let session = matches!(credentials, Credentials::Session(_));
     let verdict = verification(auth, credentials, client_address).await;
     match verdict {
         Ok(reply) => match reply.outcome() {
@@ -208,13 +280,20 @@ async fn verified<F: Future<Output = Response>>(
                 request.extensions_mut().insert(principal);
                 next(request).await
             }
+            Outcome::Denied if session && navigation(gateway, &request) => {
+                to_sign_in(gateway, &request, true)
+            }
             Outcome::Denied => {
                 let reason = if reply.reason.is_empty() {
                     "the user name or password is wrong"
                 } else {
                     reply.reason.as_str()
                 };
-                challenge(gateway, reason, bearer)
+                let mut response = challenge(gateway, reason, bearer);
+                if session {
+                    clear_session(gateway, &mut response);
+                }
+                response
             }
             Outcome::Throttled => {
                 let mut response = HttpError::new(

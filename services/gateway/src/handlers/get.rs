@@ -89,6 +89,7 @@ pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> Http
             account: gateway.auth.is_some()
                 && !principal.name().is_empty()
                 && principal.kind() != "app-password",
+            sign_out: principal.kind() == "session",
         };
         return listing(gateway, &target.path, head, offers, viewer).await;
     }

@@ -42,6 +42,8 @@ pub struct Offers {
     pub write: bool,
     /// A link to the signed-in user's app passwords (`{base}/.kubedav/account`).
     pub account: bool,
+    /// A sign-out button (a browser session through the identity provider).
+    pub sign_out: bool,
 }
 
 /// Renders the page of `dir` with `members`: collections first, then files, each group
@@ -70,6 +72,12 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
         let _ = writeln!(
             html,
             "<a id=\"account-link\" href=\"{prefix}/.kubedav/account\">App passwords</a>"
+        );
+    }
+    if offers.sign_out {
+        let _ = writeln!(
+            html,
+            "<button type=\"button\" id=\"sign-out\" data-href=\"{prefix}/.kubedav/sign-out\">Sign out</button>"
         );
     }
     breadcrumbs(&mut html, base, dir);
@@ -188,6 +196,7 @@ mod tests {
             Offers {
                 write: true,
                 account: false,
+                sign_out: false,
             },
         );
         let zdir = html.find(">zdir/<").unwrap();

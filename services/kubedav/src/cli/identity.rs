@@ -59,7 +59,42 @@ pub(crate) struct OidcArgs {
     /// Seconds of clock difference tolerated in a token's `exp` and `nbf`.
     #[arg(long, env = "KUBEDAV_OIDC_LEEWAY_SECONDS", default_value_t = 60)]
     pub oidc_leeway_seconds: u64,
+
+    /// A file holding kubedav's client secret at the provider (a mounted Secret); the
+    /// variable KUBEDAV_OIDC_CLIENT_SECRET may hold the secret itself instead (never a
+    /// flag: a flag's value shows in the process list). With it the auth service signs
+    /// browsers in (authorization code with PKCE).
+    #[arg(long, env = "KUBEDAV_OIDC_CLIENT_SECRET_FILE")]
+    pub oidc_client_secret_file: Option<PathBuf>,
+
+    /// The scopes a browser sign-in asks for. `offline_access` brings the refresh token
+    /// kubedav checks the account's standing with; add `groups` for Dex.
+    #[arg(
+        long,
+        env = "KUBEDAV_OIDC_SCOPES",
+        default_value = "openid profile offline_access"
+    )]
+    pub oidc_scopes: String,
+
+    /// Seconds between checks, with the stored refresh token, that each signed-in
+    /// account is still in good standing at the provider: the most a disabled account's
+    /// app passwords and sessions keep working.
+    #[arg(long, env = "KUBEDAV_OIDC_ACCOUNT_CHECK_SECONDS", default_value_t = 300)]
+    pub oidc_account_check_seconds: u64,
+
+    /// Seconds a browser session lasts after sign-in.
+    #[arg(long, env = "KUBEDAV_SESSION_LIFETIME_SECONDS", default_value_t = 12 * 3600)]
+    pub session_lifetime_seconds: u64,
+
+    /// The address browsers reach kubedav at, through the Ingress
+    /// (https://files.example.com): with --oidc-issuer it turns the browser sign-in on
+    /// (the provider sends browsers back to it + {base}/.kubedav/callback).
+    #[arg(long, env = "KUBEDAV_PUBLIC_URL")]
+    pub public_url: Option<String>,
 }
+
+/// The variable that may hold the client secret itself.
+pub(crate) const CLIENT_SECRET_VARIABLE: &str = "KUBEDAV_OIDC_CLIENT_SECRET";
 
 impl OidcArgs {
     /// Whether an identity provider is configured.
@@ -67,10 +102,51 @@ impl OidcArgs {
         !self.oidc_issuer.trim().is_empty()
     }
 
+    /// The client secret, from its file or its variable; `None` when neither is given.
+    pub(crate) fn client_secret(&self) -> Result<Option<String>, String> {
+        if let Some(path) = &self.oidc_client_secret_file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                format!(
+                    "--oidc-client-secret-file {}: {e}; mount the client secret there",
+                    path.display()
+                )
+            })?;
+            let secret = text.trim().to_owned();
+            if secret.is_empty() {
+                return Err(format!("--oidc-client-secret-file {} is empty", path.display()));
+            }
+            return Ok(Some(secret));
+        }
+        Ok(std::env::var(CLIENT_SECRET_VARIABLE)
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty()))
+    }
+
+    /// The gateway's browser sign-in, when `--public-url` and a provider are given.
+    pub(crate) fn gateway_sign_in(&self) -> Option<kubedav_gateway::SignInSettings> {
+        let public_url = self.public_url.as_deref()?.trim().trim_end_matches('/');
+        (self.enabled() && !public_url.is_empty()).then(|| kubedav_gateway::SignInSettings {
+            public_url: public_url.to_owned(),
+        })
+    }
+
     /// The auth core's provider settings, if a provider is configured.
-    pub(crate) fn config(&self) -> Option<kubedav_auth::oidc::OidcConfig> {
+    pub(crate) fn config(&self) -> Result<Option<kubedav_auth::oidc::OidcConfig>, String> {
         use kubedav_auth::oidc::{OidcConfig, bearer::Claims, keys::Freshness};
-        self.enabled().then(|| OidcConfig {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        let sign_in = self
+            .client_secret()?
+            .map(|client_secret| kubedav_auth::sign_in::SignInConfig {
+                client_id: self.oidc_client_id.clone(),
+                client_secret,
+                scopes: self.oidc_scopes.clone(),
+                session_lifetime: Duration::from_secs(self.session_lifetime_seconds.max(60)),
+                account_check: Duration::from_secs(self.oidc_account_check_seconds.max(1)),
+            });
+        Ok(Some(OidcConfig {
             issuer: self.oidc_issuer.trim().to_owned(),
             claims: Claims {
                 audience: self
@@ -88,7 +164,8 @@ impl OidcArgs {
                 max_age: Duration::from_secs(self.oidc_jwks_max_age_seconds.max(1)),
             },
             ca_file: self.oidc_ca_file.clone(),
-        })
+            sign_in,
+        }))
     }
 }
 

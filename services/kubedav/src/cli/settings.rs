@@ -29,6 +29,7 @@ impl Cli {
             auth_realm: self.auth.auth_realm.clone(),
             anonymous_read: self.auth.anonymous_read,
             bearer_tokens: self.oidc.enabled(),
+            sign_in: self.oidc.gateway_sign_in(),
             read_only_users: self
                 .auth
                 .read_only_users
@@ -80,8 +81,10 @@ impl MarkdownArgs {
 
 impl Cli {
     /// The auth core's settings: the users file (if any) and the identity provider.
-    pub(crate) fn auth_config(&self) -> kubedav_auth::AuthConfig {
-        self.auth.config(self.auth.users_file.clone(), self.oidc.config())
+    pub(crate) fn auth_config(&self) -> Result<kubedav_auth::AuthConfig, String> {
+        Ok(self
+            .auth
+            .config(self.auth.users_file.clone(), self.oidc.config()?))
     }
 }
 

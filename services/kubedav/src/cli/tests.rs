@@ -40,7 +40,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 85] = [
+const FLAGS: [(&str, Option<&str>); 90] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -101,6 +101,11 @@ const FLAGS: [(&str, Option<&str>); 85] = [
     ("oidc-jwks-min-refresh-seconds", Some("10")),
     ("oidc-jwks-max-age-seconds", Some("21600")),
     ("oidc-leeway-seconds", Some("60")),
+    ("oidc-client-secret-file", None),
+    ("oidc-scopes", Some("openid profile offline_access")),
+    ("oidc-account-check-seconds", Some("300")),
+    ("session-lifetime-seconds", Some("43200")),
+    ("public-url", None),
     ("secret-key", None),
     ("app-password-freshness-ms", Some("500")),
     ("locks-url", Some("http://127.0.0.1:9093")),

@@ -358,7 +358,9 @@ impl Server {
             Mode::AllInOne => {
                 let mut args = vec!["--target=all".into()];
                 args.extend(storage);
-                args.extend(["--listen".into(), any.clone()]);
+                if !names_listen(&extra) {
+                    args.extend(["--listen".into(), any.clone()]);
+                }
                 args.extend(["--admin-listen".into(), any]);
                 if let Some(file) = users_file {
                     args.extend(["--users-file".into(), file.display().to_string()]);
@@ -576,16 +578,23 @@ pub(crate) async fn start_gateway(
 ) -> (Process, SocketAddr, SocketAddr) {
     let mut all = vec![
         "--target=gateway".into(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
         "--admin-listen".into(),
         "127.0.0.1:0".into(),
     ];
+    if !names_listen(args) {
+        all.extend(["--listen".into(), "127.0.0.1:0".into()]);
+    }
     all.extend(args.iter().cloned());
     let mut process = Process::spawn(name, &all, envs);
     let http = process.listening("gateway HTTP").await;
     let admin = process.listening("gateway admin").await;
     (process, http, admin)
+}
+
+/// Whether `args` choose the gateway's address themselves (a test that must know it
+/// before the start, for `--public-url`).
+fn names_listen(args: &[String]) -> bool {
+    args.iter().any(|a| a == "--listen" || a.starts_with("--listen="))
 }
 
 /// A field of /proc/PID/status (VmRSS, VmHWM), in KiB.

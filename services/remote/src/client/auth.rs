@@ -71,4 +71,30 @@ impl Auth for RemoteAuth {
             })
             .await
     }
+
+    async fn begin_sign_in(&self, request: BeginSignInRequest) -> Result<SignInStarted, Status> {
+        self.calls
+            .unary(Budget::Call, request, |mut c, r| async move {
+                c.begin_sign_in(r).await
+            })
+            .await
+    }
+
+    async fn finish_sign_in(&self, request: FinishSignInRequest) -> Result<SignedIn, Status> {
+        self.calls
+            .unary(Budget::Call, request, |mut c, r| async move {
+                c.finish_sign_in(r).await
+            })
+            .await
+    }
+
+    async fn sign_out(&self, request: SignOutRequest) -> Result<SignedOut, Status> {
+        self.calls
+            .unary(
+                Budget::Call,
+                request,
+                |mut c, r| async move { c.sign_out(r).await },
+            )
+            .await
+    }
 }

@@ -59,4 +59,31 @@ impl stubs::auth_server::Auth for AuthGrpc {
             self.inner.revoke_app_password(request.into_inner()).await?,
         ))
     }
+
+    async fn begin_sign_in(
+        &self,
+        request: tonic::Request<BeginSignInRequest>,
+    ) -> Result<tonic::Response<SignInStarted>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.begin_sign_in(request.into_inner()).await?,
+        ))
+    }
+
+    async fn finish_sign_in(
+        &self,
+        request: tonic::Request<FinishSignInRequest>,
+    ) -> Result<tonic::Response<SignedIn>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.finish_sign_in(request.into_inner()).await?,
+        ))
+    }
+
+    async fn sign_out(
+        &self,
+        request: tonic::Request<SignOutRequest>,
+    ) -> Result<tonic::Response<SignedOut>, Status> {
+        Ok(tonic::Response::new(
+            self.inner.sign_out(request.into_inner()).await?,
+        ))
+    }
 }

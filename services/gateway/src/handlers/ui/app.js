@@ -28,8 +28,11 @@
     for (const row of sorted) table.tBodies[0].appendChild(row);
   });
 
+  // Every change carries X-Kubedav-Request: with a session cookie, the server accepts
+  // no write without it (a page of another origin cannot send it).
+  const proof = { "X-Kubedav-Request": "1" };
   const send = (method, url, headers) =>
-    fetch(url, { method, headers: headers || {}, credentials: "same-origin" }).then((response) => {
+    fetch(url, { method, headers: Object.assign({}, proof, headers || {}), credentials: "same-origin" }).then((response) => {
       if (!response.ok) return response.text().then((text) => Promise.reject(new Error(method + " " + response.status + ": " + text)));
       return response;
     });
@@ -125,7 +128,16 @@
   if (!writable) {
     // Files dropped where nothing may be written get a sentence saying so, rather than
     // the browser opening them in place of the page.
-    const drop = document.getElementById("drop");
+    // Sign-out ends the session everywhere, then lets the identity provider end its own.
+  const signOut = document.getElementById("sign-out");
+  if (signOut) {
+    signOut.addEventListener("click", () => {
+      fetch(signOut.dataset.href, { method: "POST", headers: proof, credentials: "same-origin" })
+        .then((response) => response.ok ? response.json() : Promise.reject(new Error("sign-out: " + response.status)))
+        .then((answer) => { location.href = answer.redirect; }, report);
+    });
+  }
+  const drop = document.getElementById("drop");
     drop.addEventListener("dragover", (event) => event.preventDefault());
     drop.addEventListener("drop", (event) => {
       event.preventDefault();
@@ -159,7 +171,7 @@
     let chain = Promise.resolve();
     for (const folder of ordered) {
       const url = here + folder.split("/").map(segment).join("/") + "/";
-      chain = chain.then(() => fetch(url, { method: "MKCOL", credentials: "same-origin" }));
+      chain = chain.then(() => fetch(url, { method: "MKCOL", headers: proof, credentials: "same-origin" }));
     }
     chain.then(() => Promise.all(files.map((f) => put(f, (sent) => {
       done.set(f.path, sent);
@@ -183,6 +195,7 @@
     return new Promise((resolve, reject) => {
       const request = new XMLHttpRequest();
       request.open("PUT", here + entry.path.split("/").map(segment).join("/"));
+      request.setRequestHeader("X-Kubedav-Request", "1");
       request.upload.addEventListener("progress", (event) => {
         progress.value = event.loaded;
         onProgress(event.loaded);
@@ -202,6 +215,15 @@
   for (const id of ["files", "folder"]) {
     const input = document.getElementById(id);
     input.addEventListener("change", () => upload(picked(input)));
+  }
+  // Sign-out ends the session everywhere, then lets the identity provider end its own.
+  const signOut = document.getElementById("sign-out");
+  if (signOut) {
+    signOut.addEventListener("click", () => {
+      fetch(signOut.dataset.href, { method: "POST", headers: proof, credentials: "same-origin" })
+        .then((response) => response.ok ? response.json() : Promise.reject(new Error("sign-out: " + response.status)))
+        .then((answer) => { location.href = answer.redirect; }, report);
+    });
   }
   const drop = document.getElementById("drop");
   drop.addEventListener("dragover", (event) => { event.preventDefault(); drop.classList.add("over"); });
