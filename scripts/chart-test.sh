@@ -213,9 +213,13 @@ printf '%s\n' "apiVersion: v1" "kind: Secret" "metadata: {name: kubedav-s3, name
   "stringData: {AWS_ACCESS_KEY_ID: wiring-key, AWS_SECRET_ACCESS_KEY: wiring-secret}" > "$WORK/s3-secret.yaml"
 # shellcheck disable=SC2046
 helm template kd "$CHART" -n kubedav $(values s3) --set "storage.s3.endpoint=http://127.0.0.1:$S3_PORT" > "$WORK/s3-wiring.yaml"
+# The ha set's identity provider client secret (auth.oidc.existingSecret).
+printf '%s\n' "apiVersion: v1" "kind: Secret" "metadata: {name: kubedav-oidc, namespace: kubedav}" \
+  "stringData: {client-secret: wiring-client-secret}" > "$WORK/oidc-secret.yaml"
 for set in "${SETS[@]}"; do
   manifests=("$WORK/$set.yaml")
   [ "$set" = s3 ] && manifests=("$WORK/s3-wiring.yaml" "$WORK/s3-secret.yaml")
+  [ "$set" = ha ] && manifests=("$WORK/ha.yaml" "$WORK/oidc-secret.yaml")
   WIRING_NAMESPACE=kubedav "$VENV/bin/python" "$REPO/scripts/chart_wiring.py" "${manifests[0]}" "$BIN" "${manifests[@]:1}" \
     > "$WORK/wiring.txt" 2>&1 || { cat "$WORK/wiring.txt"; fail "wiring ($set)"; }
   replicas=$(grep -c 'registered as fileio replica' "$WORK/wiring.txt" || true)

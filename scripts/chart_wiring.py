@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import yaml
@@ -342,6 +343,21 @@ class Wiring:
             for e in w["spec"]["template"]["spec"]["containers"][0].get("env", []))
         if configured and not self.idp_noted:
             raise SystemExit("wiring: an identity provider is configured, but no process tried to reach it")
+        # With a client secret and a public URL, the browser sign-in is on: the gateway
+        # starts it and the auth side, holding the secret, answers that the provider
+        # (which does not answer here) has not been reached, not that sign-in is off.
+        env_names = {e.get("name") for w in self.workloads
+                     for e in w["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+        if configured and {"KUBEDAV_PUBLIC_URL", "KUBEDAV_OIDC_CLIENT_SECRET"} <= env_names:
+            gateway = self.rewrite_hosts(tests[0]["spec"]["containers"][0]["args"][1]).rstrip("/")
+            try:
+                urllib.request.urlopen(f"{gateway}/.kubedav/sign-in", timeout=10)
+                raise SystemExit("wiring: the sign-in started although the provider cannot be reached")
+            except urllib.error.HTTPError as e:
+                page = e.read().decode()
+                if e.code != 503 or "has not been reached" not in page:
+                    raise SystemExit(f"wiring: the browser sign-in answered {e.code}: {page}")
+            print("wiring: browser sign-in: on, waiting for the identity provider")
 
     def stop(self):
         for _, p in self.processes:

@@ -457,7 +457,41 @@ reach the running process. */}}
   value: {{ .groupsClaim | quote }}
 - name: KUBEDAV_OIDC_USER_PREFIX
   value: {{ .userPrefix | quote }}
+- name: KUBEDAV_OIDC_SCOPES
+  value: {{ .scopes | quote }}
+- name: KUBEDAV_OIDC_ACCOUNT_CHECK_SECONDS
+  value: {{ .accountCheckSeconds | quote }}
+- name: KUBEDAV_SESSION_LIFETIME_SECONDS
+  value: {{ .sessionLifetimeSeconds | quote }}
 {{- end }}
+{{- end }}
+{{- if .Values.auth.oidc.issuer }}
+{{- with (include "kubedav.publicUrl" .) }}
+- name: KUBEDAV_PUBLIC_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The address browsers reach kubedav at: gateway.publicUrl, else the first ingress
+host (https when the ingress has TLS); empty without either. */}}
+{{- define "kubedav.publicUrl" -}}
+{{- if .Values.gateway.publicUrl -}}
+{{- .Values.gateway.publicUrl | trimSuffix "/" -}}
+{{- else if and .Values.gateway.ingress.enabled .Values.gateway.ingress.hosts -}}
+{{- $host := (first .Values.gateway.ingress.hosts).host -}}
+{{- if .Values.gateway.ingress.tls }}https{{ else }}http{{ end }}://{{ $host }}
+{{- end -}}
+{{- end -}}
+
+{{/* kubedav's client secret at the provider, for the process that signs browsers in. */}}
+{{- define "kubedav.oidcClientSecretEnv" -}}
+{{- if and .Values.auth.oidc.issuer .Values.auth.oidc.existingSecret }}
+- name: KUBEDAV_OIDC_CLIENT_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.auth.oidc.existingSecret }}
+      key: client-secret
 {{- end }}
 {{- end -}}
 

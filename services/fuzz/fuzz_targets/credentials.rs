@@ -1,14 +1,16 @@
 //! Fuzzes what an unauthenticated client's credentials go through before any secret is
 //! looked at: the `Authorization` header as the gateway reads it (Basic or Bearer, or a
 //! refusal), an app password's shape, and a bearer token checked against a provider's
-//! key (the tests' RSA key): any bytes give credentials or a refusal, never a panic, and
-//! no token the fuzzer makes is ever accepted.
+//! key (the tests' RSA key), and a sign-in's sealed flow as the callback's cookie brings
+//! it: any bytes give credentials or a refusal, never a panic, and no token or flow the
+//! fuzzer makes is ever accepted.
 #![no_main]
 
 use kubedav_auth::app_passwords::secret::{LENGTH, id_of, is_id};
 use kubedav_auth::oidc::bearer::{BearerVerifier, Claims};
 use kubedav_auth::oidc::fetch::Fetcher;
 use kubedav_auth::oidc::keys::{Freshness, KeySet, system_clock};
+use kubedav_auth::sign_in::flow::Flow;
 use kubedav_gateway::edge::auth::{Credentials, credentials};
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, LazyLock};
@@ -41,6 +43,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(is_id(id), "{id:?}");
         }
         assert!(
+            Flow::open(text, &[7; 32], 0).is_err(),
+            "a made-up sign-in flow was accepted: {text:?}"
+        );
+        assert!(
             VERIFIER.verify_with_keys_held(text).is_err(),
             "a made-up token was accepted: {text:?}"
         );
@@ -56,6 +62,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(!user.contains(':'));
             let _ = id_of(&password);
         }
+        Some(Ok(Credentials::Session(_))) => unreachable!("the header never gives a session"),
         Some(Err(_)) => {}
         None => unreachable!("the header is there"),
     }

@@ -7,7 +7,7 @@
 #[macro_use]
 mod common;
 
-use common::{Mode, Server, client, eventually_async, metric_text, users_file};
+use common::{BACKEND, Backend, Mode, Server, client, eventually_async, metric_text, users_file};
 use kubedav_testkit::idp::{Account, Idp};
 use reqwest::StatusCode;
 use std::time::Duration;
@@ -499,3 +499,5 @@ in_both_modes!(
     kubedav_starts_while_the_provider_is_down,
     the_file_manager_signs_in_through_the_provider,
 );
+// Sessions and accounts are records: in the bucket too.
+on_s3!(the_file_manager_signs_in_through_the_provider);
