@@ -630,7 +630,22 @@ impl Auth for AuthCore {
     }
 
     async fn finish_sign_in(&self, request: FinishSignInRequest) -> Result<SignedIn, Status> {
-        self.sign_in()?.finish(request).await
+        let sign_in = self.sign_in()?;
+        let address = address_key(&request.client_address);
+        if !address.is_empty()
+            && let Some(wait) = self.inner.throttle_addresses.locked(&address)
+        {
+            return Err(Status::resource_exhausted(format!(
+                "too many failed sign-ins from your address; try again in {} s",
+                wait.as_secs().max(1)
+            )));
+        }
+        let finished = sign_in.finish(request).await;
+        if finished.is_err() && !address.is_empty() && self.inner.throttle_addresses.failure(&address) {
+            LOCKOUTS.inc();
+            tracing::warn!(client = %address, "too many refused sign-ins: address locked out");
+        }
+        finished
     }
 
     async fn sign_out(&self, request: SignOutRequest) -> Result<SignedOut, Status> {

@@ -484,6 +484,55 @@ async fn the_file_manager_signs_in_through_the_provider(mode: Mode) {
         metrics.contains("kubedav_auth_accounts_suspended_total 1"),
         "{metrics}"
     );
+
+    // A sign-in of its own lets a client call the callback with made-up codes, each a
+    // call to the provider: refusals count against its address, which is then refused
+    // without one. (Last: the address stays locked out for a while.)
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let started = no_redirects
+        .get(server.url("/.kubedav/sign-in"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), StatusCode::SEE_OTHER);
+    let flow = started.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let location = started.headers()["location"].to_str().unwrap().to_owned();
+    let state = location
+        .split(['?', '&'])
+        .find_map(|pair| pair.strip_prefix("state="))
+        .unwrap()
+        .to_owned();
+    let callback = |code: &str| {
+        no_redirects
+            .get(server.url(&format!("/.kubedav/callback?code={code}&state={state}")))
+            .header("cookie", &flow)
+            .send()
+    };
+    let refused = callback("made-up").await.unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let page = refused.text().await.unwrap();
+    assert!(
+        page.contains("the identity provider refused the sign-in"),
+        "{page}"
+    );
+    let mut answers = Vec::new();
+    for _ in 0..25 {
+        answers.push(callback("made-up").await.unwrap().status());
+    }
+    assert_eq!(
+        answers.last(),
+        Some(&StatusCode::TOO_MANY_REQUESTS),
+        "{answers:?}"
+    );
 }
 
 /// The first key of a keys file's JSON.

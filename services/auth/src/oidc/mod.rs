@@ -11,6 +11,7 @@ pub mod bearer;
 pub mod fetch;
 pub mod keys;
 pub(crate) mod metrics;
+pub mod ring_verify;
 #[cfg(test)]
 mod tests;
 
@@ -59,6 +60,9 @@ impl Oidc {
             return Err("--oidc-audience is empty: name the audience kubedav's tokens carry (the client id, or an audience the provider adds)".to_owned());
         }
         metrics::register();
+        if !ring_verify::install() {
+            tracing::debug!("jsonwebtoken's crypto provider was chosen before: signatures are checked by it");
+        }
         let fetcher = fetch::Fetcher::new(config.ca_file.as_deref())?;
         let keys = Arc::new(keys::KeySet::new(
             &config.issuer,

@@ -144,7 +144,10 @@ fn failed(gateway: &Gateway, status: StatusCode, why: &str) -> Response {
 /// The page for a sign-in the auth service refused or could not make.
 fn refused(gateway: &Gateway, status: &tonic::Status) -> Response {
     use tonic::Code;
-    let code = crate::http::errors::http_status(status.code());
+    let code = match status.code() {
+        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        other => crate::http::errors::http_status(other),
+    };
     match status.code() {
         Code::Internal | Code::Unknown | Code::DataLoss => {
             tracing::error!(message = status.message(), "sign-in failed");
@@ -255,6 +258,11 @@ async fn callback(
             code: query_param(&request, "code").unwrap_or_default(),
             state: query_param(&request, "state").unwrap_or_default(),
             redirect_uri: redirect_uri(gateway, &settings.public_url),
+            client_address: request
+                .extensions()
+                .get::<crate::request::ClientIp>()
+                .map(|a| a.0.to_string())
+                .unwrap_or_default(),
         })
         .await;
     let path = format!("{}/.kubedav", gateway.config.base_path.as_str());
