@@ -230,6 +230,9 @@ for set in "${SETS[@]}"; do
     monolithic|ha) grep -q "access policy loaded from /" "$WORK/wiring.txt" && grep -q "audit lines, the first" "$WORK/wiring.txt" \
       || { cat "$WORK/wiring.txt"; fail "wiring ($set): no access policy read from its ConfigMap, or no audit line"; } ;;
   esac
+  if [ "$set" = ha ]; then
+    grep -q "browser sign-in: on" "$WORK/wiring.txt" || { cat "$WORK/wiring.txt"; fail "wiring (ha): the browser sign-in is not on"; }
+  fi
   echo "ok  wiring $set: $(grep -c '^ok ' "$WORK/wiring.txt") smoke steps passed, $replicas fileio replicas registered"
 done
 kill "$S3_PID" 2>/dev/null || true
