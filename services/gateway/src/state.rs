@@ -136,6 +136,8 @@ pub struct Gateway {
     pub policy: Option<crate::access::LivePolicy>,
     /// PROPFIND Depth 0 answers rendered before, answered again while they hold.
     pub(crate) answers: crate::cache::KeptAnswers,
+    /// Credentials the auth service accepted a moment ago.
+    pub(crate) verdicts: crate::edge::verdicts::Verdicts,
     /// Set once shutdown began: HTTP/1 answers carry `Connection: close`.
     draining: std::sync::atomic::AtomicBool,
     /// The process's shutdown signal, read directly ([`Gateway::drain_on`]).
@@ -159,6 +161,7 @@ impl Gateway {
             policy: config.policy.clone().map(crate::access::LivePolicy::new),
             config,
             answers: Default::default(),
+            verdicts: Default::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
             drain_signal: std::sync::OnceLock::new(),
         })

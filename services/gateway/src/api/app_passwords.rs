@@ -68,11 +68,14 @@ pub async fn answer(gateway: &Gateway, request: Request, principal: Principal, r
         }
         (Method::DELETE, id) if !id.is_empty() && !id.contains('/') => auth
             .revoke_app_password(RevokeAppPasswordRequest {
-                user,
+                user: user.clone(),
                 id: id.to_owned(),
             })
             .await
-            .map(|_| json(StatusCode::NO_CONTENT, &Value::Null)),
+            .map(|_| {
+                gateway.verdicts.forget_app_password(&user, id);
+                json(StatusCode::NO_CONTENT, &Value::Null)
+            }),
         (Method::GET | Method::POST | Method::DELETE, _) => {
             return error(
                 StatusCode::NOT_FOUND,

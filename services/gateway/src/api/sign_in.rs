@@ -197,6 +197,13 @@ pub async fn answer(gateway: &Gateway, request: Request, api: &str) -> Response 
                 return *refused;
             }
             let session = cookie(request.headers(), SESSION_COOKIE).unwrap_or("").to_owned();
+            let client = request
+                .extensions()
+                .get::<crate::request::ClientIp>()
+                .map(|a| a.0);
+            gateway
+                .verdicts
+                .forget(&gateway.verdicts.key(client, true, session.as_bytes()));
             let post_logout = format!("{}{}", settings.public_url, home(gateway));
             let ended = if session.is_empty() {
                 Ok(Default::default())

@@ -116,6 +116,38 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
         let session = crate::api::sign_in::cookie(request.headers(), crate::api::sign_in::SESSION_COOKIE)?;
         Some(Ok(Credentials::Session(session.to_owned())))
     });
+    // A credential accepted a moment ago: no call to the auth service (edge::verdicts).
+    let client = request
+        .extensions()
+        .get::<crate::request::ClientIp>()
+        .map(|a| a.0);
+    let remembered = match &found {
+        Some(Ok(Credentials::Session(session))) => {
+            Some(gateway.verdicts.key(client, true, session.as_bytes()))
+        }
+        Some(Ok(_)) => request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|value| gateway.verdicts.key(client, false, value.as_bytes())),
+        _ => None,
+    };
+    if let Some(key) = &remembered
+        && let Some(principal) = gateway.verdicts.get(key)
+    {
+        if matches!(found, Some(Ok(Credentials::Session(_))))
+            && let Err(refused) = crate::api::csrf::check(&request)
+        {
+            return ready(*refused);
+        }
+        return match admitted(gateway, &principal, read) {
+            Ok(()) => {
+                let mut request = request;
+                request.extensions_mut().insert(principal);
+                Either::Left(next(request))
+            }
+            Err(refused) => ready(*refused),
+        };
+    }
     let credentials = match found {
         None if gateway.config.anonymous_read && read => return Either::Left(next(request)),
         None if public_api(gateway, &request) => return Either::Left(next(request)),
@@ -144,9 +176,33 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
         &**auth,
         request,
         read,
-        credentials,
+        (credentials, remembered),
         next,
     )))
+}
+
+/// Whether `principal` may make a request that reads (`read`) or writes: writes need a
+/// user not listed as read-only and a credential not scoped to reading.
+fn admitted(gateway: &Gateway, principal: &Principal, read: bool) -> Result<(), Box<Response>> {
+    if read {
+        return Ok(());
+    }
+    let user = principal.name();
+    if gateway.config.read_only_users.contains(user) {
+        return Err(Box::new(
+            HttpError::new(StatusCode::FORBIDDEN, format!("{user} has read-only access")).into_response(),
+        ));
+    }
+    if principal.read_only() {
+        return Err(Box::new(
+            HttpError::new(
+                StatusCode::FORBIDDEN,
+                "this credential may only read; use one that may write",
+            )
+            .into_response(),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether the request is for a part of the API that needs no credentials (the
@@ -241,7 +297,7 @@ async fn verified<F: Future<Output = Response>>(
     auth: &dyn kubedav_api::auth::Auth,
     mut request: Request,
     read: bool,
-    credentials: Credentials,
+    (credentials, remembered): (Credentials, Option<crate::edge::verdicts::Key>),
     next: impl FnOnce(Request) -> F,
 ) -> Response {
     let client_address = request
@@ -263,19 +319,11 @@ async fn verified<F: Future<Output = Response>>(
                     .into_response();
                 };
                 let principal = Principal::verified(principal);
-                if !read {
-                    let user = principal.name();
-                    if gateway.config.read_only_users.contains(user) {
-                        return HttpError::new(StatusCode::FORBIDDEN, format!("{user} has read-only access"))
-                            .into_response();
-                    }
-                    if principal.read_only() {
-                        return HttpError::new(
-                            StatusCode::FORBIDDEN,
-                            "this credential may only read; use one that may write",
-                        )
-                        .into_response();
-                    }
+                if let Some(key) = remembered {
+                    gateway.verdicts.keep(key, &principal);
+                }
+                if let Err(refused) = admitted(gateway, &principal, read) {
+                    return *refused;
                 }
                 request.extensions_mut().insert(principal);
                 next(request).await

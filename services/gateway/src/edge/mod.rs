@@ -2,7 +2,8 @@
 //! connections it arrives on: [`server`] (connections, their limits and watchdog),
 //! [`client`] (who the client is), [`observe`] (request id, span, metrics, access log,
 //! with [`counting`] bodies), [`sendfile`] (large file bodies sent from the page cache), [`framing`] (requests HTTP/1.1 says to refuse) and
-//! [`auth`] (Basic authentication), and around it all [`cors`] (CORS, compression). May import `http`,
+//! [`auth`] (authentication, with [`verdicts`], the credentials accepted a moment ago),
+//! and around it all [`cors`] (CORS, compression). May import `http`,
 //! `dav::method`, `request` and the state.
 
 pub mod auth;
@@ -15,3 +16,4 @@ pub mod observe;
 pub mod sendfile;
 pub mod server;
 pub mod threads;
+pub mod verdicts;

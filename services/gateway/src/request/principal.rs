@@ -74,7 +74,13 @@ impl Principal {
         self.verified.as_deref().cloned()
     }
 
-    /// The kind of credential: `password`, `bearer`, `app-password` ("" for nobody).
+    /// Which credential of its kind: an app password's id ("" for other kinds).
+    pub fn credential_id(&self) -> &str {
+        self.verified.as_deref().map_or("", |p| p.credential_id.as_str())
+    }
+
+    /// The kind of credential: `password`, `bearer`, `app-password`, `session` ("" for
+    /// nobody).
     pub fn kind(&self) -> &str {
         self.verified.as_deref().map_or("", |p| p.kind.as_str())
     }
