@@ -230,6 +230,15 @@ impl BearerVerifier {
         if !key.algorithms.contains(&alg) {
             return Err(Refusal::Algorithm);
         }
+        // An RSA signature is as long as the key's modulus: any other length is refused
+        // before the key is prepared for a check (what most of a bogus token's cost is).
+        if let jsonwebtoken::DecodingKeyKind::RsaModulusExponent { n, .. } = key.key.kind() {
+            let modulus = n.iter().skip_while(|b| **b == 0).count();
+            let signature = token.rsplit('.').next().map_or(0, |s| s.len() * 3 / 4);
+            if signature != modulus {
+                return Err(Refusal::Signature);
+            }
+        }
         let validation = self.validations.get(&alg).ok_or(Refusal::Algorithm)?;
         let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key.key, validation)
             .map_err(|e| match e.kind() {

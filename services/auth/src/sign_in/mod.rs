@@ -309,7 +309,7 @@ impl SignIn {
     }
 
     /// Checks every account at the provider each [`SignInConfig::account_check`]
-    /// period, in the background.
+    /// period, and sweeps the sessions that have ended, in the background.
     pub fn keep_accounts_checked(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
@@ -335,6 +335,13 @@ impl SignIn {
                     .await;
                 if let Err(e) = checked {
                     tracing::warn!(target: "kubedav", "accounts not checked: {}", e.message());
+                }
+                // The first sweep looks back a session's lifetime: what ended while no
+                // replica ran (with a shorter lifetime than before, older ones stay).
+                match keyed.sessions.sweep(this.config.session_lifetime).await {
+                    Ok(0) => {}
+                    Ok(swept) => tracing::info!(target: "kubedav", swept, "ended sessions swept"),
+                    Err(e) => tracing::warn!(target: "kubedav", "ended sessions not swept: {}", e.message()),
                 }
             }
         })
