@@ -9,7 +9,8 @@ services/testkit/idp/idp.mjs, which scripts/need-oidc-provider.sh installs). Mea
 alternating rounds with wrk: GET 1 KiB and PROPFIND Depth 0, authenticated by a cached
 htpasswd password, an app password, a cached bearer token, and nothing (the first
 deployment). Then what an unauthenticated attacker's bogus tokens cost: a real token
-with its signature changed (a full signature check, refused) and a malformed one; the
+with its signature changed (a full signature check, refused) and one whose signature is
+short (refused by its length); the
 deployment never locks an address out (--auth-max-failures-per-address 0), so this is
 the cost per request of the worst case, many addresses at once. Printed per round:
 requests/s and the CPU time (utime + stime of the deployment's processes) per request;
@@ -139,7 +140,7 @@ def main():
                 "app password": ("authenticated", app),
                 "bearer (cached)": ("authenticated", f"Bearer {token}"),
                 "bogus token: forged signature": ("authenticated", f"Bearer {forged}"),
-                "bogus token: malformed": ("authenticated", "Bearer eyJhbGciOiJSUzI1NiJ9.e30.c2ln"),
+                "bogus token: short signature": ("authenticated", "Bearer eyJhbGciOiJSUzI1NiJ9.e30.c2ln"),
             }
             ratios = {}
             for workload, path, args in WORKLOADS:
