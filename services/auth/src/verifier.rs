@@ -263,7 +263,11 @@ impl AuthCore {
     /// Whether app passwords of `user` may be made and used: always for the users
     /// file's users; for the provider's, only while kubedav can tell their account is in
     /// good standing (docs/security.md, "App passwords and the identity provider").
-    async fn app_passwords_allowed(&self, user: &str) -> Result<Result<(), String>, Status> {
+    async fn app_passwords_allowed(
+        &self,
+        user: &str,
+        created: Option<i64>,
+    ) -> Result<Result<(), String>, Status> {
         if !self.provider_user(user) {
             return Ok(Ok(()));
         }
@@ -271,7 +275,11 @@ impl AuthCore {
             return Ok(Err("app passwords of the identity provider's users need browser sign-in (a client secret), so that kubedav can tell when the account is disabled".to_owned()));
         };
         Ok(match sign_in.standing(user).await? {
-            Standing::Good => Ok(()),
+            Standing::Good { not_before } if created.is_some_and(|at| at < not_before) => Err(
+                "this app password was made before the identity provider refused the account: make a new one".to_owned(),
+            ),
+            Standing::Good { .. } => Ok(()),
+            Standing::Unchecked => Err("the identity provider gave kubedav no refresh token at your sign-in, so it cannot tell when your account is disabled: ask your administrator to allow offline_access".to_owned()),
             Standing::Suspended(why) => Err(format!("{why}; sign in through the file manager again")),
             Standing::Unknown => Err("sign in through the file manager once, so that kubedav can tell when your account is disabled".to_owned()),
         })
@@ -550,13 +558,15 @@ impl AuthCore {
         address: &str,
     ) -> Result<VerifyResponse, Status> {
         let verified = match app_passwords.verify(&request.user, &request.password).await? {
-            Ok(good) => match self.app_passwords_allowed(&request.user).await? {
-                Ok(()) => Ok(good),
-                Err(why) => {
-                    tracing::info!(user = %request.user, "app password refused: {why}");
-                    Err(crate::app_passwords::Refused::AccountSuspended)
+            Ok((principal, kept, created)) => {
+                match self.app_passwords_allowed(&request.user, Some(created)).await? {
+                    Ok(()) => Ok((principal, kept)),
+                    Err(why) => {
+                        tracing::info!(user = %request.user, "app password refused: {why}");
+                        Err(crate::app_passwords::Refused::AccountSuspended)
+                    }
                 }
-            },
+            }
             Err(why) => Err(why),
         };
         match verified {
@@ -619,7 +629,7 @@ impl Auth for AuthCore {
     ) -> Result<AppPasswordCreated, Status> {
         let app_passwords = self.app_passwords()?;
         let owner = request.owner.as_ref().map(|o| o.user.clone()).unwrap_or_default();
-        if let Err(why) = self.app_passwords_allowed(&owner).await? {
+        if let Err(why) = self.app_passwords_allowed(&owner, None).await? {
             return Err(Status::failed_precondition(why));
         }
         app_passwords.create(request).await

@@ -286,12 +286,13 @@ impl AppPasswords {
     }
 
     /// The principal `password` stands for when it is one of `user`'s app passwords,
-    /// and whether its record was one read lately (kept) rather than read now.
+    /// whether its record was one read lately (kept) rather than read now, and when it
+    /// was made (seconds since the epoch).
     pub async fn verify(
         &self,
         user: &str,
         password: &str,
-    ) -> Result<Result<(Principal, bool), Refused>, Status> {
+    ) -> Result<Result<(Principal, bool, i64), Refused>, Status> {
         let Some(id) = secret::id_of(password) else {
             return Ok(Err(Refused::Unknown));
         };
@@ -320,7 +321,7 @@ impl AppPasswords {
             kind: "app-password".to_owned(),
             credential_id: stored.id.clone(),
         };
-        Ok(Ok((principal, kept)))
+        Ok(Ok((principal, kept, stored.created)))
     }
 
     /// `user`'s record of `id`, as read within the freshness bound, and whether it was

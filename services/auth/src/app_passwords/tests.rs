@@ -90,7 +90,7 @@ async fn made_shown_without_secret_and_verified_with_their_scope() {
     assert_eq!((shown.permission.as_str(), shown.path.as_str()), ("read", "team"));
     assert_eq!(secret::id_of(&made.password), Some(shown.id.as_str()));
 
-    let (principal, _) = store.verify("alice", &made.password).await.unwrap().unwrap();
+    let (principal, _, _) = store.verify("alice", &made.password).await.unwrap().unwrap();
     assert_eq!(principal.user, "alice");
     assert_eq!(principal.groups, ["team"]);
     assert!(principal.read_only);

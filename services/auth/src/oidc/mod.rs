@@ -56,6 +56,9 @@ impl Oidc {
                 config.claims.user_prefix
             ));
         }
+        if config.sign_in.is_some() && config.claims.user_prefix.is_empty() {
+            return Err("--oidc-user-prefix is empty: with browser sign-in kubedav tells the provider's users (whose app passwords depend on their account's standing) by it; give one, e.g. oidc-".to_owned());
+        }
         if config.claims.audience.is_empty() {
             return Err("--oidc-audience is empty: name the audience kubedav's tokens carry (the client id, or an audience the provider adds)".to_owned());
         }

@@ -30,6 +30,13 @@ use tonic::Status;
 /// The records area accounts live in.
 pub const AREA: &str = "idp-accounts";
 
+/// Accounts checked at once, each a call to the provider.
+pub const CONCURRENT_CHECKS: usize = 8;
+
+/// How long a replica refused by the provider waits before it looks at the record again
+/// (another replica may be storing the token the provider rotated to).
+pub const RACE_GRACE: Duration = Duration::from_millis(500);
+
 /// One account as stored.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Account {
@@ -42,13 +49,26 @@ pub struct Account {
     pub checked_at: i64,
     /// Why it is suspended, if it is.
     pub suspended: Option<String>,
+    /// Sessions and app passwords made before this time (seconds since the epoch) are
+    /// refused: set when the account is suspended, and kept when the user signs in
+    /// again, so that nothing made before the provider refused the account (by an
+    /// attacker, say) comes back with the next sign-in.
+    #[serde(default)]
+    pub not_before: i64,
 }
 
 /// What an account's record says of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Standing {
-    /// Checked and in good standing.
-    Good,
+    /// Checked and in good standing; what was made before `not_before` (seconds since
+    /// the epoch) is refused all the same.
+    Good {
+        /// See [`Account::not_before`].
+        not_before: i64,
+    },
+    /// Signed in, but the provider gave no refresh token: kubedav cannot tell when the
+    /// account is disabled, so its app passwords are refused.
+    Unchecked,
     /// The provider refused its refresh token: why.
     Suspended(String),
     /// No sign-in through the browser yet: kubedav cannot tell.
@@ -102,11 +122,16 @@ impl Accounts {
             Some(token) => self.seal(user, token)?,
             None => String::new(),
         };
+        let not_before = self
+            .fetch(&user_folder(user))
+            .await?
+            .map_or(0, |before| before.not_before);
         self.write(&Account {
             user: user.to_owned(),
             refresh,
             checked_at: self.now(),
             suspended: None,
+            not_before,
         })
         .await
     }
@@ -125,18 +150,24 @@ impl Accounts {
             None => Standing::Unknown,
             Some(account) => match &account.suspended {
                 Some(why) => Standing::Suspended(why.clone()),
-                None => Standing::Good,
+                None if account.refresh.is_empty() => Standing::Unchecked,
+                None => Standing::Good {
+                    not_before: account.not_before,
+                },
             },
         })
     }
 
     /// Checks every account last checked more than `period` ago with `refresh`, which
-    /// asks the provider for new tokens.
+    /// asks the provider for new tokens, [`CONCURRENT_CHECKS`] at a time. An account that
+    /// cannot be checked (its record unreadable, the provider's answer unusable) is
+    /// logged and left for the next pass; the others are checked all the same.
     pub async fn check_due<F, Fut>(&self, period: Duration, refresh: F) -> Result<(), Status>
     where
         F: Fn(String) -> Fut,
         Fut: Future<Output = Refreshed>,
     {
+        use futures_util::StreamExt;
         let names = self
             .records
             .list(ListRecordsRequest {
@@ -145,55 +176,84 @@ impl Accounts {
             })
             .await?
             .names;
-        for name in names {
-            let Some(account) = self.fetch(&name).await? else {
-                continue;
-            };
-            let due = account.checked_at + period.as_secs() as i64 <= self.now();
-            if !due || account.suspended.is_some() || account.refresh.is_empty() {
-                continue;
+        futures_util::stream::iter(names)
+            .for_each_concurrent(CONCURRENT_CHECKS, |name| {
+                let refresh = &refresh;
+                async move {
+                    if let Err(e) = self.check_one(&name, period, refresh).await {
+                        tracing::warn!(target: "kubedav", account = %name, "an account was not checked: {}", e.message());
+                    }
+                }
+            })
+            .await;
+        Ok(())
+    }
+
+    async fn check_one<F, Fut>(&self, name: &str, period: Duration, refresh: &F) -> Result<(), Status>
+    where
+        F: Fn(String) -> Fut,
+        Fut: Future<Output = Refreshed>,
+    {
+        let Some(account) = self.fetch(name).await? else {
+            return Ok(());
+        };
+        let due = account.checked_at + period.as_secs() as i64 <= self.now();
+        if !due || account.suspended.is_some() || account.refresh.is_empty() {
+            return Ok(());
+        }
+        let Some(token) = self.open(&account.user, &account.refresh) else {
+            tracing::error!(target: "kubedav", user = %account.user, "an account's refresh token cannot be decrypted (was --secret-key changed?); the account is suspended until the user signs in again");
+            return self
+                .suspend(&account, "kubedav cannot read its refresh token: sign in again")
+                .await;
+        };
+        let outcome = refresh(token).await;
+        // What another replica or a sign-in wrote meanwhile wins: only the record as it
+        // was read is replaced.
+        let now = self.fetch(name).await?;
+        if now
+            .as_ref()
+            .is_none_or(|a| a.refresh != account.refresh || a.suspended.is_some())
+        {
+            return Ok(());
+        }
+        match outcome {
+            Refreshed::Good(rotated) => {
+                let mut checked = (*account).clone();
+                checked.checked_at = self.now();
+                if let Some(rotated) = rotated {
+                    checked.refresh = self.seal(&account.user, &rotated)?;
+                }
+                self.write(&checked).await
             }
-            let Some(token) = self.open(&account.user, &account.refresh) else {
-                tracing::error!(target: "kubedav", user = %account.user, "an account's refresh token cannot be decrypted (was --secret-key changed?); the account is suspended until the user signs in again");
-                self.suspend(&account, "kubedav cannot read its refresh token: sign in again")
-                    .await?;
-                continue;
-            };
-            match refresh(token).await {
-                Refreshed::Good(rotated) => {
-                    let mut checked = (*account).clone();
-                    checked.checked_at = self.now();
-                    if let Some(rotated) = rotated {
-                        checked.refresh = self.seal(&account.user, &rotated)?;
-                    }
-                    self.write(&checked).await?;
+            Refreshed::Refused(why) => {
+                // A replica that used the same token a moment before may be writing the
+                // one the provider rotated to: look again after it had time to.
+                tokio::time::sleep(RACE_GRACE).await;
+                let again = self.fetch(name).await?;
+                if again.as_ref().is_none_or(|a| a.refresh != account.refresh) {
+                    return Ok(());
                 }
-                Refreshed::Refused(why) => {
-                    // Another replica may have just replaced a rotated token.
-                    let again = self.fetch(&name).await?;
-                    if again.as_ref().is_some_and(|a| a.refresh != account.refresh) {
-                        continue;
-                    }
-                    tracing::warn!(target: "kubedav", user = %account.user, "the identity provider refused the account's refresh token ({why}): its app passwords and sessions stop until the user signs in again");
-                    crate::metrics::ACCOUNTS_SUSPENDED.inc();
-                    self.suspend(
-                        &account,
-                        &format!("the identity provider refused the account: {why}"),
-                    )
-                    .await?;
-                }
-                Refreshed::Unanswered(why) => {
-                    tracing::warn!(target: "kubedav", user = %account.user, "the account could not be checked: {why}; it keeps its standing");
-                }
+                tracing::warn!(target: "kubedav", user = %account.user, "the identity provider refused the account's refresh token ({why}): its app passwords and sessions stop until the user signs in again, and those made before stay refused");
+                crate::metrics::ACCOUNTS_SUSPENDED.inc();
+                self.suspend(
+                    &account,
+                    &format!("the identity provider refused the account: {why}"),
+                )
+                .await
+            }
+            Refreshed::Unanswered(why) => {
+                tracing::warn!(target: "kubedav", user = %account.user, "the account could not be checked: {why}; it keeps its standing");
+                Ok(())
             }
         }
-        Ok(())
     }
 
     async fn suspend(&self, account: &Account, why: &str) -> Result<(), Status> {
         let mut suspended = account.clone();
         suspended.suspended = Some(why.to_owned());
         suspended.refresh = String::new();
+        suspended.not_before = self.now() + 1;
         self.write(&suspended).await
     }
 
@@ -290,7 +350,10 @@ mod tests {
         let accounts = accounts(dir.path(), 3);
         assert_eq!(accounts.standing("oidc-alice").await.unwrap(), Standing::Unknown);
         accounts.signed_in("oidc-alice", Some("r1")).await.unwrap();
-        assert_eq!(accounts.standing("oidc-alice").await.unwrap(), Standing::Good);
+        assert!(matches!(
+            accounts.standing("oidc-alice").await.unwrap(),
+            Standing::Good { .. }
+        ));
         // Not due yet: the provider is not asked.
         accounts
             .check_due(Duration::from_secs(3600), |_| async { panic!("asked too early") })
@@ -301,7 +364,10 @@ mod tests {
             .check_due(Duration::ZERO, |_| async { Refreshed::Unanswered("down".into()) })
             .await
             .unwrap();
-        assert_eq!(accounts.standing("oidc-alice").await.unwrap(), Standing::Good);
+        assert!(matches!(
+            accounts.standing("oidc-alice").await.unwrap(),
+            Standing::Good { .. }
+        ));
         // Rotated: the new token is the one used next.
         accounts
             .check_due(Duration::ZERO, |token| async move {
@@ -322,6 +388,13 @@ mod tests {
             Standing::Suspended(_)
         ));
         accounts.signed_in("oidc-alice", Some("r3")).await.unwrap();
-        assert_eq!(accounts.standing("oidc-alice").await.unwrap(), Standing::Good);
+        // Good again, but what was made before the suspension stays refused.
+        let Standing::Good { not_before } = accounts.standing("oidc-alice").await.unwrap() else {
+            panic!("not in good standing after a sign-in");
+        };
+        assert!(not_before > 0);
+        // A sign-in without a refresh token: kubedav cannot check the account.
+        accounts.signed_in("oidc-bob", None).await.unwrap();
+        assert_eq!(accounts.standing("oidc-bob").await.unwrap(), Standing::Unchecked);
     }
 }

@@ -296,8 +296,10 @@ impl SignIn {
         let Some((session, kept)) = keyed.sessions.find(token).await? else {
             return Ok(None);
         };
-        if let Standing::Suspended(_) = keyed.accounts.standing(&session.user).await? {
-            return Ok(None);
+        match keyed.accounts.standing(&session.user).await? {
+            Standing::Suspended(_) => return Ok(None),
+            Standing::Good { not_before } if session.created < not_before => return Ok(None),
+            _ => {}
         }
         Ok(Some((session.principal(), kept)))
     }

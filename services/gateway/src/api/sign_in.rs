@@ -23,8 +23,29 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use kubedav_api::auth::{BeginSignInRequest, FinishSignInRequest, SignOutRequest};
 
-/// The session cookie.
+/// The session cookie, where browsers reach kubedav over plain HTTP or under a path.
 pub const SESSION_COOKIE: &str = "kubedav-session";
+
+/// The session cookie where browsers reach kubedav over HTTPS at the root: a `__Host-`
+/// cookie, which only this host can set (a sibling subdomain cannot plant one).
+pub const HOST_SESSION_COOKIE: &str = "__Host-kubedav-session";
+
+/// The session cookie's name on this gateway.
+pub fn session_cookie(gateway: &Gateway) -> &'static str {
+    let https = gateway
+        .config
+        .sign_in
+        .as_ref()
+        .is_some_and(|s| s.public_url.starts_with("https://"));
+    if https && gateway.config.base_path.is_root() {
+        HOST_SESSION_COOKIE
+    } else {
+        SESSION_COOKIE
+    }
+}
+
+/// Longest path kept to return to after sign-in; a longer one returns to the root.
+pub const MAX_RETURN_BYTES: usize = 1024;
 
 /// The cookie of a sign-in in progress.
 pub const FLOW_COOKIE: &str = "kubedav-sign-in";
@@ -62,8 +83,20 @@ fn home(gateway: &Gateway) -> String {
 
 /// A `Set-Cookie` value for `name`: `value` for `max_age` seconds (0 clears it), on
 /// the gateway's base path.
-fn set_cookie(request: &Request, name: &str, value: &str, max_age: u32, path: &str) -> HeaderValue {
-    let secure = if crate::edge::client::forwarded_https(request) {
+fn set_cookie(
+    gateway: &Gateway,
+    request: &Request,
+    name: &str,
+    value: &str,
+    max_age: u32,
+    path: &str,
+) -> HeaderValue {
+    let public_https = gateway
+        .config
+        .sign_in
+        .as_ref()
+        .is_some_and(|s| s.public_url.starts_with("https://"));
+    let secure = if public_https || crate::edge::client::forwarded_https(request) {
         "; Secure"
     } else {
         ""
@@ -99,6 +132,7 @@ fn see_other(location: &str) -> Response {
 pub fn return_path(gateway: &Gateway, given: Option<&str>) -> String {
     let base = gateway.config.base_path.as_str();
     given
+        .filter(|p| p.len() <= MAX_RETURN_BYTES)
         .filter(|p| p.starts_with('/') && !p.starts_with("//") && !p.contains('\\'))
         .filter(|p| {
             p.strip_prefix(base)
@@ -153,6 +187,16 @@ fn refused(gateway: &Gateway, status: &tonic::Status) -> Response {
             tracing::error!(message = status.message(), "sign-in failed");
             failed(gateway, code, "internal error; the server log has the details")
         }
+        // The provider or the storage cannot be reached: what failed, and where, is for
+        // the log, not for whoever calls the callback.
+        Code::Unavailable | Code::DeadlineExceeded => {
+            tracing::warn!(message = status.message(), "sign-in failed");
+            failed(
+                gateway,
+                code,
+                "the identity provider cannot be reached now; try again shortly",
+            )
+        }
         _ => failed(gateway, code, status.message()),
     }
 }
@@ -179,6 +223,7 @@ pub async fn answer(gateway: &Gateway, request: Request, api: &str) -> Response 
                     let mut response = see_other(&started.authorization_url);
                     let path = format!("{}/.kubedav", gateway.config.base_path.as_str());
                     let cookie = set_cookie(
+                        gateway,
                         &request,
                         FLOW_COOKIE,
                         &started.flow,
@@ -196,7 +241,9 @@ pub async fn answer(gateway: &Gateway, request: Request, api: &str) -> Response 
             if let Err(refused) = super::csrf::check(&request) {
                 return *refused;
             }
-            let session = cookie(request.headers(), SESSION_COOKIE).unwrap_or("").to_owned();
+            let session = cookie(request.headers(), session_cookie(gateway))
+                .unwrap_or("")
+                .to_owned();
             let client = request
                 .extensions()
                 .get::<crate::request::ClientIp>()
@@ -223,7 +270,7 @@ pub async fn answer(gateway: &Gateway, request: Request, api: &str) -> Response 
                     };
                     let mut response = json(StatusCode::OK, &serde_json::json!({ "redirect": redirect }));
                     let path = gateway.config.base_path.as_str();
-                    let cookie = set_cookie(&request, SESSION_COOKIE, "", 0, path);
+                    let cookie = set_cookie(gateway, &request, session_cookie(gateway), "", 0, path);
                     response.headers_mut().append(header::SET_COOKIE, cookie);
                     response
                 }
@@ -244,13 +291,26 @@ async fn callback(
     settings: &crate::state::SignInSettings,
     request: Request,
 ) -> Response {
+    let path = format!("{}/.kubedav", gateway.config.base_path.as_str());
+    let clear_flow = set_cookie(gateway, &request, FLOW_COOKIE, "", 0, &path);
     if let Some(problem) = query_param(&request, "error") {
-        let description = query_param(&request, "error_description").unwrap_or_default();
-        return failed(
+        // Only an OAuth error code is shown: the description is whatever the link's
+        // author wrote, and this is kubedav's page.
+        let code = if !problem.is_empty()
+            && problem.len() <= 64
+            && problem.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+        {
+            problem
+        } else {
+            "an unknown error".to_owned()
+        };
+        let mut response = failed(
             gateway,
             StatusCode::FORBIDDEN,
-            &format!("the identity provider did not sign you in: {problem} {description}"),
+            &format!("the identity provider did not sign you in ({code})"),
         );
+        response.headers_mut().append(header::SET_COOKIE, clear_flow);
+        return response;
     }
     let Some(flow) = cookie(request.headers(), FLOW_COOKIE) else {
         return failed(
@@ -272,14 +332,13 @@ async fn callback(
                 .unwrap_or_default(),
         })
         .await;
-    let path = format!("{}/.kubedav", gateway.config.base_path.as_str());
-    let clear_flow = set_cookie(&request, FLOW_COOKIE, "", 0, &path);
     let mut response = match finished {
         Ok(signed_in) => {
             let mut response = see_other(&return_path(gateway, Some(&signed_in.return_to)));
             let cookie = set_cookie(
+                gateway,
                 &request,
-                SESSION_COOKIE,
+                session_cookie(gateway),
                 &signed_in.session,
                 signed_in.max_age_seconds,
                 gateway.config.base_path.as_str(),

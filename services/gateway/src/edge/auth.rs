@@ -113,7 +113,8 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
     };
     let found = credentials(request.headers()).or_else(|| {
         gateway.config.sign_in.as_ref()?;
-        let session = crate::api::sign_in::cookie(request.headers(), crate::api::sign_in::SESSION_COOKIE)?;
+        let session =
+            crate::api::sign_in::cookie(request.headers(), crate::api::sign_in::session_cookie(gateway))?;
         Some(Ok(Credentials::Session(session.to_owned())))
     });
     // A credential accepted a moment ago: no call to the auth service (edge::verdicts).
@@ -132,6 +133,7 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
         _ => None,
     };
     if let Some(key) = &remembered
+        && !public_api(gateway, &request)
         && let Some(principal) = gateway.verdicts.get(key)
     {
         if matches!(found, Some(Ok(Credentials::Session(_))))
@@ -245,9 +247,14 @@ fn clear_session(gateway: &Gateway, response: &mut Response) {
         "" => "/",
         base => base,
     };
+    let secure = if crate::api::sign_in::session_cookie(gateway) == crate::api::sign_in::HOST_SESSION_COOKIE {
+        "; Secure"
+    } else {
+        ""
+    };
     let cookie = format!(
-        "{}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Lax",
-        crate::api::sign_in::SESSION_COOKIE
+        "{}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Lax{secure}",
+        crate::api::sign_in::session_cookie(gateway)
     );
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().append(header::SET_COOKIE, value);

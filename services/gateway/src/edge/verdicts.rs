@@ -71,8 +71,14 @@ impl Verdicts {
     pub fn key(&self, client: Option<std::net::IpAddr>, session: bool, credential: &[u8]) -> Key {
         let mut mac = self.mac.clone();
         match client {
-            Some(std::net::IpAddr::V4(ip)) => mac.update(&ip.octets()),
-            Some(std::net::IpAddr::V6(ip)) => mac.update(&ip.octets()),
+            Some(std::net::IpAddr::V4(ip)) => {
+                mac.update(b"4");
+                mac.update(&ip.octets());
+            }
+            Some(std::net::IpAddr::V6(ip)) => {
+                mac.update(b"6");
+                mac.update(&ip.octets());
+            }
             None => mac.update(b"-"),
         }
         mac.update(if session { b"s" } else { b"h" });
