@@ -377,8 +377,22 @@ async fn each_service_down_affects_only_its_operations() {
     };
     assert_eq!(get("/page.html", "*/*").await.status(), 200);
 
-    // Auth down: 503, never served without a verification.
+    // Auth down: 503, never served without a verification, once the gateway's memory of
+    // the credential accepted a moment ago (at most a second, edge::verdicts) has passed.
     server.process("auth").child.kill().await.unwrap();
+    let killed = tokio::time::Instant::now();
+    assert!(
+        common::eventually_async(Duration::from_secs(5), || async {
+            get("/page.html", "*/*").await.status() == 503
+        })
+        .await,
+        "served without the auth service"
+    );
+    assert!(
+        killed.elapsed() <= Duration::from_millis(1500),
+        "served {:?} without auth",
+        killed.elapsed()
+    );
     let response = get("/page.html", "*/*").await;
     assert_eq!(response.status(), 503);
     assert!(response.headers().contains_key("retry-after"));
