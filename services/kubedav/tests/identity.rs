@@ -338,7 +338,7 @@ async fn kubedav_starts_while_the_provider_is_down(mode: Mode) {
 /// for every client; and the app password refused soon after the account is disabled
 /// at the provider.
 async fn the_file_manager_signs_in_through_the_provider(mode: Mode) {
-    let port = kubedav_testkit::free_port();
+    let port = kubedav_testkit::free_port_below_ephemeral();
     let public_url = format!("http://127.0.0.1:{port}");
     let mut idp = Idp::start(&accounts(), &[format!("{public_url}/.kubedav/callback")]);
     let dir = tempfile::tempdir().unwrap();

@@ -30,6 +30,24 @@ where
     }
 }
 
+/// A free loopback port below the kernel's ephemeral range (32768 and up), for a server
+/// whose address must be known before it starts (`--public-url`): no `:0` bind and no
+/// outgoing connection of the other processes can take it between now and then, as
+/// they can take one from [`free_port`].
+pub fn free_port_below_ephemeral() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    for _ in 0..1000 {
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let port = 20_000 + (random % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port between 20000 and 32000")
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
