@@ -345,7 +345,7 @@ class Wiring:
             raise SystemExit("wiring: an identity provider is configured, but no process tried to reach it")
         # With a client secret and a public URL, the browser sign-in is on: the gateway
         # starts it and the auth side, holding the secret, answers that the provider
-        # (which does not answer here) has not been reached, not that sign-in is off.
+        # (which does not answer here) cannot be reached, not that sign-in is off.
         env_names = {e.get("name") for w in self.workloads
                      for e in w["spec"]["template"]["spec"]["containers"][0].get("env", [])}
         if configured and {"KUBEDAV_PUBLIC_URL", "KUBEDAV_OIDC_CLIENT_SECRET"} <= env_names:
@@ -355,7 +355,7 @@ class Wiring:
                 raise SystemExit("wiring: the sign-in started although the provider cannot be reached")
             except urllib.error.HTTPError as e:
                 page = e.read().decode()
-                if e.code != 503 or "has not been reached" not in page:
+                if e.code != 503 or "cannot be reached" not in page:
                     raise SystemExit(f"wiring: the browser sign-in answered {e.code}: {page}")
             print("wiring: browser sign-in: on, waiting for the identity provider")
 
