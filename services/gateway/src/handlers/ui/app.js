@@ -125,10 +125,7 @@
     box.hidden = false;
   }
 
-  if (!writable) {
-    // Files dropped where nothing may be written get a sentence saying so, rather than
-    // the browser opening them in place of the page.
-    // Sign-out ends the session everywhere, then lets the identity provider end its own.
+  // Sign-out ends the session everywhere, then lets the identity provider end its own.
   const signOut = document.getElementById("sign-out");
   if (signOut) {
     signOut.addEventListener("click", () => {
@@ -137,7 +134,11 @@
         .then((answer) => { location.href = answer.redirect; }, report);
     });
   }
-  const drop = document.getElementById("drop");
+
+  if (!writable) {
+    // Files dropped where nothing may be written get a sentence saying so, rather than
+    // the browser opening them in place of the page.
+    const drop = document.getElementById("drop");
     drop.addEventListener("dragover", (event) => event.preventDefault());
     drop.addEventListener("drop", (event) => {
       event.preventDefault();
@@ -215,15 +216,6 @@
   for (const id of ["files", "folder"]) {
     const input = document.getElementById(id);
     input.addEventListener("change", () => upload(picked(input)));
-  }
-  // Sign-out ends the session everywhere, then lets the identity provider end its own.
-  const signOut = document.getElementById("sign-out");
-  if (signOut) {
-    signOut.addEventListener("click", () => {
-      fetch(signOut.dataset.href, { method: "POST", headers: proof, credentials: "same-origin" })
-        .then((response) => response.ok ? response.json() : Promise.reject(new Error("sign-out: " + response.status)))
-        .then((answer) => { location.href = answer.redirect; }, report);
-    });
   }
   const drop = document.getElementById("drop");
   drop.addEventListener("dragover", (event) => { event.preventDefault(); drop.classList.add("over"); });
