@@ -11,6 +11,45 @@ pub use pb::{
     ListRecordsResponse, PutRecordRequest, PutRecordResponse,
 };
 
+/// One area of the records as its user names it: the requests for the records in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Area(pub &'static str);
+
+impl Area {
+    /// Read the record `key`.
+    pub fn get(self, key: &str) -> GetRecordRequest {
+        GetRecordRequest {
+            area: self.0.into(),
+            key: key.into(),
+        }
+    }
+
+    /// Write `data` as the record `key`.
+    pub fn put(self, key: &str, data: Vec<u8>) -> PutRecordRequest {
+        PutRecordRequest {
+            area: self.0.into(),
+            key: key.into(),
+            data: data.into(),
+        }
+    }
+
+    /// Remove the record `key`.
+    pub fn delete(self, key: &str) -> DeleteRecordRequest {
+        DeleteRecordRequest {
+            area: self.0.into(),
+            key: key.into(),
+        }
+    }
+
+    /// The records directly in `folder` ("" for the area's top).
+    pub fn list(self, folder: &str) -> ListRecordsRequest {
+        ListRecordsRequest {
+            area: self.0.into(),
+            folder: folder.into(),
+        }
+    }
+}
+
 /// Largest record, in bytes.
 pub const MAX_RECORD_BYTES: usize = 64 * 1024;
 /// Longest key, in bytes.

@@ -4,7 +4,7 @@
 //! is derived as HMAC-SHA-256(secret, purpose), so no two uses share a key.
 
 use hmac::{Hmac, KeyInit, Mac};
-use kubedav_api::records::{GetRecordRequest, PutRecordRequest, Records};
+use kubedav_api::records::{Area, Records};
 use sha2::Sha256;
 use std::sync::Arc;
 use tonic::Status;
@@ -44,26 +44,14 @@ impl SecretKey {
     /// The secret kept with the data, made now when there is none.
     async fn load(&self) -> Result<Vec<u8>, Status> {
         let (area, key) = KEPT_SECRET;
-        let kept = self
-            .records
-            .get(GetRecordRequest {
-                area: area.into(),
-                key: key.into(),
-            })
-            .await?;
+        let kept = self.records.get(Area(area).get(key)).await?;
         if kept.found && kept.data.len() >= 32 {
             return Ok(kept.data.to_vec());
         }
         let mut secret = vec![0u8; 48];
         getrandom::fill(&mut secret)
             .map_err(|e| Status::internal(format!("no randomness for a key: {e}")))?;
-        self.records
-            .put(PutRecordRequest {
-                area: area.into(),
-                key: key.into(),
-                data: secret.clone().into(),
-            })
-            .await?;
+        self.records.put(Area(area).put(key, secret.clone())).await?;
         tracing::info!(target: "kubedav", "made the secret app passwords and sessions are keyed with, and kept it with the data (.kubedav/keys/); give --secret-key from a Secret to keep it apart");
         Ok(secret)
     }

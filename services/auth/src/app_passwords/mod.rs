@@ -19,7 +19,9 @@ mod store;
 
 pub use crate::secret_key::KEPT_SECRET;
 pub(crate) use store::user_folder;
-pub use store::{AREA, AppPasswords, AppPasswordsConfig, MAX_NAME_CHARS, MAX_PER_USER, Refused, WallClock};
+pub use store::{
+    AREA, AppPasswords, AppPasswordsConfig, MAX_NAME_CHARS, MAX_PER_USER, Refused, WallClock, seconds,
+};
 
 #[cfg(test)]
 mod tests;

@@ -6,9 +6,7 @@ use crate::secret_key::SecretKey;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use kubedav_api::auth::{AppPassword, AppPasswordCreated, CreateAppPasswordRequest, Principal};
-use kubedav_api::records::{
-    DeleteRecordRequest, GetRecordRequest, ListRecordsRequest, PutRecordRequest, Records,
-};
+use kubedav_api::records::{Area, Records};
 use moka::sync::Cache;
 use sha2::Sha256;
 use std::sync::Arc;
@@ -17,6 +15,9 @@ use tonic::Status;
 
 /// The records area app passwords live in.
 pub const AREA: &str = "app-passwords";
+
+/// Its records.
+const RECORDS: Area = Area(AREA);
 
 /// Most app passwords one user may hold.
 pub const MAX_PER_USER: usize = 100;
@@ -27,6 +28,13 @@ pub const MAX_NAME_CHARS: usize = 100;
 /// The time as app passwords read it (expiry, creation, last use): the system's, or a
 /// test's.
 pub type WallClock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// Seconds since the epoch by `clock`.
+pub fn seconds(clock: &WallClock) -> i64 {
+    clock()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
 
 /// Settings of the app passwords.
 #[derive(Clone)]
@@ -117,9 +125,7 @@ impl AppPasswords {
     }
 
     fn now(&self) -> i64 {
-        (self.config.clock)()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64)
+        seconds(&self.config.clock)
     }
 
     async fn hash(&self, password: &str) -> Result<String, Status> {
@@ -208,7 +214,7 @@ impl AppPasswords {
             }
         };
         let folder = user_folder(&owner.user);
-        let held = self.records.list(list(&folder)).await?.names;
+        let held = self.records.list(RECORDS.list(&folder)).await?.names;
         if held.iter().filter(|n| secret::is_id(n)).count() >= MAX_PER_USER {
             return Err(Status::resource_exhausted(format!(
                 "you hold {MAX_PER_USER} app passwords, the most one may: revoke some first"
@@ -230,11 +236,7 @@ impl AppPasswords {
         };
         let data = serde_json::to_vec(&stored).map_err(|e| Status::internal(e.to_string()))?;
         self.records
-            .put(PutRecordRequest {
-                area: AREA.into(),
-                key: format!("{folder}/{id}"),
-                data: data.into(),
-            })
+            .put(RECORDS.put(&format!("{folder}/{id}"), data))
             .await?;
         self.read.invalidate(&(stored.user.clone(), id));
         crate::metrics::APP_PASSWORDS
@@ -250,7 +252,7 @@ impl AppPasswords {
     /// `user`'s app passwords, oldest first.
     pub async fn list(&self, user: &str) -> Result<Vec<AppPassword>, Status> {
         let folder = user_folder(user);
-        let names = self.records.list(list(&folder)).await?.names;
+        let names = self.records.list(RECORDS.list(&folder)).await?.names;
         let mut shown_all = Vec::new();
         for id in names.iter().filter(|n| secret::is_id(n)) {
             let (Some(stored), _) = self.fetch(user, id).await? else {
@@ -271,12 +273,14 @@ impl AppPasswords {
             return Err(absent());
         }
         let key = format!("{folder}/{id}");
-        let found = self.records.get(get(&key)).await?;
+        let found = self.records.get(RECORDS.get(&key)).await?;
         if !found.found {
             return Err(absent());
         }
-        self.records.delete(delete(&key)).await?;
-        self.records.delete(delete(&format!("{key}.used"))).await?;
+        self.records.delete(RECORDS.delete(&key)).await?;
+        self.records
+            .delete(RECORDS.delete(&format!("{key}.used")))
+            .await?;
         self.read.invalidate(&(user.to_owned(), id.to_owned()));
         crate::metrics::APP_PASSWORDS
             .with_label_values(&["revoked"])
@@ -332,7 +336,7 @@ impl AppPasswords {
             return Ok((kept, true));
         }
         let folder = user_folder(user);
-        let found = self.records.get(get(&format!("{folder}/{id}"))).await?;
+        let found = self.records.get(RECORDS.get(&format!("{folder}/{id}"))).await?;
         let stored = if found.found {
             match serde_json::from_slice::<Stored>(&found.data) {
                 Ok(stored) => Some(Arc::new(stored)),
@@ -349,7 +353,10 @@ impl AppPasswords {
     }
 
     async fn last_used(&self, folder: &str, id: &str) -> Result<Option<i64>, Status> {
-        let found = self.records.get(get(&format!("{folder}/{id}.used"))).await?;
+        let found = self
+            .records
+            .get(RECORDS.get(&format!("{folder}/{id}.used")))
+            .await?;
         Ok(found
             .found
             .then(|| serde_json::from_slice::<Used>(&found.data).ok().map(|u| u.at))
@@ -362,11 +369,7 @@ impl AppPasswords {
         let key = format!("{folder}/{id}.used");
         let data = serde_json::to_vec(&Used { at }).unwrap_or_default();
         tokio::spawn(async move {
-            let put = PutRecordRequest {
-                area: AREA.into(),
-                key,
-                data: data.into(),
-            };
+            let put = RECORDS.put(&key, data);
             if let Err(e) = records.put(put).await {
                 tracing::warn!(target: "kubedav", "the last use of an app password was not recorded: {}", e.message());
             }
@@ -430,25 +433,4 @@ fn hex(bytes: &[u8]) -> String {
         out.push(char::from(DIGITS[usize::from(b & 15)]));
     }
     out
-}
-
-fn get(key: &str) -> GetRecordRequest {
-    GetRecordRequest {
-        area: AREA.into(),
-        key: key.into(),
-    }
-}
-
-fn delete(key: &str) -> DeleteRecordRequest {
-    DeleteRecordRequest {
-        area: AREA.into(),
-        key: key.into(),
-    }
-}
-
-fn list(folder: &str) -> ListRecordsRequest {
-    ListRecordsRequest {
-        area: AREA.into(),
-        folder: folder.into(),
-    }
 }

@@ -20,15 +20,18 @@
 use crate::app_passwords::{WallClock, user_folder};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use kubedav_api::records::{GetRecordRequest, ListRecordsRequest, PutRecordRequest, Records};
+use kubedav_api::records::{Area, Records};
 use moka::sync::Cache;
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tonic::Status;
 
 /// The records area accounts live in.
 pub const AREA: &str = "idp-accounts";
+
+/// Its records.
+const RECORDS: Area = Area(AREA);
 
 /// Accounts checked at once, each a call to the provider.
 pub const CONCURRENT_CHECKS: usize = 8;
@@ -111,9 +114,7 @@ impl Accounts {
     }
 
     fn now(&self) -> i64 {
-        (self.clock)()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64)
+        crate::app_passwords::seconds(&self.clock)
     }
 
     /// Records a sign-in of `user`: in good standing, with the refresh token it brought.
@@ -168,14 +169,7 @@ impl Accounts {
         Fut: Future<Output = Refreshed>,
     {
         use futures_util::StreamExt;
-        let names = self
-            .records
-            .list(ListRecordsRequest {
-                area: AREA.into(),
-                folder: String::new(),
-            })
-            .await?
-            .names;
+        let names = self.records.list(RECORDS.list("")).await?.names;
         futures_util::stream::iter(names)
             .for_each_concurrent(CONCURRENT_CHECKS, |name| {
                 let refresh = &refresh;
@@ -258,13 +252,7 @@ impl Accounts {
     }
 
     async fn fetch(&self, name: &str) -> Result<Option<Arc<Account>>, Status> {
-        let found = self
-            .records
-            .get(GetRecordRequest {
-                area: AREA.into(),
-                key: name.into(),
-            })
-            .await?;
+        let found = self.records.get(RECORDS.get(name)).await?;
         Ok(found
             .found
             .then(|| serde_json::from_slice::<Account>(&found.data).ok().map(Arc::new))
@@ -274,11 +262,7 @@ impl Accounts {
     async fn write(&self, account: &Account) -> Result<(), Status> {
         let data = serde_json::to_vec(account).map_err(|e| Status::internal(e.to_string()))?;
         self.records
-            .put(PutRecordRequest {
-                area: AREA.into(),
-                key: user_folder(&account.user),
-                data: data.into(),
-            })
+            .put(RECORDS.put(&user_folder(&account.user), data))
             .await?;
         self.read.invalidate(&account.user);
         Ok(())
@@ -319,6 +303,7 @@ impl Accounts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::SystemTime;
 
     fn accounts(dir: &std::path::Path, key: u8) -> Accounts {
         let fileio = kubedav_fileio::LocalFileIo::open(dir).unwrap();

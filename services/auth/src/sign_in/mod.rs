@@ -25,7 +25,7 @@ use kubedav_api::records::Records;
 use serde_json::Value;
 use sessions::Sessions;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tonic::Status;
 
 /// Settings of the browser sign-in (`--oidc-client-secret-file` and the rest).
@@ -126,9 +126,7 @@ impl SignIn {
     }
 
     fn now(&self) -> i64 {
-        (self.clock)()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64)
+        crate::app_passwords::seconds(&self.clock)
     }
 
     /// The provider's endpoints, or why they are not known yet.

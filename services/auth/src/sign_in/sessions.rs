@@ -16,16 +16,17 @@ use crate::app_passwords::WallClock;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use kubedav_api::auth::Principal;
-use kubedav_api::records::{
-    DeleteRecordRequest, GetRecordRequest, ListRecordsRequest, PutRecordRequest, Records,
-};
+use kubedav_api::records::{Area, Records};
 use moka::sync::Cache;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tonic::Status;
 
 /// The records area sessions live in.
 pub const AREA: &str = "sessions";
+
+/// Its records.
+const RECORDS: Area = Area(AREA);
 
 /// Length of a session id (base64url of 24 bytes).
 const ID_CHARS: usize = 32;
@@ -94,9 +95,7 @@ impl Sessions {
     }
 
     fn now(&self) -> i64 {
-        (self.clock)()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64)
+        crate::app_passwords::seconds(&self.clock)
     }
 
     fn tag(&self, hour: &str, id: &str) -> String {
@@ -143,11 +142,7 @@ impl Sessions {
         let data = serde_json::to_vec(&session).map_err(|e| Status::internal(e.to_string()))?;
         let hour = (session.expires_at / 3600 + 1).to_string();
         self.records
-            .put(PutRecordRequest {
-                area: AREA.into(),
-                key: format!("{hour}/{id}"),
-                data: data.into(),
-            })
+            .put(RECORDS.put(&format!("{hour}/{id}"), data))
             .await?;
         Ok(format!("{hour}.{id}.{}", self.tag(&hour, &id)))
     }
@@ -161,7 +156,7 @@ impl Sessions {
         let (session, kept) = match self.read.get(&key) {
             Some(kept) => (kept, true),
             None => {
-                let found = self.records.get(get(&key)).await?;
+                let found = self.records.get(RECORDS.get(&key)).await?;
                 let session = found
                     .found
                     .then(|| serde_json::from_slice::<Session>(&found.data).ok().map(Arc::new))
@@ -177,7 +172,7 @@ impl Sessions {
     pub async fn end(&self, token: &str) -> Result<Option<Arc<Session>>, Status> {
         let found = self.find(token).await?;
         if let Some(key) = self.key_of(token) {
-            self.records.delete(delete(&key)).await?;
+            self.records.delete(RECORDS.delete(&key)).await?;
             self.read.invalidate(&key);
         }
         Ok(found.map(|(session, _)| session))
@@ -195,8 +190,10 @@ impl Sessions {
         let mut swept = 0;
         for hour in from..=now_hour {
             let folder = hour.to_string();
-            for id in self.records.list(list(&folder)).await?.names {
-                self.records.delete(delete(&format!("{folder}/{id}"))).await?;
+            for id in self.records.list(RECORDS.list(&folder)).await?.names {
+                self.records
+                    .delete(RECORDS.delete(&format!("{folder}/{id}")))
+                    .await?;
                 swept += 1;
             }
             *self.swept_through.lock().unwrap_or_else(|p| p.into_inner()) = Some(hour);
@@ -205,31 +202,11 @@ impl Sessions {
     }
 }
 
-fn get(key: &str) -> GetRecordRequest {
-    GetRecordRequest {
-        area: AREA.into(),
-        key: key.into(),
-    }
-}
-
-fn delete(key: &str) -> DeleteRecordRequest {
-    DeleteRecordRequest {
-        area: AREA.into(),
-        key: key.into(),
-    }
-}
-
-fn list(folder: &str) -> ListRecordsRequest {
-    ListRecordsRequest {
-        area: AREA.into(),
-        folder: folder.into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Mutex;
+    use std::time::SystemTime;
 
     #[tokio::test]
     async fn a_session_is_found_by_its_token_until_it_ends_and_then_swept() {
