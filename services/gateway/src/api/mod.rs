@@ -59,15 +59,8 @@ pub async fn answer(gateway: &Gateway, request: Request, api: String) -> Respons
         // The users file's users in a browser that signs in through the provider: the
         // Basic credentials asked for on the way here are the sign-in.
         (Some("sign-in"), Some("password")) if request.method() == http::Method::GET => {
-            let given = url::form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes())
-                .find(|(name, _)| name == "return_to")
-                .map(|(_, value)| value.into_owned());
-            let mut response = StatusCode::SEE_OTHER.into_response();
-            let location = sign_in::return_path(gateway, given.as_deref());
-            if let Ok(value) = HeaderValue::from_str(&location) {
-                response.headers_mut().insert(header::LOCATION, value);
-            }
-            response
+            let given = sign_in::query_param(&request, "return_to");
+            sign_in::see_other(&sign_in::return_path(gateway, given.as_deref()))
         }
         _ => error(
             StatusCode::NOT_FOUND,

@@ -108,15 +108,21 @@ fn set_cookie(
     .unwrap_or_else(|_| HeaderValue::from_static("kubedav-invalid=; Max-Age=0"))
 }
 
+/// The `Set-Cookie` that ends the session cookie (signed out, or a session that ended).
+pub(crate) fn ended_session(gateway: &Gateway, request: &Request) -> HeaderValue {
+    let path = gateway.config.base_path.as_str();
+    set_cookie(gateway, request, session_cookie(gateway), "", 0, path)
+}
+
 /// A query parameter of the request, decoded.
-fn query_param(request: &Request, name: &str) -> Option<String> {
+pub(crate) fn query_param(request: &Request, name: &str) -> Option<String> {
     url::form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes())
         .find(|(n, _)| n == name)
         .map(|(_, v)| v.into_owned())
 }
 
 /// A 303 to `location`.
-fn see_other(location: &str) -> Response {
+pub(crate) fn see_other(location: &str) -> Response {
     let mut response = StatusCode::SEE_OTHER.into_response();
     if let Ok(value) = HeaderValue::from_str(location) {
         response.headers_mut().insert(header::LOCATION, value);
@@ -269,8 +275,7 @@ pub async fn answer(gateway: &Gateway, request: Request, api: &str) -> Response 
                         ended.end_session_url
                     };
                     let mut response = json(StatusCode::OK, &serde_json::json!({ "redirect": redirect }));
-                    let path = gateway.config.base_path.as_str();
-                    let cookie = set_cookie(gateway, &request, session_cookie(gateway), "", 0, path);
+                    let cookie = ended_session(gateway, &request);
                     response.headers_mut().append(header::SET_COOKIE, cookie);
                     response
                 }

@@ -111,32 +111,31 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
     let ready = |answer: Response| {
         Either::Right(Box::pin(std::future::ready(answer)) as futures_util::future::BoxFuture<'a, Response>)
     };
-    let found = credentials(request.headers()).or_else(|| {
-        gateway.config.sign_in.as_ref()?;
-        let session =
-            crate::api::sign_in::cookie(request.headers(), crate::api::sign_in::session_cookie(gateway))?;
-        Some(Ok(Credentials::Session(session.to_owned())))
-    });
-    // A credential accepted a moment ago: no call to the auth service (edge::verdicts).
+    // A credential accepted a moment ago: no call to the auth service (edge::verdicts),
+    // and nothing of it parsed. A session cookie counts only without an Authorization
+    // header.
+    let headers = request.headers();
+    let authorization = headers.get(header::AUTHORIZATION);
+    let session = match authorization {
+        None if gateway.config.sign_in.is_some() => {
+            crate::api::sign_in::cookie(headers, crate::api::sign_in::session_cookie(gateway))
+        }
+        _ => None,
+    };
     let client = request
         .extensions()
         .get::<crate::request::ClientIp>()
         .map(|a| a.0);
-    let remembered = match &found {
-        Some(Ok(Credentials::Session(session))) => {
-            Some(gateway.verdicts.key(client, true, session.as_bytes()))
-        }
-        Some(Ok(_)) => request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .map(|value| gateway.verdicts.key(client, false, value.as_bytes())),
-        _ => None,
+    let remembered = match (authorization, session) {
+        (Some(value), _) => Some(gateway.verdicts.key(client, false, value.as_bytes())),
+        (None, Some(session)) => Some(gateway.verdicts.key(client, true, session.as_bytes())),
+        (None, None) => None,
     };
     if let Some(key) = &remembered
         && !public_api(gateway, &request)
         && let Some(principal) = gateway.verdicts.get(key)
     {
-        if matches!(found, Some(Ok(Credentials::Session(_))))
+        if session.is_some()
             && let Err(refused) = crate::api::csrf::check(&request)
         {
             return ready(*refused);
@@ -150,6 +149,8 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
             Err(refused) => ready(*refused),
         };
     }
+    let found = credentials(request.headers())
+        .or_else(|| session.map(|session| Ok(Credentials::Session(session.to_owned()))));
     let credentials = match found {
         None if gateway.config.anonymous_read && read => return Either::Left(next(request)),
         None if public_api(gateway, &request) => return Either::Left(next(request)),
@@ -230,35 +231,12 @@ fn navigation(gateway: &Gateway, request: &Request) -> bool {
 /// session cookie is cleared too.
 fn to_sign_in(gateway: &Gateway, request: &Request, ended: bool) -> Response {
     let here = request.uri().path_and_query().map_or("/", |p| p.as_str());
-    let location = crate::api::sign_in::sign_in_location(gateway, here);
-    let mut response = StatusCode::SEE_OTHER.into_response();
-    if let Ok(value) = HeaderValue::from_str(&location) {
-        response.headers_mut().insert(header::LOCATION, value);
-    }
+    let mut response = crate::api::sign_in::see_other(&crate::api::sign_in::sign_in_location(gateway, here));
     if ended {
-        clear_session(gateway, &mut response);
+        let cookie = crate::api::sign_in::ended_session(gateway, request);
+        response.headers_mut().append(header::SET_COOKIE, cookie);
     }
     response
-}
-
-/// Clears the session cookie (a session that has ended).
-fn clear_session(gateway: &Gateway, response: &mut Response) {
-    let path = match gateway.config.base_path.as_str() {
-        "" => "/",
-        base => base,
-    };
-    let secure = if crate::api::sign_in::session_cookie(gateway) == crate::api::sign_in::HOST_SESSION_COOKIE {
-        "; Secure"
-    } else {
-        ""
-    };
-    let cookie = format!(
-        "{}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Lax{secure}",
-        crate::api::sign_in::session_cookie(gateway)
-    );
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().append(header::SET_COOKIE, value);
-    }
 }
 
 /// The auth service's check of `credentials`, in its span.
@@ -346,7 +324,8 @@ async fn verified<F: Future<Output = Response>>(
                 };
                 let mut response = challenge(gateway, reason, bearer);
                 if session {
-                    clear_session(gateway, &mut response);
+                    let cookie = crate::api::sign_in::ended_session(gateway, &request);
+                    response.headers_mut().append(header::SET_COOKIE, cookie);
                 }
                 response
             }
