@@ -228,11 +228,24 @@ async fn homes_are_absent_to_everyone_else(mode: Mode) {
             "alice {method} with {header} naming bob's file"
         );
     }
-    let (hidden, absent) = medians(&server, "GET", "/home/bob/secret.txt", "/home/bob/absent.txt").await;
-    let (slower, faster) = (hidden.max(absent), hidden.min(absent));
+    // A leak (a read of bob's file, a policy branch taken only for it) shows in
+    // every measurement; the shared machine's noise shows in one now and then. So
+    // each of three rounds may pass, and all three must fail to call it a leak.
+    let mut rounds = Vec::new();
+    for _ in 0..3 {
+        let (hidden, absent) = medians(&server, "GET", "/home/bob/secret.txt", "/home/bob/absent.txt").await;
+        let (slower, faster) = (hidden.max(absent), hidden.min(absent));
+        rounds.push((hidden, absent));
+        if slower.as_secs_f64() <= faster.as_secs_f64() * 1.10 {
+            break;
+        }
+    }
     assert!(
-        slower.as_secs_f64() <= faster.as_secs_f64() * 1.10,
-        "a hidden file's answer takes {hidden:?}, an absent one's {absent:?}"
+        rounds.len() < 3 || {
+            let (hidden, absent) = rounds[2];
+            hidden.max(absent).as_secs_f64() <= hidden.min(absent).as_secs_f64() * 1.10
+        },
+        "a hidden file's answer against an absent one's, in three rounds: {rounds:?}"
     );
 
     let listing = |user: &'static str, path: &'static str| {
