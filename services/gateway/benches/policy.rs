@@ -92,6 +92,7 @@ fn setup(rules: Option<usize>) -> Setup {
         locks: Arc::new(kubedav_locks::MemoryLocks::new(Duration::from_secs(3600))),
         auth: Some(Arc::new(auth) as Arc<dyn Auth>),
         markdown: None,
+        records: None,
     };
     Setup {
         service: Gateway::new(ports, config).service(),

@@ -118,6 +118,8 @@ pub struct Ports {
     pub auth: Option<Arc<dyn Auth>>,
     /// HTML to Markdown; `None` never converts.
     pub markdown: Option<Arc<dyn Markdown>>,
+    /// The records kept with the data (shares); `None`: no shares.
+    pub records: Option<Arc<dyn kubedav_api::records::Records>>,
 }
 
 /// The gateway's state: its ports to the services and its configuration.
@@ -134,6 +136,8 @@ pub struct Gateway {
     pub config: GatewayConfig,
     /// The access policy in force, if any (starts as [`GatewayConfig::policy`]).
     pub policy: Option<crate::access::LivePolicy>,
+    /// The shares users made, with a policy and records.
+    pub shares: Option<Arc<crate::shares::Shares>>,
     /// PROPFIND Depth 0 answers rendered before, answered again while they hold.
     pub(crate) answers: crate::cache::KeptAnswers,
     /// Credentials the auth service accepted a moment ago.
@@ -147,17 +151,32 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway over these service ports.
     pub fn new(ports: Ports, config: GatewayConfig) -> Arc<Self> {
+        Self::with_clock(ports, config, Arc::new(std::time::SystemTime::now))
+    }
+
+    /// A gateway over these service ports whose shares read the time from `clock`.
+    /// With a policy and records, it starts checking the shares (in a task of the
+    /// current tokio runtime).
+    pub fn with_clock(ports: Ports, config: GatewayConfig, clock: crate::shares::WallClock) -> Arc<Self> {
         let Ports {
             fileio,
             locks,
             auth,
             markdown,
+            records,
         } = ports;
+        let shares = records
+            .filter(|_| config.policy.is_some() && auth.is_some())
+            .map(|records| crate::shares::Shares::new(records, clock));
+        if let Some(shares) = &shares {
+            shares.keep_checked();
+        }
         Arc::new(Self {
             fileio,
             locks,
             auth,
             markdown,
+            shares,
             policy: config.policy.clone().map(crate::access::LivePolicy::new),
             config,
             answers: Default::default(),

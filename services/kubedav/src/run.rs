@@ -151,6 +151,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
     let storage::Storage {
         mut fileio, records, ..
     } = storage::open_storage(cli).await?;
+    let records_for_gateway = records.clone();
     // The gateway keeps what fileio told it, under an in-process lease, as it does from a
     // remote fileio: a kept answer costs no statx, no read and no listing, which is what
     // makes a hot GET or PROPFIND cheaper than nginx's (docs/benchmarks.md, issue 30). A
@@ -190,6 +191,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
         locks,
         auth,
         markdown,
+        records: Some(records_for_gateway),
     })
 }
 
@@ -277,11 +279,15 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
             RemoteMarkdown::new(channel("markdown", url.as_str(), token)?).with_call_timeout(call_timeout),
         ) as Arc<dyn Markdown>),
     };
+    // The records the gateway keeps shares in, which fileio serves beside the files.
+    let records = RemoteRecords::new(channel("fileio", cli.remote.fileio_url.as_str(), token)?)
+        .with_call_timeout(call_timeout);
     Ok(Ports {
         fileio,
         locks,
         auth,
         markdown,
+        records: Some(Arc::new(records)),
     })
 }
 

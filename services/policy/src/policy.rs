@@ -69,6 +69,11 @@ impl Subject {
         &self.user
     }
 
+    /// Its groups: the policy's and those its credential claims.
+    pub fn groups(&self) -> &[Arc<str>] {
+        &self.groups
+    }
+
     /// Whether the policy's `admins:` names it.
     pub fn is_admin(&self) -> bool {
         self.admin

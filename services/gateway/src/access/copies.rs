@@ -13,15 +13,27 @@ use kubedav_policy::Permission;
 /// The paths beneath `source` that a depth-infinity copy of it by `viewer` leaves out
 /// ([`kubedav_api::fileio::CopyRequest::leave_out`]): those the policy names and the
 /// viewer may not read, and, where the homes lie beneath `source`, every home the viewer
-/// may not read (one listing of the homes' parent names them).
+/// may not read (one listing of the homes' parent names them). When the source is
+/// shared with the viewer, what the share's creator may not read is left out as well.
 pub async fn left_out_of_copy(
     gateway: &Gateway,
     viewer: &Viewer,
     source: &VolumePath,
 ) -> Result<Vec<String>, HttpError> {
-    let unreadable = viewer.policy.unreadable_below(&viewer.subject, source);
-    let mut left_out: Vec<String> = unreadable.paths.iter().map(|p| p.as_str().to_owned()).collect();
-    let Some(homes) = unreadable.homes_in else {
+    // A source shared with the viewer: what its creators may not read is left out too.
+    let creators = viewer.received.creators_covering(&viewer.policy, source);
+    let mut left_out: Vec<String> = Vec::new();
+    let mut homes_in = None;
+    for subject in std::iter::once(&viewer.subject).chain(&creators) {
+        let unreadable = viewer.policy.unreadable_below(subject, source);
+        for path in unreadable.paths {
+            if !left_out.iter().any(|l| l == path.as_str()) {
+                left_out.push(path.as_str().to_owned());
+            }
+        }
+        homes_in = homes_in.or(unreadable.homes_in);
+    }
+    let Some(homes) = homes_in else {
         return Ok(left_out);
     };
     let listed = gateway
@@ -44,7 +56,10 @@ pub async fn left_out_of_copy(
             let Ok(home) = VolumePath::parse(&info.path) else {
                 continue;
             };
-            let readable = viewer.policy.access(&viewer.subject, &home).permission() >= Permission::Read;
+            let readable = viewer.access(&home).permission() >= Permission::Read
+                && creators
+                    .iter()
+                    .all(|creator| viewer.policy.access(creator, &home).permission() >= Permission::Read);
             if home != homes && !readable && !left_out.iter().any(|l| l == home.as_str()) {
                 left_out.push(home.as_str().to_owned());
             }

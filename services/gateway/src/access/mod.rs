@@ -18,6 +18,8 @@
 //! * The policy can change while the gateway serves ([`LivePolicy`]); each request is
 //!   decided whole under the policy it started with.
 //! * With `--audit-log`, every decision leaves one line in the log ([`audit`]).
+//! * Shares made to the principal add to what the policy gives ([`shared`]); the
+//!   path a share names stays put for its recipients.
 //!
 //! Without a policy nothing here runs, and nothing changes.
 
@@ -26,10 +28,12 @@ mod copies;
 pub mod homes;
 mod live;
 pub mod scope;
+pub mod shared;
 
 pub use copies::left_out_of_copy;
 pub use homes::create_named_paths;
 pub use live::LivePolicy;
+pub use shared::Received;
 
 use crate::Gateway;
 use crate::dav::method::DavMethod;
@@ -47,6 +51,29 @@ use std::sync::Arc;
 pub struct Viewer {
     policy: Arc<Policy>,
     subject: Subject,
+    /// The shares made to the principal.
+    received: Received,
+}
+
+/// The members of one listed collection as a viewer may see them ([`Viewer::members`]).
+pub struct ListedMembers<'a> {
+    by_policy: kubedav_policy::Members<'a>,
+    /// The collection, when a share bears on what is in it (members are then also
+    /// decided with the shares).
+    shared: Option<&'a VolumePath>,
+    viewer: &'a Viewer,
+}
+
+impl ListedMembers<'_> {
+    /// Whether the member `name` exists for the viewer.
+    pub fn sees(&self, name: &str) -> bool {
+        if self.by_policy.sees(name) {
+            return true;
+        }
+        self.shared
+            .and_then(|collection| collection.join(name).ok())
+            .is_some_and(|member| self.viewer.sees(&member))
+    }
 }
 
 impl Viewer {
@@ -55,24 +82,29 @@ impl Viewer {
         request.extensions().get::<Viewer>()
     }
 
+    /// What `path` is to the viewer, with its shares.
+    pub fn access(&self, path: &VolumePath) -> Access {
+        let by_policy = self.policy.access(&self.subject, path);
+        self.received.access(&self.policy, path, by_policy).0
+    }
+
     /// Whether `path` exists for the viewer.
     pub fn sees(&self, path: &VolumePath) -> bool {
-        self.policy.access(&self.subject, path).is_visible()
+        self.access(path).is_visible()
     }
 
     /// The members of `collection` as the viewer may see them, decided by name.
-    pub fn members<'a>(&'a self, collection: &'a VolumePath) -> kubedav_policy::Members<'a> {
-        self.policy.members(&self.subject, collection)
+    pub fn members<'a>(&'a self, collection: &'a VolumePath) -> ListedMembers<'a> {
+        ListedMembers {
+            by_policy: self.policy.members(&self.subject, collection),
+            shared: self.received.bears_on(collection).then_some(collection),
+            viewer: self,
+        }
     }
 
     /// Whether `path`, listed beneath `listed`, exists for the viewer: decided by name
     /// through `members` (of `listed`) when it is a direct member, else by its path.
-    pub fn sees_listed(
-        &self,
-        members: &kubedav_policy::Members<'_>,
-        listed: &VolumePath,
-        path: &str,
-    ) -> bool {
+    pub fn sees_listed(&self, members: &ListedMembers<'_>, listed: &VolumePath, path: &str) -> bool {
         let direct = path
             .rsplit_once('/')
             .map_or((listed.is_root(), path), |(parent, name)| {
@@ -86,7 +118,7 @@ impl Viewer {
 
     /// Whether the viewer may write in `collection`.
     pub fn may_write(&self, collection: &VolumePath) -> bool {
-        self.policy.access(&self.subject, collection).permission() >= Permission::Write
+        self.access(collection).permission() >= Permission::Write
     }
 
     /// The quota root whose figures a PROPFIND of `path` shows the viewer: the nearest
@@ -108,12 +140,13 @@ impl Viewer {
     /// Whether the viewer may write everything beneath `path` (a depth-infinity lock).
     pub fn writes_all_below(&self, path: &VolumePath) -> bool {
         self.policy.writes_all_below(&self.subject, path)
+            || self.received.writes_all_below(&self.policy, path)
     }
 
     /// Whether every member of `collection` is to the viewer what the collection is, so a
     /// listing of it needs no filtering.
     pub fn sees_all_of(&self, collection: &VolumePath) -> bool {
-        self.policy.members_inherit(collection)
+        self.policy.members_inherit(collection) && !self.received.lies_beneath(collection)
     }
 }
 
@@ -130,9 +163,26 @@ enum Use {
     Create,
 }
 
-/// Decides `request` under the gateway's policy; `Err` is the answer when it may not go
-/// on. With a policy, a request that may go on carries its [`Viewer`].
-pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Result<(), HttpError> {
+/// Why a request may not go on.
+#[derive(Debug)]
+pub enum Refusal {
+    /// This is the answer.
+    Answer(HttpError),
+    /// What only a share could allow, while the gateway's shares are unconfirmed: check
+    /// them ([`crate::shares::Shares::check`]) and decide again; if they still cannot be
+    /// read, this is the answer (503).
+    SharesUnconfirmed(HttpError),
+}
+
+impl From<HttpError> for Refusal {
+    fn from(error: HttpError) -> Self {
+        Refusal::Answer(error)
+    }
+}
+
+/// Decides `request` under the gateway's policy; `Err` says why it may not go on. With
+/// a policy, a request that may go on carries its [`Viewer`].
+pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Result<(), Refusal> {
     let Some(policy) = gateway.policy.as_ref().map(LivePolicy::current) else {
         return Ok(());
     };
@@ -141,6 +191,7 @@ pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Res
     }
     let principal = Principal::of(request);
     let subject = policy.subject(principal.name(), principal.groups());
+    let received = received_by(gateway, &subject);
     let target = crate::http::paths::request_path(&gateway.config.base_path, request)?;
     let destination = match method {
         DavMethod::Copy | DavMethod::Move => {
@@ -149,42 +200,119 @@ pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Res
         _ => None,
     };
     // Each path is decided once; the audit line reports the same decisions.
-    let target_decided = policy.decide(&subject, &target.path);
-    let destination_decided = destination.as_ref().map(|d| (d, policy.decide(&subject, d)));
-    let decided = decide(
-        &policy,
-        &subject,
+    let judge = Judge {
+        policy: &policy,
+        subject: &subject,
+        received: &received,
+    };
+    let target_decided = judge.decide(&target.path);
+    let destination_decided = destination.as_ref().map(|d| (d, judge.decide(d)));
+    let mut decided = decide(
+        &judge,
         method,
-        (&target.path, target_decided.access),
-        destination_decided
-            .as_ref()
-            .map(|(path, decided)| (*path, decided.access)),
+        &target_decided,
+        destination_decided.as_ref().map(|(_, decided)| decided),
     );
+    if decided.is_err() && received.is_unconfirmed() {
+        decided = Err(shares_unconfirmed());
+    }
+    let unconfirmed = decided.is_err() && received.is_unconfirmed();
     if tracing::enabled!(target: kubedav_kit::telemetry::AUDIT, tracing::Level::INFO) {
         audit::line(
             &subject,
             method,
-            (&target.path, &target_decided),
-            destination_decided
-                .as_ref()
-                .map(|(path, decided)| (*path, decided)),
+            &target_decided,
+            destination_decided.as_ref().map(|(_, decided)| decided),
             &decided,
         );
     }
-    decided?;
-    request.extensions_mut().insert(Viewer { policy, subject });
+    if let Err(refused) = decided {
+        return Err(if unconfirmed {
+            Refusal::SharesUnconfirmed(refused)
+        } else {
+            Refusal::Answer(refused)
+        });
+    }
+    request.extensions_mut().insert(Viewer {
+        policy,
+        subject,
+        received,
+    });
     Ok(())
+}
+
+/// The shares made to `subject` that are in the gateway's table.
+fn received_by(gateway: &Gateway, subject: &Subject) -> Received {
+    let Some(shares) = &gateway.shares else {
+        return Received::default();
+    };
+    match shares.trusted() {
+        Some(table) => Received::new(table.received(subject, shares.now())),
+        // Whether a share would have counted is known from the last table read; what
+        // it would allow is refused until the shares can be read again.
+        None if shares.table().received(subject, shares.now()).is_empty() => Received::default(),
+        None => Received::unconfirmed(),
+    }
+}
+
+/// The answer when what only a share could allow cannot be decided now.
+fn shares_unconfirmed() -> HttpError {
+    HttpError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the shares cannot be read right now; try again in a moment",
+    )
+}
+
+/// What one path is to the principal, and what decided it.
+pub(crate) struct PathDecision<'p> {
+    path: &'p VolumePath,
+    /// The policy's decision, for the audit line.
+    by_policy: kubedav_policy::Decided<'p>,
+    /// With the shares.
+    access: Access,
+    /// The share that gave `access`, if one did.
+    share: Option<Arc<crate::shares::ShareEntry>>,
+}
+
+/// The policy and the shares of one request's principal.
+struct Judge<'a> {
+    policy: &'a Policy,
+    subject: &'a Subject,
+    received: &'a Received,
+}
+
+impl Judge<'_> {
+    /// What `path` is to the principal.
+    fn access(&self, path: &VolumePath) -> Access {
+        let by_policy = self.policy.access(self.subject, path);
+        self.received.access(self.policy, path, by_policy).0
+    }
+
+    /// The whole decision about `path`.
+    fn decide<'p>(&self, path: &'p VolumePath) -> PathDecision<'p>
+    where
+        Self: 'p,
+    {
+        let by_policy = self.policy.decide(self.subject, path);
+        let (access, share) = self.received.access(self.policy, path, by_policy.access);
+        PathDecision {
+            path,
+            by_policy,
+            access,
+            share: share.cloned(),
+        }
+    }
 }
 
 /// The decision about `method` on `target` (and a COPY's or MOVE's `destination`), each
 /// with what it is to `subject`.
 fn decide(
-    policy: &Policy,
-    subject: &Subject,
+    judge: &Judge<'_>,
     method: DavMethod,
-    target: (&VolumePath, Access),
-    destination: Option<(&VolumePath, Access)>,
+    target: &PathDecision<'_>,
+    destination: Option<&PathDecision<'_>>,
 ) -> Result<(), HttpError> {
+    let (policy, subject) = (judge.policy, judge.subject);
     let target_use = match method {
         DavMethod::Get | DavMethod::Head | DavMethod::Propfind => Use::Read,
         DavMethod::Copy => Use::Copy,
@@ -192,34 +320,54 @@ fn decide(
         DavMethod::Put | DavMethod::Mkcol | DavMethod::Lock => Use::Create,
         DavMethod::Options => unreachable!("answered above"),
     };
-    allow(policy, subject, target, target_use)?;
+    allow(judge, (target.path, target.access), target_use)?;
     let moves_target = matches!(method, DavMethod::Delete | DavMethod::Move);
-    if moves_target && !subject.is_admin() && policy.is_fixed(target.0) {
-        return Err(fixed(target.0));
+    if moves_target && !subject.is_admin() && policy.is_fixed(target.path) {
+        return Err(fixed(target.path));
+    }
+    if moves_target && is_share_root(target) {
+        return Err(shared_root(target.path));
     }
     if let Some(destination) = destination {
-        allow(policy, subject, destination, Use::Create)?;
-        if !subject.is_admin() && policy.is_fixed(destination.0) {
-            return Err(fixed(destination.0));
+        allow(judge, (destination.path, destination.access), Use::Create)?;
+        if !subject.is_admin() && policy.is_fixed(destination.path) {
+            return Err(fixed(destination.path));
+        }
+        if is_share_root(destination) {
+            return Err(shared_root(destination.path));
         }
     }
     Ok(())
 }
 
+/// Whether `decision` is of the path a share names, which the share alone lets the
+/// principal change: the path stays put for its recipients, as a rule's path does.
+fn is_share_root(decision: &PathDecision<'_>) -> bool {
+    decision
+        .share
+        .as_ref()
+        .is_some_and(|entry| entry.path == *decision.path)
+}
+
+/// The answer for moving, deleting or replacing the path a share names.
+fn shared_root(path: &VolumePath) -> HttpError {
+    HttpError::new(
+        StatusCode::FORBIDDEN,
+        format!(
+            "{path} is shared with you; only its owner may move, replace or delete it (change what is inside it instead)"
+        ),
+    )
+}
+
 /// Whether `subject` may use `path`, which is `access` to it, as `what` needs; the
 /// answer when not.
-fn allow(
-    policy: &Policy,
-    subject: &Subject,
-    (path, access): (&VolumePath, Access),
-    what: Use,
-) -> Result<(), HttpError> {
+fn allow(judge: &Judge<'_>, (path, access): (&VolumePath, Access), what: Use) -> Result<(), HttpError> {
     let needed = match what {
         Use::Read | Use::Copy => Permission::Read,
         Use::Change | Use::Create => Permission::Write,
     };
     match access {
-        Access::Hidden => Err(as_absent(policy, subject, path, what)),
+        Access::Hidden => Err(as_absent(judge, path, what)),
         Access::Passable if what == Use::Read => Ok(()),
         Access::Granted(permission) if permission >= needed => Ok(()),
         // A copy needs read on what it copies: a collection the principal only passes
@@ -240,13 +388,13 @@ fn allow(
 }
 
 /// The answer for a hidden path: what the method gives where nothing is.
-fn as_absent(policy: &Policy, subject: &Subject, path: &VolumePath, what: Use) -> HttpError {
+fn as_absent(judge: &Judge<'_>, path: &VolumePath, what: Use) -> HttpError {
     if what != Use::Create {
         return HttpError::new(StatusCode::NOT_FOUND, format!("{path} does not exist"));
     }
     let parent_visible = path
         .split_last()
-        .is_some_and(|(parent, _)| policy.access(subject, &parent).is_visible());
+        .is_some_and(|(parent, _)| judge.access(&parent).is_visible());
     if parent_visible {
         HttpError::new(
             StatusCode::FORBIDDEN,

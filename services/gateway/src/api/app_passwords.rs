@@ -9,7 +9,7 @@
 //! An app password cannot manage app passwords: sign in with a password, the identity
 //! provider or a bearer token.
 
-use super::{MAX_BODY_BYTES, error, json};
+use super::{error, json};
 use crate::Gateway;
 use crate::request::Principal;
 use axum::extract::Request;
@@ -133,35 +133,11 @@ fn managing<'g>(
 
 /// The JSON body of a `POST`, or the 4xx that says what is wrong with it.
 async fn body(request: Request) -> Result<Create, Response> {
-    let json_type = request
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        });
-    if !json_type {
-        return Err(error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "send the app password's settings as JSON (Content-Type: application/json)",
-        ));
-    }
-    let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
-        .await
-        .map_err(|_| {
-            error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!("the body is over {MAX_BODY_BYTES} bytes"),
-            )
-        })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            &format!("the body is not the JSON expected ({e}): {{\"name\": ..., \"expires_at\": RFC 3339 time or absent, \"permission\": \"read\" | \"write\", \"path\": \"/a/path\" or absent}}"),
-        )
-    })
+    super::json_body(
+        request,
+        "{\"name\": ..., \"expires_at\": RFC 3339 time or absent, \"permission\": \"read\" | \"write\", \"path\": \"/a/path\" or absent}",
+    )
+    .await
 }
 
 /// An app password as the API shows it.

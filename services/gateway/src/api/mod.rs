@@ -11,6 +11,7 @@
 pub mod account;
 pub mod app_passwords;
 pub mod csrf;
+pub mod shares;
 pub mod sign_in;
 
 use crate::Gateway;
@@ -53,6 +54,7 @@ pub async fn answer(gateway: &Gateway, request: Request, api: String) -> Respons
         (Some("app-passwords"), rest) => {
             app_passwords::answer(gateway, request, principal, rest.unwrap_or("")).await
         }
+        (Some("shares"), rest) => shares::answer(gateway, request, principal, rest.unwrap_or("")).await,
         (Some("account"), None) if request.method() == http::Method::GET => {
             app_passwords::page(gateway, principal).await
         }
@@ -84,4 +86,41 @@ pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Response {
 /// A JSON error: `{"error": message}`.
 pub(crate) fn error(status: StatusCode, message: &str) -> Response {
     json(status, &serde_json::json!({ "error": message }))
+}
+
+/// The JSON body of a call, or the 4xx that says what is wrong with it (`expected`
+/// shows the shape it should have).
+pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
+    request: Request,
+    expected: &str,
+) -> Result<T, Response> {
+    let json_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json_type {
+        return Err(error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the body as JSON (Content-Type: application/json)",
+        ));
+    }
+    let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the body is over {MAX_BODY_BYTES} bytes"),
+            )
+        })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            &format!("the body is not the JSON expected ({e}): {expected}"),
+        )
+    })
 }

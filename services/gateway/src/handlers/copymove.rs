@@ -51,6 +51,8 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
         destination.path.as_str().to_owned(),
     );
     let result = if is_move {
+        let by = crate::request::Principal::of(&request);
+        crate::shares::end_before_removing(gateway, &source.path, by.name()).await?;
         gateway
             .fileio
             .r#move(MoveRequest {

@@ -22,6 +22,8 @@ pub(super) async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
     let targets = crate::dav::locking::member(&target.path, true);
     let change = Change::of(targets).conditional();
     guard_write(gateway, Asking::of(&request), &target.path, change).await?;
+    let by = crate::request::Principal::of(&request);
+    crate::shares::end_before_removing(gateway, &target.path, by.name()).await?;
     let reply = gateway
         .fileio
         .delete(DeleteRequest {

@@ -67,9 +67,39 @@ pub fn dispatch<'a>(
     if let Err(refused) = crate::access::scope::check(gateway, method, &request) {
         return answered(refused.into_response());
     }
-    if let Err(refused) = crate::access::check(gateway, method, &mut request) {
-        return answered(refused.into_response());
+    match crate::access::check(gateway, method, &mut request) {
+        Ok(()) => {}
+        Err(crate::access::Refusal::Answer(refused)) => return answered(refused.into_response()),
+        Err(crate::access::Refusal::SharesUnconfirmed(refused)) => {
+            // A share may allow it, but the shares were not confirmed lately (the
+            // gateway has just started, or the records were slow): read them now.
+            let handler: Pin<Box<dyn Future<Output = HttpResult> + Send + 'a>> = Box::pin(async move {
+                let checked = match &gateway.shares {
+                    Some(shares) => shares.check().await.is_ok(),
+                    None => false,
+                };
+                match crate::access::check(gateway, method, &mut request) {
+                    Ok(()) if checked => route(gateway, method, request).await,
+                    Ok(()) | Err(crate::access::Refusal::SharesUnconfirmed(_)) => Err(refused),
+                    Err(crate::access::Refusal::Answer(refused)) => Err(refused),
+                }
+            });
+            return Either::Right(handler.map(respond as fn(HttpResult) -> Response));
+        }
     }
+    if method == DavMethod::Options {
+        return answered(options::options());
+    }
+    Either::Right(route(gateway, method, request).map(respond as fn(HttpResult) -> Response))
+}
+
+/// The handler of `method` for a request that passed the access checks, after making
+/// its principal's home when it is the first request of the principal.
+fn route<'a>(
+    gateway: &'a Gateway,
+    method: DavMethod,
+    request: Request,
+) -> Pin<Box<dyn Future<Output = HttpResult> + Send + 'a>> {
     let home_to_make = crate::access::homes::home_to_make(gateway, &request);
     // Each handler's future is boxed: inline, the largest of them (LOCK's, 2 KiB) would
     // size every request's future, and the layers around it copy that as each starts
@@ -80,7 +110,7 @@ pub fn dispatch<'a>(
         DavMethod::Put => Box::pin(put::put(gateway, request)),
         DavMethod::Delete => Box::pin(delete::delete(gateway, request)),
         DavMethod::Mkcol => Box::pin(mkcol::mkcol(gateway, request)),
-        DavMethod::Options => return answered(options::options()),
+        DavMethod::Options => Box::pin(std::future::ready(Ok(options::options()))),
         DavMethod::Propfind => Box::pin(propfind::propfind(gateway, request)),
         DavMethod::Proppatch => Box::pin(proppatch::proppatch(gateway, request)),
         DavMethod::Copy => Box::pin(copymove::copy_or_move(gateway, request, false)),
@@ -88,14 +118,13 @@ pub fn dispatch<'a>(
         DavMethod::Lock => Box::pin(lock::lock(gateway, request)),
         DavMethod::Unlock => Box::pin(lock::unlock(gateway, request)),
     };
-    let handler = match home_to_make {
+    match home_to_make {
         None => handler,
         Some(home) => Box::pin(async move {
             home.make(gateway).await;
             handler.await
         }),
-    };
-    Either::Right(handler.map(respond as fn(HttpResult) -> Response))
+    }
 }
 
 /// A handler's result as the answer: its response, or its error's.

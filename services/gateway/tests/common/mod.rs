@@ -37,6 +37,8 @@ pub(crate) struct Options {
     pub config: Option<fn(&mut GatewayConfig)>,
     /// An access policy (YAML); the paths it names are made on the root.
     pub policy: Option<&'static str>,
+    /// The clock the shares read (the system's when `None`).
+    pub clock: Option<kubedav_gateway::shares::WallClock>,
 }
 
 impl App {
@@ -91,14 +93,19 @@ impl App {
             }
             config.policy = Some(Arc::new(policy));
         }
+        let records = Arc::new(fileio.records()) as Arc<dyn kubedav_api::records::Records>;
         let ports = Ports {
             fileio: Arc::new(fileio),
             locks: Arc::new(locks),
             auth,
             markdown: None,
+            records: Some(records),
         };
+        let clock = options
+            .clock
+            .unwrap_or_else(|| Arc::new(std::time::SystemTime::now));
         App {
-            service: Gateway::new(ports, config).service(),
+            service: Gateway::with_clock(ports, config, clock).service(),
             root,
             _config_dir: config_dir,
         }
