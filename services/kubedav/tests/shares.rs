@@ -1,0 +1,260 @@
+//! Shares end to end (issue 53): two gateways over one storage, in both run modes and
+//! on both backends, as replicas run. alice shares a folder of her home with bob
+//! through one gateway; bob reads and writes it through the other; a group share
+//! reaches a member the policy adds later; a revocation is refused through both
+//! gateways within a second; and the shares outlive a restart of every process and a
+//! Redis `FLUSHALL`. (What a share gives and what it never gives, method by method, is
+//! `services/gateway/tests/shares.rs`, in process.)
+
+#[macro_use]
+mod common;
+
+use common::tools::run;
+use common::{BACKEND, Backend, Mode, Process, client, start_gateway, start_service, users_file};
+use kubedav_testkit::RedisServer;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const POLICY: &str = "homes: /home/{user}\ngroups:\n  staff: [carol]\n";
+
+/// Two gateways over one storage: each with its own auth (microservices), or each a
+/// whole process sharing locks through Redis (all-in-one).
+struct Fleet {
+    processes: Vec<Process>,
+    gateways: [String; 2],
+    _s3: Option<kubedav_testkit::S3Server>,
+}
+
+async fn fleet(mode: Mode, redis: &RedisServer, dir: &Path) -> Fleet {
+    let users = users_file(
+        dir,
+        &[("alice", "pw"), ("bob", "pw"), ("carol", "pw"), ("dave", "pw")],
+    );
+    let policy = dir.join("policy.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let mut envs: Vec<(String, String)> = vec![
+        ("KUBEDAV_LOCK_STORE".into(), redis.url(0)),
+        ("KUBEDAV_USERS_FILE".into(), users.display().to_string()),
+        ("KUBEDAV_POLICY".into(), policy.display().to_string()),
+    ];
+    let s3 = match common::backend() {
+        Backend::Volume => {
+            let root = dir.join("root");
+            std::fs::create_dir_all(&root).unwrap();
+            envs.push(("KUBEDAV_ROOT".into(), root.display().to_string()));
+            None
+        }
+        _ => {
+            let s3 = kubedav_testkit::S3Server::start("files");
+            envs.extend(common::s3_envs(&s3));
+            envs.push(("KUBEDAV_STORAGE".into(), format!("s3://{}/shares", s3.bucket())));
+            Some(s3)
+        }
+    };
+    let mut processes = Vec::new();
+    let mut gateways = Vec::new();
+    match mode {
+        Mode::AllInOne => {
+            for name in ["all-a", "all-b"] {
+                let args: Vec<String> = ["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"]
+                    .map(String::from)
+                    .to_vec();
+                let mut process = Process::spawn(name, &args, &envs);
+                gateways.push(process.listening("gateway HTTP").await);
+                process.listening("all admin").await;
+                processes.push(process);
+            }
+        }
+        Mode::Microservices => {
+            let (fileio, fileio_grpc, _) = start_service("fileio", "fileio", &[], &envs).await;
+            let (locks, locks_grpc, _) = start_service("locks", "locks", &[], &envs).await;
+            processes.extend([fileio, locks]);
+            let fileio_url = format!("http://{fileio_grpc}");
+            for (auth_name, gateway_name) in [("auth-a", "gateway-a"), ("auth-b", "gateway-b")] {
+                let (auth, auth_grpc, _) = start_service(
+                    auth_name,
+                    "auth",
+                    &["--fileio-url".into(), fileio_url.clone()],
+                    &envs,
+                )
+                .await;
+                let args = [
+                    "--fileio-url".to_owned(),
+                    fileio_url.clone(),
+                    "--locks-url".into(),
+                    format!("http://{locks_grpc}"),
+                    "--auth-url".into(),
+                    format!("http://{auth_grpc}"),
+                    "--markdown-url".into(),
+                    String::new(),
+                ];
+                let (gateway, http, _) = start_gateway(gateway_name, &args, &envs).await;
+                gateways.push(http);
+                processes.extend([auth, gateway]);
+            }
+        }
+    }
+    let url = |addr: SocketAddr| format!("http://{addr}");
+    Fleet {
+        processes,
+        gateways: [url(gateways[0]), url(gateways[1])],
+        _s3: s3,
+    }
+}
+
+async fn send(at: &str, user: &str, method: &str, path: &str, body: &str) -> StatusCode {
+    client()
+        .request(method.parse().unwrap(), format!("{at}{path}"))
+        .basic_auth(user, Some("pw"))
+        .header("depth", "0")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// A call to the shares API: status and JSON answer.
+async fn api(at: &str, user: &str, method: &str, rest: &str, body: Option<Value>) -> (StatusCode, Value) {
+    let mut request = client()
+        .request(method.parse().unwrap(), format!("{at}/.kubedav/shares{rest}"))
+        .basic_auth(user, Some("pw"))
+        .header("x-kubedav-request", "1");
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// How long until `check` holds, polled every 10 ms for at most `bound`; `None` if it
+/// never did.
+async fn time_until<F, Fut>(bound: Duration, mut check: F) -> Option<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while started.elapsed() <= bound {
+        if check().await {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
+}
+
+async fn bob_gets_it_through_either_gateway_and_loses_it_within_a_second(mode: Mode) {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut fleet = fleet(mode, &redis, dir.path()).await;
+    let [a, b] = fleet.gateways.clone();
+    assert_eq!(
+        send(&a, "alice", "MKCOL", "/home/alice/project/", "").await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        send(&a, "alice", "PUT", "/home/alice/project/plan.txt", "the plan").await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        send(&b, "bob", "GET", "/home/alice/project/plan.txt", "").await,
+        StatusCode::NOT_FOUND
+    );
+
+    let (made, share) = api(
+        &a,
+        "alice",
+        "POST",
+        "",
+        Some(json!({"path": "/home/alice/project", "to": "user:bob", "permission": "write"})),
+    )
+    .await;
+    assert_eq!(made, StatusCode::CREATED, "{share}");
+    // Through a at once; through b once it has read the stamp.
+    assert_eq!(
+        send(&a, "bob", "GET", "/home/alice/project/plan.txt", "").await,
+        StatusCode::OK
+    );
+    let granted = time_until(Duration::from_secs(2), || async {
+        send(&b, "bob", "GET", "/home/alice/project/plan.txt", "").await == StatusCode::OK
+    })
+    .await;
+    assert!(granted.is_some(), "gateway b never honoured the share");
+    assert_eq!(
+        send(&b, "bob", "PUT", "/home/alice/project/notes.txt", "bob's").await,
+        StatusCode::CREATED
+    );
+    let (_, bobs) = api(&b, "bob", "GET", "", None).await;
+    assert_eq!(bobs["received"][0]["href"], "/home/alice/project/", "{bobs}");
+
+    // A group share reaches a member the policy names only afterwards.
+    let (made, _) = api(
+        &a,
+        "alice",
+        "POST",
+        "",
+        Some(json!({"path": "/home/alice/project", "to": "group:staff", "permission": "read"})),
+    )
+    .await;
+    assert_eq!(made, StatusCode::CREATED);
+    assert_eq!(
+        send(&b, "dave", "GET", "/home/alice/project/plan.txt", "").await,
+        StatusCode::NOT_FOUND
+    );
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY.replace("[carol]", "[carol, dave]")).unwrap();
+    let joined = time_until(Duration::from_secs(4), || async {
+        send(&b, "dave", "GET", "/home/alice/project/plan.txt", "").await == StatusCode::OK
+    })
+    .await;
+    assert!(joined.is_some(), "dave never got the group's share");
+
+    // Durable: every process restarted, Redis flushed, and the shares still hold.
+    run("redis-cli", &["-u", &redis.url(0), "FLUSHALL"], None).await;
+    for process in &mut fleet.processes {
+        process.restart().await;
+    }
+    for (gateway, user) in [(&a, "bob"), (&b, "bob"), (&a, "dave")] {
+        let kept = time_until(Duration::from_secs(2), || async {
+            send(gateway, user, "GET", "/home/alice/project/plan.txt", "").await == StatusCode::OK
+        })
+        .await;
+        assert!(
+            kept.is_some(),
+            "{user} lost the share through {gateway} after the restart"
+        );
+    }
+
+    // Revoked through a: refused through a at once, through b within a second.
+    let id = share["id"].as_str().unwrap();
+    let revoked_at = Instant::now();
+    let (revoked, _) = api(&a, "alice", "DELETE", &format!("/{id}"), None).await;
+    assert_eq!(revoked, StatusCode::NO_CONTENT);
+    assert_eq!(
+        send(&a, "bob", "GET", "/home/alice/project/plan.txt", "").await,
+        StatusCode::NOT_FOUND
+    );
+    let refused = time_until(Duration::from_secs(2), || async {
+        send(&b, "bob", "GET", "/home/alice/project/plan.txt", "").await == StatusCode::NOT_FOUND
+    })
+    .await
+    .map(|_| revoked_at.elapsed());
+    println!("figure: a revocation through gateway a was refused through gateway b after {refused:?}");
+    assert!(
+        refused.is_some_and(|after| after < Duration::from_secs(1)),
+        "gateway b still honoured the revoked share: {refused:?}"
+    );
+    // The group's share is another share: dave keeps it.
+    assert_eq!(
+        send(&b, "dave", "GET", "/home/alice/project/plan.txt", "").await,
+        StatusCode::OK
+    );
+}
+
+in_both_modes!(bob_gets_it_through_either_gateway_and_loses_it_within_a_second);
+on_s3!(bob_gets_it_through_either_gateway_and_loses_it_within_a_second);
