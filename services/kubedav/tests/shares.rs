@@ -256,5 +256,41 @@ async fn bob_gets_it_through_either_gateway_and_loses_it_within_a_second(mode: M
     );
 }
 
-in_both_modes!(bob_gets_it_through_either_gateway_and_loses_it_within_a_second);
+/// The file manager's shares in headless Chromium (`tests/clients/browser_shares.py`):
+/// alice shares a folder from her home's page; bob finds it under "Shared with me",
+/// follows it, and may then write in it (screenshots kept).
+async fn shared_in_the_file_manager(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path(), &[("alice", "pw"), ("bob", "pw")]);
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let envs = [("KUBEDAV_POLICY", policy.to_str().unwrap())];
+    let server = common::Server::start_auth(mode, Some(&users), &[], &[], &envs).await;
+    let at = server.url("");
+    let at = at.trim_end_matches('/');
+    assert_eq!(
+        send(at, "alice", "MKCOL", "/home/alice/project/", "").await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        send(at, "alice", "PUT", "/home/alice/project/plan.txt", "the plan").await,
+        StatusCode::CREATED
+    );
+    let python = common::tools::tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let shots = std::env::var("KUBEDAV_SCREENSHOTS").map_or_else(|_| dir.path().to_owned(), Into::into);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_shares.py");
+    let output = run(&python, &[script, at, shots.to_str().unwrap(), "pw"], None).await;
+    assert!(output.contains("shares view ok"), "{output}");
+    assert!(shots.join("shares-made.png").exists() && shots.join("shares-received.png").exists());
+    assert_eq!(
+        send(at, "bob", "PUT", "/home/alice/project/from-bob.txt", "bob's").await,
+        StatusCode::CREATED,
+        "the share made in the browser lets bob write"
+    );
+}
+
+in_both_modes!(
+    bob_gets_it_through_either_gateway_and_loses_it_within_a_second,
+    shared_in_the_file_manager
+);
 on_s3!(bob_gets_it_through_either_gateway_and_loses_it_within_a_second);

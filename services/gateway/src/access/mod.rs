@@ -116,6 +116,12 @@ impl Viewer {
         }
     }
 
+    /// Whether the viewer manages `path` (may share it): under the policy alone, as
+    /// shares never give manage.
+    pub fn manages(&self, path: &VolumePath) -> bool {
+        self.policy.access(&self.subject, path) == Access::Granted(Permission::Manage)
+    }
+
     /// Whether the viewer may write in `collection`.
     pub fn may_write(&self, collection: &VolumePath) -> bool {
         self.access(collection).permission() >= Permission::Write

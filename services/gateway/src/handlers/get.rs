@@ -90,6 +90,13 @@ pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> Http
                 && !principal.name().is_empty()
                 && principal.kind() != "app-password",
             sign_out: principal.kind() == "session",
+            shares: gateway.shares.is_some()
+                && !principal.name().is_empty()
+                && principal.kind() != "app-password",
+            manage: gateway.shares.is_some()
+                && principal.kind() != "app-password"
+                && !principal.read_only()
+                && viewer.is_some_and(|viewer| viewer.manages(&target.path)),
         };
         return listing(gateway, &target.path, head, offers, viewer).await;
     }

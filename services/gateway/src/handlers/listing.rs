@@ -44,6 +44,12 @@ pub struct Offers {
     pub account: bool,
     /// A sign-out button (a browser session through the identity provider).
     pub sign_out: bool,
+    /// The "Shares" panel: what was shared with the user, and what it shared
+    /// (`{base}/.kubedav/shares`).
+    pub shares: bool,
+    /// "Share" buttons: the user manages the collection, so it may share it and what
+    /// is in it.
+    pub manage: bool,
 }
 
 /// Renders the page of `dir` with `members`: collections first, then files, each group
@@ -65,8 +71,9 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n\
          <link rel=\"stylesheet\" href=\"{prefix}/.kubedav-ui/app.css\">\n\
          <script src=\"{prefix}/.kubedav-ui/app.js\" defer></script>\n</head>\n\
-         <body data-collection=\"{}\" data-writable=\"{writable}\">\n",
-        escape(&href(dir, true))
+         <body data-collection=\"{}\" data-writable=\"{writable}\" data-base=\"{}\">\n",
+        escape(&href(dir, true)),
+        escape(prefix)
     );
     if offers.account {
         let _ = writeln!(
@@ -80,17 +87,31 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
             "<button type=\"button\" id=\"sign-out\" data-href=\"{prefix}/.kubedav/sign-out\">Sign out</button>"
         );
     }
+    if offers.shares {
+        let _ = writeln!(
+            html,
+            "<button type=\"button\" id=\"shares-open\" data-href=\"{prefix}/.kubedav/shares\">Shares</button>"
+        );
+    }
     breadcrumbs(&mut html, base, dir);
+    if offers.shares {
+        html.push_str(SHARES_PANEL);
+    }
     let _ = write!(
         html,
         "<h1>{title}</h1>\n<div id=\"toolbar\"{}>\
          <label>Upload files<input type=\"file\" id=\"files\" multiple></label>\
          <label>Upload a folder<input type=\"file\" id=\"folder\" webkitdirectory multiple></label>\
-         <button type=\"button\" id=\"mkdir\">New folder</button></div>\n\
+         <button type=\"button\" id=\"mkdir\">New folder</button>{}</div>\n\
          <div id=\"uploads\"></div>\n<p id=\"status\" role=\"status\"></p>\n<div id=\"drop\">\n\
          <table id=\"listing\">\n<thead><tr><th data-key=\"name\">Name</th><th data-key=\"size\">Size</th>\
          <th data-key=\"mtime\">Last modified</th><th>Actions</th></tr></thead>\n<tbody>\n",
-        if writable { "" } else { " hidden" }
+        if writable { "" } else { " hidden" },
+        if offers.manage {
+            "<button type=\"button\" id=\"share-here\">Share this folder</button>"
+        } else {
+            ""
+        }
     );
     if let Some((parent, _)) = dir.split_last() {
         let _ = writeln!(
@@ -114,6 +135,9 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
         if !member.is_collection && path.name().to_ascii_lowercase().ends_with(".md") {
             actions.push_str("<button type=\"button\" data-action=\"preview\">Preview</button>");
         }
+        if offers.manage {
+            actions.push_str("<button type=\"button\" data-action=\"share\">Share</button>");
+        }
         if writable {
             actions.push_str(
                 "<button type=\"button\" data-action=\"rename\">Rename</button>\
@@ -134,6 +158,17 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
     html.push_str("</tbody>\n</table>\n</div>\n<div id=\"preview\" hidden></div>\n</body>\n</html>\n");
     html
 }
+
+/// The "Shares" panel and the form that makes a share, filled and shown by the script.
+const SHARES_PANEL: &str = "<section id=\"shares\" hidden>\
+<h2>Shared with me</h2><ul id=\"shares-received\"></ul>\
+<h2>Shared by me</h2><ul id=\"shares-made\"></ul></section>\n\
+<form id=\"share-form\" hidden><h2>Share <span id=\"share-what\"></span></h2>\
+<label>With<input name=\"to\" placeholder=\"user:bob or group:staff\" required></label>\
+<label>Permission<select name=\"permission\"><option value=\"read\">read</option>\
+<option value=\"write\">read and write</option></select></label>\
+<label>Until (optional)<input name=\"expires\" type=\"datetime-local\"></label>\
+<button type=\"submit\">Share</button><button type=\"button\" id=\"share-cancel\">Cancel</button></form>\n";
 
 /// `/ › a › b` with a link on each ancestor of `dir`.
 fn breadcrumbs(html: &mut String, base: &BasePath, dir: &VolumePath) {
@@ -195,8 +230,7 @@ mod tests {
             ],
             Offers {
                 write: true,
-                account: false,
-                sign_out: false,
+                ..Offers::default()
             },
         );
         let zdir = html.find(">zdir/<").unwrap();

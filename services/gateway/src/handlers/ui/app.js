@@ -1,5 +1,6 @@
 // kubedav's file manager: sorting, uploads with progress, new folder, rename, delete,
-// copy link and a Markdown preview, over the page the server rendered (which works
+// copy link, a Markdown preview, and shares (what was shared with the user, what it
+// shared, and sharing what it manages), over the page the server rendered (which works
 // without this script). Served from kubedav's own origin under a strict CSP: no inline
 // code, and every name is put into the page as text, never as markup.
 "use strict";
@@ -31,8 +32,8 @@
   // Every change carries X-Kubedav-Request: with a session cookie, the server accepts
   // no write without it (a page of another origin cannot send it).
   const proof = { "X-Kubedav-Request": "1" };
-  const send = (method, url, headers) =>
-    fetch(url, { method, headers: Object.assign({}, proof, headers || {}), credentials: "same-origin" }).then((response) => {
+  const send = (method, url, headers, payload) =>
+    fetch(url, { method, headers: Object.assign({}, proof, headers || {}), body: payload, credentials: "same-origin" }).then((response) => {
       if (!response.ok) return response.text().then((text) => Promise.reject(new Error(method + " " + response.status + ": " + text)));
       return response;
     });
@@ -63,6 +64,8 @@
     } else if (action === "delete") {
       if (!window.confirm("Delete " + name + "?")) return;
       send("DELETE", href).then(() => location.reload(), report);
+    } else if (action === "share") {
+      openShareForm(href);
     } else if (action === "preview") {
       fetch(href, { credentials: "same-origin" })
         .then((response) => response.text())
@@ -123,6 +126,69 @@
       }
     }
     box.hidden = false;
+  }
+
+  // Shares: the panel lists what was shared with the user (a link to each) and what it
+  // shared (with a button to end each); the form shares a path the user manages.
+  const base = body.dataset.base || "";
+  const sharesOpen = document.getElementById("shares-open");
+  const sharesApi = sharesOpen ? sharesOpen.dataset.href : null;
+  const item = (parts) => {
+    const li = document.createElement("li");
+    for (const part of parts) li.append(part);
+    return li;
+  };
+  const link = (href, text) => {
+    const a = document.createElement("a");
+    a.href = href;
+    a.textContent = text;
+    return a;
+  };
+  const until = (share) => (share.expires_at ? ", until " + new Date(share.expires_at).toLocaleString() : "");
+  function showShares() {
+    fetch(sharesApi, { credentials: "same-origin" })
+      .then((response) => response.ok ? response.json() : Promise.reject(new Error("shares: " + response.status)))
+      .then((shares) => {
+        const received = document.getElementById("shares-received");
+        received.replaceChildren(...shares.received.map((share) =>
+          item([link(share.href, share.path), " from " + share.creator + " (" + share.permission + until(share) + ")"])));
+        if (!shares.received.length) received.append(item(["Nothing is shared with you."]));
+        const made = document.getElementById("shares-made");
+        made.replaceChildren(...shares.made.map((share) => {
+          const end = document.createElement("button");
+          end.type = "button";
+          end.textContent = "Stop sharing";
+          end.addEventListener("click", () =>
+            send("DELETE", sharesApi + "/" + encodeURIComponent(share.id)).then(showShares, report));
+          return item([link(share.href, share.path), " with " + share.to + " (" + share.permission + until(share) + ") ", end]);
+        }));
+        if (!shares.made.length) made.append(item(["You share nothing."]));
+        document.getElementById("shares").hidden = false;
+      }, report);
+  }
+  if (sharesOpen) sharesOpen.addEventListener("click", showShares);
+  const shareForm = document.getElementById("share-form");
+  // The path on the server of a link in the page (what follows the base path).
+  const pathOf = (href) => decodeURIComponent(new URL(href, location.href).pathname.slice(base.length)).replace(/(.)\/$/, "$1");
+  function openShareForm(href) {
+    if (!shareForm) return;
+    shareForm.dataset.path = pathOf(href);
+    document.getElementById("share-what").textContent = shareForm.dataset.path;
+    shareForm.hidden = false;
+    shareForm.elements.to.focus();
+  }
+  const shareHere = document.getElementById("share-here");
+  if (shareHere) shareHere.addEventListener("click", () => openShareForm(here));
+  if (shareForm) {
+    document.getElementById("share-cancel").addEventListener("click", () => { shareForm.hidden = true; });
+    shareForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const fields = shareForm.elements;
+      const wanted = { path: shareForm.dataset.path, to: fields.to.value.trim(), permission: fields.permission.value };
+      if (fields.expires.value) wanted.expires_at = new Date(fields.expires.value).toISOString();
+      send("POST", sharesApi, { "Content-Type": "application/json" }, JSON.stringify(wanted))
+        .then(() => { shareForm.hidden = true; shareForm.reset(); showShares(); }, report);
+    });
   }
 
   // Sign-out ends the session everywhere, then lets the identity provider end its own.
