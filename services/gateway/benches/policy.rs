@@ -52,7 +52,12 @@ struct Setup {
 
 /// Shares bob made of `/home/bob/s{n}`, each to another user; with `to_alice`, one more
 /// of `/home/bob/shared` to alice.
-fn shares(records: &dyn kubedav_api::records::Records, count: usize, to_alice: bool, runtime: &tokio::runtime::Runtime) {
+fn shares(
+    records: &dyn kubedav_api::records::Records,
+    count: usize,
+    to_alice: bool,
+    runtime: &tokio::runtime::Runtime,
+) {
     let area = kubedav_api::records::Area("shares");
     let share = |id: String, path: String, to: String| {
         serde_json::json!({
@@ -64,12 +69,19 @@ fn shares(records: &dyn kubedav_api::records::Records, count: usize, to_alice: b
         .map(|n| share(format!("s{n}"), format!("home/bob/s{n}"), format!("user:x{n}")))
         .collect();
     if to_alice {
-        made.push(share("alice".into(), "home/bob/shared".into(), "user:alice".into()));
+        made.push(share(
+            "alice".into(),
+            "home/bob/shared".into(),
+            "user:alice".into(),
+        ));
     }
     runtime.block_on(async {
         for share in made {
             let key = format!("by-id/{}", share["id"].as_str().unwrap());
-            records.put(area.put(&key, share.to_string().into_bytes())).await.unwrap();
+            records
+                .put(area.put(&key, share.to_string().into_bytes()))
+                .await
+                .unwrap();
         }
         records.put(area.put("stamp", b"bench".to_vec())).await.unwrap();
     });
@@ -199,7 +211,11 @@ fn requests(c: &mut Criterion) {
     let shared = [
         ("no shares", None, "/public/1k.bin"),
         ("1,000 shares to others", Some((1000, false)), "/public/1k.bin"),
-        ("through a share, among 1,000", Some((1000, true)), "/home/bob/shared/1k.bin"),
+        (
+            "through a share, among 1,000",
+            Some((1000, true)),
+            "/home/bob/shared/1k.bin",
+        ),
     ];
     for (name, with_shares, path) in shared {
         // The gateway's task that reads the shares runs on this runtime.

@@ -13,6 +13,7 @@ pub mod dav;
 pub mod edge;
 pub mod handlers;
 pub mod http;
+pub mod kept;
 pub mod request;
 pub mod shares;
 mod state;

@@ -167,7 +167,7 @@ impl Gateway {
         } = ports;
         let shares = records
             .filter(|_| config.policy.is_some() && auth.is_some())
-            .map(|records| crate::shares::Shares::new(records, clock));
+            .map(|records| crate::shares::kept(records, clock));
         if let Some(shares) = &shares {
             shares.keep_checked();
         }

@@ -154,7 +154,7 @@ async fn create(
         }
         Err(status) => return refused(status),
     };
-    let id = match crate::shares::new_id() {
+    let id = match crate::kept::new_id() {
         Ok(id) => id,
         Err(status) => return refused(status),
     };
@@ -169,8 +169,35 @@ async fn create(
         expires_at,
         collection,
     };
-    match shares.create(share).await {
-        Ok(entry) => json(StatusCode::CREATED, &shown(gateway, &entry)),
+    let Some(entry) = ShareEntry::new(share) else {
+        return error(StatusCode::BAD_REQUEST, "not a share");
+    };
+    let creator = subject.user().to_owned();
+    let made = shares
+        .create(entry, |table| {
+            let made = table.iter().filter(|e| e.share.creator == creator).count();
+            if made >= crate::shares::MAX_PER_CREATOR {
+                return Err(tonic::Status::resource_exhausted(format!(
+                    "you have made {} shares, the most one user may: end some first",
+                    crate::shares::MAX_PER_CREATOR
+                )));
+            }
+            Ok(())
+        })
+        .await;
+    match made {
+        Ok(entry) => {
+            tracing::info!(
+                target: kubedav_kit::telemetry::AUDIT,
+                user = entry.share.creator,
+                share = entry.share.id,
+                path = %entry.path,
+                to = entry.share.to,
+                permission = entry.share.permission.as_str(),
+                "share made"
+            );
+            json(StatusCode::CREATED, &shown(gateway, &entry))
+        }
         Err(status) => refused(status),
     }
 }

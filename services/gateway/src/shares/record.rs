@@ -1,5 +1,6 @@
 //! [`Share`]: one share as it is kept, a record of the `shares` area.
 
+use crate::kept::within;
 use kubedav_api::path::VolumePath;
 use kubedav_policy::{Grantee, Permission};
 use serde::{Deserialize, Serialize};
@@ -106,16 +107,6 @@ impl ShareEntry {
     pub fn lies_beneath(&self, path: &VolumePath) -> bool {
         self.path != *path && within(&self.path, path)
     }
-}
-
-/// Whether `path` is `root` or lies beneath it.
-pub fn within(path: &VolumePath, root: &VolumePath) -> bool {
-    root.is_root()
-        || path.as_str() == root.as_str()
-        || path
-            .as_str()
-            .strip_prefix(root.as_str())
-            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 #[cfg(test)]
