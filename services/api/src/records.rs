@@ -30,6 +30,16 @@ impl Area {
             area: self.0.into(),
             key: key.into(),
             data: data.into(),
+            create_only: false,
+        }
+    }
+
+    /// Write `data` as the record `key` only if there is none of that name (an
+    /// ALREADY_EXISTS error otherwise).
+    pub fn create(self, key: &str, data: Vec<u8>) -> PutRecordRequest {
+        PutRecordRequest {
+            create_only: true,
+            ..self.put(key, data)
         }
     }
 
@@ -60,7 +70,8 @@ pub const MAX_KEY_BYTES: usize = 1024;
 pub trait Records: Send + Sync + 'static {
     /// One record's bytes.
     async fn get(&self, request: GetRecordRequest) -> Result<GetRecordResponse, Status>;
-    /// Writes a record atomically, replacing any of the same name.
+    /// Writes a record atomically, replacing any of the same name (or, `create_only`,
+    /// only if there is none).
     async fn put(&self, request: PutRecordRequest) -> Result<PutRecordResponse, Status>;
     /// Removes a record (succeeds when there is none).
     async fn delete(&self, request: DeleteRecordRequest) -> Result<DeleteRecordResponse, Status>;

@@ -25,6 +25,7 @@ fn put(area: &str, key: &str, data: &'static [u8]) -> PutRecordRequest {
         area: area.into(),
         key: key.into(),
         data: Bytes::from_static(data),
+        create_only: false,
     }
 }
 
@@ -104,6 +105,15 @@ async fn the_contract(records: &dyn Records) {
     );
     assert_eq!(names(records, "app-passwords", "dXNlcg").await, ["k2"]);
 
+    // A record made only if absent: the first write of a name wins, every later one is
+    // refused, and the first one's bytes stay.
+    let slot = |data: &[u8]| kubedav_api::records::Area("links").create("uses/l1/0", data.to_vec());
+    records.put(slot(b"first")).await.unwrap();
+    let second = records.put(slot(b"second")).await.unwrap_err();
+    assert_eq!(second.code(), Code::AlreadyExists);
+    assert_eq!(&records.get(get("links", "uses/l1/0")).await.unwrap().data[..], b"first");
+    assert_eq!(names(records, "links", "uses/l1").await, ["0"]);
+
     for (area, key) in [
         ("app-passwords", "../x"),
         ("app-passwords", "a/../../b"),
@@ -119,6 +129,7 @@ async fn the_contract(records: &dyn Records) {
             area: "app-passwords".into(),
             key: "dXNlcg/big".into(),
             data: big.into(),
+            create_only: false,
         })
         .await
         .unwrap_err();

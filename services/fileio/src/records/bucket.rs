@@ -45,6 +45,17 @@ impl Records for BucketRecords {
     async fn put(&self, request: PutRecordRequest) -> Result<PutRecordResponse, Status> {
         let name = RecordName::parse(&request.area, &request.key, false)?;
         check_size(&request.data)?;
+        if request.create_only {
+            // If-None-Match: * : the bucket refuses it when the object exists.
+            return match self.s3.put_if(&self.key(&name), request.data, Some("")).await {
+                Ok(_) => Ok(PutRecordResponse {}),
+                Err(status) if status.code() == tonic::Code::Aborted => Err(Status::already_exists(format!(
+                    "the record {} exists",
+                    name.as_str()
+                ))),
+                Err(status) => Err(status),
+            };
+        }
         self.s3.put(&self.key(&name), request.data).await?;
         Ok(PutRecordResponse {})
     }

@@ -102,7 +102,7 @@ impl VolumeRecords {
         })
     }
 
-    fn put_now(&self, name: &RecordName, data: &[u8]) -> Result<(), Status> {
+    fn put_now(&self, name: &RecordName, data: &[u8], create_only: bool) -> Result<(), Status> {
         check_size(data)?;
         let (folder, file) = split(name.as_str());
         let dir = self.folder(folder, true)?.expect("made");
@@ -125,8 +125,19 @@ impl VolumeRecords {
                 rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO),
             ));
         }
-        rustix::fs::renameat(&dir, temporary.as_str(), &dir, file)
-            .map_err(|e| failed("rename", name.as_str(), e))?;
+        let flags = if create_only {
+            rustix::fs::RenameFlags::NOREPLACE
+        } else {
+            rustix::fs::RenameFlags::empty()
+        };
+        match rustix::fs::renameat_with(&dir, temporary.as_str(), &dir, file, flags) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::EXIST) => {
+                let _ = rustix::fs::unlinkat(&dir, temporary.as_str(), rustix::fs::AtFlags::empty());
+                return Err(Status::already_exists(format!("the record {} exists", name.as_str())));
+            }
+            Err(e) => return Err(failed("rename", name.as_str(), e)),
+        }
         rustix::fs::fsync(&dir).map_err(|e| failed("sync", folder, e))
     }
 
@@ -185,7 +196,7 @@ impl Records for VolumeRecords {
     async fn put(&self, request: PutRecordRequest) -> Result<PutRecordResponse, Status> {
         let name = RecordName::parse(&request.area, &request.key, false)?;
         let records = self.clone();
-        blocking(move || records.put_now(&name, &request.data)).await?;
+        blocking(move || records.put_now(&name, &request.data, request.create_only)).await?;
         Ok(PutRecordResponse {})
     }
 
