@@ -18,7 +18,7 @@ pub mod pool;
 pub mod secret_key;
 pub mod shared;
 pub mod sign_in;
-pub mod throttle;
+pub use kubedav_kit::throttle;
 pub mod users;
 pub mod verifier;
 

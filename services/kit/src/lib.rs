@@ -1,8 +1,8 @@
 //! Process plumbing every kubedav target shares, whatever it serves: telemetry
 //! ([`telemetry`]), the admin HTTP server with `/metrics`, `/healthz` and `/readyz`
 //! ([`admin`]), listeners ([`listen`]), Redis connections ([`redis`]), the registry of fileio replicas ([`registry`]), shutdown
-//! signals ([`shutdown`]), TLS for the HTTPS clients kubedav runs ([`tls`]) and error
-//! messages with their causes ([`errors`]). Calls between processes are `kubedav-remote`'s
+//! signals ([`shutdown`]), TLS for the HTTPS clients kubedav runs ([`tls`]), failed-login
+//! throttling ([`throttle`]) and error messages with their causes ([`errors`]). Calls between processes are `kubedav-remote`'s
 //! business.
 
 #![forbid(unsafe_code)]
@@ -14,6 +14,7 @@ pub mod redis;
 pub mod registry;
 pub mod shutdown;
 pub mod telemetry;
+pub mod throttle;
 pub mod tls;
 
 /// Sets `kubedav_build_info{version, commit} 1`, the series dashboards list namespaces and

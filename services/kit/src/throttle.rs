@@ -1,5 +1,6 @@
 //! Failed-login throttling, built so that it cannot be turned against the users it
-//! protects.
+//! protects: the auth service's for passwords, the gateway's for links' passwords (an
+//! account there is a link).
 //!
 //! The parts, each a [`Throttle`] (after `max_failures` failures a key is locked out for
 //! `lockout`, each further failure doubles it up to [`MAX_LOCKOUT`]; counts are forgotten
