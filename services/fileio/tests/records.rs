@@ -111,7 +111,10 @@ async fn the_contract(records: &dyn Records) {
     records.put(slot(b"first")).await.unwrap();
     let second = records.put(slot(b"second")).await.unwrap_err();
     assert_eq!(second.code(), Code::AlreadyExists);
-    assert_eq!(&records.get(get("links", "uses/l1/0")).await.unwrap().data[..], b"first");
+    assert_eq!(
+        &records.get(get("links", "uses/l1/0")).await.unwrap().data[..],
+        b"first"
+    );
     assert_eq!(names(records, "links", "uses/l1").await, ["0"]);
 
     for (area, key) in [

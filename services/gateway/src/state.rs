@@ -186,6 +186,12 @@ impl Gateway {
         })
     }
 
+    /// The base path of the request being handled: a public link's mount while one is
+    /// in force, else `--base-path`.
+    pub fn base_path(&self) -> crate::http::paths::BasePath {
+        crate::http::paths::current(&self.config.base_path)
+    }
+
     /// Drains as soon as `signal` answers true, with no task in between: `/readyz` turns
     /// "draining" on the same signal, so a client that saw it draining is never answered
     /// without `Connection: close` afterwards. Set once; later calls are ignored.

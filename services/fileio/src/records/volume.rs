@@ -134,7 +134,10 @@ impl VolumeRecords {
             Ok(()) => {}
             Err(rustix::io::Errno::EXIST) => {
                 let _ = rustix::fs::unlinkat(&dir, temporary.as_str(), rustix::fs::AtFlags::empty());
-                return Err(Status::already_exists(format!("the record {} exists", name.as_str())));
+                return Err(Status::already_exists(format!(
+                    "the record {} exists",
+                    name.as_str()
+                )));
             }
             Err(e) => return Err(failed("rename", name.as_str(), e)),
         }

@@ -198,10 +198,10 @@ pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Res
     let principal = Principal::of(request);
     let subject = policy.subject(principal.name(), principal.groups());
     let received = received_by(gateway, &subject);
-    let target = crate::http::paths::request_path(&gateway.config.base_path, request)?;
+    let target = crate::http::paths::request_path(&gateway.base_path(), request)?;
     let destination = match method {
         DavMethod::Copy | DavMethod::Move => {
-            Some(crate::dav::headers::destination(&gateway.config.base_path, request.headers())?.path)
+            Some(crate::dav::headers::destination(&gateway.base_path(), request.headers())?.path)
         }
         _ => None,
     };

@@ -21,12 +21,11 @@ pub fn check(gateway: &Gateway, method: DavMethod, request: &Request) -> Result<
     if prefix.is_empty() || method == DavMethod::Options {
         return Ok(());
     }
-    let target = crate::http::paths::request_path(&gateway.config.base_path, request)?.path;
+    let target = crate::http::paths::request_path(&gateway.base_path(), request)?.path;
     let creates = matches!(method, DavMethod::Put | DavMethod::Mkcol | DavMethod::Lock);
     reach(&target, prefix, creates)?;
     if matches!(method, DavMethod::Copy | DavMethod::Move) {
-        let destination =
-            crate::dav::headers::destination(&gateway.config.base_path, request.headers())?.path;
+        let destination = crate::dav::headers::destination(&gateway.base_path(), request.headers())?.path;
         reach(&destination, prefix, true)?;
     }
     Ok(())

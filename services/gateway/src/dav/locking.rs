@@ -87,7 +87,7 @@ pub async fn check_write(
         Outcome::Allowed => Ok(()),
         Outcome::PreconditionFailed => Err(precondition_failed()),
         Outcome::Locked => Err(HttpError::respond(locked(
-            &gateway.config.base_path,
+            &gateway.base_path(),
             "lock-token-submitted",
             &reply.conflicts,
         ))),
@@ -135,7 +135,7 @@ pub async fn check_create(
         }
     }
     Err(HttpError::respond(locked(
-        &gateway.config.base_path,
+        &gateway.base_path(),
         "lock-token-submitted",
         &reply.conflicts,
     )))
@@ -157,7 +157,7 @@ async fn ask(
     request_path: &VolumePath,
     targets: Vec<WriteTarget>,
 ) -> Result<kubedav_api::locks::CheckWriteResponse, HttpError> {
-    let mut if_header = if_header(&gateway.config.base_path, headers)?;
+    let mut if_header = if_header(&gateway.base_path(), headers)?;
     if let Some(viewer) = viewer {
         hide_unseen_tags(&mut if_header, viewer);
     }

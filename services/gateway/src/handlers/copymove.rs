@@ -16,9 +16,9 @@ use tonic::Code;
 /// failed; 412 when Overwrite is F and the destination exists; 409 without a
 /// destination parent; 403 when source and destination overlap; 502 for another host.
 pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: bool) -> HttpResult {
-    let source = request_path(&gateway.config.base_path, &request)?;
+    let source = request_path(&gateway.base_path(), &request)?;
     let headers = request.headers();
-    let destination = destination(&gateway.config.base_path, headers)?;
+    let destination = destination(&gateway.base_path(), headers)?;
     crate::dav::quirks::refuse_macos_metadata(gateway.config.refuse_macos_metadata, &destination.path)?;
     let overwrite = overwrite(headers)?;
     let depth = depth(headers, Depth::Infinity)?;
@@ -111,8 +111,7 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
         if reply.created
             && let Ok(location) = header::HeaderValue::from_str(
                 &gateway
-                    .config
-                    .base_path
+                    .base_path()
                     .href(&destination.path, destination.trailing_slash),
             )
         {
@@ -121,7 +120,7 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
         return Ok(response);
     }
     Ok(crate::dav::multistatus::failures(
-        &gateway.config.base_path,
+        &gateway.base_path(),
         &reply.failures,
     ))
 }

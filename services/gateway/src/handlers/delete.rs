@@ -12,7 +12,7 @@ use kubedav_api::fileio::DeleteRequest;
 
 /// 204 when everything went; 207 listing the members that could not be deleted.
 pub(super) async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&gateway.config.base_path, &request)?;
+    let target = request_path(&gateway.base_path(), &request)?;
     if target.path.is_root() {
         return Err(HttpError::new(
             StatusCode::FORBIDDEN,
@@ -36,7 +36,7 @@ pub(super) async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     Ok(crate::dav::multistatus::failures(
-        &gateway.config.base_path,
+        &gateway.base_path(),
         &reply.failures,
     ))
 }

@@ -28,7 +28,7 @@ use std::task::{Context, Poll};
 /// collection, or the file's body ([`body`]) with its representation headers
 /// ([`representation_headers`]).
 pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> HttpResult {
-    let target = request_path(&gateway.config.base_path, &request)?;
+    let target = request_path(&gateway.base_path(), &request)?;
     let headers = request.headers();
     let asked = asked_ranges(headers, head)?;
     let content_type = crate::http::mediatype::of_name(target.path.name());
@@ -597,7 +597,7 @@ async fn listing(
     viewer: Option<&Viewer>,
 ) -> HttpResult {
     let members = members(gateway, path, viewer).await?;
-    let html = crate::handlers::listing::render(&gateway.config.base_path, path, members, offers);
+    let html = crate::handlers::listing::render(&gateway.base_path(), path, members, offers);
     let mut response = if head {
         Response::new(Body::empty())
     } else {

@@ -164,7 +164,7 @@ const SHARES_PANEL: &str = "<section id=\"shares\" hidden>\
 <h2>Shared with me</h2><ul id=\"shares-received\"></ul>\
 <h2>Shared by me</h2><ul id=\"shares-made\"></ul></section>\n\
 <form id=\"share-form\" hidden><h2>Share <span id=\"share-what\"></span></h2>\
-<label>With<input name=\"to\" placeholder=\"user:bob or group:staff\" required></label>\
+<label>With<input name=\"to\" placeholder=\"user:ID or group:NAME\" required></label>\
 <label>Permission<select name=\"permission\"><option value=\"read\">read</option>\
 <option value=\"write\">read and write</option></select></label>\
 <label>Until (optional)<input name=\"expires\" type=\"datetime-local\"></label>\

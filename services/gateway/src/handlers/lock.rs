@@ -23,7 +23,7 @@ use tonic::Code;
 /// lock's `DAV:lockdiscovery`; 423 `DAV:no-conflicting-lock` when another lock is in the
 /// way. Without a body: a refresh of the lock named in the If header.
 pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&gateway.config.base_path, &request)?;
+    let target = request_path(&gateway.base_path(), &request)?;
     let principal = Principal::of(&request);
     let headers = request.headers().clone();
     let viewer = Viewer::of(&request).cloned();
@@ -131,7 +131,7 @@ pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
         })?;
     let Some(lock) = reply.lock else {
         return Ok(locked(
-            &gateway.config.base_path,
+            &gateway.base_path(),
             "no-conflicting-lock",
             &reply.conflicts,
         ));
@@ -173,7 +173,7 @@ pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
     } else {
         StatusCode::OK
     };
-    Ok(lock_response(&gateway.config.base_path, status, &lock, true))
+    Ok(lock_response(&gateway.base_path(), status, &lock, true))
 }
 
 fn lock_response(
@@ -209,7 +209,7 @@ async fn refresh(
     principal: &str,
     timeout_seconds: u64,
 ) -> HttpResult {
-    let tokens: Vec<String> = if_header(&gateway.config.base_path, headers)?
+    let tokens: Vec<String> = if_header(&gateway.base_path(), headers)?
         .into_iter()
         .flat_map(|t| t.lists)
         .flat_map(|l| l.conditions)
@@ -233,12 +233,7 @@ async fn refresh(
         match gateway.locks.refresh(request).await {
             Ok(reply) => {
                 if let Some(lock) = reply.lock {
-                    return Ok(lock_response(
-                        &gateway.config.base_path,
-                        StatusCode::OK,
-                        &lock,
-                        false,
-                    ));
+                    return Ok(lock_response(&gateway.base_path(), StatusCode::OK, &lock, false));
                 }
             }
             Err(status) if matches!(status.code(), Code::NotFound | Code::FailedPrecondition) => continue,
@@ -260,7 +255,7 @@ async fn refresh(
 /// 204 once released; 409 `DAV:lock-token-matches-request-uri` when the token names no
 /// lock on this resource; 403 when the lock belongs to someone else.
 pub(super) async fn unlock(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&gateway.config.base_path, &request)?;
+    let target = request_path(&gateway.base_path(), &request)?;
     let token = lock_token(request.headers())?;
     let unlock = UnlockRequest {
         path: target.path.as_str().to_owned(),

@@ -35,7 +35,7 @@ pub(super) async fn serve(
     if let Some(stopped) = read_preconditions(headers, &validators, not_modified).transpose() {
         return Ok(stopped.unwrap_or_else(IntoResponse::into_response));
     }
-    let base_url = page_url(&gateway.config.base_path, headers, path);
+    let base_url = page_url(&gateway.base_path(), headers, path);
     let lookup = LookupRequest {
         source_etag: info.etag.clone(),
         options: None,
@@ -116,7 +116,7 @@ pub(super) async fn listing(
         return Ok(response);
     }
     let members = super::get::members(gateway, path, viewer).await?;
-    let markdown = super::agent_listing::render(&gateway.config.base_path, path, members);
+    let markdown = super::agent_listing::render(&gateway.base_path(), path, members);
     let tokens = markdown.chars().count().div_ceil(4);
     let length = markdown.len();
     let mut response = Response::new(if head { Body::empty() } else { Body::from(markdown) });

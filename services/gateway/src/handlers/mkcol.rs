@@ -13,7 +13,7 @@ use tonic::Code;
 /// 201 when created; 405 if something exists there; 409 if the parent is missing;
 /// 415 when a body is sent (no MKCOL body format is supported).
 pub(super) async fn mkcol(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&gateway.config.base_path, &request)?;
+    let target = request_path(&gateway.base_path(), &request)?;
     if has_body(request.headers()) {
         return Err(HttpError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,

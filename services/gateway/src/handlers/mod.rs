@@ -57,7 +57,7 @@ pub fn dispatch<'a>(
     };
     if matches!(method, DavMethod::Get | DavMethod::Head)
         && let Some(asset) = get::asset(
-            &gateway.config.base_path,
+            &gateway.base_path(),
             request.uri().path(),
             method == DavMethod::Head,
         )

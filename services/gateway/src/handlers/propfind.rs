@@ -42,10 +42,10 @@ pub(crate) async fn propfind(gateway: &Gateway, request: Request) -> HttpResult 
         if let Some(answer) = kept_answer(gateway, &raw_path, body.as_ref()).await {
             return Ok(answer);
         }
-        let target = gateway.config.base_path.decode(&raw_path)?;
+        let target = gateway.base_path().decode(&raw_path)?;
         return render(gateway, target, depth, body, Some(&raw_path), viewer).await;
     }
-    let target = request_path(&gateway.config.base_path, &request)?;
+    let target = request_path(&gateway.base_path(), &request)?;
     if depth == Depth::Infinity && !gateway.config.propfind_infinity {
         // Refused for collections only, as Apache mod_dav does: a file's infinite depth
         // is itself, and clients that send no Depth header (webdav4, for one) ask a
@@ -157,7 +157,7 @@ async fn render(
         usage,
         usage_within: usage_root.flatten().zip(viewer.clone()),
         locks,
-        base: gateway.config.base_path.clone(),
+        base: gateway.base_path(),
         link: String::new(),
         hide_below: gateway
             .config

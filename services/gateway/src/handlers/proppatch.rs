@@ -21,7 +21,7 @@ use kubedav_api::pb::fileio::v1::{DeadProperty, PropertyName, PropertyOperation,
 /// Setting `DAV:lastmodified`, `DAV:getlastmodified` or `Win32LastModifiedTime` sets the
 /// resource's modification time in the same step ([`sync`]).
 pub(super) async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&gateway.config.base_path, &request)?;
+    let target = request_path(&gateway.base_path(), &request)?;
     let targets = vec![crate::dav::locking::target(&target.path, false)];
     let change = Change::of(targets);
     guard_write(gateway, Asking::of(&request), &target.path, change).await?;
@@ -108,7 +108,7 @@ pub(super) async fn proppatch(gateway: &Gateway, request: Request) -> HttpResult
     prefixes.open_multistatus(&mut out);
     open_response(
         &mut out,
-        &gateway.config.base_path.href(&target.path, target.trailing_slash),
+        &gateway.base_path().href(&target.path, target.trailing_slash),
     );
     let group = |wanted: Option<bool>| {
         let mut props = String::new();

@@ -20,7 +20,7 @@ use tonic::{Code, Status};
 /// does not have the checksum `OC-Checksum` or `Content-Digest` names (nothing is
 /// written). `X-OC-Mtime` sets the file's modification time ([`sync`]).
 pub(super) async fn put(gateway: &Gateway, request: Request) -> HttpResult {
-    let target = request_path(&gateway.config.base_path, &request)?;
+    let target = request_path(&gateway.base_path(), &request)?;
     if target.path.is_root() || target.trailing_slash {
         return Err(HttpError::new(
             StatusCode::METHOD_NOT_ALLOWED,

@@ -49,27 +49,70 @@ pub fn request_path<B>(base: &BasePath, request: &http::Request<B>) -> Result<Re
     Ok(base.decode(request.uri().path())?)
 }
 
+tokio::task_local! {
+    /// The base path of a request made through a public link: its URL prefix, mounted
+    /// on the link's path.
+    static MOUNT: BasePath;
+}
+
+/// The base path the request being handled is under: a link's mount while one is in
+/// force ([`mounted`]), else `configured` (the gateway's `--base-path`).
+pub fn current(configured: &BasePath) -> BasePath {
+    MOUNT
+        .try_with(Clone::clone)
+        .unwrap_or_else(|_| configured.clone())
+}
+
+/// Runs `future` with `base` as the base path of everything it decodes and writes.
+pub async fn mounted<F: std::future::Future>(base: BasePath, future: F) -> F::Output {
+    MOUNT.scope(base, future).await
+}
+
+/// Runs `f` with `base` as the base path of everything it decodes and writes.
+pub fn mounted_now<R>(base: BasePath, f: impl FnOnce() -> R) -> R {
+    MOUNT.sync_scope(base, f)
+}
+
 /// The path prefix a gateway is served under (`--base-path`, e.g. `/dav`), without a
 /// trailing slash; empty when served at the root. Each gateway has its own, in its
 /// [`GatewayConfig`](crate::GatewayConfig): request paths and `Destination`s must start
 /// with it, and every href it writes does. Cloning it is a reference count, not a copy.
+///
+/// A public link's requests are under a *mounted* base path ([`BasePath::mounted`]):
+/// its URL prefix stands for the link's path, so what lies below the prefix is decoded
+/// beneath that path, and hrefs of that path and beneath are written below the prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BasePath(std::sync::Arc<str>);
+pub struct BasePath {
+    prefix: std::sync::Arc<str>,
+    /// The volume path the prefix stands for, when mounted.
+    root: Option<std::sync::Arc<VolumePath>>,
+}
 
 impl BasePath {
     /// Served at the root: no prefix.
     pub fn root() -> Self {
-        Self(std::sync::Arc::from(""))
+        Self {
+            prefix: std::sync::Arc::from(""),
+            root: None,
+        }
+    }
+
+    /// `prefix` (already as it is written in URLs) standing for `root`.
+    pub fn mounted(prefix: &str, root: VolumePath) -> Self {
+        Self {
+            prefix: std::sync::Arc::from(prefix.trim_end_matches('/')),
+            root: Some(std::sync::Arc::new(root)),
+        }
     }
 
     /// The prefix (`/dav`), or `""` at the root.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.prefix
     }
 
     /// Whether this is the root (no prefix).
     pub fn is_root(&self) -> bool {
-        self.0.is_empty()
+        self.prefix.is_empty()
     }
 
     /// Decodes a raw URL path (as in the request line, without the query) below this
@@ -82,13 +125,25 @@ impl BasePath {
             Some(rest) if rest.starts_with('/') => rest,
             _ => return Err(DecodeError::OutsideBase(self.clone())),
         };
-        decode_below(raw)
+        let below = decode_below(raw)?;
+        let Some(root) = &self.root else {
+            return Ok(below);
+        };
+        let path =
+            VolumePath::from_segments(root.segments().chain(below.path.segments())).map_err(|e| match e {
+                PathError::TooLong => DecodeError::TooLong,
+                other => DecodeError::Invalid(other),
+            })?;
+        Ok(RequestPath {
+            trailing_slash: raw.ends_with('/') && !path.is_root(),
+            path,
+        })
     }
 
     /// The absolute href of a volume path below this base path; collections get a
     /// trailing slash.
     pub fn href(&self, path: &VolumePath, collection: bool) -> String {
-        let mut out = String::with_capacity(self.0.len() + path.as_str().len() + 2);
+        let mut out = String::with_capacity(self.prefix.len() + path.as_str().len() + 2);
         self.write_href(&mut out, path, collection);
         out
     }
@@ -105,6 +160,16 @@ impl BasePath {
     pub fn write_wire_href(&self, out: &mut String, wire: &str, collection: bool) {
         out.push_str(self.as_str());
         out.push('/');
+        // Mounted: the path below the root; what lies outside it (the root's ancestors,
+        // which a lock's root can be) is written as the root.
+        let wire = match self.root.as_deref() {
+            None => wire,
+            Some(root) if root.is_root() => wire,
+            Some(root) => match wire.strip_prefix(root.as_str()) {
+                Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+                _ => "",
+            },
+        };
         for (i, segment) in wire.split('/').filter(|s| !s.is_empty()).enumerate() {
             if i > 0 {
                 out.push('/');
@@ -115,7 +180,7 @@ impl BasePath {
                 out.extend(utf8_percent_encode(segment, SEGMENT));
             }
         }
-        if collection && !wire.is_empty() {
+        if collection && !wire.trim_start_matches('/').is_empty() {
             out.push('/');
         }
     }
@@ -154,7 +219,10 @@ impl std::str::FromStr for BasePath {
                 "{base:?} is not an absolute path of plain segments, such as /dav"
             ));
         }
-        Ok(Self(std::sync::Arc::from(trimmed)))
+        Ok(Self {
+            prefix: std::sync::Arc::from(trimmed),
+            root: None,
+        })
     }
 }
 
@@ -286,6 +354,32 @@ mod tests {
         assert_eq!(
             decode(&long_name),
             Err(DecodeError::Invalid(PathError::NameTooLong))
+        );
+    }
+
+    #[test]
+    fn a_mounted_base_decodes_beneath_its_root_and_writes_below_its_prefix() {
+        let root = VolumePath::parse("home/alice/drop").unwrap();
+        let base = BasePath::mounted("/dav/.kubedav/s/tok", root.clone());
+        let decoded = base.decode("/dav/.kubedav/s/tok/a%20b/c.txt").unwrap();
+        assert_eq!(decoded.path.as_str(), "home/alice/drop/a b/c.txt");
+        let top = base.decode("/dav/.kubedav/s/tok/").unwrap();
+        assert_eq!((top.path, top.trailing_slash), (root.clone(), true));
+        assert_eq!(base.href(&decoded.path, false), "/dav/.kubedav/s/tok/a%20b/c.txt");
+        assert_eq!(base.href(&root, true), "/dav/.kubedav/s/tok/");
+        // Nothing above the root is reachable, in any spelling.
+        for outside in [
+            "/dav/.kubedav/s/tok/../x",
+            "/dav/.kubedav/s/tok/%2e%2e/x",
+            "/dav/other",
+            "/dav/.kubedav/s/tokx/y",
+        ] {
+            assert!(base.decode(outside).is_err(), "{outside}");
+        }
+        // An ancestor of the root (a lock's root) is written as the root.
+        assert_eq!(
+            base.href(&VolumePath::parse("home/alice").unwrap(), true),
+            "/dav/.kubedav/s/tok/"
         );
     }
 
