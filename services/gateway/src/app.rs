@@ -90,7 +90,15 @@ async fn edge(gateway: Arc<Gateway>, request: axum::extract::Request) -> Result<
     let accept_encoding = request.headers().get(http::header::ACCEPT_ENCODING).cloned();
     let response = observe::observe(request, |request| {
         framing::guard(&gateway, request, |request| {
-            auth::authenticate(&gateway, request, |request| handlers::dispatch(&gateway, request))
+            // A public link's URL authenticates by the link, not by a user's credentials.
+            if crate::links::serve::is_link_request(&gateway, request.uri().path()) {
+                let link: std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send + '_>> =
+                    Box::pin(crate::links::serve::serve(&gateway, request));
+                return futures_util::future::Either::Left(link);
+            }
+            futures_util::future::Either::Right(auth::authenticate(&gateway, request, |request| {
+                handlers::dispatch(&gateway, request)
+            }))
         })
     })
     .await;

@@ -14,6 +14,7 @@ pub mod edge;
 pub mod handlers;
 pub mod http;
 pub mod kept;
+pub mod links;
 pub mod request;
 pub mod shares;
 mod state;

@@ -74,6 +74,8 @@ pub struct GatewayConfig {
     /// The path prefix this gateway is served under (`--base-path`): request paths and
     /// `Destination`s must start with it, and every href it writes does.
     pub base_path: crate::http::paths::BasePath,
+    /// What public links may be (`--links`, `--link-max-bytes`, `--admins`).
+    pub links: crate::links::LinkSettings,
 }
 
 impl Default for GatewayConfig {
@@ -104,6 +106,7 @@ impl Default for GatewayConfig {
             cors_origins: Vec::new(),
             upload_digests: Vec::new(),
             base_path: Default::default(),
+            links: Default::default(),
         }
     }
 }
@@ -138,6 +141,14 @@ pub struct Gateway {
     pub policy: Option<crate::access::LivePolicy>,
     /// The shares users made, with a policy and records.
     pub shares: Option<Arc<crate::shares::Shares>>,
+    /// The public links users made, with authentication and records.
+    pub links: Option<Arc<crate::links::Links>>,
+    /// The links' uses and uploaded bytes.
+    pub link_uses: Option<Arc<crate::links::uses::Uses>>,
+    /// Wrong link passwords, lockouts, and passwords accepted a moment ago.
+    pub(crate) link_guard: crate::links::password::Guard,
+    /// Writes through links per client address.
+    pub(crate) link_rate: crate::links::rate::WriteRate,
     /// PROPFIND Depth 0 answers rendered before, answered again while they hold.
     pub(crate) answers: crate::cache::KeptAnswers,
     /// Credentials the auth service accepted a moment ago.
@@ -165,11 +176,21 @@ impl Gateway {
             markdown,
             records,
         } = ports;
+        let records = records.filter(|_| auth.is_some());
         let shares = records
-            .filter(|_| config.policy.is_some() && auth.is_some())
-            .map(|records| crate::shares::kept(records, clock));
+            .clone()
+            .filter(|_| config.policy.is_some())
+            .map(|records| crate::shares::kept(records, clock.clone()));
         if let Some(shares) = &shares {
             shares.keep_checked();
+        }
+        let links = records.clone().map(|records| crate::links::kept(records, clock));
+        if let Some(links) = &links {
+            links.keep_checked();
+        }
+        let link_uses = records.map(crate::links::uses::Uses::new);
+        if let Some(uses) = &link_uses {
+            uses.keep_writing();
         }
         Arc::new(Self {
             fileio,
@@ -177,6 +198,10 @@ impl Gateway {
             auth,
             markdown,
             shares,
+            links,
+            link_uses,
+            link_guard: Default::default(),
+            link_rate: Default::default(),
             policy: config.policy.clone().map(crate::access::LivePolicy::new),
             config,
             answers: Default::default(),

@@ -493,6 +493,22 @@ pub(crate) struct AuthArgs {
     #[arg(long, env = "KUBEDAV_POLICY")]
     pub policy: Option<std::path::PathBuf>,
 
+    /// The most a public link may allow where the policy's rules do not say (their
+    /// `links:`), and everywhere without a policy: off, read, upload (drop boxes) or
+    /// write (targets all, gateway).
+    #[arg(long, env = "KUBEDAV_LINKS", value_enum, default_value = "write")]
+    pub links: values::LinkCap,
+
+    /// Most bytes the uploads through one public link may add, all together; a link's
+    /// maker may give less (targets all, gateway).
+    #[arg(long, env = "KUBEDAV_LINK_MAX_BYTES", default_value_t = 1 << 30)]
+    pub link_max_bytes: u64,
+
+    /// Administrators where there is no policy (the policy's admins: otherwise),
+    /// comma-separated: they list and revoke every share and link (targets all, gateway).
+    #[arg(long, env = "KUBEDAV_ADMINS", value_delimiter = ',')]
+    pub admins: Vec<String>,
+
     /// Serve without authentication on an address other than loopback.
     #[arg(long, env = "KUBEDAV_ALLOW_UNAUTHENTICATED")]
     pub allow_unauthenticated: bool,

@@ -465,6 +465,12 @@ impl Policy {
         self.walk(path).links.unwrap_or(LinkCap::Write)
     }
 
+    /// The most a link published at `path` may allow, `default` where no rule caps it
+    /// (`--links`).
+    pub fn link_cap_or(&self, path: &VolumePath, default: LinkCap) -> LinkCap {
+        self.walk(path).links.unwrap_or(default)
+    }
+
     /// The paths the policy names (rules, quota roots, the homes' parent), which are
     /// created when it loads so that a space exists before anyone writes in it.
     pub fn named_paths(&self) -> &[VolumePath] {

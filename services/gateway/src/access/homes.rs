@@ -40,6 +40,10 @@ pub struct HomeToMake {
 /// the current policy.
 pub fn home_to_make(gateway: &Gateway, request: &axum::extract::Request) -> Option<HomeToMake> {
     let live = gateway.policy.as_ref()?;
+    if request.extensions().get::<super::LinkGrant>().is_some() {
+        // A request through a link is decided as its creator's, not made by it.
+        return None;
+    }
     let viewer = Viewer::of(request)?;
     let user = viewer.subject.user();
     if live.home_made(user) {

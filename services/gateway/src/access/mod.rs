@@ -247,6 +247,77 @@ pub fn check(gateway: &Gateway, method: DavMethod, request: &mut Request) -> Res
     Ok(())
 }
 
+/// What a request through a public link may do: the link's kind, within what its
+/// creator may do (under a policy, `creator` is the creator as the policy sees it).
+#[derive(Clone, Debug)]
+pub struct LinkGrant {
+    /// The link.
+    pub link: Arc<crate::links::LinkEntry>,
+    /// Its creator, under the policy in force.
+    pub creator: Option<(Arc<Policy>, Subject)>,
+}
+
+/// Decides a request through a public link (its base path mounted on the link's path,
+/// so every path it names is the link's or beneath it): what the link's kind allows,
+/// and, under a policy, what its creator may do there, decided as for the creator
+/// (hidden paths answer as absent). The link's own path stays put. With a policy, the
+/// request carries the creator's [`Viewer`], so listings show what the creator sees.
+pub fn check_link(
+    gateway: &Gateway,
+    method: DavMethod,
+    request: &mut Request,
+    grant: &LinkGrant,
+) -> Result<(), HttpError> {
+    if method == DavMethod::Options {
+        return Ok(());
+    }
+    let base = gateway.base_path();
+    let target = crate::http::paths::request_path(&base, request)?.path;
+    let destination = match method {
+        DavMethod::Copy | DavMethod::Move => {
+            Some(crate::dav::headers::destination(&base, request.headers())?.path)
+        }
+        _ => None,
+    };
+    let kind = grant.link.link.permission;
+    let changes = !matches!(
+        method,
+        DavMethod::Get | DavMethod::Head | DavMethod::Propfind | DavMethod::Copy
+    ) || destination.is_some();
+    if kind == crate::links::LinkKind::Read && changes {
+        return Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            "this link only lets you read",
+        ));
+    }
+    let root = &grant.link.path;
+    let moves_root = matches!(method, DavMethod::Delete | DavMethod::Move) && target == *root;
+    if moves_root || destination.as_ref() == Some(root) {
+        return Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            "the link's own folder cannot be moved, replaced or deleted through the link",
+        ));
+    }
+    let Some((policy, creator)) = &grant.creator else {
+        return Ok(());
+    };
+    let received = Received::default();
+    let judge = Judge {
+        policy,
+        subject: creator,
+        received: &received,
+    };
+    let target_decided = judge.decide(&target);
+    let destination_decided = destination.as_ref().map(|d| judge.decide(d));
+    decide(&judge, method, &target_decided, destination_decided.as_ref())?;
+    request.extensions_mut().insert(Viewer {
+        policy: policy.clone(),
+        subject: creator.clone(),
+        received,
+    });
+    Ok(())
+}
+
 /// The shares made to `subject` that are in the gateway's table.
 fn received_by(gateway: &Gateway, subject: &Subject) -> Received {
     let Some(shares) = &gateway.shares else {

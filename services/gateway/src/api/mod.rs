@@ -11,6 +11,7 @@
 pub mod account;
 pub mod app_passwords;
 pub mod csrf;
+pub mod links;
 pub mod shares;
 pub mod sign_in;
 
@@ -55,6 +56,7 @@ pub async fn answer(gateway: &Gateway, request: Request, api: String) -> Respons
             app_passwords::answer(gateway, request, principal, rest.unwrap_or("")).await
         }
         (Some("shares"), rest) => shares::answer(gateway, request, principal, rest.unwrap_or("")).await,
+        (Some("links"), rest) => links::answer(gateway, request, principal, rest.unwrap_or("")).await,
         (Some("account"), None) if request.method() == http::Method::GET => {
             app_passwords::page(gateway, principal).await
         }

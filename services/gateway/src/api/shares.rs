@@ -294,7 +294,7 @@ fn volume_path(text: &str) -> Option<VolumePath> {
 }
 
 /// An optional RFC 3339 expiry, which must be to come.
-fn expiry(text: Option<&str>, now: i64) -> Result<Option<i64>, String> {
+pub(crate) fn expiry(text: Option<&str>, now: i64) -> Result<Option<i64>, String> {
     let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
         return Ok(None);
     };

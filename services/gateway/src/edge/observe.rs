@@ -186,7 +186,7 @@ fn request_span(request: &Request, method: &'static str, id: &HeaderValue) -> tr
         otel.name = method,
         otel.kind = "server",
         http.request.method = method,
-        url.path = %request.uri().path(),
+        url.path = %crate::links::redacted(request.uri().path()),
         request_id = id.to_str().unwrap_or_default(),
         client.address = tracing::field::Empty,
         http.response.status_code = tracing::field::Empty,
@@ -215,8 +215,12 @@ pub fn observe<F: std::future::Future<Output = Response>>(
         .extensions()
         .get::<crate::request::ClientIp>()
         .map(|c| c.0);
-    let access = tracing::enabled!(target: "kubedav::access", tracing::Level::INFO)
-        .then(|| (request.method().clone(), request.uri().path().to_owned()));
+    let access = tracing::enabled!(target: "kubedav::access", tracing::Level::INFO).then(|| {
+        (
+            request.method().clone(),
+            crate::links::redacted(request.uri().path()).into_owned(),
+        )
+    });
     let span = request_span(&request, method, &id);
     if let Some(client) = client
         && !span.is_disabled()

@@ -88,13 +88,13 @@ pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> Http
             write: may_write(gateway, &request, viewer, &target.path),
             account: gateway.auth.is_some()
                 && !principal.name().is_empty()
-                && principal.kind() != "app-password",
+                && !matches!(principal.kind(), "app-password" | "link"),
             sign_out: principal.kind() == "session",
             shares: gateway.shares.is_some()
                 && !principal.name().is_empty()
-                && principal.kind() != "app-password",
+                && !matches!(principal.kind(), "app-password" | "link"),
             manage: gateway.shares.is_some()
-                && principal.kind() != "app-password"
+                && !matches!(principal.kind(), "app-password" | "link")
                 && !principal.read_only()
                 && viewer.is_some_and(|viewer| viewer.manages(&target.path)),
         };
@@ -526,6 +526,7 @@ fn may_write(gateway: &Gateway, request: &Request, viewer: Option<&Viewer>, coll
     let user = principal.name();
     let by_policy = viewer.is_none_or(|viewer| viewer.may_write(collection));
     by_policy
+        && !principal.read_only()
         && (gateway.auth.is_none() || (!user.is_empty() && !gateway.config.read_only_users.contains(user)))
 }
 

@@ -11,7 +11,7 @@ use kubedav_api::path::VolumePath;
 use std::fmt::Write;
 
 /// The page's script and style sheet: (path below the base path, content type, body).
-pub const ASSETS: [(&str, &str, &str); 3] = [
+pub const ASSETS: [(&str, &str, &str); 4] = [
     (
         "/.kubedav-ui/app.js",
         "text/javascript; charset=utf-8",
@@ -26,6 +26,11 @@ pub const ASSETS: [(&str, &str, &str); 3] = [
         "/.kubedav-ui/account.js",
         "text/javascript; charset=utf-8",
         include_str!("ui/account.js"),
+    ),
+    (
+        "/.kubedav-ui/link.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/link.js"),
     ),
 ];
 

@@ -37,7 +37,8 @@ pub fn dispatch<'a>(
     mut request: Request,
 ) -> impl Future<Output = Response> + Send + 'a {
     let answered = |response| Either::Left(std::future::ready(response));
-    if let Some(api) = crate::api::api_path(gateway, request.uri().path()) {
+    let through_link = request.extensions().get::<crate::access::LinkGrant>().is_some();
+    if !through_link && let Some(api) = crate::api::api_path(gateway, request.uri().path()) {
         // kubedav's own API under {base}/.kubedav/, never a WebDAV path.
         let api = api.to_owned();
         let handler: Pin<Box<dyn Future<Output = HttpResult> + Send + 'a>> =
@@ -63,6 +64,17 @@ pub fn dispatch<'a>(
         )
     {
         return answered(asset);
+    }
+    if let Some(grant) = request.extensions().get::<crate::access::LinkGrant>().cloned() {
+        // Through a public link: decided by the link, as its creator (links::serve
+        // mounted the base path on the link's folder and checked the rest).
+        if let Err(refused) = crate::access::check_link(gateway, method, &mut request, &grant) {
+            return answered(refused.into_response());
+        }
+        if method == DavMethod::Options {
+            return answered(options::options());
+        }
+        return Either::Right(route(gateway, method, request).map(respond as fn(HttpResult) -> Response));
     }
     if let Err(refused) = crate::access::scope::check(gateway, method, &request) {
         return answered(refused.into_response());
@@ -125,6 +137,13 @@ fn route<'a>(
             handler.await
         }),
     }
+}
+
+/// The file manager's script or style sheet when `path` names one below `prefix` (a
+/// link's URL prefix: its pages load them through the link).
+pub fn get_asset(prefix: &str, path: &str, head: bool) -> Option<Response> {
+    let base = crate::http::paths::BasePath::mounted(prefix, kubedav_api::path::VolumePath::root());
+    get::asset(&base, path, head)
 }
 
 /// A handler's result as the answer: its response, or its error's.

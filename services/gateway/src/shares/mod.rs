@@ -63,14 +63,16 @@ impl Item for ShareEntry {
     }
 }
 
-/// Ends the shares of `path` and of what lies beneath it before `path` is moved or
-/// deleted by `by`, and waits until no gateway honours them any more.
+/// Ends the shares and links of `path` and of what lies beneath it before `path` is
+/// moved or deleted by `by`, and waits until no gateway honours them any more.
 pub async fn end_before_removing(
     gateway: &crate::Gateway,
     path: &VolumePath,
     by: &str,
 ) -> Result<(), crate::http::errors::HttpError> {
-    if crate::kept::end_before_removing(gateway.shares.as_ref(), path, by).await? {
+    let shares = crate::kept::end_before_removing(gateway.shares.as_ref(), path, by).await?;
+    let links = crate::links::end_beneath(gateway, path, by).await?;
+    if shares || links {
         tokio::time::sleep(crate::kept::TRUSTED_FOR).await;
     }
     Ok(())

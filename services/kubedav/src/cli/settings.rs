@@ -52,6 +52,17 @@ impl Cli {
             refuse_macos_metadata: gateway.refuse_macos_metadata,
             max_headers: kubedav_gateway::GatewayConfig::default().max_headers,
             base_path: gateway.base_path.clone().unwrap_or_default(),
+            links: kubedav_gateway::links::LinkSettings {
+                default_cap: self.auth.links.into(),
+                max_bytes: self.auth.link_max_bytes,
+                admins: self
+                    .auth
+                    .admins
+                    .iter()
+                    .map(|u| u.trim().to_owned())
+                    .filter(|u| !u.is_empty())
+                    .collect(),
+            },
         }
     }
 }

@@ -40,7 +40,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 90] = [
+const FLAGS: [(&str, Option<&str>); 93] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -74,6 +74,9 @@ const FLAGS: [(&str, Option<&str>); 90] = [
     ("anonymous-read", None),
     ("read-only-users", None),
     ("policy", None),
+    ("links", Some("write")),
+    ("link-max-bytes", Some("1073741824")),
+    ("admins", None),
     ("markdown-max-bytes", Some("16777216")),
     ("markdown-fail-closed", None),
     ("content-signal", None),

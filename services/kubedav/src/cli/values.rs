@@ -236,6 +236,30 @@ impl From<MarkdownContent> for kubedav_markdown::Content {
     }
 }
 
+/// The most a public link may allow where the policy does not say (`--links`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LinkCap {
+    /// No public links.
+    Off,
+    /// Links that read.
+    Read,
+    /// Links that only take uploads (drop boxes).
+    Upload,
+    /// Links that read and write, and drop boxes.
+    Write,
+}
+
+impl From<LinkCap> for kubedav_policy::LinkCap {
+    fn from(cap: LinkCap) -> Self {
+        match cap {
+            LinkCap::Off => kubedav_policy::LinkCap::Off,
+            LinkCap::Read => kubedav_policy::LinkCap::Read,
+            LinkCap::Upload => kubedav_policy::LinkCap::Upload,
+            LinkCap::Write => kubedav_policy::LinkCap::Write,
+        }
+    }
+}
+
 /// `kubedav ensure-secrets --label KEY=VALUE`.
 pub(super) fn label(value: &str) -> Result<(String, String), String> {
     value
