@@ -161,7 +161,7 @@ async fn create(gateway: &Gateway, links: &Links, principal: &Principal, request
         Some(p) => Some(p.to_owned()),
     };
     if let Err(refused) = may_publish(gateway, principal, &path, kind) {
-        return refused;
+        return *refused;
     }
     let stat = gateway
         .fileio
@@ -258,7 +258,7 @@ fn may_publish(
     principal: &Principal,
     path: &VolumePath,
     kind: LinkKind,
-) -> Result<(), Response> {
+) -> Result<(), Box<Response>> {
     let default = gateway.config.links.default_cap;
     let cap = match &gateway.policy {
         Some(live) => {
@@ -267,15 +267,18 @@ fn may_publish(
             match policy.access(&subject, path) {
                 Access::Granted(Permission::Manage) => {}
                 Access::Hidden => {
-                    return Err(error(StatusCode::NOT_FOUND, &format!("{path} does not exist")));
+                    return Err(Box::new(error(
+                        StatusCode::NOT_FOUND,
+                        &format!("{path} does not exist"),
+                    )));
                 }
                 _ => {
-                    return Err(error(
+                    return Err(Box::new(error(
                         StatusCode::FORBIDDEN,
                         &format!(
                             "you may not publish {path}: a link needs manage there (your home is yours to publish)"
                         ),
-                    ));
+                    )));
                 }
             }
             policy.link_cap_or(path, default)
@@ -284,13 +287,13 @@ fn may_publish(
     };
     if !kind.allowed_by(cap) {
         let cap = format!("{cap:?}").to_lowercase();
-        return Err(error(
+        return Err(Box::new(error(
             StatusCode::FORBIDDEN,
             &format!(
                 "{} links may not be published at {path}: links there may be at most {cap} (the policy's links:, or --links)",
                 kind.as_str()
             ),
-        ));
+        )));
     }
     Ok(())
 }

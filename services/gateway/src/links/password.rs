@@ -67,7 +67,7 @@ struct Asked {
     cookie: Option<String>,
     address: String,
     /// A `POST` to the link's folder: the password page's unlock, with its password.
-    page_unlock: Option<Result<String, Response>>,
+    page_unlock: Option<Result<String, Box<Response>>>,
     basic_password: Option<String>,
     navigation: bool,
     https: bool,
@@ -78,7 +78,7 @@ impl Asked {
         let headers = request.headers();
         let page_unlock = (request.method() == Method::POST && request.uri().path() == format!("{prefix}/"))
             .then(|| {
-                crate::api::csrf::check(request).map_err(|refused| *refused)?;
+                crate::api::csrf::check(request)?;
                 Ok(headers
                     .get("x-kubedav-link-password")
                     .and_then(|v| v.to_str().ok())
@@ -138,7 +138,7 @@ async fn opens(
         return Ok(());
     }
     if let Some(unlock) = asked.page_unlock {
-        let password = unlock?;
+        let password = unlock.map_err(|refused| *refused)?;
         check(gateway, entry, hash, &password, &asked.address).await?;
         return Err(with_cookie(entry, hash, prefix, now, asked.https));
     }

@@ -31,7 +31,7 @@ impl std::fmt::Debug for WriteRate {
 }
 
 /// Counts a write from the request's address; the 429 when it is one too many.
-pub fn admit(gateway: &Gateway, request: &Request) -> Result<(), Response> {
+pub fn admit(gateway: &Gateway, request: &Request) -> Result<(), Box<Response>> {
     let address = request
         .extensions()
         .get::<crate::request::ClientIp>()
@@ -55,5 +55,5 @@ pub fn admit(gateway: &Gateway, request: &Request) -> Result<(), Response> {
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(wait));
-    Err(response)
+    Err(Box::new(response))
 }

@@ -138,7 +138,7 @@ async fn within(gateway: &Gateway, mut request: Request, entry: Arc<LinkEntry>) 
     {
         if let Err(refused) = super::rate::admit(gateway, &request) {
             metrics::request("rate_limited");
-            return refused.into_response();
+            return *refused;
         }
         if crate::api::sign_in::cookie(request.headers(), super::password::COOKIE).is_some()
             && let Err(refused) = crate::api::csrf::check(&request)
