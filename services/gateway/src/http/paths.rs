@@ -28,8 +28,8 @@ pub enum DecodeError {
     /// Anything else: 400.
     #[error("{0}")]
     Invalid(PathError),
-    /// Not below the base path (`--base-path`): 404.
-    #[error("this server serves only paths below {0}")]
+    /// Not below the base path (`--base-path`, or a link's URL): 404.
+    #[error("{}", .0.outside())]
     OutsideBase(BasePath),
 }
 
@@ -113,6 +113,15 @@ impl BasePath {
     /// Whether this is the root (no prefix).
     pub fn is_root(&self) -> bool {
         self.prefix.is_empty()
+    }
+
+    /// What a path outside it is told: a link's URL (which holds its token) is never
+    /// repeated.
+    fn outside(&self) -> String {
+        match self.root {
+            Some(_) => "this link serves only paths below its own URL".to_owned(),
+            None => format!("this server serves only paths below {}", self.prefix),
+        }
     }
 
     /// Decodes a raw URL path (as in the request line, without the query) below this

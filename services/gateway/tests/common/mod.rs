@@ -21,6 +21,8 @@ use tower::ServiceExt;
 /// A gateway in this process over a fresh temporary root.
 pub(crate) struct App {
     service: kubedav_gateway::app::HttpService,
+    /// The gateway behind the service (to change its policy while it serves).
+    pub gateway: Arc<Gateway>,
     root: tempfile::TempDir,
     /// Holds the users file.
     _config_dir: tempfile::TempDir,
@@ -104,8 +106,10 @@ impl App {
         let clock = options
             .clock
             .unwrap_or_else(|| Arc::new(std::time::SystemTime::now));
+        let gateway = Gateway::with_clock(ports, config, clock);
         App {
-            service: Gateway::with_clock(ports, config, clock).service(),
+            service: gateway.service(),
+            gateway,
             root,
             _config_dir: config_dir,
         }
@@ -148,6 +152,7 @@ impl Client {
             service: self.service.clone(),
             request: Request::builder().method(method).uri(path).header("host", HOST),
             body: Body::empty(),
+            client: "192.0.2.1".parse().unwrap(),
         }
     }
 
@@ -177,6 +182,8 @@ pub(crate) struct RequestBuilder {
     service: kubedav_gateway::app::HttpService,
     request: http::request::Builder,
     body: Body,
+    /// The address the request comes from.
+    client: std::net::IpAddr,
 }
 
 impl RequestBuilder {
@@ -206,13 +213,17 @@ impl RequestBuilder {
         self
     }
 
+    /// The request comes from `address` (192.0.2.1 unless said).
+    pub(crate) fn from_address(mut self, address: &str) -> Self {
+        self.client = address.parse().unwrap();
+        self
+    }
+
     /// Sends the request through the gateway's service, as from 192.0.2.1. Never fails: the
     /// `Result` only keeps the shape of reqwest's.
     pub(crate) async fn send(self) -> Result<Response, std::convert::Infallible> {
         let mut request = self.request.body(self.body).unwrap();
-        request
-            .extensions_mut()
-            .insert(ClientIp("192.0.2.1".parse().unwrap()));
+        request.extensions_mut().insert(ClientIp(self.client));
         let response = self.service.oneshot(request).await.unwrap();
         let status = response.status();
         let headers = response.headers().clone();
