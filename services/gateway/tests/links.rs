@@ -328,7 +328,7 @@ async fn a_password_locks_out_the_guesser_and_never_the_link() {
             .client()
             .get(&file)
             .basic_auth("x", Some(format!("guess {n}")))
-            .from_address("198.51.100.7")
+            .sent_from("198.51.100.7")
             .send()
             .await
             .unwrap();
@@ -344,7 +344,7 @@ async fn a_password_locks_out_the_guesser_and_never_the_link() {
         .client()
         .get(&file)
         .basic_auth("x", Some("open sesame"))
-        .from_address("198.51.100.7")
+        .sent_from("198.51.100.7")
         .send()
         .await
         .unwrap();
@@ -354,7 +354,7 @@ async fn a_password_locks_out_the_guesser_and_never_the_link() {
         .client()
         .get(&file)
         .basic_auth("y", Some("open sesame"))
-        .from_address("203.0.113.9")
+        .sent_from("203.0.113.9")
         .send()
         .await
         .unwrap();

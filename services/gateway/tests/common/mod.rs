@@ -214,7 +214,7 @@ impl RequestBuilder {
     }
 
     /// The request comes from `address` (192.0.2.1 unless said).
-    pub(crate) fn from_address(mut self, address: &str) -> Self {
+    pub(crate) fn sent_from(mut self, address: &str) -> Self {
         self.client = address.parse().unwrap();
         self
     }
