@@ -359,7 +359,20 @@ async fn a_password_locks_out_the_guesser_and_never_the_link() {
         .await
         .unwrap();
     assert_eq!(elsewhere.status(), StatusCode::OK);
-    // The page's unlock needs the proof of kubedav's own page, then gives a cookie.
+    // The page's unlock: a wrong password is refused without a challenge (which would
+    // make the browser ask in a dialog of its own); it needs the proof of kubedav's own
+    // page, then gives a cookie.
+    let wrong = app
+        .client()
+        .request(Method::POST, &url)
+        .header("x-kubedav-link-password", "not it")
+        .header("x-kubedav-request", "1")
+        .sent_from("203.0.113.50")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::FORBIDDEN);
+    assert!(wrong.headers().get("www-authenticate").is_none());
     let forged = through(
         &app,
         "POST",

@@ -23,8 +23,9 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>) -> 
             .then_with(|| a.path.cmp(&b.path))
     });
     let mut out = String::from("# ");
-    let slash = if dir.as_str() == "/" { "" } else { "/" };
-    push_text(&mut out, &format!("Index of {dir}{slash}"), false);
+    let shown = base.shown(dir);
+    let slash = if shown.ends_with('/') { "" } else { "/" };
+    push_text(&mut out, &format!("Index of {shown}{slash}"), false);
     let _ = write!(out, "\n\n{} members\n\n", members.len());
     for member in &members {
         let name = last_name(&member.path);

@@ -68,7 +68,8 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
             .cmp(&a.is_collection)
             .then_with(|| a.path.cmp(&b.path))
     });
-    let title = escape(&format!("Index of {dir}"));
+    // Through a link, paths are shown beneath the link's folder, never where it is.
+    let title = escape(&format!("Index of {}", base.shown(dir)));
     let prefix = base.as_str();
     let href = |path: &VolumePath, collection: bool| base.href(path, collection);
     let mut html = format!(
@@ -118,7 +119,8 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
             ""
         }
     );
-    if let Some((parent, _)) = dir.split_last() {
+    let top = base.mount_root().is_some_and(|root| root == dir);
+    if let Some((parent, _)) = dir.split_last().filter(|_| !top) {
         let _ = writeln!(
             html,
             "<tr><td><a href=\"{}\">../</a></td><td></td><td></td><td></td></tr>",
@@ -175,13 +177,15 @@ const SHARES_PANEL: &str = "<section id=\"shares\" hidden>\
 <label>Until (optional)<input name=\"expires\" type=\"datetime-local\"></label>\
 <button type=\"submit\">Share</button><button type=\"button\" id=\"share-cancel\">Cancel</button></form>\n";
 
-/// `/ › a › b` with a link on each ancestor of `dir`.
+/// `/ › a › b` with a link on each ancestor of `dir` (beneath a link's folder, through
+/// a link).
 fn breadcrumbs(html: &mut String, base: &BasePath, dir: &VolumePath) {
+    let top = base.mount_root().cloned().unwrap_or_else(VolumePath::root);
     html.push_str("<nav class=\"crumbs\"><a href=\"");
-    html.push_str(&escape(&base.href(&VolumePath::root(), true)));
+    html.push_str(&escape(&base.href(&top, true)));
     html.push_str("\">/</a>");
-    let mut so_far = VolumePath::root();
-    for segment in dir.as_str().split('/').filter(|s| !s.is_empty()) {
+    let mut so_far = top;
+    for segment in base.shown(dir).split('/').filter(|s| !s.is_empty()) {
         let Ok(next) = so_far.join(segment) else { break };
         so_far = next;
         let _ = write!(

@@ -115,6 +115,24 @@ impl BasePath {
         self.prefix.is_empty()
     }
 
+    /// The volume path a mounted base stands for (a link's folder); `None` when not
+    /// mounted.
+    pub fn mount_root(&self) -> Option<&VolumePath> {
+        self.root.as_deref()
+    }
+
+    /// `path` as the clients of this base see it: `/a/b` beneath the root of a mounted
+    /// base (`/` for the root itself), the whole path otherwise.
+    pub fn shown(&self, path: &VolumePath) -> String {
+        match self.root.as_deref() {
+            Some(root) if !root.is_root() => match path.as_str().strip_prefix(root.as_str()) {
+                Some(rest) if rest.starts_with('/') => rest.to_owned(),
+                _ => "/".to_owned(),
+            },
+            _ => path.to_string(),
+        }
+    }
+
     /// What a path outside it is told: a link's URL (which holds its token) is never
     /// repeated.
     fn outside(&self) -> String {

@@ -139,7 +139,17 @@ async fn opens(
     }
     if let Some(unlock) = asked.page_unlock {
         let password = unlock.map_err(|refused| *refused)?;
-        check(gateway, entry, hash, &password, &asked.address).await?;
+        // The page's own call: a refusal without a challenge, which would make the
+        // browser ask in a dialog of its own.
+        check(gateway, entry, hash, &password, &asked.address)
+            .await
+            .map_err(|mut refused| {
+                if refused.status() == StatusCode::UNAUTHORIZED {
+                    *refused.status_mut() = StatusCode::FORBIDDEN;
+                    refused.headers_mut().remove(header::WWW_AUTHENTICATE);
+                }
+                refused
+            })?;
         return Err(with_cookie(entry, hash, prefix, now, asked.https));
     }
     match asked.basic_password {
