@@ -2,8 +2,8 @@
 //! on both backends, as replicas run. alice shares a folder of her home with bob
 //! through one gateway; bob reads and writes it through the other; a group share
 //! reaches a member the policy adds later; a revocation is refused through both
-//! gateways within a second; and the shares outlive a restart of every process and a
-//! Redis `FLUSHALL`. (What a share gives and what it never gives, method by method, is
+//! gateways within a second, and so is a public link's; and the shares outlive a
+//! restart of every process and a Redis `FLUSHALL`. (What a share gives and what it never gives, method by method, is
 //! `services/gateway/tests/shares.rs`, in process.)
 
 #[macro_use]
@@ -253,6 +253,45 @@ async fn bob_gets_it_through_either_gateway_and_loses_it_within_a_second(mode: M
     assert_eq!(
         send(&b, "dave", "GET", "/home/alice/project/plan.txt", "").await,
         StatusCode::OK
+    );
+
+    // A public link made through a opens through b; revoked through a, b refuses it
+    // within a second too.
+    let made = client()
+        .post(format!("{a}/.kubedav/links"))
+        .basic_auth("alice", Some("pw"))
+        .header("x-kubedav-request", "1")
+        .json(&json!({"path": "/home/alice/project", "permission": "read"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let made: Value = made.json().await.unwrap();
+    let through_b = format!("{b}{}plan.txt", made["url"].as_str().unwrap());
+    let anyone = |url: String| async move { client().get(url).send().await.unwrap().status() };
+    let opened = time_until(Duration::from_secs(2), || async {
+        anyone(through_b.clone()).await == StatusCode::OK
+    })
+    .await;
+    assert!(opened.is_some(), "gateway b never opened the link");
+    let revoked_at = Instant::now();
+    let revoked = client()
+        .delete(format!("{a}/.kubedav/links/{}", made["id"].as_str().unwrap()))
+        .basic_auth("alice", Some("pw"))
+        .header("x-kubedav-request", "1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::NO_CONTENT);
+    let refused = time_until(Duration::from_secs(2), || async {
+        anyone(through_b.clone()).await == StatusCode::NOT_FOUND
+    })
+    .await
+    .map(|_| revoked_at.elapsed());
+    println!("figure: a link revoked through gateway a was refused through gateway b after {refused:?}");
+    assert!(
+        refused.is_some_and(|after| after < Duration::from_secs(1)),
+        "gateway b still opened the revoked link: {refused:?}"
     );
 }
 

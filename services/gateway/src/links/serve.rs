@@ -190,7 +190,23 @@ async fn within(gateway: &Gateway, mut request: Request, entry: Arc<LinkEntry>) 
         }
     }
     let root = entry.path.clone();
+    let audited = tracing::enabled!(target: kubedav_kit::telemetry::AUDIT, tracing::Level::INFO)
+        .then(|| (request.method().clone(), request.uri().path().to_owned()));
     let response = crate::handlers::dispatch(gateway, request).await;
+    if let Some((method, path)) = audited {
+        let below = path
+            .find("/s/")
+            .and_then(|at| path[at + 3..].find('/').map(|i| &path[at + 3 + i..]));
+        tracing::info!(
+            target: kubedav_kit::telemetry::AUDIT,
+            link = entry.link.id,
+            creator = entry.link.creator,
+            method = %method,
+            path = below.unwrap_or("/"),
+            status = response.status().as_u16(),
+            "link used"
+        );
+    }
     if is_download && !strict && matches!(response.status(), StatusCode::OK | StatusCode::PARTIAL_CONTENT) {
         uses.count(&entry);
     }
