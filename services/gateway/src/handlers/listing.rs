@@ -96,7 +96,8 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
     if offers.shares {
         let _ = writeln!(
             html,
-            "<button type=\"button\" id=\"shares-open\" data-href=\"{prefix}/.kubedav/shares\">Shares</button>"
+            "<button type=\"button\" id=\"shares-open\" data-href=\"{prefix}/.kubedav/shares\" \
+             data-links=\"{prefix}/.kubedav/links\">Shares and links</button>"
         );
     }
     breadcrumbs(&mut html, base, dir);
@@ -143,7 +144,10 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
             actions.push_str("<button type=\"button\" data-action=\"preview\">Preview</button>");
         }
         if offers.manage {
-            actions.push_str("<button type=\"button\" data-action=\"share\">Share</button>");
+            actions.push_str(
+                "<button type=\"button\" data-action=\"share\">Share</button>\
+                 <button type=\"button\" data-action=\"publish\">Link</button>",
+            );
         }
         if writable {
             actions.push_str(
@@ -169,13 +173,21 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
 /// The "Shares" panel and the form that makes a share, filled and shown by the script.
 const SHARES_PANEL: &str = "<section id=\"shares\" hidden>\
 <h2>Shared with me</h2><ul id=\"shares-received\"></ul>\
-<h2>Shared by me</h2><ul id=\"shares-made\"></ul></section>\n\
+<h2>Shared by me</h2><ul id=\"shares-made\"></ul>\
+<h2>My public links</h2><ul id=\"links-made\"></ul></section>\n\
 <form id=\"share-form\" hidden><h2>Share <span id=\"share-what\"></span></h2>\
 <label>With<input name=\"to\" placeholder=\"user:ID or group:NAME\" required></label>\
 <label>Permission<select name=\"permission\"><option value=\"read\">read</option>\
 <option value=\"write\">read and write</option></select></label>\
 <label>Until (optional)<input name=\"expires\" type=\"datetime-local\"></label>\
-<button type=\"submit\">Share</button><button type=\"button\" id=\"share-cancel\">Cancel</button></form>\n";
+<button type=\"submit\">Share</button><button type=\"button\" id=\"share-cancel\">Cancel</button></form>\n\
+<form id=\"link-form\" hidden><h2>Publish a link to <span id=\"link-what\"></span></h2>\
+<label>Anyone with the link may<select name=\"permission\"><option value=\"read\">read</option>\
+<option value=\"upload\">only upload (a drop box)</option><option value=\"write\">read and write</option></select></label>\
+<label>Password (optional)<input name=\"password\" type=\"password\" autocomplete=\"new-password\"></label>\
+<label>Until (optional)<input name=\"expires\" type=\"datetime-local\"></label>\
+<button type=\"submit\">Publish</button><button type=\"button\" id=\"link-cancel\">Close</button>\
+<p id=\"link-made\" hidden>The link, shown only now: <input id=\"link-url\" readonly size=\"70\"></p></form>\n";
 
 /// `/ › a › b` with a link on each ancestor of `dir` (beneath a link's folder, through
 /// a link).

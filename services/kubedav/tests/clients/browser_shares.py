@@ -3,7 +3,8 @@ was shared with, run by tests/shares.rs with the server's URL, a directory for
 screenshots, and the password every user has.
 
 alice opens her home, presses "Share" on `project`, shares it with bob to read and write,
-and sees it under "Shared by me". bob opens `/`, presses "Shares", sees alice's folder
+and sees it under "Shared by me"; she publishes a read link to it, whose URL is shown
+once, and which opens the folder for a browser without credentials. bob opens `/`, presses "Shares", sees alice's folder
 under "Shared with me", follows its link, and finds `plan.txt` there.
 
 Prints what it saw, then `shares view ok`; any failure raises. Whether bob may write
@@ -59,8 +60,32 @@ try:
     assert made == ["/home/alice/project with user:bob (write) Stop sharing"], made
     status = alice.find_element(By.ID, "status").text
     assert status == "", status
+    # A public link to the same folder, to read: its URL is shown once.
+    row = alice.find_element(By.CSS_SELECTOR, "#listing tr[data-name=project]")
+    row.find_element(By.CSS_SELECTOR, "button[data-action=publish]").click()
+    form = alice.find_element(By.ID, "link-form")
+    Select(form.find_element(By.NAME, "permission")).select_by_value("read")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(alice, 30).until(lambda d: d.find_element(By.ID, "link-made").get_attribute("hidden") is None)
+    link = alice.find_element(By.ID, "link-url").get_attribute("value")
+    WebDriverWait(alice, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#links-made li button"))
+    links = panel_items(alice, "links-made")
+    alice.save_screenshot(f"{shots}/link-made.png")
+    print(f"alice's links: {links}")
+    assert link.startswith(url + "/.kubedav/s/") and link.endswith("/"), link
+    assert links == ["/home/alice/project (read, 0 uses) Revoke"], links
 finally:
     alice.quit()
+
+anyone = chromium(size="1000,700")
+try:
+    anyone.get(link)
+    WebDriverWait(anyone, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#listing tbody tr[data-name]"))
+    names = [r.get_attribute("data-name") for r in anyone.find_elements(By.CSS_SELECTOR, "#listing tbody tr[data-name]")]
+    print(f"anyone through the link: {names}")
+    assert names == ["plan.txt"], names
+finally:
+    anyone.quit()
 
 bob = browser("bob")
 try:

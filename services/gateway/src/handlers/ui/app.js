@@ -66,6 +66,8 @@
       send("DELETE", href).then(() => location.reload(), report);
     } else if (action === "share") {
       openShareForm(href);
+    } else if (action === "publish") {
+      openLinkForm(href);
     } else if (action === "preview") {
       fetch(href, { credentials: "same-origin" })
         .then((response) => response.text())
@@ -133,6 +135,7 @@
   const base = body.dataset.base || "";
   const sharesOpen = document.getElementById("shares-open");
   const sharesApi = sharesOpen ? sharesOpen.dataset.href : null;
+  const linksApi = sharesOpen ? sharesOpen.dataset.links : null;
   const item = (parts) => {
     const li = document.createElement("li");
     for (const part of parts) li.append(part);
@@ -165,6 +168,21 @@
         if (!shares.made.length) made.append(item(["You share nothing."]));
         document.getElementById("shares").hidden = false;
       }, report);
+    fetch(linksApi, { credentials: "same-origin" })
+      .then((response) => response.ok ? response.json() : Promise.reject(new Error("links: " + response.status)))
+      .then((links) => {
+        const list = document.getElementById("links-made");
+        list.replaceChildren(...links.map((made) => {
+          const end = document.createElement("button");
+          end.type = "button";
+          end.textContent = "Revoke";
+          end.addEventListener("click", () =>
+            send("DELETE", linksApi + "/" + encodeURIComponent(made.id)).then(showShares, report));
+          const traits = [made.permission].concat(made.password ? ["password"] : [], made.uses !== null ? [made.uses + " uses"] : []);
+          return item([made.path + " (" + traits.join(", ") + until(made) + ") ", end]);
+        }));
+        if (!links.length) list.append(item(["You have published no link."]));
+      }, report);
   }
   if (sharesOpen) sharesOpen.addEventListener("click", showShares);
   const shareForm = document.getElementById("share-form");
@@ -188,6 +206,35 @@
       if (fields.expires.value) wanted.expires_at = new Date(fields.expires.value).toISOString();
       send("POST", sharesApi, { "Content-Type": "application/json" }, JSON.stringify(wanted))
         .then(() => { shareForm.hidden = true; shareForm.reset(); showShares(); }, report);
+    });
+  }
+
+  // Publishing a link: the answer holds its URL, shown once (kubedav keeps only a hash).
+  const linkForm = document.getElementById("link-form");
+  function openLinkForm(href) {
+    if (!linkForm) return;
+    linkForm.dataset.path = pathOf(href);
+    document.getElementById("link-what").textContent = linkForm.dataset.path;
+    document.getElementById("link-made").hidden = true;
+    linkForm.hidden = false;
+  }
+  if (linkForm) {
+    document.getElementById("link-cancel").addEventListener("click", () => { linkForm.hidden = true; linkForm.reset(); });
+    linkForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const fields = linkForm.elements;
+      const wanted = { path: linkForm.dataset.path, permission: fields.permission.value };
+      if (fields.password.value) wanted.password = fields.password.value;
+      if (fields.expires.value) wanted.expires_at = new Date(fields.expires.value).toISOString();
+      send("POST", linksApi, { "Content-Type": "application/json" }, JSON.stringify(wanted))
+        .then((response) => response.json())
+        .then((made) => {
+          const shown = document.getElementById("link-url");
+          shown.value = new URL(made.url, location.href).href;
+          document.getElementById("link-made").hidden = false;
+          shown.select();
+          showShares();
+        }, report);
     });
   }
 
