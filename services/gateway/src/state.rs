@@ -149,6 +149,8 @@ pub struct Gateway {
     pub(crate) link_guard: crate::links::password::Guard,
     /// Writes through links per client address.
     pub(crate) link_rate: crate::links::rate::WriteRate,
+    /// What tokens opened lately.
+    pub(crate) link_resolved: crate::links::serve::ResolvedLinks,
     /// PROPFIND Depth 0 answers rendered before, answered again while they hold.
     pub(crate) answers: crate::cache::KeptAnswers,
     /// Credentials the auth service accepted a moment ago.
@@ -202,6 +204,7 @@ impl Gateway {
             link_uses,
             link_guard: Default::default(),
             link_rate: Default::default(),
+            link_resolved: Default::default(),
             policy: config.policy.clone().map(crate::access::LivePolicy::new),
             config,
             answers: Default::default(),

@@ -165,9 +165,31 @@ pub(crate) mod metrics {
         ACTIVE.set(count as i64);
     }
 
-    /// Counts a request through a link.
+    /// The outcomes, each counter made once (a label lookup allocates).
+    const OUTCOMES: [&str; 9] = [
+        "served",
+        "no_link",
+        "password_asked",
+        "password_refused",
+        "locked_out",
+        "spent",
+        "full",
+        "rate_limited",
+        "refused",
+    ];
+
+    static BY_OUTCOME: LazyLock<Vec<(&'static str, kubedav_metrics::Counter)>> = LazyLock::new(|| {
+        OUTCOMES
+            .iter()
+            .map(|outcome| (*outcome, USES.with_label_values(&[outcome])))
+            .collect()
+    });
+
+    /// Counts a request through a link (`outcome`: one of [`OUTCOMES`]).
     pub(crate) fn request(outcome: &str) {
-        USES.with_label_values(&[outcome]).inc();
+        if let Some((_, counter)) = BY_OUTCOME.iter().find(|(name, _)| *name == outcome) {
+            counter.inc();
+        }
     }
 }
 

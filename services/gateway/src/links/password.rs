@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, KeyInit, Mac};
 use http::{HeaderValue, Method, StatusCode, header};
 use kubedav_kit::throttle::{FailedPairs, Throttle, address_key};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use std::time::{Duration, Instant};
 
 /// The cookie a browser gets once it gave a link's password.
@@ -41,7 +41,10 @@ pub struct Guard {
     addresses: Throttle,
     links: Throttle,
     failed: FailedPairs,
-    accepted: quick_cache::sync::Cache<[u8; 32], Instant>,
+    /// Accepted credentials, by a keyed hash ([`remembered_key`]): SipHash under this
+    /// process's random keys, which no client can search for a collision offline.
+    accepted: quick_cache::sync::Cache<u64, Instant>,
+    keys: std::collections::hash_map::RandomState,
 }
 
 impl Default for Guard {
@@ -51,6 +54,7 @@ impl Default for Guard {
             links: Throttle::new(FAILURES_PER_LINK, Duration::from_secs(1)),
             failed: FailedPairs::default(),
             accepted: quick_cache::sync::Cache::new(100_000),
+            keys: std::collections::hash_map::RandomState::new(),
         }
     }
 }
@@ -69,6 +73,8 @@ struct Asked {
     /// A `POST` to the link's folder: the password page's unlock, with its password.
     page_unlock: Option<Result<String, Box<Response>>>,
     basic_password: Option<String>,
+    /// The key its Basic credentials are remembered under once accepted.
+    remembered: Option<u64>,
     navigation: bool,
     https: bool,
 }
@@ -90,6 +96,7 @@ impl Asked {
             _ => None,
         };
         Self {
+            remembered: None,
             cookie: crate::api::sign_in::cookie(headers, COOKIE).map(str::to_owned),
             address: request
                 .extensions()
@@ -118,8 +125,35 @@ pub fn unlock<'a>(
     hash: &'a str,
     prefix: &'a str,
 ) -> impl Future<Output = Result<(), Response>> + Send + use<'a> {
-    let asked = Asked::of(gateway, request, prefix);
-    opens(gateway, asked, entry, hash, prefix)
+    use futures_util::future::Either;
+    // Basic credentials this address gave for this link a moment ago: nothing decoded,
+    // nothing checked again.
+    let remembered = remembered_key(&gateway.link_guard, entry, request);
+    if remembered.is_some_and(|key| {
+        gateway
+            .link_guard
+            .accepted
+            .get(&key)
+            .is_some_and(|at| at.elapsed() < REMEMBERED)
+    }) {
+        return Either::Left(std::future::ready(Ok(())));
+    }
+    let mut asked = Asked::of(gateway, request, prefix);
+    asked.remembered = remembered;
+    Either::Right(opens(gateway, asked, entry, hash, prefix))
+}
+
+/// The key a request's Basic credentials for `entry` are remembered under: a keyed
+/// hash of the link, the `Authorization` header and the client's address.
+fn remembered_key(guard: &Guard, entry: &LinkEntry, request: &Request) -> Option<u64> {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let authorization = request.headers().get(header::AUTHORIZATION)?;
+    let client = request.extensions().get::<crate::request::ClientIp>()?.0;
+    let mut hasher = guard.keys.build_hasher();
+    entry.link.id.hash(&mut hasher);
+    authorization.as_bytes().hash(&mut hasher);
+    client.hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 async fn opens(
@@ -141,7 +175,7 @@ async fn opens(
         let password = unlock.map_err(|refused| *refused)?;
         // The page's own call: a refusal without a challenge, which would make the
         // browser ask in a dialog of its own.
-        check(gateway, entry, hash, &password, &asked.address)
+        check(gateway, entry, hash, &password, &asked.address, None)
             .await
             .map_err(|mut refused| {
                 if refused.status() == StatusCode::UNAUTHORIZED {
@@ -153,7 +187,7 @@ async fn opens(
         return Err(with_cookie(entry, hash, prefix, now, asked.https));
     }
     match asked.basic_password {
-        Some(password) => check(gateway, entry, hash, &password, &asked.address).await,
+        Some(password) => check(gateway, entry, hash, &password, &asked.address, asked.remembered).await,
         None if asked.navigation => {
             metrics::request("password_asked");
             Err(page(prefix))
@@ -167,13 +201,15 @@ async fn opens(
     }
 }
 
-/// Checks `password` from `address` on `entry`.
+/// Checks `password` from `address` on `entry`; once accepted, it is remembered under
+/// `remember` for a minute.
 async fn check(
     gateway: &Gateway,
     entry: &LinkEntry,
     hash: &str,
     password: &str,
     address: &str,
+    remember: Option<u64>,
 ) -> Result<(), Response> {
     let guard = &gateway.link_guard;
     let id = entry.link.id.as_str();
@@ -183,21 +219,7 @@ async fn check(
     if guard.links.locked(id).is_some() && guard.failed.has_failed(id, address) {
         return Err(locked_out(Duration::from_secs(60)));
     }
-    let remembered = {
-        let mut digest = Sha256::new();
-        for part in [id, password, address] {
-            digest.update(part.as_bytes());
-            digest.update([0]);
-        }
-        <[u8; 32]>::from(digest.finalize())
-    };
-    if guard
-        .accepted
-        .get(&remembered)
-        .is_some_and(|at| at.elapsed() < REMEMBERED)
-    {
-        return Ok(());
-    }
+
     let (hash, given) = (hash.to_owned(), password.to_owned());
     let right = tokio::task::spawn_blocking(move || {
         use sha_crypt::PasswordVerifier;
@@ -209,7 +231,9 @@ async fn check(
     .unwrap_or(false);
     if right {
         guard.failed.succeeded(id, address);
-        guard.accepted.insert(remembered, Instant::now());
+        if let Some(key) = remember {
+            guard.accepted.insert(key, Instant::now());
+        }
         return Ok(());
     }
     guard.addresses.failure(address);

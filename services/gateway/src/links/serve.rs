@@ -48,22 +48,24 @@ pub async fn serve(gateway: &Gateway, request: Request) -> Response {
 }
 
 async fn answer(gateway: &Gateway, mut request: Request) -> Response {
-    let Some(links) = gateway.links.clone() else {
+    let Some(links) = gateway.links.as_ref() else {
         return no_link();
     };
-    let path = request.uri().path().to_owned();
-    let Some((token, rest)) = parts(gateway, &path) else {
+    let Some((token, rest)) = parts(gateway, request.uri().path()) else {
         return no_link();
     };
     if token.is_empty() || token.len() > 64 {
         return no_link();
     }
-    let prefix = super::prefix(&gateway.config.base_path, token);
+    let (token, folder_url) = (token.to_owned(), rest.is_empty());
     // The page's script and style sheet, before any password: the password page needs them.
-    if matches!(*request.method(), Method::GET | Method::HEAD)
-        && let Some(asset) = crate::handlers::get_asset(&prefix, &path, request.method() == Method::HEAD)
-    {
-        return asset;
+    if rest.starts_with("/.kubedav-ui/") && matches!(*request.method(), Method::GET | Method::HEAD) {
+        let prefix = super::prefix(&gateway.config.base_path, &token);
+        if let Some(asset) =
+            crate::handlers::get_asset(&prefix, request.uri().path(), request.method() == Method::HEAD)
+        {
+            return asset;
+        }
     }
     let table = match links.trusted() {
         Some(table) => table,
@@ -78,48 +80,104 @@ async fn answer(gateway: &Gateway, mut request: Request) -> Response {
             }
         },
     };
-    let now = links.now();
-    let Some(entry) = table
-        .by_token_hash(&token_hash(token))
-        .filter(|entry| !entry.expired(now))
-        .cloned()
-    else {
+    let policy = gateway.policy.as_ref().map(|live| live.current());
+    let Some(resolved) = resolve(gateway, &token, &table, policy) else {
         return no_link();
     };
-    let Some(creator) = standing(gateway, &entry) else {
+    if resolved.entry.expired(links.now()) {
         return no_link();
-    };
-    if rest.is_empty() {
+    }
+    if folder_url {
         // `{base}/.kubedav/s/{token}`: the folder's URL ends with a slash.
         let mut response = StatusCode::PERMANENT_REDIRECT.into_response();
-        if let Ok(location) = HeaderValue::from_str(&format!("{prefix}/")) {
+        if let Ok(location) = HeaderValue::from_str(&format!("{}/", resolved.prefix)) {
             response.headers_mut().insert(header::LOCATION, location);
         }
         return response;
     }
-    if let Some(hash) = entry.link.password.clone()
-        && let Err(answer) = super::password::unlock(gateway, &request, &entry, &hash, &prefix).await
+    if let Some(hash) = &resolved.entry.link.password
+        && let Err(answer) =
+            super::password::unlock(gateway, &request, &resolved.entry, hash, &resolved.prefix).await
     {
         return answer;
     }
-    let base = BasePath::mounted(&prefix, entry.path.clone());
-    let grant = LinkGrant {
-        link: entry.clone(),
-        creator,
-    };
-    request
-        .extensions_mut()
-        .insert(crate::request::Principal::verified(
-            kubedav_api::auth::Principal {
-                user: format!("link:{}", entry.link.id),
-                display_name: "a public link".to_owned(),
-                kind: "link".to_owned(),
-                read_only: entry.link.permission == LinkKind::Read,
-                ..Default::default()
-            },
-        ));
-    request.extensions_mut().insert(grant);
-    crate::http::paths::mounted(base, within(gateway, request, entry)).await
+    request.extensions_mut().insert(resolved.principal.clone());
+    request.extensions_mut().insert(resolved.grant.clone());
+    let base = resolved.base.clone();
+    crate::http::paths::mounted(base, within(gateway, request, resolved.entry.clone())).await
+}
+
+/// What a token opens, found once and kept while the links and the policy stay as they
+/// were: the link, its creator's standing, its URL prefix and mounted base path, and
+/// the principal its requests are made by.
+pub struct Resolved {
+    /// The table and the policy it was found under (their addresses): it holds while
+    /// both are the ones in force.
+    under: (usize, usize),
+    entry: Arc<LinkEntry>,
+    grant: LinkGrant,
+    prefix: String,
+    base: BasePath,
+    principal: crate::request::Principal,
+}
+
+/// Tokens found lately, at most [`RESOLVED_KEPT`] (a token that finds nothing is not
+/// kept, so guesses cannot fill it).
+pub struct ResolvedLinks(quick_cache::sync::Cache<String, Arc<Resolved>>);
+
+/// Most tokens kept resolved per gateway.
+const RESOLVED_KEPT: usize = 10_000;
+
+impl Default for ResolvedLinks {
+    fn default() -> Self {
+        Self(quick_cache::sync::Cache::new(RESOLVED_KEPT))
+    }
+}
+
+impl std::fmt::Debug for ResolvedLinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolvedLinks").finish_non_exhaustive()
+    }
+}
+
+/// What `token` opens under `table` and `policy`, if anything.
+fn resolve(
+    gateway: &Gateway,
+    token: &str,
+    table: &Arc<super::LinkTable>,
+    policy: Option<Arc<kubedav_policy::Policy>>,
+) -> Option<Arc<Resolved>> {
+    let under = (
+        Arc::as_ptr(table) as usize,
+        policy.as_ref().map_or(0, |p| Arc::as_ptr(p) as usize),
+    );
+    if let Some(kept) = gateway.link_resolved.0.get(token)
+        && kept.under == under
+    {
+        return Some(kept);
+    }
+    let entry = table.by_token_hash(&token_hash(token))?.clone();
+    let creator = standing(gateway, &entry, policy)?;
+    let prefix = super::prefix(&gateway.config.base_path, token);
+    let resolved = Arc::new(Resolved {
+        under,
+        base: BasePath::mounted(&prefix, entry.path.clone()),
+        principal: crate::request::Principal::verified(kubedav_api::auth::Principal {
+            user: format!("link:{}", entry.link.id),
+            display_name: "a public link".to_owned(),
+            kind: "link".to_owned(),
+            read_only: entry.link.permission == LinkKind::Read,
+            ..Default::default()
+        }),
+        grant: LinkGrant {
+            link: entry.clone(),
+            creator,
+        },
+        prefix,
+        entry,
+    });
+    gateway.link_resolved.0.insert(token.to_owned(), resolved.clone());
+    Some(resolved)
 }
 
 /// The request inside the link's mount: held to the link's kind and limits, then served.
@@ -224,14 +282,14 @@ async fn within(gateway: &Gateway, mut request: Request, entry: Arc<LinkEntry>) 
 fn standing(
     gateway: &Gateway,
     entry: &LinkEntry,
+    policy: Option<Arc<kubedav_policy::Policy>>,
 ) -> Option<Option<(Arc<kubedav_policy::Policy>, kubedav_policy::Subject)>> {
     let link = &entry.link;
-    let Some(live) = &gateway.policy else {
+    let Some(policy) = policy else {
         let allowed = link.permission.allowed_by(gateway.config.links.default_cap)
             && !gateway.config.read_only_users.contains(&link.creator);
         return allowed.then_some(None);
     };
-    let policy = live.current();
     let creator = policy.subject(&link.creator, &link.creator_groups);
     let manages = policy.access(&creator, &entry.path)
         == kubedav_policy::Access::Granted(kubedav_policy::Permission::Manage);

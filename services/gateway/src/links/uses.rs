@@ -155,9 +155,12 @@ impl Uses {
     /// [`WRITE_COUNTS_EVERY`]).
     pub fn count(&self, link: &LinkEntry) {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        let count = counts.entry(link.link.id.clone()).or_default();
-        count.0 += 1;
-        count.1 = false;
+        match counts.get_mut(&link.link.id) {
+            Some(count) => *count = (count.0 + 1, false),
+            None => {
+                counts.insert(link.link.id.clone(), (1, false));
+            }
+        }
     }
 
     /// A link's uses and bytes as the records hold them (with this gateway's counts not
