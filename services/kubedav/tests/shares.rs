@@ -214,10 +214,35 @@ async fn bob_gets_it_through_either_gateway_and_loses_it_within_a_second(mode: M
     .await;
     assert!(joined.is_some(), "dave never got the group's share");
 
-    // Durable: every process restarted, Redis flushed, and the shares still hold.
+    // Durable: every process restarted, Redis flushed, and the shares and a link with
+    // a password still hold.
+    let kept_link = client()
+        .post(format!("{a}/.kubedav/links"))
+        .basic_auth("alice", Some("pw"))
+        .header("x-kubedav-request", "1")
+        .json(&json!({"path": "/home/alice/project", "permission": "read", "password": "kept-password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kept_link.status(), StatusCode::CREATED);
+    let kept_link: Value = kept_link.json().await.unwrap();
+    let kept_link = kept_link["url"].as_str().unwrap().to_owned();
     run("redis-cli", &["-u", &redis.url(0), "FLUSHALL"], None).await;
     for process in &mut fleet.processes {
         process.restart().await;
+    }
+    for gateway in [&a, &b] {
+        let opened = client()
+            .get(format!("{gateway}{kept_link}plan.txt"))
+            .basic_auth("anyone", Some("kept-password"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            opened.status(),
+            StatusCode::OK,
+            "the link through {gateway} after the restart"
+        );
     }
     for (gateway, user) in [(&a, "bob"), (&b, "bob"), (&a, "dave")] {
         let kept = time_until(Duration::from_secs(2), || async {

@@ -1,6 +1,8 @@
 //! kubedav's own HTTP APIs, under `{base}/.kubedav/` (a name no WebDAV path can take):
-//! app passwords ([`app_passwords`]), the page that manages them ([`account`]), and the
-//! browser's sign-in through the identity provider ([`sign_in`]).
+//! app passwords ([`app_passwords`]), the page that manages them ([`account`]), shares
+//! ([`shares`]), public links ([`links`]; what they open is served by
+//! [`crate::links::serve`], under `{base}/.kubedav/s/`), and the browser's sign-in
+//! through the identity provider ([`sign_in`]).
 //! Every state-changing call must prove it comes from kubedav's own pages or from a
 //! script, never from another site's page riding on the browser's credentials
 //! ([`csrf`]).
