@@ -52,6 +52,8 @@ pub trait Item: Send + Sync + Sized + 'static {
     fn id(&self) -> &str;
     /// Its path.
     fn path(&self) -> &VolumePath;
+    /// The user id of whoever made it.
+    fn creator(&self) -> &str;
     /// Whether it has stopped working by `now` (seconds since the epoch).
     fn expired(&self, now: i64) -> bool;
 }
@@ -193,17 +195,25 @@ impl<I: Item, T: Table<I>> Kept<I, T> {
         Ok(())
     }
 
-    /// Makes `item`: its record, then a new stamp; refused with `refused` when
-    /// `allowed` says no (asked of the table under the lock, so two makers cannot both
-    /// pass a limit on one gateway).
-    pub async fn create(
-        &self,
-        item: I,
-        allowed: impl FnOnce(&T) -> Result<(), Status>,
-    ) -> Result<Arc<I>, Status> {
+    /// Makes `item`: its record, then a new stamp; refused when its creator already
+    /// made `most` (counted under the lock, so two makers cannot both pass the limit on
+    /// one gateway).
+    pub async fn create(&self, item: I, most: usize) -> Result<Arc<I>, Status> {
         let item = Arc::new(item);
         let _known = self.stamp.lock().await;
-        allowed(&self.table.load())?;
+        let made = self
+            .table
+            .load()
+            .items()
+            .iter()
+            .filter(|kept| kept.creator() == item.creator())
+            .count();
+        if made >= most {
+            return Err(Status::resource_exhausted(format!(
+                "you have made {most} {}s, the most one user may: end some first",
+                I::KIND
+            )));
+        }
         let data = serde_json::to_vec(item.stored()).map_err(|e| Status::internal(e.to_string()))?;
         self.records
             .put(self.area.put(&format!("{FOLDER}/{}", item.id()), data))

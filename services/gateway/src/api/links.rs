@@ -9,7 +9,7 @@
 //! * `DELETE {id}`: 204; by its creator or an administrator. Every gateway refuses the
 //!   link within a second.
 
-use super::{error, json};
+use super::{error, json, refused, time};
 use crate::Gateway;
 use crate::links::{Link, LinkEntry, LinkKind, Links};
 use crate::request::Principal;
@@ -214,20 +214,7 @@ async fn create(gateway: &Gateway, links: &Links, principal: &Principal, request
     let Some(entry) = LinkEntry::new(link) else {
         return error(StatusCode::INTERNAL_SERVER_ERROR, "not a link");
     };
-    let creator = principal.name().to_owned();
-    let made = links
-        .create(entry, |table| {
-            let made = table.iter().filter(|e| e.link.creator == creator).count();
-            if made >= crate::links::MAX_PER_CREATOR {
-                return Err(tonic::Status::resource_exhausted(format!(
-                    "you have made {} links, the most one user may: revoke some first",
-                    crate::links::MAX_PER_CREATOR
-                )));
-            }
-            Ok(())
-        })
-        .await;
-    match made {
+    match links.create(entry, crate::links::MAX_PER_CREATOR).await {
         Ok(entry) => {
             tracing::info!(
                 target: kubedav_kit::telemetry::AUDIT,
@@ -367,9 +354,6 @@ async fn counted(gateway: &Gateway, id: &str) -> Option<crate::links::uses::Coun
 /// A link as the API shows it (never its token or password).
 fn shown(entry: &LinkEntry, counted: Option<crate::links::uses::Counted>) -> Value {
     let link = &entry.link;
-    let time = |seconds: i64| {
-        jiff::Timestamp::from_second(seconds).map_or_else(|_| seconds.to_string(), |t| t.to_string())
-    };
     serde_json::json!({
         "id": link.id,
         "path": entry.path.to_string(),
@@ -396,9 +380,4 @@ fn hash_password(password: &str) -> Result<String, String> {
         .hash_password_with_salt(password.as_bytes(), &salt)
         .map(|hash| hash.as_str().to_owned())
         .map_err(|e| format!("hashing failed: {e}"))
-}
-
-/// The answer for a failed call to a service.
-fn refused(status: tonic::Status) -> Response {
-    error(crate::http::errors::http_status(status.code()), status.message())
 }

@@ -87,6 +87,16 @@ pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Response {
     response
 }
 
+/// The answer for a failed call to a service: its code's status, its message.
+pub(crate) fn refused(status: tonic::Status) -> Response {
+    error(crate::http::errors::http_status(status.code()), status.message())
+}
+
+/// RFC 3339 text of seconds since the epoch.
+pub(crate) fn time(seconds: i64) -> String {
+    jiff::Timestamp::from_second(seconds).map_or_else(|_| seconds.to_string(), |t| t.to_string())
+}
+
 /// A JSON error: `{"error": message}`.
 pub(crate) fn error(status: StatusCode, message: &str) -> Response {
     json(status, &serde_json::json!({ "error": message }))

@@ -10,7 +10,7 @@
 //! * `DELETE {id}`: 204; by its creator or an administrator. Every gateway refuses it
 //!   within a second.
 
-use super::{error, json};
+use super::{error, json, refused, time};
 use crate::Gateway;
 use crate::request::Principal;
 use crate::shares::{Share, ShareEntry, Shared, Shares};
@@ -172,20 +172,7 @@ async fn create(
     let Some(entry) = ShareEntry::new(share) else {
         return error(StatusCode::BAD_REQUEST, "not a share");
     };
-    let creator = subject.user().to_owned();
-    let made = shares
-        .create(entry, |table| {
-            let made = table.iter().filter(|e| e.share.creator == creator).count();
-            if made >= crate::shares::MAX_PER_CREATOR {
-                return Err(tonic::Status::resource_exhausted(format!(
-                    "you have made {} shares, the most one user may: end some first",
-                    crate::shares::MAX_PER_CREATOR
-                )));
-            }
-            Ok(())
-        })
-        .await;
-    match made {
+    match shares.create(entry, crate::shares::MAX_PER_CREATOR).await {
         Ok(entry) => {
             tracing::info!(
                 target: kubedav_kit::telemetry::AUDIT,
@@ -305,14 +292,4 @@ pub(crate) fn expiry(text: Option<&str>, now: i64) -> Result<Option<i64>, String
         return Err("expires_at is in the past: give a time to come".to_owned());
     }
     Ok(Some(at.as_second()))
-}
-
-/// RFC 3339 text of seconds since the epoch.
-fn time(seconds: i64) -> String {
-    jiff::Timestamp::from_second(seconds).map_or_else(|_| seconds.to_string(), |t| t.to_string())
-}
-
-/// The answer for a failed call to a service.
-fn refused(status: tonic::Status) -> Response {
-    error(crate::http::errors::http_status(status.code()), status.message())
 }

@@ -39,6 +39,22 @@ pub const ASSETS: [(&str, &str, &str); 4] = [
 pub const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
      img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// A page of kubedav's own, with its Content-Security-Policy ([`POLICY`]), never kept
+/// by a cache.
+pub fn page(status: http::StatusCode, html: String) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use http::{HeaderValue, header};
+    let mut response = (status, html).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(POLICY));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
 /// What a page offers the one who asked for it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Offers {

@@ -124,18 +124,7 @@ fn upload_page(gateway: &Gateway, entry: &LinkEntry) -> Response {
     };
     let html = crate::handlers::listing::render(&gateway.base_path(), &entry.path, Vec::new(), offers)
         .replacen("<body ", "<body data-drop-box=\"true\" ", 1);
-    let mut response = (StatusCode::OK, html).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(crate::handlers::listing::POLICY),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+    crate::handlers::listing::page(StatusCode::OK, html)
 }
 
 /// 403 for what a drop box does not do.

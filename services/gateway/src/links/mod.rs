@@ -95,6 +95,10 @@ impl Item for LinkEntry {
         &self.path
     }
 
+    fn creator(&self) -> &str {
+        &self.link.creator
+    }
+
     fn expired(&self, now: i64) -> bool {
         LinkEntry::expired(self, now)
     }

@@ -340,16 +340,5 @@ fn page(prefix: &str) -> Response {
          <input type=\"password\" name=\"password\" autocomplete=\"current-password\" required autofocus></label> \
          <button type=\"submit\">Open</button></form>\n<p id=\"status\" role=\"status\"></p>\n</body>\n</html>\n"
     );
-    let mut response = (StatusCode::UNAUTHORIZED, html).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(crate::handlers::listing::POLICY),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+    crate::handlers::listing::page(StatusCode::UNAUTHORIZED, html)
 }

@@ -58,6 +58,10 @@ impl Item for ShareEntry {
         &self.path
     }
 
+    fn creator(&self) -> &str {
+        &self.share.creator
+    }
+
     fn expired(&self, now: i64) -> bool {
         ShareEntry::expired(self, now)
     }
