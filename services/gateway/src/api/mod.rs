@@ -92,6 +92,28 @@ pub(crate) fn refused(status: tonic::Status) -> Response {
     error(crate::http::errors::http_status(status.code()), status.message())
 }
 
+/// Whether what is at `path` (which the caller may see) is a collection; 404 when
+/// nothing is there.
+pub(crate) async fn is_collection(
+    gateway: &Gateway,
+    path: &kubedav_api::path::VolumePath,
+) -> Result<bool, Box<Response>> {
+    let stat = gateway
+        .fileio
+        .stat(kubedav_api::fileio::StatRequest {
+            path: path.as_str().to_owned(),
+        })
+        .await;
+    match stat {
+        Ok(info) => Ok(info.is_collection),
+        Err(status) if status.code() == tonic::Code::NotFound => Err(Box::new(error(
+            StatusCode::NOT_FOUND,
+            &format!("{path} does not exist"),
+        ))),
+        Err(status) => Err(Box::new(refused(status))),
+    }
+}
+
 /// RFC 3339 text of seconds since the epoch.
 pub(crate) fn time(seconds: i64) -> String {
     jiff::Timestamp::from_second(seconds).map_or_else(|_| seconds.to_string(), |t| t.to_string())

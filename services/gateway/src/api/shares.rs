@@ -141,18 +141,9 @@ async fn create(
             );
         }
     }
-    let stat = gateway
-        .fileio
-        .stat(kubedav_api::fileio::StatRequest {
-            path: path.as_str().to_owned(),
-        })
-        .await;
-    let collection = match stat {
-        Ok(info) => info.is_collection,
-        Err(status) if status.code() == tonic::Code::NotFound => {
-            return error(StatusCode::NOT_FOUND, &format!("{path} does not exist"));
-        }
-        Err(status) => return refused(status),
+    let collection = match super::is_collection(gateway, &path).await {
+        Ok(collection) => collection,
+        Err(refused) => return *refused,
     };
     let id = match crate::kept::new_id() {
         Ok(id) => id,
