@@ -565,6 +565,33 @@ async fn a_link_ends_with_its_creators_right_and_the_policy_caps_its_kind() {
             .status(),
         StatusCode::OK
     );
+    let spec = format!("{url}spec.txt");
+    let status_now = |yaml: String| {
+        let (app, spec) = (&app, spec.clone());
+        async move {
+            app.gateway
+                .replace_policy(Arc::new(kubedav_policy::Policy::from_yaml(&yaml).unwrap()));
+            through(app, "GET", &spec, None, &[], "").await.status()
+        }
+    };
+    // The leads may still write there but no longer manage it: erin may read the
+    // folder, yet her link stops; and where links: turns off, every link there stops.
+    let leads_write = POLICY.replacen(r#"{"group:leads": manage}"#, r#"{"group:leads": write}"#, 1);
+    assert_eq!(status_now(leads_write).await, StatusCode::NOT_FOUND);
+    let links_off = POLICY.replacen(
+        r#"grant: {"group:leads": manage}
+"#,
+        r#"grant: {"group:leads": manage}
+    links: off
+"#,
+        1,
+    );
+    assert_eq!(status_now(links_off).await, StatusCode::NOT_FOUND);
+    assert_eq!(
+        status_now(POLICY.to_owned()).await,
+        StatusCode::OK,
+        "back as it was"
+    );
     // erin leaves the leads: her link stops.
     let without_erin =
         kubedav_policy::Policy::from_yaml(&POLICY.replace("leads: [erin]", "leads: [bob]")).unwrap();
@@ -611,7 +638,7 @@ async fn a_link_ends_with_its_creators_right_and_the_policy_caps_its_kind() {
     let all = all["all"].as_array().unwrap();
     assert_eq!(all.len(), 2);
     let erins = all.iter().find(|l| l["creator"] == "erin").unwrap();
-    assert_eq!(erins["uses"], 1, "{all:?}");
+    assert_eq!(erins["uses"], 2, "two downloads: {all:?}");
     assert!(
         all.iter()
             .all(|l| l.get("url").is_none() && !l.to_string().contains("token"))
