@@ -216,7 +216,7 @@ impl Gateway {
 
     /// The base path of the request being handled: a public link's mount while one is
     /// in force, else `--base-path`.
-    pub fn base_path(&self) -> crate::http::paths::BasePath {
+    pub fn base_path(&self) -> crate::http::paths::CurrentBase<'_> {
         crate::http::paths::current(&self.config.base_path)
     }
 

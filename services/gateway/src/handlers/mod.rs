@@ -37,8 +37,10 @@ pub fn dispatch<'a>(
     mut request: Request,
 ) -> impl Future<Output = Response> + Send + 'a {
     let answered = |response| Either::Left(std::future::ready(response));
-    let through_link = request.extensions().get::<crate::access::LinkGrant>().is_some();
-    if !through_link && let Some(api) = crate::api::api_path(gateway, request.uri().path()) {
+    let grant = request.extensions().get::<crate::access::LinkGrant>().cloned();
+    if grant.is_none()
+        && let Some(api) = crate::api::api_path(gateway, request.uri().path())
+    {
         // kubedav's own API under {base}/.kubedav/, never a WebDAV path.
         let api = api.to_owned();
         let handler: Pin<Box<dyn Future<Output = HttpResult> + Send + 'a>> =
@@ -65,7 +67,7 @@ pub fn dispatch<'a>(
     {
         return answered(asset);
     }
-    if let Some(grant) = request.extensions().get::<crate::access::LinkGrant>().cloned() {
+    if let Some(grant) = grant {
         // Through a public link: decided by the link, as its creator (links::serve
         // mounted the base path on the link's folder and checked the rest).
         if let Err(refused) = crate::access::check_link(gateway, method, &mut request, &grant) {

@@ -157,7 +157,7 @@ async fn render(
         usage,
         usage_within: usage_root.flatten().zip(viewer.clone()),
         locks,
-        base: gateway.base_path(),
+        base: gateway.base_path().clone(),
         link: String::new(),
         hide_below: gateway
             .config

@@ -56,11 +56,32 @@ tokio::task_local! {
 }
 
 /// The base path the request being handled is under: a link's mount while one is in
-/// force ([`mounted`]), else `configured` (the gateway's `--base-path`).
-pub fn current(configured: &BasePath) -> BasePath {
-    MOUNT
-        .try_with(Clone::clone)
-        .unwrap_or_else(|_| configured.clone())
+/// force ([`mounted`]), else `configured` (the gateway's `--base-path`, borrowed: most
+/// requests pay no reference count for it).
+pub fn current(configured: &BasePath) -> CurrentBase<'_> {
+    match MOUNT.try_with(Clone::clone) {
+        Ok(mounted) => CurrentBase::Mounted(mounted),
+        Err(_) => CurrentBase::Configured(configured),
+    }
+}
+
+/// [`current`]'s answer: the configured base path, borrowed, or a link's mount.
+pub enum CurrentBase<'a> {
+    /// `--base-path`.
+    Configured(&'a BasePath),
+    /// A link's mount.
+    Mounted(BasePath),
+}
+
+impl std::ops::Deref for CurrentBase<'_> {
+    type Target = BasePath;
+
+    fn deref(&self) -> &BasePath {
+        match self {
+            CurrentBase::Configured(base) => base,
+            CurrentBase::Mounted(base) => base,
+        }
+    }
 }
 
 /// Runs `future` with `base` as the base path of everything it decodes and writes.
