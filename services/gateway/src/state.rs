@@ -183,8 +183,10 @@ impl Gateway {
             .clone()
             .filter(|_| config.policy.is_some())
             .map(|records| crate::shares::kept(records, clock.clone()));
-        if let Some(shares) = &shares {
-            shares.keep_checked();
+        match &shares {
+            Some(shares) => shares.keep_checked(),
+            None if records.is_some() => crate::shares::register_metrics(),
+            None => {}
         }
         let links = records.clone().map(|records| crate::links::kept(records, clock));
         if let Some(links) = &links {

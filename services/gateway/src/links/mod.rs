@@ -164,9 +164,11 @@ pub(crate) mod metrics {
         )
     });
 
-    /// Sets the number of links.
+    /// Sets the number of links (and exports every outcome's counter, at zero until
+    /// it counts).
     pub(crate) fn active(count: usize) {
         ACTIVE.set(count as i64);
+        LazyLock::force(&BY_OUTCOME);
     }
 
     /// The outcomes, each counter made once (a label lookup allocates).

@@ -82,6 +82,11 @@ pub async fn end_before_removing(
     Ok(())
 }
 
+/// Exports the shares' gauge at zero, for a gateway that keeps no shares (no policy).
+pub fn register_metrics() {
+    metrics::active(0);
+}
+
 mod metrics {
     use kubedav_metrics::Gauge;
     use std::sync::LazyLock;
