@@ -12,6 +12,7 @@
 
 use super::{error, json, refused, time};
 use crate::Gateway;
+use crate::kept::Table;
 use crate::request::Principal;
 use crate::shares::{Share, ShareEntry, Shared, Shares};
 use axum::extract::Request;

@@ -44,11 +44,6 @@ impl ShareTable {
         table
     }
 
-    /// The share `id`.
-    pub fn get(&self, id: &str) -> Option<&Arc<ShareEntry>> {
-        self.by_id.get(id)
-    }
-
     /// Every share.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<ShareEntry>> {
         self.by_id.values()
@@ -130,6 +125,6 @@ mod tests {
         assert_eq!(ids(&bob_in_ops, 10), ["to-bob", "to-ops", "to-staff"]);
         assert!(table.received(&policy.subject("", &[] as &[&str]), 10).is_empty());
         assert_eq!(table.len(), 4);
-        assert!(table.get("to-bob").is_some());
+        assert!(crate::kept::Table::get(&table, "to-bob").is_some());
     }
 }
