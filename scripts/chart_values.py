@@ -4,8 +4,8 @@
 Renders the chart with every workload's extension points set (extraArgs, extraEnvFrom,
 extraVolumes, extraVolumeMounts, initContainers, sidecars, topologySpreadConstraints,
 priorityClassName, podAnnotations, podLabels), the gateway Service's settings, and the
-persistence choices (existingClaim, persistence off), the access policy's ConfigMap, and
-checks each one in the
+persistence choices (existingClaim, persistence off), the access policy's ConfigMap, the
+shares' and links' settings, and checks each one in the
 rendered objects. The renders are written to OUT_DIR for chart-test.sh to validate
 against the Kubernetes schemas.
 
@@ -211,6 +211,24 @@ def main():
             or any(o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-policy") for o in objects):
         sys.exit(f"values: policy.existingConfigMap: volumes {volumes}")
     print("ok  policy.existingConfigMap: the gateway reads my-policy's key, and the chart renders no ConfigMap")
+    # Shares and links: their settings reach the process that serves HTTP, and only it.
+    sharing = {"links": "upload", "linkMaxBytes": 5 << 20, "admins": ["alice", "oidc-7"]}
+    want = {"KUBEDAV_LINKS": "upload", "KUBEDAV_LINK_MAX_BYTES": str(5 << 20), "KUBEDAV_ADMINS": "alice,oidc-7"}
+    for mode, server in (("microservices", "gateway"), ("monolithic", "all")):
+        objects = render(chart, {"deploymentMode": mode, "sharing": sharing}, out, f"sharing-{mode}")
+        for o in objects:
+            if o["kind"] not in ("Deployment", "StatefulSet") or o["metadata"]["name"].endswith("-redis"):
+                continue
+            env = {e["name"]: e.get("value") for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}
+            got = {k: env.get(k) for k in want}
+            if o is workload(objects, server):
+                if got != want:
+                    sys.exit(f"values: {mode} sharing: {server}'s env {got}")
+            elif any(v is not None for v in got.values()):
+                sys.exit(f"values: {mode} sharing: {o['metadata']['name']} serves no HTTP, but has {got}")
+    print("ok  sharing.links, linkMaxBytes and admins reach the gateways (and the one pod) alone")
+    render(chart, {"sharing": {"links": "everything"}}, out, "bad-links",
+           expect_failure="sharing.links")
     render(chart, {"policy": {"document": document, "existingConfigMap": "x"}}, out, "policy-twice",
            expect_failure="either in policy.document or in policy.existingConfigMap")
     render(chart, {"policy": {"document": document}, "auth": {"enabled": False}}, out, "policy-without-auth",

@@ -398,6 +398,14 @@ readinessProbe:
 - name: KUBEDAV_CONTENT_SIGNAL
   value: {{ . | quote }}
 {{- end }}
+- name: KUBEDAV_LINKS
+  value: {{ .Values.sharing.links | quote }}
+- name: KUBEDAV_LINK_MAX_BYTES
+  value: {{ .Values.sharing.linkMaxBytes | int64 | quote }}
+{{- with .Values.sharing.admins }}
+- name: KUBEDAV_ADMINS
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* The access policy's ConfigMap, if there is a policy. */}}
