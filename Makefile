@@ -56,7 +56,7 @@ loadtest: build
 # The cargo-fuzz targets of services/fuzz (If header, XML request bodies, path decoding,
 # Range, Accept, credentials, HTML to Markdown), FUZZ_SECONDS each (900) on their committed corpora;
 # installs nightly and cargo-fuzz when missing. FUZZ_TARGETS picks some, FUZZ_MINIMIZE=1
-# shrinks the corpora afterwards. CI runs each for 30 s.
+# shrinks the corpora afterwards. `make test` checks the corpora (services/fuzz-checks).
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZ_MINIMIZE=$(FUZZ_MINIMIZE) bash scripts/fuzz.sh
 

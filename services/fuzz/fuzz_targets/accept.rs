@@ -1,19 +1,5 @@
-//! Fuzzes `Accept` negotiation: any header must give each media type a quality between 0
-//! and 1, never panic; and a client never gets Markdown unless it ranks text/markdown
-//! strictly above text/html.
+//! The `accept` target: the properties are `kubedav_fuzz_checks::accept`, which `make test`
+//! also checks on the committed corpus.
 #![no_main]
 
-use kubedav_gateway::http::negotiate::{prefers_markdown, quality};
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(accept) = std::str::from_utf8(data) else {
-        return;
-    };
-    let markdown = quality(accept, "text/markdown");
-    let html = quality(accept, "text/html");
-    for q in [markdown, html] {
-        assert!((0.0..=1.0).contains(&q), "quality {q} for {accept:?}");
-    }
-    assert_eq!(prefers_markdown(Some(accept)), markdown > 0.0 && markdown > html);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| kubedav_fuzz_checks::accept::check(data));
