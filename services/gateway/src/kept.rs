@@ -82,6 +82,9 @@ pub struct Kept<I: Item, T: Table<I>> {
     clock: WallClock,
     /// Told the number of items after each change.
     counted: fn(usize),
+    /// The ids of items that left the table (ended here, or gone from the records at a
+    /// check) since [`Kept::take_left`] last took them; `None` while nobody asks.
+    left: Mutex<Option<Vec<String>>>,
     _item: std::marker::PhantomData<I>,
 }
 
@@ -98,6 +101,7 @@ impl<I: Item, T: Table<I>> Kept<I, T> {
             stamp: tokio::sync::Mutex::new(None),
             clock,
             counted,
+            left: Mutex::new(None),
             _item: std::marker::PhantomData,
         })
     }
@@ -161,6 +165,9 @@ impl<I: Item, T: Table<I>> Kept<I, T> {
         let stamp = stamp.found.then_some(stamp.data);
         if known.as_ref() == Some(&stamp) {
             self.confirm(began);
+            drop(known);
+            // Items expire without a change to the records: swept at any check.
+            self.sweep().await;
             return Ok(());
         }
         let names = self.records.list(self.area.list(FOLDER)).await?.names;
@@ -297,9 +304,26 @@ impl<I: Item, T: Table<I>> Kept<I, T> {
         Ok(())
     }
 
+    /// The ids of the items that left the table since the last call (the first call
+    /// starts the count): whatever else is kept for an item can then go with it.
+    pub fn take_left(&self) -> Vec<String> {
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        left.replace(Vec::new()).unwrap_or_default()
+    }
+
     fn store(&self, table: T) {
-        (self.counted)(table.items().len());
-        self.table.store(Arc::new(table));
+        let items = table.items();
+        (self.counted)(items.len());
+        let old = self.table.swap(Arc::new(table));
+        if let Some(left) = self.left.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            let now: std::collections::HashSet<&str> = items.iter().map(|item| item.id()).collect();
+            left.extend(
+                old.items()
+                    .iter()
+                    .filter(|item| !now.contains(item.id()))
+                    .map(|item| item.id().to_owned()),
+            );
+        }
     }
 
     fn confirm(&self, began: Instant) {

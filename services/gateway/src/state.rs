@@ -193,8 +193,8 @@ impl Gateway {
             links.keep_checked();
         }
         let link_uses = records.map(crate::links::uses::Uses::new);
-        if let Some(uses) = &link_uses {
-            uses.keep_writing();
+        if let (Some(uses), Some(links)) = (&link_uses, &links) {
+            uses.keep_writing(links.clone());
         }
         Arc::new(Self {
             fileio,

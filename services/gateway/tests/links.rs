@@ -548,6 +548,45 @@ async fn uses_and_bytes_are_bounded() {
     assert!(!app.disk("home/alice/drop/five.txt").exists());
 }
 
+/// The uses records of a link that ended, as long as any remain.
+fn uses_left(app: &App, id: &str) -> usize {
+    std::fs::read_dir(app.disk(&format!(".kubedav/links/uses/{id}"))).map_or(0, |entries| entries.count())
+}
+
+#[tokio::test]
+async fn an_ended_links_uses_are_removed_with_it() {
+    let (app, now) = app();
+    let (id, url) = link(
+        &app,
+        serde_json::json!({"path": "/home/alice/pub", "permission": "read", "max_uses": 5,
+                           "expires_at": "2027-01-15T08:00:20Z"}),
+    )
+    .await;
+    let token = token_of(&url).to_owned();
+    let (status, _) = seen(
+        through(&app, "GET", &format!("{url}a.txt"), None, &[], "").await,
+        &token,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        uses_left(&app, &id),
+        1,
+        "a download of a link with max_uses claims a slot"
+    );
+    // The clock passes the expiry: the link is swept, and its uses follow it.
+    *now.lock().unwrap() = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_021);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while uses_left(&app, &id) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        uses_left(&app, &id),
+        0,
+        "the uses of an expired link are still kept"
+    );
+}
+
 #[tokio::test]
 async fn a_link_ends_with_its_creators_right_and_the_policy_caps_its_kind() {
     let (app, _) = app();

@@ -16,8 +16,13 @@
 //! * **Counts**, for downloads of links without `max_uses`: each gateway counts them in
 //!   memory and writes its own total (`links/uses/{id}/g-{gateway}`) every few seconds,
 //!   so a download costs nothing more than a GET.
+//!
+//! A link that ends (revoked, expired, or its folder moved or deleted, on any gateway)
+//! leaves the links table of every gateway; each then removes its uses within
+//! [`WRITE_COUNTS_EVERY`]. (On a volume the empty folder `links/uses/{id}` stays, and a
+//! gateway stopped in between leaves them to whichever gateway saw the link leave too.)
 
-use super::LinkEntry;
+use super::{LinkEntry, Links};
 use kubedav_api::records::Records;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -83,24 +88,40 @@ impl Uses {
         })
     }
 
-    /// Writes the download counts every [`WRITE_COUNTS_EVERY`], in a task of the
-    /// current tokio runtime.
-    pub fn keep_writing(self: &Arc<Self>) {
+    /// Writes the download counts every [`WRITE_COUNTS_EVERY`], and removes the uses
+    /// of the links that have left `links` since, in a task of the current tokio runtime.
+    pub fn keep_writing(self: &Arc<Self>, links: Arc<Links>) {
         let uses = Arc::downgrade(self);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        links.take_left();
         runtime.spawn(async move {
             let mut every = tokio::time::interval(WRITE_COUNTS_EVERY);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut retry = Vec::new();
             loop {
                 every.tick().await;
                 let Some(uses) = uses.upgrade() else { return };
                 if let Err(status) = uses.write_counts().await {
                     tracing::warn!(target: "kubedav", "link download counts cannot be written: {}", status.message());
                 }
+                uses.forget_ended(&links, &mut retry).await;
             }
         });
+    }
+
+    /// Removes the uses of the links that left `links` (with those whose uses could
+    /// not be removed last time, in `retry`).
+    async fn forget_ended(&self, links: &Links, retry: &mut Vec<String>) {
+        let mut ended = std::mem::take(retry);
+        ended.extend(links.take_left());
+        for id in ended {
+            if let Err(status) = self.forget(&id).await {
+                tracing::warn!(target: "kubedav", "the uses of ended link {id} cannot be removed: {}", status.message());
+                retry.push(id);
+            }
+        }
     }
 
     /// Claims a use of `link` that adds `bytes` (0 for a download), when a limit must
