@@ -9,6 +9,7 @@ pub mod cache;
 pub mod chunkpool;
 pub mod digest;
 pub mod errors;
+pub mod keep;
 pub mod left_out;
 pub mod listing;
 pub mod metadata;
@@ -64,6 +65,8 @@ pub struct LocalFileIo {
     resolved: cache::resolved::ResolvedPaths,
     file_cache: cache::file::FileCache,
     scan_slots: scanslots::ScanSlots,
+    /// What deletes and overwrites keep (none unless set).
+    keeping: Option<Arc<keep::Keeping>>,
 }
 
 /// A fixed set of mutexes a path hashes onto: serialises read-modify-write of one
@@ -120,6 +123,23 @@ impl LocalFileIo {
             resolved: cache::resolved::ResolvedPaths::new(),
             file_cache: cache::file::FileCache::new(cache::file::DEFAULT_CAPACITY_BYTES),
             scan_slots: scanslots::ScanSlots::for_this_machine(),
+            keeping: None,
+        })
+    }
+
+    /// Keeps deleted resources in a trash and replaced files as versions, as `keeping`
+    /// says (docs/trash-and-versions.md).
+    pub fn with_keeping(mut self, keeping: keep::Keeping) -> Self {
+        self.keeping = (keeping.trashes() || keeping.versions()).then(|| Arc::new(keeping));
+        self
+    }
+
+    /// What a change by `by` keeps, if anything is kept.
+    fn keeper(&self, by: &str) -> Option<keep::volume::Keeper> {
+        self.keeping.as_ref().map(|keeping| keep::volume::Keeper {
+            volume: self.volume.clone(),
+            keeping: keeping.clone(),
+            by: by.to_owned(),
         })
     }
 
@@ -380,7 +400,8 @@ impl FileIo for LocalFileIo {
                 break;
             }
         }
-        let upload = slot.wait().await?;
+        let mut upload = slot.wait().await?;
+        upload.keep_replaced(self.keeper(""));
         let committed = blocking(move || upload.commit(&header, true)).await?;
         tracing::debug!(
             bytes = committed.info.size as i64,
@@ -398,8 +419,14 @@ impl FileIo for LocalFileIo {
     async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
         let path = parse(&request.path)?;
         let volume = self.volume.clone();
-        let failures = blocking(move || tree::delete(&volume, &path, request.if_match.as_deref())).await?;
-        Ok(DeleteResponse { failures })
+        let keeper = self.keeper(&request.by);
+        let (failures, item) =
+            blocking(move || tree::delete(&volume, &path, request.if_match.as_deref(), keeper.as_ref()))
+                .await?;
+        Ok(DeleteResponse {
+            failures,
+            trash_item: item.map(|item| item.id).unwrap_or_default(),
+        })
     }
 
     #[tracing::instrument(skip_all, name = "fileio.mkdir", fields(path = %request.path))]
@@ -416,6 +443,7 @@ impl FileIo for LocalFileIo {
         let depth = Depth::try_from(request.depth).map_err(|_| Status::invalid_argument("unknown depth"))?;
         let left_out = left_out::LeftOut::parse(&source, &request.leave_out)?;
         let volume = self.volume.clone();
+        let keeper = self.keeper(&request.by);
         blocking(move || {
             transfer::copy(
                 &volume,
@@ -424,6 +452,7 @@ impl FileIo for LocalFileIo {
                 depth,
                 request.overwrite,
                 &left_out,
+                keeper.as_ref(),
             )
         })
         .await
@@ -433,7 +462,9 @@ impl FileIo for LocalFileIo {
     async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
         let (source, destination) = (parse(&request.source)?, parse(&request.destination)?);
         let volume = self.volume.clone();
-        blocking(move || transfer::rename(&volume, &source, &destination, request.overwrite)).await
+        let keeper = self.keeper(&request.by);
+        blocking(move || transfer::rename(&volume, &source, &destination, request.overwrite, keeper.as_ref()))
+            .await
     }
 
     #[tracing::instrument(skip_all, name = "fileio.proppatch", fields(path = %request.path))]

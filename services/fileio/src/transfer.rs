@@ -1,6 +1,7 @@
 //! COPY and MOVE (RFC 4918 9.8, 9.9) within the volume.
 
 use crate::errors::{Op, io_status};
+use crate::keep::volume::Keeper;
 use crate::left_out::LeftOut;
 use crate::listing::visible_names;
 use crate::metadata::{is_dir, is_symlink, stat_at};
@@ -101,6 +102,7 @@ pub fn copy(
     depth: Depth,
     overwrite: bool,
     left_out: &LeftOut,
+    keeper: Option<&Keeper>,
 ) -> Result<TransferResponse, Status> {
     refuse_overlap(source, destination)?;
     if depth == Depth::One {
@@ -117,6 +119,7 @@ pub fn copy(
             &dest.name,
             destination,
             volume.durability(),
+            keeper,
         )?;
     } else {
         let staged = Staged::create(&dest.dir, destination, is_dir(&source_stx))?;
@@ -128,6 +131,7 @@ pub fn copy(
                 &staged.name,
                 destination,
                 volume.durability(),
+                None,
             )?;
         } else {
             props::write_raw(
@@ -157,7 +161,7 @@ pub fn copy(
                 failures,
             });
         }
-        staged.swap_in(&dest.name, existing.as_ref())?;
+        staged.swap_in(&dest.name, existing.as_ref(), keeper)?;
     }
     volume.durability().sync_dir(&dest.dir, destination)?;
     Ok(TransferResponse {
@@ -229,7 +233,12 @@ impl<'a> Staged<'a> {
     /// exchanged with it in one step and then removed; readers see the old or the new
     /// resource, never neither. Where the file system cannot exchange, the old one is
     /// first renamed aside, and renamed back if the copy cannot take its place.
-    fn swap_in(mut self, name: &str, existing: Option<&Statx>) -> Result<(), Status> {
+    fn swap_in(
+        mut self,
+        name: &str,
+        existing: Option<&Statx>,
+        keeper: Option<&Keeper>,
+    ) -> Result<(), Status> {
         let path = self.path;
         let _serialized = crate::serial::lock(path);
         let Some(old) = existing else {
@@ -264,7 +273,16 @@ impl<'a> Staged<'a> {
             }
             Err(e) => return Err(io_status(e, Op::Create, path)),
         }
-        // The old resource now has the hidden name: it is what this guard removes.
+        // The old resource now has the hidden name: kept (as a version or in the trash),
+        // or removed by this guard.
+        if let Some(keeper) = keeper {
+            let failures = keeper.dispose_replaced(self.dir, &self.name, path, old)?;
+            self.swapped = true;
+            if !failures.is_empty() {
+                tracing::warn!(%path, "parts of the replaced resource could not be removed");
+            }
+            return Ok(());
+        }
         self.swapped = false;
         self.remove(old);
         self.swapped = true;
@@ -304,9 +322,11 @@ fn copy_file(
     name: &str,
     path: &VolumePath,
     durability: Durability,
+    keeper: Option<&Keeper>,
 ) -> Result<(), Status> {
     let dir = rustix::io::fcntl_dupfd_cloexec(dir, 0).map_err(|e| io_status(e, Op::Other, path))?;
     let mut upload = Upload::create_in(dir, name.to_owned(), path.clone(), durability)?;
+    upload.keep_replaced(keeper.cloned());
     upload.copy_from(&mut source)?;
     upload.commit(&Default::default(), false)?;
     Ok(())
@@ -383,7 +403,7 @@ fn copy_tree(tree: Tree, left_out: &LeftOut, failures: &mut Vec<Failure>, durabi
                     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
                     let fd = rustix::fs::openat(&source, name.as_str(), flags, Mode::empty())
                         .map_err(|e| io_status(e, Op::Other, &from))?;
-                    copy_file(File::from(fd), &target, &name, &to, durability)?;
+                    copy_file(File::from(fd), &target, &name, &to, durability, None)?;
                 }
                 Ok(())
             })();
@@ -404,6 +424,7 @@ pub fn rename(
     source: &VolumePath,
     destination: &VolumePath,
     overwrite: bool,
+    keeper: Option<&Keeper>,
 ) -> Result<TransferResponse, Status> {
     refuse_overlap(source, destination)?;
     let (source_dir, source_name) = volume.open_parent(source).map_err(|status| match status.code() {
@@ -434,7 +455,10 @@ pub fn rename(
         Ok(()) => {
             if let Some(old) = &existing {
                 // The old destination now sits at the source's name.
-                failures = remove_entry(&source_dir, source_name, source, old)?;
+                failures = match keeper {
+                    Some(keeper) => keeper.dispose_replaced(&source_dir, source_name, destination, old)?,
+                    None => remove_entry(&source_dir, source_name, source, old)?,
+                };
             }
         }
         Err(rustix::io::Errno::XDEV) => {
@@ -445,6 +469,7 @@ pub fn rename(
                 Depth::Infinity,
                 overwrite,
                 &LeftOut::default(),
+                keeper,
             )?;
             if !copied.failures.is_empty() {
                 return Ok(copied);
@@ -462,12 +487,18 @@ pub fn rename(
                 let _ = rustix::fs::renameat(&dest.dir, aside.as_str(), &dest.dir, dest.name.as_str());
                 return Err(io_status(e, Op::Create, destination));
             }
-            failures = remove_entry(&dest.dir, &aside, destination, old)?;
+            failures = match keeper {
+                Some(keeper) => keeper.dispose_replaced(&dest.dir, &aside, destination, old)?,
+                None => remove_entry(&dest.dir, &aside, destination, old)?,
+            };
         }
         Err(e) => return Err(io_status(e, Op::Create, destination)),
     }
     volume.durability().sync_dir(&source_dir, source)?;
     volume.durability().sync_dir(&dest.dir, destination)?;
+    if let Some(keeper) = keeper {
+        keeper.move_versions(source, destination)?;
+    }
     Ok(TransferResponse {
         created: !dest.existed,
         failures,

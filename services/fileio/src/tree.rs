@@ -3,6 +3,8 @@
 
 use crate::Volume;
 use crate::errors::{Op, io_status};
+use crate::keep::TrashItem;
+use crate::keep::volume::Keeper;
 use crate::metadata::{file_info, is_dir, stat_at};
 use kubedav_api::fileio::FileInfo;
 use kubedav_api::path::VolumePath;
@@ -36,7 +38,12 @@ struct Frame {
 /// Deletes `path`, and everything below it if it is a collection. Members that cannot be
 /// deleted are returned (their ancestors stay, and are not reported, as RFC 4918 9.6.1
 /// asks); the walk never follows a symlink.
-pub fn delete(volume: &Volume, path: &VolumePath, if_match: Option<&str>) -> Result<Vec<Failure>, Status> {
+pub fn delete(
+    volume: &Volume,
+    path: &VolumePath,
+    if_match: Option<&str>,
+    keeper: Option<&Keeper>,
+) -> Result<(Vec<Failure>, Option<TrashItem>), Status> {
     if path.is_root() {
         return Err(Status::permission_denied("the root collection cannot be deleted"));
     }
@@ -56,13 +63,23 @@ pub fn delete(volume: &Volume, path: &VolumePath, if_match: Option<&str>) -> Res
             "{path} changed: its etag is no longer {wanted}"
         )));
     }
+    if let Some(keeper) = keeper
+        && let Some(item) = keeper.trash(&parent, name, path, &stx)?
+    {
+        return Ok((Vec::new(), Some(item)));
+    }
     if is_dir(&stx) {
         serialized = None;
     }
     let failures = remove_entry(&parent, name, path, &stx)?;
     drop(serialized);
     volume.durability().sync_dir(&parent, path)?;
-    Ok(failures)
+    if let Some(keeper) = keeper
+        && failures.is_empty()
+    {
+        keeper.forget_versions(path)?;
+    }
+    Ok((failures, None))
 }
 
 /// Removes `name` from the open directory `parent`: a file (or symlink) is unlinked, a

@@ -6,7 +6,7 @@
 //! so there is no check-then-use race and no `canonicalize` round trip.
 
 use crate::errors::{Op, io_status};
-use kubedav_api::path::VolumePath;
+use kubedav_api::path::{RESERVED_AREA, VolumePath};
 use rustix::fd::OwnedFd;
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::path::Path;
@@ -55,6 +55,19 @@ pub struct Volume {
 }
 
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+
+/// How kubedav's own folders are opened: beneath the root, no symlink followed.
+const RESERVED: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_SYMLINKS);
+
+/// A failure in kubedav's own area: 507 when the volume is full, else internal.
+pub fn reserved_failed(what: &str, path: &str, error: rustix::io::Errno) -> Status {
+    match error {
+        rustix::io::Errno::NOSPC | rustix::io::Errno::DQUOT => {
+            Status::resource_exhausted(format!("the volume is full: cannot {what} {path}"))
+        }
+        _ => Status::internal(format!("cannot {what} {path}: {error}")),
+    }
+}
 
 impl Volume {
     /// Opens `root`, which must be an existing directory. Fails with a message naming the
@@ -132,6 +145,44 @@ impl Volume {
                 _ => status,
             })?;
         Ok((fd, name))
+    }
+
+    /// Opens the folder `relative` of kubedav's own area (`.kubedav/` at the root: records,
+    /// trash, versions), making it and its parents when `create`; `None` when it is not
+    /// there and not made. Opened beneath the root without following any symlink.
+    pub fn reserved_folder(&self, relative: &str, create: bool) -> Result<Option<OwnedFd>, Status> {
+        let path = if relative.is_empty() {
+            RESERVED_AREA.to_owned()
+        } else {
+            format!("{RESERVED_AREA}/{relative}")
+        };
+        let open = || {
+            rustix::fs::openat2(
+                &self.root,
+                path.as_str(),
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+                RESERVED,
+            )
+        };
+        match open() {
+            Ok(fd) => return Ok(Some(fd)),
+            Err(rustix::io::Errno::NOENT) if create => {}
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(reserved_failed("open", &path, e)),
+        }
+        let mut made = String::new();
+        for segment in path.split('/') {
+            if !made.is_empty() {
+                made.push('/');
+            }
+            made.push_str(segment);
+            match rustix::fs::mkdirat(&self.root, made.as_str(), Mode::from_raw_mode(0o700)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(reserved_failed("make", &made, e)),
+            }
+        }
+        open().map(Some).map_err(|e| reserved_failed("open", &path, e))
     }
 
     /// Refuses a name that is a symlink resolving outside the root (or nowhere): such a

@@ -34,6 +34,8 @@ pub struct Upload {
     /// The checksums the write computes while the body streams, if it asked for any.
     digester: Option<crate::digest::Digester>,
     durability: Durability,
+    /// Keeps the file this upload replaces as a version, when set.
+    keeper: Option<crate::keep::volume::Keeper>,
 }
 
 /// How much of a body is written before its writeback is started.
@@ -123,6 +125,7 @@ impl Upload {
                         committed: false,
                         digester: None,
                         durability,
+                        keeper: None,
                     });
                 }
                 Err(rustix::io::Errno::EXIST) => continue,
@@ -130,6 +133,11 @@ impl Upload {
             }
         }
         Err(Status::internal("could not pick a unique temporary file name"))
+    }
+
+    /// Keeps the file this upload replaces as a version (when `keeper` keeps versions).
+    pub fn keep_replaced(&mut self, keeper: Option<crate::keep::volume::Keeper>) {
+        self.keeper = keeper;
     }
 
     /// Fills the temporary file with the content and dead properties of `source`
@@ -275,6 +283,11 @@ impl Upload {
         } else {
             RenameFlags::empty()
         };
+        if let (Some(keeper), Some(old), false) = (&self.keeper, &existing, header.create_only)
+            && !crate::metadata::is_symlink(old)
+        {
+            keeper.keep_version(&self.dir, &self.name, &self.path)?;
+        }
         rustix::fs::renameat_with(
             &self.dir,
             self.temp_name.as_str(),

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tonic::Status;
 
 /// The time as kept items read it (expiry, creation): the system's, or a test's.
-pub type WallClock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+pub use kubedav_kit::clock::WallClock;
 
 /// How often a gateway reads the stamp.
 pub const CHECK_EVERY: Duration = Duration::from_millis(250);

@@ -1,13 +1,14 @@
 //! Process plumbing every kubedav target shares, whatever it serves: telemetry
 //! ([`telemetry`]), the admin HTTP server with `/metrics`, `/healthz` and `/readyz`
 //! ([`admin`]), listeners ([`listen`]), Redis connections ([`redis`]), the registry of fileio replicas ([`registry`]), shutdown
-//! signals ([`shutdown`]), TLS for the HTTPS clients kubedav runs ([`tls`]), failed-login
+//! signals ([`shutdown`]), the wall clock time-based rules read ([`clock`]), TLS for the HTTPS clients kubedav runs ([`tls`]), failed-login
 //! throttling ([`throttle`]) and error messages with their causes ([`errors`]). Calls between processes are `kubedav-remote`'s
 //! business.
 
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod clock;
 pub mod errors;
 pub mod listen;
 pub mod redis;

@@ -535,6 +535,7 @@ async fn delete(fileio: &dyn FileIo, path: &str) -> Result<DeleteResponse, Statu
         .delete(DeleteRequest {
             path: path.to_owned(),
             if_match: None,
+            ..Default::default()
         })
         .await
 }
@@ -553,6 +554,7 @@ async fn copy(
             depth: depth as i32,
             overwrite,
             leave_out: Vec::new(),
+            ..Default::default()
         })
         .await
 }
@@ -568,6 +570,7 @@ async fn move_to(
             source: source.to_owned(),
             destination: destination.to_owned(),
             overwrite,
+            ..Default::default()
         })
         .await
 }
@@ -1124,6 +1127,7 @@ async fn delete_cases(fio: &Subject) {
     let conditional = |if_match: &str| DeleteRequest {
         path: "g".into(),
         if_match: Some(if_match.to_owned()),
+        ..Default::default()
     };
     fails(
         fio.delete(conditional("\"other\"")).await,
@@ -1313,6 +1317,7 @@ async fn a_copy_leaves_out_what_it_is_told(fio: &Subject) {
             depth: Depth::Infinity as i32,
             overwrite: false,
             leave_out: s(&["t/secret", "t/s/private.txt"]),
+            ..Default::default()
         })
         .await;
     assert!(whole(copied, "COPY leaving out two members").created);
@@ -1336,6 +1341,7 @@ async fn a_copy_leaves_out_what_it_is_told(fio: &Subject) {
                 depth: Depth::Infinity as i32,
                 overwrite: false,
                 leave_out: s(&[outside]),
+                ..Default::default()
             })
             .await,
             Code::InvalidArgument,

@@ -27,7 +27,7 @@ pub const MAX_NAME_CHARS: usize = 100;
 
 /// The time as app passwords read it (expiry, creation, last use): the system's, or a
 /// test's.
-pub type WallClock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+pub use kubedav_kit::clock::WallClock;
 
 /// Seconds since the epoch by `clock`.
 pub fn seconds(clock: &WallClock) -> i64 {

@@ -148,7 +148,10 @@ impl FileIo for ObjectFileIo {
     async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
         let path = parse(&request.path)?;
         let failures = tree::delete(&self.s3, &self.keys, &path, request.if_match.as_deref()).await?;
-        Ok(DeleteResponse { failures })
+        Ok(DeleteResponse {
+            failures,
+            trash_item: String::new(),
+        })
     }
 
     #[tracing::instrument(skip_all, name = "fileio.mkdir", fields(path = %request.path))]

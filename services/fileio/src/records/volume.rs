@@ -35,38 +35,7 @@ impl VolumeRecords {
     /// Opens the folder `relative` (beneath `.kubedav/`), making it and its parents when
     /// `create`; `None` when it is not there and not made.
     fn folder(&self, relative: &str, create: bool) -> Result<Option<OwnedFd>, Status> {
-        let path = if relative.is_empty() {
-            RESERVED_AREA.to_owned()
-        } else {
-            format!("{RESERVED_AREA}/{relative}")
-        };
-        let open = || {
-            rustix::fs::openat2(
-                self.volume.root_fd(),
-                path.as_str(),
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-                RESOLVE,
-            )
-        };
-        match open() {
-            Ok(fd) => return Ok(Some(fd)),
-            Err(rustix::io::Errno::NOENT) if create => {}
-            Err(rustix::io::Errno::NOENT) => return Ok(None),
-            Err(e) => return Err(failed("open", &path, e)),
-        }
-        let mut made = String::new();
-        for segment in path.split('/') {
-            if !made.is_empty() {
-                made.push('/');
-            }
-            made.push_str(segment);
-            match rustix::fs::mkdirat(self.volume.root_fd(), made.as_str(), Mode::from_raw_mode(0o700)) {
-                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                Err(e) => return Err(failed("make", &made, e)),
-            }
-        }
-        open().map(Some).map_err(|e| failed("open", &path, e))
+        self.volume.reserved_folder(relative, create)
     }
 
     fn get_now(&self, name: &RecordName) -> Result<GetRecordResponse, Status> {

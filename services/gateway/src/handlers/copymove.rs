@@ -50,15 +50,16 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
         source.path.as_str().to_owned(),
         destination.path.as_str().to_owned(),
     );
+    let by = crate::request::Principal::of(&request).name().to_owned();
     let result = if is_move {
-        let by = crate::request::Principal::of(&request);
-        crate::shares::end_before_removing(gateway, &source.path, by.name()).await?;
+        crate::shares::end_before_removing(gateway, &source.path, &by).await?;
         gateway
             .fileio
             .r#move(MoveRequest {
                 source: from,
                 destination: to,
                 overwrite,
+                by,
             })
             .await
     } else {
@@ -81,6 +82,7 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
                 depth: depth as i32,
                 overwrite,
                 leave_out,
+                by,
             })
             .await
     };

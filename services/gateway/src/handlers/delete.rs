@@ -29,6 +29,7 @@ pub(super) async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
         .delete(DeleteRequest {
             path: target.path.as_str().to_owned(),
             if_match: single_if_match(request.headers()),
+            by: by.name().to_owned(),
         })
         .await?;
     if reply.failures.is_empty() {

@@ -1,0 +1,367 @@
+//! Trash and versions on a volume (issue 54, docs/trash-and-versions.md): what a DELETE,
+//! a PUT, a COPY or a MOVE removes or replaces is kept, and comes back byte-identical.
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use kubedav_api::fileio::*;
+use kubedav_api::path::VolumePath;
+use kubedav_fileio::LocalFileIo;
+use kubedav_fileio::keep::{Keeping, volume};
+use kubedav_fileio::volume::Volume;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tonic::Code;
+
+struct Setup {
+    dir: tempfile::TempDir,
+    fileio: LocalFileIo,
+    volume: Volume,
+    keeping: Keeping,
+    now: Arc<Mutex<SystemTime>>,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let now = Arc::new(Mutex::new(
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+        ));
+        let clock = now.clone();
+        let keeping = Keeping {
+            clock: Arc::new(move || *clock.lock().unwrap()),
+            // Homes are quota roots: `home/NAME`.
+            root_of: Arc::new(|path: &VolumePath| {
+                let segments: Vec<&str> = path.segments().collect();
+                match segments.as_slice() {
+                    ["home", name, ..] => VolumePath::parse(&format!("home/{name}")).unwrap(),
+                    _ => VolumePath::root(),
+                }
+            }),
+            ..Keeping::defaults()
+        };
+        let fileio = LocalFileIo::open(dir.path())
+            .unwrap()
+            .with_keeping(keeping.clone());
+        let volume = Volume::open(dir.path()).unwrap();
+        Self {
+            dir,
+            fileio,
+            volume,
+            keeping,
+            now,
+        }
+    }
+
+    /// A second later.
+    fn tick(&self) {
+        *self.now.lock().unwrap() += Duration::from_secs(1);
+    }
+
+    async fn put(&self, path: &str, data: &[u8]) {
+        self.tick();
+        let header = WriteHeader {
+            path: path.to_owned(),
+            expected_size: Some(data.len() as u64),
+            ..WriteHeader::default()
+        };
+        let body = futures_util::stream::iter([Ok(Bytes::copy_from_slice(data))]).boxed();
+        self.fileio.write(header, body).await.unwrap();
+    }
+
+    async fn mkdir(&self, path: &str) {
+        self.fileio
+            .mkdir(MkdirRequest {
+                path: path.to_owned(),
+            })
+            .await
+            .unwrap();
+    }
+
+    fn disk(&self, path: &str) -> std::path::PathBuf {
+        self.dir.path().join(path)
+    }
+
+    fn read(&self, path: &str) -> Vec<u8> {
+        std::fs::read(self.disk(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    async fn delete(&self, path: &str, by: &str) -> String {
+        self.tick();
+        let reply = self
+            .fileio
+            .delete(DeleteRequest {
+                path: path.to_owned(),
+                by: by.to_owned(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(reply.failures.is_empty());
+        reply.trash_item
+    }
+
+    fn trash(&self, root: &str) -> Vec<kubedav_fileio::keep::TrashItem> {
+        volume::list_trash(&self.volume, &VolumePath::parse(root).unwrap()).unwrap()
+    }
+
+    fn versions(&self, path: &str) -> Vec<kubedav_fileio::keep::Version> {
+        volume::list_versions(&self.volume, &VolumePath::parse(path).unwrap()).unwrap()
+    }
+
+    fn version_content(&self, path: &str, id: &str) -> Vec<u8> {
+        let fd = volume::open_version(&self.volume, &VolumePath::parse(path).unwrap(), id).unwrap();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut data).unwrap();
+        data
+    }
+
+    fn restore(&self, root: &str, id: &str, to: &str, overwrite: bool) -> Result<bool, tonic::Status> {
+        volume::restore(
+            &self.volume,
+            &self.keeping,
+            &VolumePath::parse(root).unwrap(),
+            id,
+            &VolumePath::parse(to).unwrap(),
+            overwrite,
+            "restorer",
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_file_goes_to_its_roots_trash_and_comes_back() {
+    let s = Setup::new();
+    s.mkdir("home").await;
+    s.mkdir("home/alice").await;
+    s.put("home/alice/report.txt", b"the report").await;
+    let id = s.delete("home/alice/report.txt", "bob").await;
+    assert!(!id.is_empty(), "the delete names its trash item");
+    assert!(!s.disk("home/alice/report.txt").exists());
+    assert!(
+        s.trash("").is_empty(),
+        "the whole tree's trash holds none of alice's"
+    );
+    let items = s.trash("home/alice");
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].id, id);
+    assert_eq!(items[0].record.path, "home/alice/report.txt");
+    assert_eq!(items[0].record.by, "bob");
+    assert_eq!(items[0].record.bytes, 10);
+    assert!(!items[0].record.collection);
+    assert!(
+        s.restore("home/alice", &id, "home/alice/report.txt", false)
+            .unwrap()
+    );
+    assert_eq!(s.read("home/alice/report.txt"), b"the report");
+    assert!(
+        s.trash("home/alice").is_empty(),
+        "a restored item leaves the trash"
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_tree_goes_whole_and_comes_back_whole() {
+    let s = Setup::new();
+    for dir in ["d", "d/e", "d/e/f"] {
+        s.mkdir(dir).await;
+    }
+    s.put("d/one.txt", b"1").await;
+    s.put("d/e/two.txt", b"22").await;
+    s.put("d/e/f/three.txt", b"333").await;
+    s.put("d/e/f/three.txt", b"3333").await;
+    let id = s.delete("d", "alice").await;
+    assert!(!s.disk("d").exists());
+    let items = s.trash("");
+    assert_eq!(items.len(), 1, "one item for the whole tree");
+    assert!(items[0].record.collection);
+    assert!(
+        s.versions("d/e/f/three.txt").is_empty(),
+        "versions go to the trash with their file"
+    );
+    // A new tree takes the name meanwhile: the restore is refused.
+    s.mkdir("d").await;
+    let taken = s.restore("", &id, "d", false).unwrap_err();
+    assert_eq!(taken.code(), Code::AlreadyExists);
+    assert_eq!(s.trash("").len(), 1, "a refused restore keeps the item");
+    // Restored elsewhere, whole.
+    assert!(s.restore("", &id, "d-restored", false).unwrap());
+    assert_eq!(s.read("d-restored/one.txt"), b"1");
+    assert_eq!(s.read("d-restored/e/two.txt"), b"22");
+    assert_eq!(s.read("d-restored/e/f/three.txt"), b"3333");
+    let versions = s.versions("d-restored/e/f/three.txt");
+    assert_eq!(versions.len(), 1, "its versions came back with it");
+    assert_eq!(
+        s.version_content("d-restored/e/f/three.txt", &versions[0].id),
+        b"333"
+    );
+}
+
+#[tokio::test]
+async fn twelve_puts_leave_ten_versions_which_follow_a_move() {
+    let s = Setup::new();
+    for n in 0..12 {
+        s.put("notes.txt", format!("version {n}").as_bytes()).await;
+    }
+    let versions = s.versions("notes.txt");
+    assert_eq!(versions.len(), 10, "at most --versions-max");
+    assert_eq!(
+        s.version_content("notes.txt", &versions[0].id),
+        b"version 1",
+        "the oldest went first"
+    );
+    assert_eq!(s.version_content("notes.txt", &versions[9].id), b"version 10");
+    assert!(
+        versions
+            .windows(2)
+            .all(|w| w[0].replaced_unix_ns < w[1].replaced_unix_ns)
+    );
+    assert_eq!(versions[9].bytes, 10);
+    s.fileio
+        .r#move(MoveRequest {
+            source: "notes.txt".into(),
+            destination: "moved.txt".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(s.versions("notes.txt").is_empty());
+    assert_eq!(s.versions("moved.txt").len(), 10, "the history follows the move");
+    // A new file at the old name starts without a history.
+    s.put("notes.txt", b"fresh").await;
+    assert!(s.versions("notes.txt").is_empty());
+}
+
+#[tokio::test]
+async fn what_a_copy_or_move_replaces_is_kept() {
+    let s = Setup::new();
+    s.put("a.txt", b"a").await;
+    s.put("b.txt", b"b").await;
+    s.fileio
+        .copy(CopyRequest {
+            source: "a.txt".into(),
+            destination: "b.txt".into(),
+            overwrite: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(s.read("b.txt"), b"a");
+    let versions = s.versions("b.txt");
+    assert_eq!(versions.len(), 1, "the file a COPY replaced is a version");
+    assert_eq!(s.version_content("b.txt", &versions[0].id), b"b");
+    // A collection replaced by a MOVE goes to the trash.
+    s.mkdir("target").await;
+    s.put("target/inside.txt", b"inside").await;
+    s.mkdir("source").await;
+    s.fileio
+        .r#move(MoveRequest {
+            source: "source".into(),
+            destination: "target".into(),
+            overwrite: true,
+            by: "carol".into(),
+        })
+        .await
+        .unwrap();
+    assert!(!s.disk("target/inside.txt").exists());
+    let items = s.trash("");
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        (items[0].record.path.as_str(), items[0].record.by.as_str()),
+        ("target", "carol")
+    );
+    // A file moved over a file: the replaced one becomes a version, and the moved
+    // file's own versions come along.
+    s.put("x.txt", b"x1").await;
+    s.put("x.txt", b"x2").await;
+    s.put("y.txt", b"y1").await;
+    s.fileio
+        .r#move(MoveRequest {
+            source: "x.txt".into(),
+            destination: "y.txt".into(),
+            overwrite: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let contents: Vec<Vec<u8>> = s
+        .versions("y.txt")
+        .iter()
+        .map(|v| s.version_content("y.txt", &v.id))
+        .collect();
+    assert_eq!(contents, [b"x1".to_vec(), b"y1".to_vec()]);
+}
+
+#[tokio::test]
+async fn restoring_over_a_file_keeps_the_file_as_a_version() {
+    let s = Setup::new();
+    s.put("doc.txt", b"deleted").await;
+    let id = s.delete("doc.txt", "alice").await;
+    s.put("doc.txt", b"newer").await;
+    assert_eq!(
+        s.restore("", &id, "doc.txt", false).unwrap_err().code(),
+        Code::AlreadyExists
+    );
+    assert!(!s.restore("", &id, "doc.txt", true).unwrap());
+    assert_eq!(s.read("doc.txt"), b"deleted");
+    let versions = s.versions("doc.txt");
+    assert_eq!(
+        s.version_content("doc.txt", &versions.last().unwrap().id),
+        b"newer"
+    );
+    assert_eq!(
+        volume::purge(&s.volume, &VolumePath::root(), &id)
+            .unwrap_err()
+            .code(),
+        Code::NotFound,
+        "a restored item is gone"
+    );
+}
+
+#[tokio::test]
+async fn a_purged_item_is_gone_and_names_outside_the_shape_find_nothing() {
+    let s = Setup::new();
+    s.put("gone.txt", b"bye").await;
+    let id = s.delete("gone.txt", "alice").await;
+    volume::purge(&s.volume, &VolumePath::root(), &id).unwrap();
+    assert!(s.trash("").is_empty());
+    for bad in ["..", "../versions", "item.json", "", "00000000000000000001-zz"] {
+        assert_eq!(
+            volume::purge(&s.volume, &VolumePath::root(), bad)
+                .unwrap_err()
+                .code(),
+            Code::NotFound,
+            "{bad:?}"
+        );
+        assert!(volume::open_version(&s.volume, &VolumePath::parse("gone.txt").unwrap(), bad).is_err());
+    }
+}
+
+#[tokio::test]
+async fn without_keeping_a_delete_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let off = Keeping {
+        trash_for: None,
+        versions_max: 0,
+        ..Keeping::defaults()
+    };
+    let fileio = LocalFileIo::open(dir.path()).unwrap().with_keeping(off);
+    let header = WriteHeader {
+        path: "f.txt".into(),
+        expected_size: Some(1),
+        ..WriteHeader::default()
+    };
+    let body = futures_util::stream::iter([Ok(Bytes::from_static(b"f"))]).boxed();
+    fileio.write(header, body).await.unwrap();
+    let reply = fileio
+        .delete(DeleteRequest {
+            path: "f.txt".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(reply.trash_item, "");
+    assert!(
+        !dir.path().join(".kubedav").exists(),
+        "nothing kept, nothing made"
+    );
+}
