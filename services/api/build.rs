@@ -13,6 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "kubedav/markdown/v1/markdown.proto",
         "kubedav/lease/v1/lease.proto",
         "kubedav/records/v1/records.proto",
+        "kubedav/keep/v1/keep.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

@@ -20,6 +20,7 @@
 pub mod auth;
 pub mod checksums;
 pub mod fileio;
+pub mod keep;
 pub mod lease;
 pub mod locks;
 pub mod markdown;
@@ -56,6 +57,13 @@ pub mod pb {
         #[allow(missing_docs, clippy::all)]
         pub mod v1 {
             tonic::include_proto!("kubedav.lease.v1");
+        }
+    }
+    /// `kubedav.keep.v1`: the trash and the versions.
+    pub mod keep {
+        #[allow(missing_docs, clippy::all)]
+        pub mod v1 {
+            tonic::include_proto!("kubedav.keep.v1");
         }
     }
     /// `kubedav.records.v1`: what kubedav keeps for its users besides their files.

@@ -134,6 +134,11 @@ impl LocalFileIo {
         self
     }
 
+    /// The trash and versions this volume keeps, as the keep port.
+    pub fn keep(&self) -> keep::local::LocalKeep {
+        keep::local::LocalKeep::new(self.volume.clone(), self.keeping.clone())
+    }
+
     /// What a change by `by` keeps, if anything is kept.
     fn keeper(&self, by: &str) -> Option<keep::volume::Keeper> {
         self.keeping.as_ref().map(|keeping| keep::volume::Keeper {
@@ -202,6 +207,9 @@ impl LocalFileIo {
     /// than that may be mappings ([`FileIo::read_to_send`]).
     async fn open_read(&self, request: ReadRequest, map_above: Option<u64>) -> Result<ReadReply, Status> {
         let path = parse(&request.path)?;
+        if !request.version.is_empty() {
+            return self.open_version(&path, &request).await;
+        }
         let read_began = std::time::SystemTime::now();
         if let Some(hit) = self.file_cache.get(self.volume.root_fd(), &path) {
             return Ok(cached_reply(&path, hit, &request.ranges, read_began));
@@ -268,6 +276,30 @@ impl LocalFileIo {
             .mapping(mapped)
             .boxed();
         Ok(ReadReply { header, chunks })
+    }
+
+    /// A read of a version of the file at `path` (never cached: versions are read rarely).
+    async fn open_version(&self, path: &VolumePath, request: &ReadRequest) -> Result<ReadReply, Status> {
+        let volume = self.volume.clone();
+        let (path, id) = (path.clone(), request.version.clone());
+        let (fd, stx) = blocking(move || {
+            let fd = keep::volume::open_version(&volume, &path, &id)?;
+            let stx = metadata::stat_fd(&fd, &path)?;
+            Ok((fd, stx))
+        })
+        .await?;
+        let path = parse(&request.path)?;
+        let info = metadata::file_info(&path, &stx);
+        let ranges = read::resolve_ranges(&request.ranges, info.size);
+        let file = Arc::new(std::fs::File::from(fd));
+        let chunks = read::ChunkStream::new(file, ranges.clone(), None, metrics::read_bytes).boxed();
+        Ok(ReadReply {
+            header: ReadHeader {
+                info: Some(info),
+                ranges,
+            },
+            chunks,
+        })
     }
 
     /// Whether the root still answers (for `/readyz`).

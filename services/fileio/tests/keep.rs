@@ -365,3 +365,110 @@ async fn without_keeping_a_delete_deletes() {
         "nothing kept, nothing made"
     );
 }
+
+#[tokio::test]
+async fn the_keep_port_lists_restores_reads_and_purges() {
+    use kubedav_api::keep::*;
+    let s = Setup::new();
+    let keep = s.fileio.keep();
+    s.mkdir("home").await;
+    s.mkdir("home/alice").await;
+    s.put("home/alice/a.txt", b"first").await;
+    s.put("home/alice/a.txt", b"second").await;
+    let versions = keep
+        .list_versions(ListVersionsRequest {
+            path: "home/alice/a.txt".into(),
+        })
+        .await
+        .unwrap()
+        .versions;
+    assert_eq!(versions.len(), 1);
+    assert_eq!(versions[0].bytes, 5);
+    // A version is read through FileIo's Read, and names nothing else.
+    let read = |version: String| {
+        s.fileio.read(ReadRequest {
+            path: "home/alice/a.txt".into(),
+            version,
+            ..Default::default()
+        })
+    };
+    let reply = read(versions[0].id.clone()).await.unwrap();
+    let data: Vec<u8> = reply
+        .chunks
+        .map(|chunk| chunk.unwrap().data.to_vec())
+        .concat()
+        .await;
+    assert_eq!(data, b"first");
+    for bad in ["../../a.txt", "item.json", "00000000000000000001-ab"] {
+        assert_eq!(
+            read(bad.into()).await.err().map(|s| s.code()),
+            Some(Code::NotFound),
+            "{bad}"
+        );
+    }
+    // Restoring the version keeps what it replaces.
+    let restored = keep
+        .restore_version(RestoreVersionRequest {
+            path: "home/alice/a.txt".into(),
+            id: versions[0].id.clone(),
+        })
+        .await
+        .unwrap();
+    assert!(!restored.created);
+    assert_eq!(s.read("home/alice/a.txt"), b"first");
+    assert_eq!(s.versions("home/alice/a.txt").len(), 2);
+    // The trash of the roots asked for, and only those.
+    let id = s.delete("home/alice/a.txt", "alice").await;
+    let list = |roots: &[&str]| {
+        keep.list_trash(ListTrashRequest {
+            roots: roots.iter().map(|r| r.to_string()).collect(),
+        })
+    };
+    assert!(list(&[""]).await.unwrap().items.is_empty());
+    let items = list(&["", "home/alice"]).await.unwrap().items;
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        (
+            items[0].id.as_str(),
+            items[0].root.as_str(),
+            items[0].path.as_str()
+        ),
+        (id.as_str(), "home/alice", "home/alice/a.txt")
+    );
+    let restore = |destination: &str, overwrite: bool| {
+        keep.restore_trash(RestoreTrashRequest {
+            root: "home/alice".into(),
+            id: id.clone(),
+            destination: destination.into(),
+            overwrite,
+            by: "alice".into(),
+        })
+    };
+    assert_eq!(
+        restore("nowhere/a.txt", false).await.unwrap_err().code(),
+        Code::FailedPrecondition,
+        "a missing parent is a conflict, as for a PUT"
+    );
+    assert!(restore("home/alice/a.txt", false).await.unwrap().created);
+    assert_eq!(s.versions("home/alice/a.txt").len(), 2, "the versions came back");
+    let id = s.delete("home/alice/a.txt", "alice").await;
+    keep.purge_trash(PurgeTrashRequest {
+        root: "home/alice".into(),
+        id: id.clone(),
+    })
+    .await
+    .unwrap();
+    assert!(list(&["home/alice"]).await.unwrap().items.is_empty());
+    // A fileio that keeps nothing says so.
+    let dir = tempfile::tempdir().unwrap();
+    let plain = LocalFileIo::open(dir.path()).unwrap();
+    assert_eq!(
+        plain
+            .keep()
+            .list_trash(ListTrashRequest::default())
+            .await
+            .unwrap_err()
+            .code(),
+        Code::FailedPrecondition
+    );
+}

@@ -145,6 +145,7 @@ fn setup_with(rules: Option<usize>, with_shares: Option<(usize, bool)>) -> Setup
         auth: Some(Arc::new(auth) as Arc<dyn Auth>),
         markdown: None,
         records: Some(records),
+        keep: None,
     };
     Setup {
         service: Gateway::new(ports, config).service(),

@@ -123,6 +123,9 @@ pub struct Ports {
     pub markdown: Option<Arc<dyn Markdown>>,
     /// The records kept with the data (shares); `None`: no shares.
     pub records: Option<Arc<dyn kubedav_api::records::Records>>,
+    /// The trash and versions fileio keeps; `None`: none (FAILED_PRECONDITION from a
+    /// fileio that keeps none says the same).
+    pub keep: Option<Arc<dyn kubedav_api::keep::Keep>>,
 }
 
 /// The gateway's state: its ports to the services and its configuration.
@@ -135,6 +138,8 @@ pub struct Gateway {
     pub auth: Option<Arc<dyn Auth>>,
     /// HTML to Markdown for agents; `None` never converts.
     pub markdown: Option<Arc<dyn Markdown>>,
+    /// The trash and versions fileio keeps, if any.
+    pub keep: Option<Arc<dyn kubedav_api::keep::Keep>>,
     /// Limits and settings.
     pub config: GatewayConfig,
     /// The access policy in force, if any (starts as [`GatewayConfig::policy`]).
@@ -177,6 +182,7 @@ impl Gateway {
             auth,
             markdown,
             records,
+            keep,
         } = ports;
         let records = records.filter(|_| auth.is_some());
         let shares = records
@@ -201,6 +207,7 @@ impl Gateway {
             locks,
             auth,
             markdown,
+            keep,
             shares,
             links,
             link_uses,

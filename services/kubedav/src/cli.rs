@@ -180,6 +180,22 @@ pub(crate) struct FileioArgs {
     #[arg(long, env = "KUBEDAV_ABANDONED_UPLOAD_SECONDS", default_value_t = kubedav_fileio::objects::sweep::DEFAULT_IDLE.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     pub abandoned_upload_seconds: u64,
 
+    /// Days a deleted file or collection stays in the trash, restorable (targets all,
+    /// fileio; on a volume). 0: no trash, a delete deletes. Being built (issue 54,
+    /// docs/trash-and-versions.md): off by default until retention and quotas count it.
+    #[arg(long, env = "KUBEDAV_TRASH_RETENTION_DAYS", default_value_t = 0)]
+    pub trash_retention_days: u64,
+
+    /// Most versions kept of each file, the content a PUT, COPY or MOVE replaced
+    /// (targets all, fileio; on a volume). 0: none. Being built (issue 54): off by
+    /// default until retention and quotas count them.
+    #[arg(long, env = "KUBEDAV_VERSIONS_MAX", default_value_t = 0)]
+    pub versions_max: u32,
+
+    /// Days a version is kept (targets all, fileio).
+    #[arg(long, env = "KUBEDAV_VERSIONS_RETENTION_DAYS", default_value_t = 30)]
+    pub versions_retention_days: u64,
+
     /// A quota on the served root, in bytes (targets all, fileio): a write that would
     /// pass it is refused with 507, before any byte is stored when its size is known, and
     /// the RFC 4331 quota properties report it. Unset: no quota, and those properties

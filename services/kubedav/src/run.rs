@@ -20,13 +20,13 @@ use kubedav_kit::shutdown::Shutdown;
 use kubedav_kit::{admin, listen, telemetry};
 use kubedav_lease::{Leases, OpenAt, ReplicaLeases, View, Watch};
 use kubedav_locks::{MemoryLocks, RedisLocks};
-use kubedav_remote::client::{RemoteAuth, RemoteFileIo, RemoteLocks, RemoteMarkdown, RemoteRecords};
+use kubedav_remote::client::{
+    RemoteAuth, RemoteFileIo, RemoteKeep, RemoteLocks, RemoteMarkdown, RemoteRecords,
+};
 use kubedav_remote::observe::ObservedChannel;
 use kubedav_remote::serve as grpc;
-use kubedav_remote::server::{AuthGrpc, FileIoGrpc, LocksGrpc, MarkdownGrpc, RecordsGrpc};
+use kubedav_remote::server::{AuthGrpc, FileIoGrpc, KeepGrpc, LocksGrpc, MarkdownGrpc, RecordsGrpc};
 
-/// The records service the fileio target serves beside FileIo.
-type RecordsService = kubedav_remote::stubs::records::records_server::RecordsServer<RecordsGrpc>;
 use kubedav_zerocopy::CopyStore;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -76,7 +76,16 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
             match (registry, service.leases()) {
                 (Some(registry), Some(leases)) => {
                     let service = service.into_service();
-                    serve_registered(&cli, registry, leases, service, None, ready, shutdown).await
+                    serve_registered(
+                        &cli,
+                        registry,
+                        leases,
+                        service,
+                        grpc::Beside::new(),
+                        ready,
+                        shutdown,
+                    )
+                    .await
                 }
                 _ => serve(&cli, service.into_service(), ready, shutdown).await,
             }
@@ -85,20 +94,27 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
             let storage::Storage {
                 fileio,
                 records,
+                keep,
                 ready,
             } = storage::open_storage(&cli).await?;
             let service = FileIoGrpc::new(fileio);
             let leases = service.leases();
             close_on_shutdown(leases.clone(), &shutdown);
-            // The records kept with the data are served beside the files.
-            let records = RecordsGrpc::new(records).into_service();
+            // The records kept with the data are served beside the files, and so are the
+            // trash and versions (their restores announced on the files' leases).
+            let keep = keep.map(|keep| {
+                KeepGrpc::new(Arc::new(kubedav_lease::LeasedKeep::new(keep, leases.clone()))).into_service()
+            });
+            let beside = grpc::Beside::new()
+                .with(RecordsGrpc::new(records).into_service())
+                .with_some(keep);
             match registry(&cli, "fileio")? {
                 Some(registry) => {
                     let service = service.into_service();
-                    serve_registered(&cli, registry, leases, service, Some(records), ready, shutdown).await
+                    serve_registered(&cli, registry, leases, service, beside, ready, shutdown).await
                 }
                 None => {
-                    grpc::serve_target_with(cli.listen(), service.into_service(), records, ready, shutdown)
+                    grpc::serve_target_with(cli.listen(), service.into_service(), beside, ready, shutdown)
                         .await
                         .map_err(RunError::Serve)
                 }
@@ -149,7 +165,10 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
         return Err(RunError::RegistryInOneProcess);
     }
     let storage::Storage {
-        mut fileio, records, ..
+        mut fileio,
+        records,
+        mut keep,
+        ..
     } = storage::open_storage(cli).await?;
     let records_for_gateway = records.clone();
     // The gateway keeps what fileio told it, under an in-process lease, as it does from a
@@ -166,6 +185,10 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
     if keeps && !shared {
         kubedav_gateway::cache::register_metrics();
         let leased = kubedav_lease::LeasedFileIo::new(fileio);
+        keep = keep.map(|keep| {
+            Arc::new(kubedav_lease::LeasedKeep::new(keep, leased.leases()))
+                as Arc<dyn kubedav_api::keep::Keep>
+        });
         // Files of up to 1 MiB are kept as in microservices mode, those over 64 KiB once
         // asked for twice: sent from a kept copy, one cost less CPU than opened, checked
         // and sent from the volume (docs/benchmarks.md, "2026-11-26 (5)").
@@ -192,6 +215,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
         auth,
         markdown,
         records: Some(records_for_gateway),
+        keep,
     })
 }
 
@@ -282,12 +306,16 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
     // The records the gateway keeps shares in, which fileio serves beside the files.
     let records = RemoteRecords::new(channel("fileio", cli.remote.fileio_url.as_str(), token)?)
         .with_call_timeout(call_timeout);
+    // The trash and versions, which fileio serves beside the files (where it keeps them).
+    let keep = RemoteKeep::new(channel("fileio", cli.remote.fileio_url.as_str(), token)?)
+        .with_call_timeout(call_timeout);
     Ok(Ports {
         fileio,
         locks,
         auth,
         markdown,
         records: Some(Arc::new(records)),
+        keep: Some(Arc::new(keep)),
     })
 }
 
@@ -314,7 +342,7 @@ async fn serve_registered<S>(
     registry: kubedav_kit::registry::Registry,
     leases: Arc<Leases>,
     service: S,
-    records: Option<RecordsService>,
+    beside: grpc::Beside,
     ready: ReadinessCheck,
     shutdown: Shutdown,
 ) -> Result<(), RunError>
@@ -341,11 +369,9 @@ where
     });
     leases.admit_through(registration.standing());
     let ready = registered_and(ready, registration.standing());
-    let served = match records {
-        Some(records) => grpc::serve_target_with(listen, service, records, ready, shutdown).await,
-        None => grpc::serve_target(listen, service, ready, shutdown).await,
-    }
-    .map_err(RunError::Serve);
+    let served = grpc::serve_target_with(listen, service, beside, ready, shutdown)
+        .await
+        .map_err(RunError::Serve);
     // Only now, with no call left to answer: gateways stop waiting for it.
     registration.leave().await;
     served

@@ -411,6 +411,7 @@ async fn read(
             .read(ReadRequest {
                 path: path.to_owned(),
                 ranges: ranges.to_vec(),
+                version: String::new(),
             })
             .await,
     )
@@ -689,6 +690,7 @@ async fn put_and_get_whole(fio: &Subject) {
         fio.read(ReadRequest {
             path: "large.bin".into(),
             ranges: Vec::new(),
+            version: String::new(),
         })
         .await,
         "reading 300 KiB",
@@ -788,6 +790,7 @@ async fn read_to_send_gives_what_read_gives(fio: &Subject) {
                     ReadRequest {
                         path: path.into(),
                         ranges: Vec::new(),
+                        version: String::new(),
                     },
                     MAP_ABOVE,
                 )
@@ -804,6 +807,7 @@ async fn read_to_send_gives_what_read_gives(fio: &Subject) {
                 ReadRequest {
                     path: "big.bin".into(),
                     ranges: vec![range(Some(100_000), Some(100_999)), range(None, Some(10))],
+                    version: String::new(),
                 },
                 MAP_ABOVE,
             )
@@ -817,6 +821,7 @@ async fn read_to_send_gives_what_read_gives(fio: &Subject) {
             ReadRequest {
                 path: "nope".into(),
                 ranges: Vec::new(),
+                version: String::new(),
             },
             MAP_ABOVE,
         )

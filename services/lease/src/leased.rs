@@ -123,6 +123,64 @@ impl FileIo for LeasedFileIo {
     }
 }
 
+/// A keep port (trash and versions) under the same leases as its fileio core: a restore
+/// changes the tree, and is announced as a change through FileIo would be.
+pub struct LeasedKeep {
+    inner: Arc<dyn kubedav_api::keep::Keep>,
+    leases: Arc<Leases>,
+}
+
+impl LeasedKeep {
+    /// `inner`, announcing its restores on `leases` (its fileio core's).
+    pub fn new(inner: Arc<dyn kubedav_api::keep::Keep>, leases: Arc<Leases>) -> Self {
+        Self { inner, leases }
+    }
+}
+
+#[async_trait::async_trait]
+impl kubedav_api::keep::Keep for LeasedKeep {
+    async fn list_trash(
+        &self,
+        request: kubedav_api::keep::ListTrashRequest,
+    ) -> Result<kubedav_api::keep::ListTrashResponse, Status> {
+        self.inner.list_trash(request).await
+    }
+
+    async fn restore_trash(
+        &self,
+        request: kubedav_api::keep::RestoreTrashRequest,
+    ) -> Result<kubedav_api::keep::RestoreResponse, Status> {
+        let changed = tree(&request.destination);
+        self.leases
+            .change(self.inner.restore_trash(request), |_| Some(changed))
+            .await
+    }
+
+    async fn purge_trash(
+        &self,
+        request: kubedav_api::keep::PurgeTrashRequest,
+    ) -> Result<kubedav_api::keep::PurgeTrashResponse, Status> {
+        self.inner.purge_trash(request).await
+    }
+
+    async fn list_versions(
+        &self,
+        request: kubedav_api::keep::ListVersionsRequest,
+    ) -> Result<kubedav_api::keep::ListVersionsResponse, Status> {
+        self.inner.list_versions(request).await
+    }
+
+    async fn restore_version(
+        &self,
+        request: kubedav_api::keep::RestoreVersionRequest,
+    ) -> Result<kubedav_api::keep::RestoreResponse, Status> {
+        let changed = member(&request.path);
+        self.leases
+            .change(self.inner.restore_version(request), |_| Some(changed))
+            .await
+    }
+}
+
 /// What a change of one resource invalidates: it, its parent collection (whose
 /// modification time, etag and members change with it, and whose Depth 1 listing shows
 /// the resource's properties), and the parent's parent (whose listing shows the parent's

@@ -35,7 +35,7 @@ mod tests;
 pub use holder::{Coherence, Lease, hold};
 pub use kubedav_api::lease::{Invalidation, Pong, WatchEvent, WatchRequest, watch_event};
 pub use kubedav_kit::registry::{Standing, View};
-pub use leased::LeasedFileIo;
+pub use leased::{LeasedFileIo, LeasedKeep};
 pub use replicas::{OpenAt, ReplicaLeases};
 pub use service::Leases;
 

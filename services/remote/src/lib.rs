@@ -58,4 +58,9 @@ pub mod stubs {
     pub mod records {
         tonic::include_proto!("kubedav.records.v1");
     }
+    /// `kubedav.keep.v1.Keep`.
+    #[allow(missing_docs, clippy::all)]
+    pub mod keep {
+        tonic::include_proto!("kubedav.keep.v1");
+    }
 }

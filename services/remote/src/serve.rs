@@ -157,21 +157,55 @@ where
     serve_routes(at, S::NAME, routes, ready, shutdown).await
 }
 
-/// [`serve_target`] for a target that serves a second service `beside` the first (the
-/// fileio target: FileIo and Records), both behind the shared token.
-pub async fn serve_target_with<S, T>(
+/// The services a target serves beside its own (the fileio target: Records, and Keep
+/// where it keeps a trash or versions), each behind the shared token.
+#[derive(Default)]
+pub struct Beside {
+    added: Vec<AddRoute>,
+}
+
+type AddRoute = Box<dyn FnOnce(Routes, &RequireToken) -> Routes + Send>;
+
+impl Beside {
+    /// No service beside the target's own.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serves `service` too.
+    pub fn with<T: GrpcService>(mut self, service: T) -> Self {
+        self.added
+            .push(Box::new(move |routes: Routes, token: &RequireToken| {
+                routes.add_service(InterceptedService::new(service, token.clone()))
+            }));
+        self
+    }
+
+    /// Serves `service` too, if there is one.
+    pub fn with_some<T: GrpcService>(self, service: Option<T>) -> Self {
+        match service {
+            Some(service) => self.with(service),
+            None => self,
+        }
+    }
+}
+
+/// [`serve_target`] for a target that serves more services `beside` its own (the fileio
+/// target: FileIo, Records and Keep), all behind the shared token.
+pub async fn serve_target_with<S>(
     at: Listen<'_>,
     service: S,
-    beside: T,
+    beside: Beside,
     ready: kubedav_kit::admin::ReadinessCheck,
     shutdown: kubedav_kit::shutdown::Shutdown,
 ) -> Result<(), String>
 where
     S: GrpcService,
-    T: GrpcService,
 {
-    let routes = Routes::new(InterceptedService::new(service, at.token.clone()))
-        .add_service(InterceptedService::new(beside, at.token.clone()));
+    let mut routes = Routes::new(InterceptedService::new(service, at.token.clone()));
+    for add in beside.added {
+        routes = add(routes, &at.token);
+    }
     serve_routes(at, S::NAME, routes, ready, shutdown).await
 }
 

@@ -3,8 +3,10 @@
 //! are kept in kubedav's own area of the volume or bucket, per quota root.
 //!
 //! This module holds what both backends share: the settings ([`Keeping`]), the names of
-//! items and versions, and an item's record. [`volume`] does it with renames.
+//! items and versions, and an item's record. [`volume`] does it with renames; [`local`]
+//! serves it as the [`kubedav_api::keep::Keep`] port.
 
+pub mod local;
 pub mod volume;
 
 use kubedav_api::path::VolumePath;

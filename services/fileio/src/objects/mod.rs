@@ -135,6 +135,13 @@ impl FileIo for ObjectFileIo {
     #[tracing::instrument(skip_all, name = "fileio.read", fields(path = %request.path))]
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
         let path = parse(&request.path)?;
+        if !request.version.is_empty() {
+            // Versions on object storage are not kept yet (docs/trash-and-versions.md).
+            return Err(Status::not_found(format!(
+                "{path} has no version {}",
+                request.version
+            )));
+        }
         read::read(&self.s3, &self.keys, &path, &request.ranges).await
     }
 

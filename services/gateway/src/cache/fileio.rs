@@ -589,10 +589,17 @@ impl FileIo for CachedFileIo {
     }
 
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
+        // A version is not the file: never answered from, nor kept as, its copy.
+        if !request.version.is_empty() {
+            return self.remote.read(request).await;
+        }
         self.read_or_keep(request, None).await
     }
 
     async fn read_to_send(&self, request: ReadRequest, map_above: u64) -> Result<ReadReply, Status> {
+        if !request.version.is_empty() {
+            return self.remote.read_to_send(request, map_above).await;
+        }
         self.read_or_keep(request, Some(map_above)).await
     }
 

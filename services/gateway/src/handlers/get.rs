@@ -389,6 +389,7 @@ async fn read(
     let request = ReadRequest {
         path: path.as_str().to_owned(),
         ranges,
+        version: String::new(),
     };
     Ok(if sending.untouched {
         gateway.fileio.read_to_send(request, SENDFILE_ABOVE).await?

@@ -53,7 +53,7 @@ pub(super) async fn serve(
                     .fileio
                     .read(ReadRequest {
                         path: path.as_str().to_owned(),
-                        ranges: Vec::new(),
+                        ..Default::default()
                     })
                     .await
                     .map_err(|s| s.message().to_owned())?

@@ -96,12 +96,14 @@ impl App {
             config.policy = Some(Arc::new(policy));
         }
         let records = Arc::new(fileio.records()) as Arc<dyn kubedav_api::records::Records>;
+        let keep = Arc::new(fileio.keep()) as Arc<dyn kubedav_api::keep::Keep>;
         let ports = Ports {
             fileio: Arc::new(fileio),
             locks: Arc::new(locks),
             auth,
             markdown: None,
             records: Some(records),
+            keep: Some(keep),
         };
         let clock = options
             .clock

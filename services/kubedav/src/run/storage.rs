@@ -1,63 +1,78 @@
 //! The storage a target serves: a volume (`--root`) or a bucket (`--storage`), its
-//! quotas, and the records kept with its data.
+//! quotas, the records kept with its data, and its trash and versions.
 
 use super::{RunError, policy};
 use crate::cli::Cli;
 use kubedav_api::fileio::FileIo;
+use kubedav_api::keep::Keep;
+use kubedav_api::path::VolumePath;
 use kubedav_api::records::Records;
+use kubedav_fileio::keep::Keeping;
+use kubedav_fileio::quota::{QuotaFileIo, QuotaRoots, WholeTree};
 use kubedav_fileio::{LocalFileIo, ObjectFileIo};
 use kubedav_kit::admin::ReadinessCheck;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// What `--storage` or `--root` names: the fileio core (with its quotas), the records
-/// kept with the data, and the readiness check.
+/// kept with the data, the trash and versions, and the readiness check.
 pub(super) struct Storage {
     /// The files.
     pub fileio: Arc<dyn FileIo>,
     /// The records (app passwords, ...), in the same volume or bucket.
     pub records: Arc<dyn Records>,
+    /// The trash and versions, where they are kept (a volume with
+    /// `--trash-retention-days` or `--versions-max`).
+    pub keep: Option<Arc<dyn Keep>>,
     /// Whether the storage answers.
     pub ready: ReadinessCheck,
 }
 
 /// The storage `--storage` or `--root` names.
 pub(super) async fn open_storage(cli: &Cli) -> Result<Storage, RunError> {
-    let Storage {
-        fileio,
-        records,
-        ready,
-    } = open_backend(cli).await?;
-    let (core, ready) = (fileio, ready);
-    let period = Duration::from_secs(cli.fileio.quota_rescan_seconds);
-    if let Some(file) = &cli.auth.policy
-        && let Some(roots) = policy::quotas(file, cli.fileio.quota_bytes)?
-    {
-        return Ok(Storage {
-            fileio: Arc::new(kubedav_fileio::quota::QuotaFileIo::with_roots(
-                core, roots, period,
-            )),
-            records,
-            ready,
-        });
-    }
-    let Some(limit) = cli.fileio.quota_bytes else {
-        return Ok(Storage {
-            fileio: core,
-            records,
-            ready,
-        });
+    let roots: Option<Arc<dyn QuotaRoots>> = match &cli.auth.policy {
+        Some(file) => {
+            policy::quotas(file, cli.fileio.quota_bytes)?.map(|quotas| quotas as Arc<dyn QuotaRoots>)
+        }
+        None => None,
     };
-    tracing::info!(target: "kubedav", "a quota of {limit} bytes on the served root");
+    let roots = roots.or_else(|| {
+        let limit = cli.fileio.quota_bytes?;
+        tracing::info!(target: "kubedav", "a quota of {limit} bytes on the served root");
+        Some(Arc::new(WholeTree(limit)) as Arc<dyn QuotaRoots>)
+    });
+    let storage = open_backend(cli, keeping(cli, roots.clone())).await?;
+    let Some(roots) = roots else {
+        return Ok(storage);
+    };
+    let period = Duration::from_secs(cli.fileio.quota_rescan_seconds);
     Ok(Storage {
-        fileio: Arc::new(kubedav_fileio::quota::QuotaFileIo::new(core, limit, period)),
-        records,
-        ready,
+        fileio: Arc::new(QuotaFileIo::with_roots(storage.fileio, roots, period)),
+        ..storage
     })
 }
 
+/// What deletes and overwrites keep, as the flags say, each counted in the innermost
+/// quota root of its path (the whole tree's without quotas).
+fn keeping(cli: &Cli, roots: Option<Arc<dyn QuotaRoots>>) -> Keeping {
+    let days = |days: u64| Duration::from_secs(days.saturating_mul(86_400));
+    let fileio = &cli.fileio;
+    Keeping {
+        trash_for: (fileio.trash_retention_days > 0).then(|| days(fileio.trash_retention_days)),
+        versions_max: fileio.versions_max,
+        versions_for: days(fileio.versions_retention_days),
+        clock: kubedav_kit::clock::system(),
+        root_of: Arc::new(move |path: &VolumePath| {
+            roots
+                .as_ref()
+                .and_then(|roots| roots.roots_of(path).pop())
+                .map_or_else(VolumePath::root, |root| root.path)
+        }),
+    }
+}
+
 /// The storage backend: a bucket with --storage, else the volume at --root.
-async fn open_backend(cli: &Cli) -> Result<Storage, RunError> {
+async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> {
     if let Some(location) = &cli.fileio.storage {
         let mut storage =
             kubedav_fileio::objects::config::from_env(location, |name| std::env::var(name).ok())
@@ -71,6 +86,9 @@ async fn open_backend(cli: &Cli) -> Result<Storage, RunError> {
             storage.prefix,
             storage.s3.endpoint
         );
+        if keeping.trashes() || keeping.versions() {
+            tracing::warn!(target: "kubedav", "no trash and no versions on object storage yet: deletes delete, overwrites replace");
+        }
         let checked = core.clone();
         let ready: ReadinessCheck = Arc::new(move || {
             let core = checked.clone();
@@ -79,10 +97,12 @@ async fn open_backend(cli: &Cli) -> Result<Storage, RunError> {
         return Ok(Storage {
             records: Arc::new(core.records()),
             fileio: Arc::new(core),
+            keep: None,
             ready,
         });
     }
-    let core = open_volume(cli)?;
+    let keeps = keeping.trashes() || keeping.versions();
+    let core = open_volume(cli)?.with_keeping(keeping);
     let checked = core.clone();
     let ready: ReadinessCheck = Arc::new(move || {
         let core = checked.clone();
@@ -90,6 +110,7 @@ async fn open_backend(cli: &Cli) -> Result<Storage, RunError> {
     });
     Ok(Storage {
         records: Arc::new(core.records()),
+        keep: keeps.then(|| Arc::new(core.keep()) as Arc<dyn Keep>),
         fileio: Arc::new(core),
         ready,
     })

@@ -24,12 +24,14 @@ macro_rules! watch_on_the_stub {
 
 mod auth;
 mod fileio;
+mod keep;
 mod locks;
 mod markdown;
 mod records;
 
 pub use auth::RemoteAuth;
 pub use fileio::RemoteFileIo;
+pub use keep::RemoteKeep;
 pub use locks::RemoteLocks;
 pub use markdown::RemoteMarkdown;
 pub use records::RemoteRecords;

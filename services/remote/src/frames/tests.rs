@@ -238,6 +238,7 @@ fn read_request(ranges: Vec<ByteRangeSpec>) -> ReadRequest {
     ReadRequest {
         path: "b.bin".into(),
         ranges,
+        version: String::new(),
     }
 }
 
@@ -266,6 +267,7 @@ fn missing_file() -> ReadRequest {
     ReadRequest {
         path: "none".into(),
         ranges: vec![],
+        version: String::new(),
     }
 }
 

@@ -2,12 +2,14 @@
 
 mod auth;
 mod fileio;
+mod keep;
 mod locks;
 mod markdown;
 mod records;
 
 pub use auth::AuthGrpc;
 pub use fileio::{FileIoGrpc, FileIoService};
+pub use keep::KeepGrpc;
 pub use locks::LocksGrpc;
 pub use markdown::MarkdownGrpc;
 pub use records::RecordsGrpc;
