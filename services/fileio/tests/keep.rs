@@ -472,3 +472,50 @@ async fn the_keep_port_lists_restores_reads_and_purges() {
         Code::FailedPrecondition
     );
 }
+
+#[tokio::test]
+async fn retention_removes_what_is_past_its_time_once_whoever_runs_it() {
+    let s = Setup::new();
+    s.mkdir("home").await;
+    s.mkdir("home/alice").await;
+    for n in 0..20 {
+        s.put(&format!("home/alice/old-{n}.txt"), b"old").await;
+        s.delete(&format!("home/alice/old-{n}.txt"), "alice").await;
+    }
+    s.put("top.txt", b"v1").await;
+    s.put("top.txt", b"v2").await;
+    // 29 days on: nothing is old enough yet.
+    *s.now.lock().unwrap() += Duration::from_secs(29 * 86_400);
+    assert_eq!(
+        volume::retain(&s.volume, &s.keeping).unwrap(),
+        volume::Retained::default()
+    );
+    s.put("fresh.txt", b"kept").await;
+    s.delete("fresh.txt", "alice").await;
+    s.put("top.txt", b"v3").await;
+    // Past 30 days for the first ones: two replicas run the retention at once, and each
+    // item is removed by exactly one of them.
+    *s.now.lock().unwrap() += Duration::from_secs(2 * 86_400);
+    let other = Volume::open(s.dir.path()).unwrap();
+    let (a, b) = std::thread::scope(|scope| {
+        let a = scope.spawn(|| volume::retain(&s.volume, &s.keeping).unwrap());
+        let b = scope.spawn(|| volume::retain(&other, &s.keeping).unwrap());
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert_eq!(a.items + b.items, 20, "{a:?} {b:?}");
+    assert_eq!(a.versions + b.versions, 1, "{a:?} {b:?}");
+    assert!(s.trash("home/alice").is_empty());
+    let left = s.trash("");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].record.path, "fresh.txt");
+    let versions = s.versions("top.txt");
+    assert_eq!(versions.len(), 1, "the version made a day ago stays");
+    assert_eq!(s.version_content("top.txt", &versions[0].id), b"v2");
+    assert!(
+        std::fs::read_dir(s.disk(".kubedav/trash/.kubedav-purging"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "nothing left half purged"
+    );
+}

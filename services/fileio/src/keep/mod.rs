@@ -28,6 +28,8 @@ pub struct Keeping {
     pub versions_max: u32,
     /// How long versions are kept.
     pub versions_for: Duration,
+    /// How often the retention runs (each replica, jittered by up to a tenth).
+    pub retain_every: Duration,
     /// The time items and versions are stamped with and aged by.
     pub clock: WallClock,
     /// The quota root of a path.
@@ -40,6 +42,7 @@ impl std::fmt::Debug for Keeping {
             .field("trash_for", &self.trash_for)
             .field("versions_max", &self.versions_max)
             .field("versions_for", &self.versions_for)
+            .field("retain_every", &self.retain_every)
             .finish_non_exhaustive()
     }
 }
@@ -53,6 +56,7 @@ impl Keeping {
             trash_for: Some(Duration::from_secs(30 * 86_400)),
             versions_max: 10,
             versions_for: Duration::from_secs(30 * 86_400),
+            retain_every: Duration::from_secs(600),
             clock: kubedav_kit::clock::system(),
             root_of: Arc::new(|_| VolumePath::root()),
         }

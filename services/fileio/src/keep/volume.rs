@@ -504,3 +504,163 @@ fn read_file(dir: &OwnedFd, name: &str, folder: &str) -> Result<Option<Vec<u8>>,
         .map_err(|e| Status::internal(format!("cannot read {folder}/{name}: {e}")))?;
     Ok(Some(data))
 }
+
+/// What one retention pass removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Retained {
+    /// Trash items older than the trash's retention.
+    pub items: u64,
+    /// Versions older than the versions' retention.
+    pub versions: u64,
+}
+
+/// Where purged items are removed: an item is claimed by renaming it here under a new
+/// name of this moment (one replica's rename wins), then removed by that replica alone;
+/// what a crash left here over an hour ago is removed by the next pass.
+const PURGING: &str = "trash/.kubedav-purging";
+
+/// Removes the trash items and versions older than `keeping` keeps them, on `keeping`'s
+/// clock. Safe with several replicas on one volume: each item is claimed by one rename.
+pub fn retain(volume: &Volume, keeping: &Keeping) -> Result<Retained, Status> {
+    let now = kubedav_kit::clock::unix_nanos(&keeping.clock);
+    let before = |keep_for: std::time::Duration| {
+        now.saturating_sub(i64::try_from(keep_for.as_nanos()).unwrap_or(i64::MAX))
+    };
+    let mut retained = Retained::default();
+    if let Some(trash_for) = keeping.trash_for {
+        let oldest_kept = before(trash_for);
+        finish_purges(volume, before(std::time::Duration::from_secs(3600)))?;
+        for folder in kept_folders(volume, "trash")? {
+            let Some(dir) = volume.reserved_folder(&folder, false)? else {
+                continue;
+            };
+            for id in kept_names(&dir, &folder)? {
+                if made_at(&id).is_some_and(|made| made < oldest_kept)
+                    && let Some(claimed) = claim(volume, keeping, &dir, &id, &folder)?
+                {
+                    remove_tree_at(volume, &format!("{PURGING}/{claimed}"))?;
+                    retained.items += 1;
+                }
+            }
+        }
+    }
+    if keeping.versions() {
+        let oldest_kept = before(keeping.versions_for);
+        for folder in kept_folders(volume, "versions")? {
+            let Some(dir) = volume.reserved_folder(&folder, false)? else {
+                continue;
+            };
+            for id in kept_names(&dir, &folder)? {
+                if made_at(&id).is_some_and(|made| made < oldest_kept) {
+                    remove_file(&dir, &id, &folder)?;
+                    retained.versions += 1;
+                }
+            }
+        }
+    }
+    Ok(retained)
+}
+
+/// Runs [`retain`] every `keeping.retain_every` (jittered) on a thread of its own, until
+/// the volume is dropped.
+pub fn retain_in_background(volume: std::sync::Weak<Volume>, keeping: Arc<Keeping>) {
+    let spawned = std::thread::Builder::new()
+        .name("retention".into())
+        .spawn(move || {
+            loop {
+                let jitter = keeping.retain_every.mul_f64(fastrand::f64() / 10.0);
+                std::thread::sleep(keeping.retain_every + jitter);
+                let Some(volume) = volume.upgrade() else { return };
+                match retain(&volume, &keeping) {
+                    Ok(retained) if retained != Retained::default() => tracing::info!(
+                        target: "kubedav",
+                        items = retained.items,
+                        versions = retained.versions,
+                        "retention: removed the trash items and versions past their time"
+                    ),
+                    Ok(_) => {}
+                    Err(status) => {
+                        tracing::warn!(target: "kubedav", "retention failed: {}", status.message())
+                    }
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(target: "kubedav", "no retention: cannot start its thread: {e}");
+    }
+}
+
+/// Claims trash item `id` of the items folder `dir` for its removal: its name in
+/// [`PURGING`], or `None` when another replica claimed it first.
+fn claim(
+    volume: &Volume,
+    keeping: &Keeping,
+    dir: &OwnedFd,
+    id: &str,
+    folder: &str,
+) -> Result<Option<String>, Status> {
+    let purging = volume.reserved_folder(PURGING, true)?.expect("made");
+    let (claimed, _) = keeping.new_name(16);
+    match rustix::fs::renameat_with(dir, id, &purging, claimed.as_str(), RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(Some(claimed)),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(reserved_failed("claim", &format!("{folder}/{id}"), e)),
+    }
+}
+
+/// Removes what a replica claimed in [`PURGING`] before `stale` (nanoseconds) and did
+/// not remove: it stopped halfway.
+fn finish_purges(volume: &Volume, stale: i64) -> Result<(), Status> {
+    let Some(dir) = volume.reserved_folder(PURGING, false)? else {
+        return Ok(());
+    };
+    for name in kept_names(&dir, PURGING)? {
+        if made_at(&name).is_some_and(|claimed| claimed < stale) {
+            remove_tree_at(volume, &format!("{PURGING}/{name}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every folder under `top` (`trash` or `versions`, in kubedav's area) named by the
+/// reserved name: the items of a quota root, or the versions of a file. A mirror's other
+/// folders are path segments, walked in turn; the reserved folders are not walked into.
+fn kept_folders(volume: &Volume, top: &str) -> Result<Vec<String>, Status> {
+    let reserved = kubedav_api::path::RESERVED_AREA;
+    let mut found = Vec::new();
+    let mut pending = vec![top.to_owned()];
+    while let Some(folder) = pending.pop() {
+        let Some(dir) = volume.reserved_folder(&folder, false)? else {
+            continue;
+        };
+        let entries = rustix::fs::Dir::read_from(&dir).map_err(|e| reserved_failed("list", &folder, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| reserved_failed("list", &folder, e))?;
+            let name = entry.file_name().to_string_lossy();
+            let is_dir = match entry.file_type() {
+                rustix::fs::FileType::Directory => true,
+                rustix::fs::FileType::Unknown => {
+                    rustix::fs::statat(&dir, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|stat| {
+                        rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory
+                    })
+                }
+                _ => false,
+            };
+            // `.kubedav-purging` holds claimed items; no path segment starts so.
+            if !is_dir
+                || name == "."
+                || name == ".."
+                || kubedav_api::path::is_reserved_name(&name) && name != reserved
+            {
+                continue;
+            }
+            let path = format!("{folder}/{name}");
+            if name == reserved {
+                found.push(path);
+            } else {
+                pending.push(path);
+            }
+        }
+    }
+    Ok(found)
+}

@@ -61,13 +61,13 @@ fn keeping(cli: &Cli, roots: Option<Arc<dyn QuotaRoots>>) -> Keeping {
         trash_for: (fileio.trash_retention_days > 0).then(|| days(fileio.trash_retention_days)),
         versions_max: fileio.versions_max,
         versions_for: days(fileio.versions_retention_days),
-        clock: kubedav_kit::clock::system(),
         root_of: Arc::new(move |path: &VolumePath| {
             roots
                 .as_ref()
                 .and_then(|roots| roots.roots_of(path).pop())
                 .map_or_else(VolumePath::root, |root| root.path)
         }),
+        ..Keeping::defaults()
     }
 }
 
