@@ -61,6 +61,9 @@ pub fn register() {
         SCANS.with_label_values(&[path.label()]);
         SCAN_BATCH.with_label_values(&[path.label()]);
     }
+    for reason in ["age", "quota"] {
+        PURGES.with_label_values(&[reason]);
+    }
 }
 
 /// Counts a listing started on `path`.
@@ -87,6 +90,20 @@ static S3_REQUESTS: LazyLock<CounterFamily> = LazyLock::new(|| {
 /// Counts one request of `action` to the S3 server and its `outcome`.
 pub fn s3_request(action: &'static str, outcome: &'static str) {
     S3_REQUESTS.with_label_values(&[action, outcome]).inc();
+}
+
+static PURGES: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
+        "kubedav_fileio_purges_total",
+        "Trash items and versions removed, by why: age (the retention), quota (a write \
+         needed the room).",
+        &["reason"],
+    )
+});
+
+/// Counts `n` trash items or versions removed for `reason` (`age`, `quota`).
+pub fn purged(reason: &'static str, n: u64) {
+    PURGES.with_label_values(&[reason]).inc_by(n);
 }
 
 /// Counts bytes read.

@@ -53,6 +53,20 @@ impl QuotaRoots for WholeTree {
     }
 }
 
+/// What fileio keeps of deleted and replaced content (docs/trash-and-versions.md), as the
+/// quotas see it: it stays counted in its roots, and goes first, oldest first, when a
+/// write would not fit.
+pub trait Kept: Send + Sync + 'static {
+    /// Whether deletes keep what they remove (a trash), and overwrites what they replace
+    /// (versions).
+    fn keeps(&self) -> (bool, bool);
+    /// Everything kept: the path each thing counts at, and its bytes (blocking).
+    fn counted(&self) -> Result<Vec<(VolumePath, u64)>, Status>;
+    /// Removes the oldest things kept beneath `root` until `need` bytes are freed or
+    /// none is left; the bytes freed (blocking).
+    fn make_room(&self, root: &VolumePath, need: u64) -> Result<u64, Status>;
+}
+
 /// The bytes below one root, as counted.
 #[derive(Default, Clone, Copy)]
 struct Count {
@@ -70,6 +84,8 @@ type Counts = Arc<Mutex<HashMap<VolumePath, Count>>>;
 pub struct QuotaFileIo {
     inner: Arc<dyn FileIo>,
     roots: Arc<dyn QuotaRoots>,
+    /// The trash and versions, once set ([`QuotaFileIo::keeping`]).
+    kept: Arc<std::sync::OnceLock<Arc<dyn Kept>>>,
     counts: Counts,
     /// Wakes the scanner for a rescan.
     rescan: Arc<tokio::sync::Notify>,
@@ -87,9 +103,13 @@ impl QuotaFileIo {
     pub fn with_roots(inner: Arc<dyn FileIo>, roots: Arc<dyn QuotaRoots>, period: Duration) -> Self {
         let counts = Counts::default();
         let rescan = Arc::new(tokio::sync::Notify::new());
+        let kept = Arc::new(std::sync::OnceLock::new());
         tokio::spawn(scan_forever(
-            inner.clone(),
-            roots.clone(),
+            Scanned {
+                inner: inner.clone(),
+                roots: roots.clone(),
+                kept: kept.clone(),
+            },
             counts.clone(),
             rescan.clone(),
             period,
@@ -97,9 +117,67 @@ impl QuotaFileIo {
         Self {
             inner,
             roots,
+            kept,
             counts,
             rescan,
         }
+    }
+
+    /// Counts what `kept` keeps (trash, versions) in the roots, and removes its oldest
+    /// things from a root before refusing a write the root has no room for.
+    pub fn keeping(self, kept: Arc<dyn Kept>) -> Self {
+        let _ = self.kept.set(kept);
+        self.rescan.notify_one();
+        self
+    }
+
+    /// Whether deletes keep what they remove, and overwrites what they replace.
+    fn keeps(&self) -> (bool, bool) {
+        self.kept.get().map_or((false, false), |kept| kept.keeps())
+    }
+
+    /// [`QuotaFileIo::admit`], after making room in each full root from what is kept
+    /// there, oldest first.
+    async fn admit_or_make_room(
+        &self,
+        path: &str,
+        roots: &[Root],
+        adding: u64,
+        replacing: u64,
+    ) -> Result<(), Status> {
+        let refused = match self.admit(path, roots, adding, replacing) {
+            Ok(()) => return Ok(()),
+            Err(refused) => refused,
+        };
+        let Some(kept) = self.kept.get().cloned() else {
+            return Err(refused);
+        };
+        for root in roots {
+            let over = self
+                .used(root)
+                .saturating_sub(replacing)
+                .saturating_add(adding)
+                .saturating_sub(root.limit);
+            if over == 0 {
+                continue;
+            }
+            let (kept, at) = (kept.clone(), root.path.clone());
+            let freed = tokio::task::spawn_blocking(move || kept.make_room(&at, over))
+                .await
+                .map_err(|e| Status::internal(format!("making room failed: {e}")))??;
+            if freed > 0 {
+                crate::metrics::purged("quota", 1);
+                tracing::info!(
+                    target: "kubedav",
+                    root = %root.path,
+                    freed,
+                    "quota: removed the oldest trash items and versions to make room for {path}"
+                );
+                self.grew(&self.roots.roots_of(&root.path), -(freed as i64));
+                self.rescan.notify_one();
+            }
+        }
+        self.admit(path, roots, adding, replacing)
     }
 
     fn roots_of(&self, path: &str) -> Vec<Root> {
@@ -212,27 +290,43 @@ fn exhausted(path: &str, adding: u64, root: &Root, used: u64) -> Status {
     ))
 }
 
-/// Counts the bytes below every root with a listing of the whole tree, at start and
-/// every `period`, or at once when woken.
-async fn scan_forever(
+/// What a count reads: the files, where the roots are, and what is kept.
+struct Scanned {
     inner: Arc<dyn FileIo>,
     roots: Arc<dyn QuotaRoots>,
-    counts: Counts,
-    rescan: Arc<tokio::sync::Notify>,
-    period: Duration,
-) {
+    kept: Arc<std::sync::OnceLock<Arc<dyn Kept>>>,
+}
+
+/// Counts the bytes below every root with a listing of the whole tree (and of what is
+/// kept), at start and every `period`, or at once when woken.
+async fn scan_forever(scanned: Scanned, counts: Counts, rescan: Arc<tokio::sync::Notify>, period: Duration) {
+    let Scanned { inner, roots, kept } = scanned;
     let mut first = true;
     loop {
         for count in counts.lock().unwrap_or_else(|e| e.into_inner()).values_mut() {
             count.since_scan = 0;
         }
         let mut totals: HashMap<VolumePath, i64> = HashMap::new();
-        let counted = scan(inner.as_ref(), "", |path, size| {
+        let mut counted = scan(inner.as_ref(), "", |path, size| {
             for root in roots.roots_of(path) {
                 *totals.entry(root.path).or_default() += size as i64;
             }
         })
         .await;
+        if let (Ok(total), Some(kept)) = (&mut counted, kept.get().cloned()) {
+            match tokio::task::spawn_blocking(move || kept.counted()).await {
+                Ok(Ok(things)) => {
+                    for (path, size) in things {
+                        *total = total.saturating_add(size);
+                        for root in roots.roots_of(&path) {
+                            *totals.entry(root.path).or_default() += size as i64;
+                        }
+                    }
+                }
+                Ok(Err(status)) => counted = Err(status),
+                Err(e) => counted = Err(Status::internal(format!("counting the trash failed: {e}"))),
+            }
+        }
         match counted {
             Ok(total) => {
                 let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
@@ -339,8 +433,13 @@ impl FileIo for QuotaFileIo {
         if roots.is_empty() {
             return self.inner.write(header, body).await;
         }
-        let replacing = self.file_size(&header.path).await?.unwrap_or(0);
-        self.admit(&header.path, &roots, header.expected_size.unwrap_or(0), replacing)?;
+        // A replaced file kept as a version frees nothing.
+        let replacing = match self.keeps() {
+            (_, true) => 0,
+            _ => self.file_size(&header.path).await?.unwrap_or(0),
+        };
+        self.admit_or_make_room(&header.path, &roots, header.expected_size.unwrap_or(0), replacing)
+            .await?;
         let body = match self.room(&roots, replacing) {
             Some((room, root, used)) => bounded(body, room, header.path.clone(), root, used),
             None => body,
@@ -358,6 +457,10 @@ impl FileIo for QuotaFileIo {
         }
         let size = self.file_size(&request.path).await?;
         let reply = self.inner.delete(request).await?;
+        if !reply.trash_item.is_empty() {
+            // In the trash, its bytes still count where they were.
+            return Ok(reply);
+        }
         match size {
             Some(bytes) if reply.failures.is_empty() => self.grew(&roots, -(bytes as i64)),
             _ => self.rescan.notify_one(),
@@ -384,7 +487,7 @@ impl FileIo for QuotaFileIo {
             Some(bytes) => bytes,
             None => scan(self.inner.as_ref(), &request.source, |_, _| {}).await?,
         };
-        let replacing = replacing.unwrap_or(0);
+        let replacing = if self.keeps().1 { 0 } else { replacing.unwrap_or(0) };
         let (entered, _) =
             self.admit_transfer(&request.source, &request.destination, bytes, replacing, false)?;
         let reply = self.inner.copy(request).await?;
@@ -403,7 +506,11 @@ impl FileIo for QuotaFileIo {
         if from.is_empty() && to.is_empty() {
             return self.inner.r#move(request).await;
         }
-        let replacing = self.file_size(&request.destination).await?;
+        let replacing = match self.keeps() {
+            // A replaced file kept as a version frees nothing.
+            (_, true) => None,
+            _ => self.file_size(&request.destination).await?,
+        };
         // Only a move between roots needs the bytes it carries.
         let bytes = if from == to {
             0

@@ -519,3 +519,61 @@ async fn retention_removes_what_is_past_its_time_once_whoever_runs_it() {
         "nothing left half purged"
     );
 }
+
+/// What a quota counts on the whole tree.
+async fn used(quota: &kubedav_fileio::quota::QuotaFileIo) -> u64 {
+    quota
+        .usage(UsageRequest { path: String::new() })
+        .await
+        .unwrap()
+        .used_bytes
+}
+
+#[tokio::test]
+async fn a_full_quota_makes_room_from_the_oldest_kept_first() {
+    use kubedav_fileio::quota::{Kept, QuotaFileIo};
+    let s = Setup::new();
+    let kept: Arc<dyn Kept> = Arc::new(s.fileio.keep());
+    let inner: Arc<dyn FileIo> = Arc::new(s.fileio.clone());
+    let quota = QuotaFileIo::new(inner, 100, Duration::from_secs(3600)).keeping(kept);
+    let put = |path: &'static str, data: &'static [u8]| {
+        s.tick();
+        let header = WriteHeader {
+            path: path.to_owned(),
+            expected_size: Some(data.len() as u64),
+            ..WriteHeader::default()
+        };
+        quota.write(
+            header,
+            futures_util::stream::iter([Ok(Bytes::from_static(data))]).boxed(),
+        )
+    };
+    let forty = &[b'x'; 40];
+    put("a.txt", forty).await.unwrap();
+    put("b.txt", forty).await.unwrap();
+    s.tick();
+    let deleted = quota
+        .delete(DeleteRequest {
+            path: "a.txt".into(),
+            by: "alice".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(!deleted.trash_item.is_empty());
+    assert_eq!(used(&quota).await, 80, "the trash still counts");
+    // b's new content (40) and its old one, kept as a version (40), do not fit with a's
+    // 40 in the trash: the oldest kept thing, a, goes.
+    put("b.txt", forty).await.unwrap();
+    assert!(s.trash("").is_empty(), "the oldest kept went first");
+    assert_eq!(s.versions("b.txt").len(), 1);
+    assert_eq!(used(&quota).await, 80);
+    // Then the version goes, as c needs the room.
+    put("c.txt", forty).await.unwrap();
+    assert!(s.versions("b.txt").is_empty());
+    assert_eq!(used(&quota).await, 80);
+    // Nothing kept is left: a write that does not fit is refused.
+    let refused = put("d.txt", forty).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted);
+    assert_eq!(s.read("b.txt"), forty);
+}

@@ -96,6 +96,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
                 records,
                 keep,
                 ready,
+                ..
             } = storage::open_storage(&cli).await?;
             let service = FileIoGrpc::new(fileio);
             let leases = service.leases();

@@ -31,6 +31,29 @@ impl LocalKeep {
     }
 }
 
+/// What is kept, as the quotas count it and make room from it.
+impl crate::quota::Kept for LocalKeep {
+    fn keeps(&self) -> (bool, bool) {
+        self.keeping
+            .as_ref()
+            .map_or((false, false), |keeping| (keeping.trashes(), keeping.versions()))
+    }
+
+    fn counted(&self) -> Result<Vec<(VolumePath, u64)>, Status> {
+        Ok(volume::kept_things(&self.volume, &VolumePath::root())?
+            .into_iter()
+            .map(|thing| (thing.counts_at, thing.bytes))
+            .collect())
+    }
+
+    fn make_room(&self, root: &VolumePath, need: u64) -> Result<u64, Status> {
+        let Some(keeping) = &self.keeping else {
+            return Ok(0);
+        };
+        volume::make_room(&self.volume, keeping, root, need)
+    }
+}
+
 fn parse(path: &str) -> Result<VolumePath, Status> {
     Ok(VolumePath::parse(path)?)
 }

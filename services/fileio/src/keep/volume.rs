@@ -572,12 +572,15 @@ pub fn retain_in_background(volume: std::sync::Weak<Volume>, keeping: Arc<Keepin
                 std::thread::sleep(keeping.retain_every + jitter);
                 let Some(volume) = volume.upgrade() else { return };
                 match retain(&volume, &keeping) {
-                    Ok(retained) if retained != Retained::default() => tracing::info!(
-                        target: "kubedav",
-                        items = retained.items,
-                        versions = retained.versions,
-                        "retention: removed the trash items and versions past their time"
-                    ),
+                    Ok(retained) if retained != Retained::default() => {
+                        crate::metrics::purged("age", retained.items + retained.versions);
+                        tracing::info!(
+                            target: "kubedav",
+                            items = retained.items,
+                            versions = retained.versions,
+                            "retention: removed the trash items and versions past their time"
+                        )
+                    }
                     Ok(_) => {}
                     Err(status) => {
                         tracing::warn!(target: "kubedav", "retention failed: {}", status.message())
@@ -663,4 +666,170 @@ fn kept_folders(volume: &Volume, top: &str) -> Result<Vec<String>, Status> {
         }
     }
     Ok(found)
+}
+
+/// Something kept, as the quotas count it: the path it counts at (a trash item: its
+/// quota root; a version: its file), when it was kept, its bytes, and where it is.
+#[derive(Clone, Debug)]
+pub struct KeptThing {
+    /// The path whose quota roots it counts against.
+    pub counts_at: VolumePath,
+    /// When it was kept (deleted or replaced), nanoseconds since the epoch.
+    pub kept_unix_ns: i64,
+    /// Its bytes (a trash item: all of its files, its versions included).
+    pub bytes: u64,
+    /// Its folder in kubedav's area, and its name there.
+    folder: String,
+    name: String,
+    /// A trash item (else a version).
+    item: bool,
+}
+
+/// Everything kept beneath `within` (the whole volume for the root): trash items of the
+/// quota roots at or beneath it, and versions of files at or beneath it.
+pub fn kept_things(volume: &Volume, within: &VolumePath) -> Result<Vec<KeptThing>, Status> {
+    let reserved = kubedav_api::path::RESERVED_AREA;
+    let beneath = |top: &str| {
+        if within.is_root() {
+            top.to_owned()
+        } else {
+            format!("{top}/{}", within.as_str())
+        }
+    };
+    let counts_at = |folder: &str, top: &str| {
+        let inner = folder
+            .strip_prefix(top)
+            .and_then(|rest| rest.strip_suffix(reserved))
+            .map(|rest| rest.trim_matches('/'))
+            .unwrap_or_default();
+        VolumePath::parse(inner).unwrap_or_else(|_| VolumePath::root())
+    };
+    let mut things = Vec::new();
+    for folder in kept_folders(volume, &beneath("trash"))? {
+        let Some(dir) = volume.reserved_folder(&folder, false)? else {
+            continue;
+        };
+        let root = counts_at(&folder, "trash");
+        for id in kept_names(&dir, &folder)? {
+            // Its files (the entry and its versions), as the quotas counted them: the
+            // item's record is kubedav's.
+            let bytes = volume
+                .reserved_folder(&format!("{folder}/{id}"), false)?
+                .map_or(0, |item| {
+                    let record = rustix::fs::statx(
+                        &item,
+                        RECORD,
+                        AtFlags::SYMLINK_NOFOLLOW,
+                        rustix::fs::StatxFlags::SIZE,
+                    )
+                    .map_or(0, |stx| stx.stx_size);
+                    tree_bytes(&item).saturating_sub(record)
+                });
+            things.push(KeptThing {
+                counts_at: root.clone(),
+                kept_unix_ns: made_at(&id).unwrap_or_default(),
+                bytes,
+                folder: folder.clone(),
+                name: id,
+                item: true,
+            });
+        }
+    }
+    for folder in kept_folders(volume, &beneath("versions"))? {
+        let Some(dir) = volume.reserved_folder(&folder, false)? else {
+            continue;
+        };
+        let file = counts_at(&folder, "versions");
+        for id in kept_names(&dir, &folder)? {
+            let Ok(stx) = rustix::fs::statx(
+                &dir,
+                id.as_str(),
+                AtFlags::SYMLINK_NOFOLLOW,
+                rustix::fs::StatxFlags::SIZE,
+            ) else {
+                continue;
+            };
+            things.push(KeptThing {
+                counts_at: file.clone(),
+                kept_unix_ns: made_at(&id).unwrap_or_default(),
+                bytes: stx.stx_size,
+                folder: folder.clone(),
+                name: id,
+                item: false,
+            });
+        }
+    }
+    Ok(things)
+}
+
+/// Removes the oldest things kept beneath `within` until `need` bytes are freed or
+/// nothing is left; the bytes freed. A trash item is claimed first, as the retention
+/// does, so two replicas never both count one.
+pub fn make_room(volume: &Volume, keeping: &Keeping, within: &VolumePath, need: u64) -> Result<u64, Status> {
+    let mut things = kept_things(volume, within)?;
+    things.sort_by_key(|thing| thing.kept_unix_ns);
+    let mut freed = 0u64;
+    for thing in things {
+        if freed >= need {
+            break;
+        }
+        let Some(dir) = volume.reserved_folder(&thing.folder, false)? else {
+            continue;
+        };
+        if thing.item {
+            let Some(claimed) = claim(volume, keeping, &dir, &thing.name, &thing.folder)? else {
+                continue;
+            };
+            remove_tree_at(volume, &format!("{PURGING}/{claimed}"))?;
+        } else {
+            match rustix::fs::unlinkat(&dir, thing.name.as_str(), AtFlags::empty()) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(e) => {
+                    return Err(reserved_failed(
+                        "remove",
+                        &format!("{}/{}", thing.folder, thing.name),
+                        e,
+                    ));
+                }
+            }
+        }
+        freed = freed.saturating_add(thing.bytes);
+    }
+    Ok(freed)
+}
+
+/// The bytes of every file beneath the open folder `dir` (symlinks not followed).
+fn tree_bytes(dir: &OwnedFd) -> u64 {
+    let Ok(entries) = rustix::fs::Dir::read_from(dir) else {
+        return 0;
+    };
+    let mut total = 0u64;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_bytes() == b"." || name.to_bytes() == b".." {
+            continue;
+        }
+        let Ok(stx) = rustix::fs::statx(
+            dir,
+            name,
+            AtFlags::SYMLINK_NOFOLLOW,
+            rustix::fs::StatxFlags::SIZE | rustix::fs::StatxFlags::TYPE,
+        ) else {
+            continue;
+        };
+        if is_dir(&stx) {
+            if let Ok(inner) = rustix::fs::openat(
+                dir,
+                name,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) {
+                total = total.saturating_add(tree_bytes(&inner));
+            }
+        } else if !crate::metadata::is_symlink(&stx) {
+            total = total.saturating_add(stx.stx_size);
+        }
+    }
+    total
 }

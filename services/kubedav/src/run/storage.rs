@@ -8,7 +8,7 @@ use kubedav_api::keep::Keep;
 use kubedav_api::path::VolumePath;
 use kubedav_api::records::Records;
 use kubedav_fileio::keep::Keeping;
-use kubedav_fileio::quota::{QuotaFileIo, QuotaRoots, WholeTree};
+use kubedav_fileio::quota::{Kept, QuotaFileIo, QuotaRoots, WholeTree};
 use kubedav_fileio::{LocalFileIo, ObjectFileIo};
 use kubedav_kit::admin::ReadinessCheck;
 use std::sync::Arc;
@@ -24,6 +24,8 @@ pub(super) struct Storage {
     /// The trash and versions, where they are kept (a volume with
     /// `--trash-retention-days` or `--versions-max`).
     pub keep: Option<Arc<dyn Keep>>,
+    /// The same, as the quotas count it and make room from it.
+    pub kept: Option<Arc<dyn Kept>>,
     /// Whether the storage answers.
     pub ready: ReadinessCheck,
 }
@@ -46,8 +48,12 @@ pub(super) async fn open_storage(cli: &Cli) -> Result<Storage, RunError> {
         return Ok(storage);
     };
     let period = Duration::from_secs(cli.fileio.quota_rescan_seconds);
+    let mut quota = QuotaFileIo::with_roots(storage.fileio, roots, period);
+    if let Some(kept) = storage.kept.clone() {
+        quota = quota.keeping(kept);
+    }
     Ok(Storage {
-        fileio: Arc::new(QuotaFileIo::with_roots(storage.fileio, roots, period)),
+        fileio: Arc::new(quota),
         ..storage
     })
 }
@@ -98,6 +104,7 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
             records: Arc::new(core.records()),
             fileio: Arc::new(core),
             keep: None,
+            kept: None,
             ready,
         });
     }
@@ -108,9 +115,11 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
         let core = checked.clone();
         Box::pin(async move { core.check() })
     });
+    let keep = keeps.then(|| Arc::new(core.keep()));
     Ok(Storage {
         records: Arc::new(core.records()),
-        keep: keeps.then(|| Arc::new(core.keep()) as Arc<dyn Keep>),
+        keep: keep.clone().map(|keep| keep as Arc<dyn Keep>),
+        kept: keep.map(|keep| keep as Arc<dyn Kept>),
         fileio: Arc::new(core),
         ready,
     })
