@@ -132,7 +132,7 @@ impl LocalFileIo {
     pub fn with_keeping(mut self, keeping: keep::Keeping) -> Self {
         self.keeping = (keeping.trashes() || keeping.versions()).then(|| Arc::new(keeping));
         if let Some(keeping) = &self.keeping {
-            keep::volume::retain_in_background(Arc::downgrade(&self.volume), keeping.clone());
+            keep::retain::retain_in_background(Arc::downgrade(&self.volume), keeping.clone());
         }
         self
     }

@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use kubedav_api::fileio::*;
 use kubedav_api::path::VolumePath;
 use kubedav_fileio::LocalFileIo;
-use kubedav_fileio::keep::{Keeping, volume};
+use kubedav_fileio::keep::{Keeping, retain, volume};
 use kubedav_fileio::volume::Volume;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -487,8 +487,8 @@ async fn retention_removes_what_is_past_its_time_once_whoever_runs_it() {
     // 29 days on: nothing is old enough yet.
     *s.now.lock().unwrap() += Duration::from_secs(29 * 86_400);
     assert_eq!(
-        volume::retain(&s.volume, &s.keeping).unwrap(),
-        volume::Retained::default()
+        retain::retain(&s.volume, &s.keeping).unwrap(),
+        retain::Retained::default()
     );
     s.put("fresh.txt", b"kept").await;
     s.delete("fresh.txt", "alice").await;
@@ -498,8 +498,8 @@ async fn retention_removes_what_is_past_its_time_once_whoever_runs_it() {
     *s.now.lock().unwrap() += Duration::from_secs(2 * 86_400);
     let other = Volume::open(s.dir.path()).unwrap();
     let (a, b) = std::thread::scope(|scope| {
-        let a = scope.spawn(|| volume::retain(&s.volume, &s.keeping).unwrap());
-        let b = scope.spawn(|| volume::retain(&other, &s.keeping).unwrap());
+        let a = scope.spawn(|| retain::retain(&s.volume, &s.keeping).unwrap());
+        let b = scope.spawn(|| retain::retain(&other, &s.keeping).unwrap());
         (a.join().unwrap(), b.join().unwrap())
     });
     assert_eq!(a.items + b.items, 20, "{a:?} {b:?}");

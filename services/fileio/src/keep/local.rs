@@ -40,7 +40,7 @@ impl crate::quota::Kept for LocalKeep {
     }
 
     fn counted(&self) -> Result<Vec<(VolumePath, u64)>, Status> {
-        Ok(volume::kept_things(&self.volume, &VolumePath::root())?
+        Ok(super::retain::kept_things(&self.volume, &VolumePath::root())?
             .into_iter()
             .map(|thing| (thing.counts_at, thing.bytes))
             .collect())
@@ -50,7 +50,7 @@ impl crate::quota::Kept for LocalKeep {
         let Some(keeping) = &self.keeping else {
             return Ok(0);
         };
-        volume::make_room(&self.volume, keeping, root, need)
+        super::retain::make_room(&self.volume, keeping, root, need)
     }
 }
 

@@ -7,6 +7,7 @@
 //! serves it as the [`kubedav_api::keep::Keep`] port.
 
 pub mod local;
+pub mod retain;
 pub mod volume;
 
 use kubedav_api::path::VolumePath;

@@ -95,20 +95,29 @@ async fn remove(
 
 /// Deletes every key below `prefix` but `prefix` itself (a marker); the keys that could
 /// not be deleted.
+///
+/// The objects go first, page by page, then the markers of the collections, the deepest
+/// first, one depth at a time. An S3 server that keeps a bucket as directories
+/// (versitygw's posix backend, MinIO's fs mode) removes a directory with its marker only
+/// when it is empty: a marker deleted while a member's deletion was still in flight left
+/// its directory behind, and a file copied onto the name next was refused with 409
+/// ExistingObjectIsDirectory (seen once in the conformance suite under load).
 async fn delete_under(s3: &S3Client, keys: &Keys, prefix: &str) -> Result<Vec<Failure>, Status> {
     let mut failures = Vec::new();
+    let mut markers = Vec::new();
     let mut from = None;
     loop {
         let page = s3.list_all(prefix, from.as_deref()).await?;
-        let doomed: Vec<String> = page
+        let (found, objects): (Vec<String>, Vec<String>) = page
             .objects
             .into_iter()
             .map(|object| object.key)
             .filter(|key| key != prefix)
-            .collect();
+            .partition(|key| key.ends_with('/'));
+        markers.extend(found);
         failures.extend(
             for_each(
-                doomed.into_iter(),
+                objects.into_iter(),
                 |key| async move { s3.delete(&key).await.map_err(|s| (key, s)) },
                 keys,
             )
@@ -116,9 +125,22 @@ async fn delete_under(s3: &S3Client, keys: &Keys, prefix: &str) -> Result<Vec<Fa
         );
         match page.next {
             Some(next) => from = Some(next),
-            None => return Ok(failures),
+            None => break,
         }
     }
+    let depth = |key: &String| key.matches('/').count();
+    markers.sort_by_key(|key| std::cmp::Reverse(depth(key)));
+    for level in markers.chunk_by(|a, b| depth(a) == depth(b)) {
+        failures.extend(
+            for_each(
+                level.iter().cloned(),
+                |key| async move { s3.delete(&key).await.map_err(|s| (key, s)) },
+                keys,
+            )
+            .await,
+        );
+    }
+    Ok(failures)
 }
 
 /// Runs `request` for every key, [`CONCURRENT_REQUESTS`] at a time; the failures.
