@@ -306,12 +306,11 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
             RemoteMarkdown::new(channel("markdown", url.as_str(), token)?).with_call_timeout(call_timeout),
         ) as Arc<dyn Markdown>),
     };
-    // The records the gateway keeps shares in, which fileio serves beside the files.
-    let records = RemoteRecords::new(channel("fileio", cli.remote.fileio_url.as_str(), token)?)
-        .with_call_timeout(call_timeout);
-    // The trash and versions, which fileio serves beside the files (where it keeps them).
-    let keep = RemoteKeep::new(channel("fileio", cli.remote.fileio_url.as_str(), token)?)
-        .with_call_timeout(call_timeout);
+    // The records the gateway keeps shares in, and the trash and versions (where fileio
+    // keeps them), which fileio serves beside the files: one channel for both.
+    let beside_files = channel("fileio", cli.remote.fileio_url.as_str(), token)?;
+    let records = RemoteRecords::new(beside_files.clone()).with_call_timeout(call_timeout);
+    let keep = RemoteKeep::new(beside_files).with_call_timeout(call_timeout);
     Ok(Ports {
         fileio,
         locks,
