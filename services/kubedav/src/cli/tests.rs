@@ -40,7 +40,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 93] = [
+const FLAGS: [(&str, Option<&str>); 96] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -48,6 +48,9 @@ const FLAGS: [(&str, Option<&str>); 93] = [
     ("root", Some("./data")),
     ("storage", None),
     ("abandoned-upload-seconds", Some("3600")),
+    ("trash-retention-days", Some("0")),
+    ("versions-max", Some("0")),
+    ("versions-retention-days", Some("30")),
     ("quota-bytes", None),
     ("quota-rescan-seconds", Some("300")),
     ("io-uring-scans", Some("false")),
