@@ -63,8 +63,8 @@ pub trait Kept: Send + Sync + 'static {
     /// Everything kept: the path each thing counts at, and its bytes (blocking).
     fn counted(&self) -> Result<Vec<(VolumePath, u64)>, Status>;
     /// Removes the oldest things kept beneath `root` until `need` bytes are freed or
-    /// none is left; the bytes freed (blocking).
-    fn make_room(&self, root: &VolumePath, need: u64) -> Result<u64, Status>;
+    /// none is left; the bytes freed and how many things went (blocking).
+    fn make_room(&self, root: &VolumePath, need: u64) -> Result<(u64, u64), Status>;
 }
 
 /// The bytes below one root, as counted.
@@ -162,11 +162,11 @@ impl QuotaFileIo {
                 continue;
             }
             let (kept, at) = (kept.clone(), root.path.clone());
-            let freed = tokio::task::spawn_blocking(move || kept.make_room(&at, over))
+            let (freed, removed) = tokio::task::spawn_blocking(move || kept.make_room(&at, over))
                 .await
                 .map_err(|e| Status::internal(format!("making room failed: {e}")))??;
             if freed > 0 {
-                crate::metrics::purged("quota", 1);
+                crate::metrics::purged("quota", removed);
                 tracing::info!(
                     target: "kubedav",
                     root = %root.path,

@@ -46,9 +46,9 @@ impl crate::quota::Kept for LocalKeep {
             .collect())
     }
 
-    fn make_room(&self, root: &VolumePath, need: u64) -> Result<u64, Status> {
+    fn make_room(&self, root: &VolumePath, need: u64) -> Result<(u64, u64), Status> {
         let Some(keeping) = &self.keeping else {
-            return Ok(0);
+            return Ok((0, 0));
         };
         super::retain::make_room(&self.volume, keeping, root, need)
     }

@@ -157,12 +157,6 @@ pub fn trash_folder(root: &VolumePath) -> String {
     }
 }
 
-/// Whether `id` has the shape of a trash item's or a version's id (so a client's
-/// spelling can never name anything else in kubedav's area).
-pub fn is_kept_name(id: &str) -> bool {
-    made_at(id).is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,7 +169,7 @@ mod tests {
         assert_eq!(at, 1_800_000_000_000_000_000);
         assert_eq!(made_at(&name), Some(at));
         assert_eq!(name.len(), 20 + 1 + 16);
-        assert!(is_kept_name(&name));
+        assert!(made_at(&name).is_some());
         for bad in [
             "",
             "x",
@@ -184,7 +178,7 @@ mod tests {
             "00000000000000000001-zz",
             "../x",
         ] {
-            assert!(!is_kept_name(bad), "{bad}");
+            assert!(made_at(bad).is_none(), "{bad}");
         }
     }
 

@@ -249,21 +249,13 @@ pub fn kept_things(volume: &Volume, within: &VolumePath) -> Result<Vec<KeptThing
             continue;
         };
         let file = counts_at(&folder, "versions");
-        for id in kept_names(&dir, &folder)? {
-            let Ok(stx) = rustix::fs::statx(
-                &dir,
-                id.as_str(),
-                AtFlags::SYMLINK_NOFOLLOW,
-                rustix::fs::StatxFlags::SIZE,
-            ) else {
-                continue;
-            };
+        for version in super::volume::versions_in(&dir, &folder)? {
             things.push(KeptThing {
                 counts_at: file.clone(),
-                kept_unix_ns: made_at(&id).unwrap_or_default(),
-                bytes: stx.stx_size,
+                kept_unix_ns: version.replaced_unix_ns,
+                bytes: version.bytes,
                 folder: folder.clone(),
-                name: id,
+                name: version.id,
                 item: false,
             });
         }
@@ -272,12 +264,17 @@ pub fn kept_things(volume: &Volume, within: &VolumePath) -> Result<Vec<KeptThing
 }
 
 /// Removes the oldest things kept beneath `within` until `need` bytes are freed or
-/// nothing is left; the bytes freed. A trash item is claimed first, as the retention
-/// does, so two replicas never both count one.
-pub fn make_room(volume: &Volume, keeping: &Keeping, within: &VolumePath, need: u64) -> Result<u64, Status> {
+/// nothing is left; the bytes freed and how many things went. A trash item is claimed
+/// first, as the retention does, so two replicas never both count one.
+pub fn make_room(
+    volume: &Volume,
+    keeping: &Keeping,
+    within: &VolumePath,
+    need: u64,
+) -> Result<(u64, u64), Status> {
     let mut things = kept_things(volume, within)?;
     things.sort_by_key(|thing| thing.kept_unix_ns);
-    let mut freed = 0u64;
+    let (mut freed, mut removed) = (0u64, 0u64);
     for thing in things {
         if freed >= need {
             break;
@@ -304,8 +301,9 @@ pub fn make_room(volume: &Volume, keeping: &Keeping, within: &VolumePath, need: 
             }
         }
         freed = freed.saturating_add(thing.bytes);
+        removed += 1;
     }
-    Ok(freed)
+    Ok((freed, removed))
 }
 
 /// The bytes of every file beneath the open folder `dir` (symlinks not followed).

@@ -85,11 +85,8 @@ impl Keeper {
         remove_tree_at(&self.volume, &mirror(path))
     }
 
-    /// Moves the versions of `from` to `to` after a move, when versions are kept.
+    /// Moves the versions of `from` to `to` after a move.
     pub fn move_versions(&self, from: &VolumePath, to: &VolumePath) -> Result<(), Status> {
-        if !self.keeping.versions() && !self.keeping.trashes() {
-            return Ok(());
-        }
         move_versions(&self.volume, from, to)
     }
 }
@@ -337,13 +334,18 @@ pub fn purge(volume: &Volume, root: &VolumePath, id: &str) -> Result<(), Status>
 /// The versions of the file at `path`, oldest first.
 pub fn list_versions(volume: &Volume, path: &VolumePath) -> Result<Vec<Version>, Status> {
     let folder = versions_folder(path);
-    let Some(dir) = volume.reserved_folder(&folder, false)? else {
-        return Ok(Vec::new());
-    };
+    match volume.reserved_folder(&folder, false)? {
+        Some(dir) => versions_in(&dir, &folder),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The versions in the open versions folder `dir` (named `folder`), oldest first.
+pub(super) fn versions_in(dir: &OwnedFd, folder: &str) -> Result<Vec<Version>, Status> {
     let mut versions = Vec::new();
-    for id in kept_names(&dir, &folder)? {
+    for id in kept_names(dir, folder)? {
         let Ok(stx) = rustix::fs::statx(
-            &dir,
+            dir,
             id.as_str(),
             AtFlags::SYMLINK_NOFOLLOW,
             rustix::fs::StatxFlags::SIZE,
