@@ -61,7 +61,7 @@ pub fn register() {
         SCANS.with_label_values(&[path.label()]);
         SCAN_BATCH.with_label_values(&[path.label()]);
     }
-    for reason in ["age", "quota"] {
+    for reason in ["age", "count", "quota", "user", "admin"] {
         PURGES.with_label_values(&[reason]);
     }
 }
@@ -95,13 +95,15 @@ pub fn s3_request(action: &'static str, outcome: &'static str) {
 static PURGES: LazyLock<CounterFamily> = LazyLock::new(|| {
     CounterFamily::new(
         "kubedav_fileio_purges_total",
-        "Trash items and versions removed, by why: age (the retention), quota (a write \
-         needed the room).",
+        "Trash items and versions removed, by why: age (the retention), count (a file's \
+         versions past --versions-max), quota (a write needed the room), user (a DELETE in \
+         the trash), admin (an administrator emptied a root's trash).",
         &["reason"],
     )
 });
 
-/// Counts `n` trash items or versions removed for `reason` (`age`, `quota`).
+/// Counts `n` trash items or versions removed for `reason` (`age`, `count`, `quota`,
+/// `user`, `admin`).
 pub fn purged(reason: &'static str, n: u64) {
     PURGES.with_label_values(&[reason]).inc_by(n);
 }

@@ -419,14 +419,25 @@ async fn the_keep_port_lists_restores_reads_and_purges() {
     assert_eq!(s.versions("home/alice/a.txt").len(), 2);
     // The trash of the roots asked for, and only those.
     let id = s.delete("home/alice/a.txt", "alice").await;
-    let list = |roots: &[&str]| {
+    let ask = |roots: &[&str], beneath: &[&str]| {
         keep.list_trash(ListTrashRequest {
             roots: roots.iter().map(|r| r.to_string()).collect(),
+            beneath: beneath.iter().map(|r| r.to_string()).collect(),
         })
     };
+    let list = |roots: &'static [&'static str]| ask(roots, &[]);
     assert!(list(&[""]).await.unwrap().items.is_empty());
     let items = list(&["", "home/alice"]).await.unwrap().items;
     assert_eq!(items.len(), 1);
+    // The roots beneath a path: the home's from `home` or the whole tree, none from
+    // another home.
+    for (beneath, found) in [("", 1), ("home", 1), ("home/alice", 1), ("home/bob", 0)] {
+        assert_eq!(
+            ask(&[], &[beneath]).await.unwrap().items.len(),
+            found,
+            "beneath {beneath:?}"
+        );
+    }
     assert_eq!(
         (
             items[0].id.as_str(),
@@ -455,6 +466,7 @@ async fn the_keep_port_lists_restores_reads_and_purges() {
     keep.purge_trash(PurgeTrashRequest {
         root: "home/alice".into(),
         id: id.clone(),
+        reason: "user".into(),
     })
     .await
     .unwrap();

@@ -62,13 +62,23 @@ fn parse(path: &str) -> Result<VolumePath, Status> {
 impl Keep for LocalKeep {
     async fn list_trash(&self, request: ListTrashRequest) -> Result<ListTrashResponse, Status> {
         self.keeping()?;
-        let roots = request
+        let mut roots = request
             .roots
             .iter()
             .map(|root| parse(root))
             .collect::<Result<Vec<_>, _>>()?;
+        let beneath = request
+            .beneath
+            .iter()
+            .map(|path| parse(path))
+            .collect::<Result<Vec<_>, _>>()?;
         let volume = self.volume.clone();
         blocking(move || {
+            for within in &beneath {
+                roots.extend(super::retain::trash_roots(&volume, within)?);
+            }
+            roots.sort();
+            roots.dedup();
             let mut items = Vec::new();
             for root in &roots {
                 items.extend(
@@ -116,6 +126,12 @@ impl Keep for LocalKeep {
         let volume = self.volume.clone();
         blocking(move || {
             volume::purge(&volume, &root, &request.id)?;
+            let reason = if request.reason == "admin" {
+                "admin"
+            } else {
+                "user"
+            };
+            crate::metrics::purged(reason, 1);
             Ok(PurgeTrashResponse {})
         })
         .await

@@ -197,28 +197,13 @@ pub struct KeptThing {
 /// Everything kept beneath `within` (the whole volume for the root): trash items of the
 /// quota roots at or beneath it, and versions of files at or beneath it.
 pub fn kept_things(volume: &Volume, within: &VolumePath) -> Result<Vec<KeptThing>, Status> {
-    let reserved = kubedav_api::path::RESERVED_AREA;
-    let beneath = |top: &str| {
-        if within.is_root() {
-            top.to_owned()
-        } else {
-            format!("{top}/{}", within.as_str())
-        }
-    };
-    let counts_at = |folder: &str, top: &str| {
-        let inner = folder
-            .strip_prefix(top)
-            .and_then(|rest| rest.strip_suffix(reserved))
-            .map(|rest| rest.trim_matches('/'))
-            .unwrap_or_default();
-        VolumePath::parse(inner).unwrap_or_else(|_| VolumePath::root())
-    };
+    let beneath = |top: &str| beneath(top, within);
     let mut things = Vec::new();
     for folder in kept_folders(volume, &beneath("trash"))? {
         let Some(dir) = volume.reserved_folder(&folder, false)? else {
             continue;
         };
-        let root = counts_at(&folder, "trash");
+        let root = kept_path(&folder, "trash");
         for id in kept_names(&dir, &folder)? {
             // Its files (the entry and its versions), as the quotas counted them: the
             // item's record is kubedav's.
@@ -248,7 +233,7 @@ pub fn kept_things(volume: &Volume, within: &VolumePath) -> Result<Vec<KeptThing
         let Some(dir) = volume.reserved_folder(&folder, false)? else {
             continue;
         };
-        let file = counts_at(&folder, "versions");
+        let file = kept_path(&folder, "versions");
         for version in super::volume::versions_in(&dir, &folder)? {
             things.push(KeptThing {
                 counts_at: file.clone(),
@@ -261,6 +246,33 @@ pub fn kept_things(volume: &Volume, within: &VolumePath) -> Result<Vec<KeptThing
         }
     }
     Ok(things)
+}
+
+/// The quota roots at or beneath `within` that hold trash items (or did).
+pub fn trash_roots(volume: &Volume, within: &VolumePath) -> Result<Vec<VolumePath>, Status> {
+    Ok(kept_folders(volume, &beneath("trash", within))?
+        .iter()
+        .map(|folder| kept_path(folder, "trash"))
+        .collect())
+}
+
+/// The mirror of `within` under `top` (`trash` or `versions`).
+fn beneath(top: &str, within: &VolumePath) -> String {
+    if within.is_root() {
+        top.to_owned()
+    } else {
+        format!("{top}/{}", within.as_str())
+    }
+}
+
+/// The path a kept folder under `top` is of (`trash/a/b/.kubedav`: the root `a/b`).
+fn kept_path(folder: &str, top: &str) -> VolumePath {
+    let inner = folder
+        .strip_prefix(top)
+        .and_then(|rest| rest.strip_suffix(kubedav_api::path::RESERVED_AREA))
+        .map(|rest| rest.trim_matches('/'))
+        .unwrap_or_default();
+    VolumePath::parse(inner).unwrap_or_else(|_| VolumePath::root())
 }
 
 /// Removes the oldest things kept beneath `within` until `need` bytes are freed or

@@ -172,6 +172,7 @@ pub fn keep_version(
     for old in &names[..excess] {
         remove_file(&versions, old, &folder)?;
     }
+    crate::metrics::purged("count", excess as u64);
     Ok(())
 }
 

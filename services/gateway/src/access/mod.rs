@@ -26,12 +26,14 @@
 mod audit;
 mod copies;
 pub mod homes;
+mod kept;
 mod live;
 pub mod scope;
 pub mod shared;
 
 pub use copies::left_out_of_copy;
 pub use homes::create_named_paths;
+pub use kept::{TrashQuestion, viewer_of};
 pub use live::LivePolicy;
 pub use shared::Received;
 

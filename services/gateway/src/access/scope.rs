@@ -31,9 +31,11 @@ pub fn check(gateway: &Gateway, method: DavMethod, request: &Request) -> Result<
     Ok(())
 }
 
-/// Whether `path` is within `prefix`; the answer when not.
-fn reach(path: &VolumePath, prefix: &str, creates: bool) -> Result<(), HttpError> {
-    let inside = path.as_str() == prefix
+/// Whether `path` is within `prefix` ("" reaches everything); the answer when not:
+/// 404 as for an absent path, or 403 for one to be created (`creates`).
+pub(crate) fn reach(path: &VolumePath, prefix: &str, creates: bool) -> Result<(), HttpError> {
+    let inside = prefix.is_empty()
+        || path.as_str() == prefix
         || path
             .as_str()
             .strip_prefix(prefix)

@@ -97,6 +97,11 @@ impl Received {
             .any(|entry| entry.covers(collection) || entry.lies_beneath(collection))
     }
 
+    /// The paths of these shares.
+    pub fn paths(&self) -> impl Iterator<Item = &VolumePath> {
+        self.entries.iter().map(|entry| &entry.path)
+    }
+
     /// Whether a share's path lies strictly beneath `collection`: its listing then
     /// shows some members only because they lead to a share.
     pub fn lies_beneath(&self, collection: &VolumePath) -> bool {

@@ -126,6 +126,44 @@ pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> Http
     Ok(response)
 }
 
+/// A kept version of the file at `path` (`handlers::keep`), served as a GET of a file
+/// serves its bytes: ranges, validators and the file's type.
+pub(super) async fn version(
+    gateway: &Gateway,
+    path: &VolumePath,
+    id: &str,
+    headers: &http::HeaderMap,
+    head: bool,
+) -> HttpResult {
+    let asked = asked_ranges(headers, head)?;
+    let content_type = crate::http::mediatype::of_name(path.name());
+    let read = |ranges: Vec<ByteRangeSpec>| {
+        gateway.fileio.read(ReadRequest {
+            path: path.as_str().to_owned(),
+            ranges,
+            version: id.to_owned(),
+        })
+    };
+    let ReadReply { header, chunks } = read(asked.clone().unwrap_or_default()).await?;
+    let info = header
+        .info
+        .ok_or_else(|| HttpError::from(tonic::Status::internal("read without metadata")))?;
+    let validators = Validators::new(&info.etag, info.modified_unix_ns);
+    let not_modified =
+        |headers: &mut http::HeaderMap| validator_headers(headers, &info.etag, info.modified_unix_ns);
+    if let Some(response) = read_preconditions(headers, &validators, not_modified)? {
+        return Ok(response);
+    }
+    let (ranges, chunks) = match asked {
+        Some(_) if !if_range_holds(headers, &validators) => (None, read(Vec::new()).await?.chunks),
+        Some(_) => (Some(header.ranges), chunks),
+        None => (None, chunks),
+    };
+    let mut response = body(&info, ranges, content_type, chunks, head).await?;
+    representation_headers(response.headers_mut(), &info, content_type, false, None);
+    Ok(response)
+}
+
 /// The checksums fileio keeps for the content whose etag is `etag`, if any (one
 /// listing of the file, asked only when a client wants a digest).
 async fn stored_checksums(

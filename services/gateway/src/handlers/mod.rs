@@ -7,6 +7,7 @@ mod copymove;
 mod delete;
 mod get;
 mod guard;
+mod keep;
 pub mod listing;
 mod lock;
 mod markdown;
@@ -38,6 +39,14 @@ pub fn dispatch<'a>(
 ) -> impl Future<Output = Response> + Send + 'a {
     let answered = |response| Either::Left(std::future::ready(response));
     let grant = request.extensions().get::<crate::access::LinkGrant>().cloned();
+    if grant.is_none()
+        && let Some(place) = keep::place(gateway, request.uri().path())
+    {
+        // The trash and the versions, decided by the places they stand for.
+        let handler: Pin<Box<dyn Future<Output = HttpResult> + Send + 'a>> =
+            Box::pin(keep::answer(gateway, request, place));
+        return Either::Right(handler.map(respond as fn(HttpResult) -> Response));
+    }
     if grant.is_none()
         && let Some(api) = crate::api::api_path(gateway, request.uri().path())
     {

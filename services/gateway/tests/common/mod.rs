@@ -41,6 +41,9 @@ pub(crate) struct Options {
     pub policy: Option<&'static str>,
     /// The clock the shares read (the system's when `None`).
     pub clock: Option<kubedav_gateway::shares::WallClock>,
+    /// Deletes go to the trash and overwrites keep versions (each kept in the innermost
+    /// quota root of the policy, as `kubedav` keeps them).
+    pub keeping: bool,
 }
 
 impl App {
@@ -53,7 +56,21 @@ impl App {
     pub(crate) fn with(options: Options) -> App {
         let root = tempfile::tempdir().unwrap();
         let config_dir = tempfile::tempdir().unwrap();
-        let fileio = kubedav_fileio::LocalFileIo::open(root.path()).unwrap();
+        let mut fileio = kubedav_fileio::LocalFileIo::open(root.path()).unwrap();
+        if options.keeping {
+            let policy = options
+                .policy
+                .map(|yaml| Arc::new(kubedav_policy::Policy::from_yaml(yaml).unwrap()));
+            fileio = fileio.with_keeping(kubedav_fileio::keep::Keeping {
+                root_of: Arc::new(move |path| {
+                    policy
+                        .as_ref()
+                        .and_then(|policy| policy.quota_roots(path).pop())
+                        .map_or_else(kubedav_api::path::VolumePath::root, |root| root.path)
+                }),
+                ..kubedav_fileio::keep::Keeping::defaults()
+            });
+        }
         let locks = kubedav_locks::MemoryLocks::new(Duration::from_secs(3600))
             .with_max_locks_per_principal(options.max_locks_per_principal);
         let auth = (!options.users.is_empty()).then(|| {
