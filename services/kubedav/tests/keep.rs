@@ -1,0 +1,387 @@
+//! The trash and the versions end to end (issue 54), in both run modes: what a DELETE,
+//! an overwrite and a collection replaced by a MOVE remove comes back byte-identical,
+//! with its dead properties and checksums, through `{base}/.kubedav/trash/`; a file
+//! keeps ten versions that follow it through a MOVE and into the trash; and a real sync
+//! client that deletes a whole tree by mistake (rclone `sync` from an empty directory)
+//! loses nothing. (Who sees what, method by method, is `services/gateway/tests/trash.rs`,
+//! in process; retention and quotas on a test clock are `services/fileio/tests/keep.rs`.)
+
+#[macro_use]
+mod common;
+
+use common::tools::run;
+use common::{Mode, Server, client};
+use reqwest::{Method, StatusCode};
+use std::collections::HashMap;
+
+/// Trash for 30 days, ten versions per file.
+const KEEPING: [(&str, &str); 2] = [
+    ("KUBEDAV_TRASH_RETENTION_DAYS", "30"),
+    ("KUBEDAV_VERSIONS_MAX", "10"),
+];
+
+const HELLO: &[u8] = b"hello world";
+const HELLO_SHA1: &str = "2aae6c35c94fcfb415dbe95f408b9ce91ee846ed";
+
+async fn start(mode: Mode) -> Server {
+    Server::start_full(mode, &[], &KEEPING).await
+}
+
+async fn send(
+    server: &Server,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (StatusCode, String) {
+    let mut request = client().request(Method::from_bytes(method.as_bytes()).unwrap(), server.url(path));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.body(body).send().await.unwrap();
+    let status = response.status();
+    (status, response.text().await.unwrap())
+}
+
+async fn put(server: &Server, path: &str, body: &[u8]) {
+    let (status, text) = send(server, "PUT", path, &[], body.to_vec()).await;
+    assert!(status.is_success(), "PUT {path}: {status} {text}");
+}
+
+async fn mkcol(server: &Server, path: &str) {
+    let (status, text) = send(server, "MKCOL", path, &[], Vec::new()).await;
+    assert_eq!(status, StatusCode::CREATED, "MKCOL {path}: {text}");
+}
+
+async fn get(server: &Server, path: &str) -> (StatusCode, Vec<u8>) {
+    let response = client().get(server.url(path)).send().await.unwrap();
+    (response.status(), response.bytes().await.unwrap().to_vec())
+}
+
+/// `n` bytes that differ from file to file (`seed`).
+fn bytes(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u32 * 31 + seed as u32 * 7) as u8).collect()
+}
+
+/// The trash as a client lists it: each item's href by its original location.
+async fn trash(server: &Server) -> HashMap<String, String> {
+    let (status, xml) = send(
+        server,
+        "PROPFIND",
+        "/.kubedav/trash/",
+        &[("depth", "1")],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::MULTI_STATUS, "{xml}");
+    responses(&xml)
+        .into_iter()
+        .filter_map(|(href, properties)| Some((properties.get("trashbin-original-location")?.clone(), href)))
+        .collect()
+}
+
+/// Restores the item deleted from `origin` to `destination`.
+async fn restore(server: &Server, items: &HashMap<String, String>, origin: &str, destination: &str) {
+    let href = items
+        .get(origin)
+        .unwrap_or_else(|| panic!("no trash item from {origin}: {items:?}"));
+    let (status, text) = send(server, "MOVE", href, &[("destination", destination)], Vec::new()).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "restore {origin} to {destination}: {text}"
+    );
+}
+
+/// The versions of `path`: (href, size), oldest first.
+async fn versions(server: &Server, path: &str) -> Vec<(String, u64)> {
+    let (status, xml) = send(
+        server,
+        "PROPFIND",
+        &format!("/.kubedav/versions{path}"),
+        &[("depth", "1")],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::MULTI_STATUS, "{path}: {xml}");
+    responses(&xml)
+        .into_iter()
+        .skip(1)
+        .map(|(href, properties)| (href, properties["getcontentlength"].parse().unwrap()))
+        .collect()
+}
+
+/// Each `response` of a multistatus: its href, and its properties' text by local name.
+fn responses(xml: &str) -> Vec<(String, HashMap<String, String>)> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut found: Vec<(String, HashMap<String, String>)> = Vec::new();
+    let (mut open, mut text) = (Vec::<String>::new(), String::new());
+    loop {
+        match reader
+            .read_event()
+            .unwrap_or_else(|e| panic!("not XML ({e}): {xml}"))
+        {
+            Event::Start(start) => {
+                let name = start.local_name().into_inner().to_owned();
+                if name == "response" {
+                    found.push(Default::default());
+                }
+                open.push(name);
+                text.clear();
+            }
+            Event::Text(part) => text.push_str(&part.xml10_content()),
+            Event::GeneralRef(name) => text.push_str(&format!("&{};", name.xml10_content())),
+            Event::End(_) => {
+                let name = open.pop().unwrap_or_default();
+                if let Some((href, properties)) = found.last_mut()
+                    && !text.is_empty()
+                {
+                    let value = quick_xml::escape::unescape(&text).unwrap().into_owned();
+                    if name == "href" {
+                        *href = value;
+                    } else {
+                        properties.insert(name, value);
+                    }
+                }
+                text.clear();
+            }
+            Event::Eof => return found,
+            _ => {}
+        }
+    }
+}
+
+/// The value of the dead property `urn:x` `color` of `path`, and its `oc:checksums`.
+async fn color_and_checksums(server: &Server, path: &str) -> (String, String) {
+    let (status, xml) = send(
+        server,
+        "PROPFIND",
+        path,
+        &[("depth", "0")],
+        br#"<d:propfind xmlns:d="DAV:" xmlns:x="urn:x" xmlns:oc="http://owncloud.org/ns"><d:prop><x:color/><oc:checksums/></d:prop></d:propfind>"#.to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::MULTI_STATUS, "{xml}");
+    let found = responses(&xml);
+    let properties = &found[0].1;
+    let text = |name: &str| properties.get(name).cloned().unwrap_or_default();
+    (text("color"), text("checksum"))
+}
+
+async fn set_color(server: &Server, path: &str, color: &str) {
+    let body = format!(
+        r#"<d:propertyupdate xmlns:d="DAV:" xmlns:x="urn:x"><d:set><d:prop><x:color>{color}</x:color></d:prop></d:set></d:propertyupdate>"#
+    );
+    let (status, text) = send(server, "PROPPATCH", path, &[], body.into_bytes()).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS, "{text}");
+}
+
+/// A file, a three-level collection and a collection replaced by a MOVE come back from
+/// the trash as they were: bytes, dead properties, checksums; a taken name is refused.
+async fn what_was_deleted_comes_back_whole(mode: Mode) {
+    let server = start(mode).await;
+    let (status, text) = send(
+        &server,
+        "PUT",
+        "/a.txt",
+        &[("oc-checksum", &format!("SHA1:{HELLO_SHA1}"))],
+        HELLO.to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{text}");
+    set_color(&server, "/a.txt", "blue").await;
+    for dir in ["/tree", "/tree/l1", "/tree/l1/l2", "/replaced", "/incoming"] {
+        mkcol(&server, dir).await;
+    }
+    let deep = bytes(300_000, 1);
+    put(&server, "/tree/l1/l2/deep.bin", &deep).await;
+    put(&server, "/tree/top.txt", b"top").await;
+    set_color(&server, "/tree/l1", "green").await;
+    put(&server, "/replaced/old.txt", b"old").await;
+    put(&server, "/incoming/new.txt", b"new").await;
+    let before = color_and_checksums(&server, "/a.txt").await;
+    assert!(before.1.contains(HELLO_SHA1), "{before:?}");
+
+    assert_eq!(
+        send(&server, "DELETE", "/a.txt", &[], Vec::new()).await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        send(&server, "DELETE", "/tree", &[], Vec::new()).await.0,
+        StatusCode::NO_CONTENT
+    );
+    let (status, _) = send(
+        &server,
+        "MOVE",
+        "/incoming",
+        &[("destination", "/replaced"), ("overwrite", "T")],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(get(&server, "/a.txt").await.0, StatusCode::NOT_FOUND);
+
+    let items = trash(&server).await;
+    assert_eq!(items.len(), 3, "{items:?}");
+    restore(&server, &items, "a.txt", "/a.txt").await;
+    assert_eq!(get(&server, "/a.txt").await.1, HELLO);
+    assert_eq!(color_and_checksums(&server, "/a.txt").await, before);
+    restore(&server, &items, "tree", "/tree").await;
+    assert_eq!(get(&server, "/tree/l1/l2/deep.bin").await.1, deep);
+    assert_eq!(get(&server, "/tree/top.txt").await.1, b"top");
+    assert_eq!(color_and_checksums(&server, "/tree/l1").await.0, "green");
+    // The replaced collection's name is taken by what replaced it.
+    let taken = items["replaced"].clone();
+    let (status, text) = send(
+        &server,
+        "MOVE",
+        &taken,
+        &[("destination", "/replaced")],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PRECONDITION_FAILED, "{text}");
+    restore(&server, &items, "replaced", "/replaced-before").await;
+    assert_eq!(get(&server, "/replaced-before/old.txt").await.1, b"old");
+    assert_eq!(get(&server, "/replaced/new.txt").await.1, b"new");
+    assert!(trash(&server).await.is_empty());
+}
+
+/// Twelve PUTs leave ten versions; one restores byte-identical; they follow a MOVE, go
+/// to the trash with their file and come back with it.
+async fn a_file_keeps_ten_versions_that_follow_it(mode: Mode) {
+    let server = start(mode).await;
+    let contents: Vec<Vec<u8>> = (0..12u8).map(|i| bytes(1000 + i as usize, i)).collect();
+    for content in &contents {
+        put(&server, "/v.bin", content).await;
+    }
+    let kept = versions(&server, "/v.bin").await;
+    assert_eq!(kept.len(), 10, "{kept:?}");
+    let sizes: Vec<u64> = kept.iter().map(|(_, size)| *size).collect();
+    assert_eq!(
+        sizes,
+        (1..11).map(|i| 1000 + i).collect::<Vec<u64>>(),
+        "the ten newest replaced, oldest first"
+    );
+    assert_eq!(get(&server, &kept[0].0).await.1, contents[1]);
+
+    let (status, text) = send(
+        &server,
+        "COPY",
+        &kept[0].0,
+        &[("destination", "/v.bin")],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
+    assert_eq!(get(&server, "/v.bin").await.1, contents[1]);
+    let kept = versions(&server, "/v.bin").await;
+    assert_eq!(kept.len(), 10);
+    assert_eq!(
+        get(&server, &kept[9].0).await.1,
+        contents[11],
+        "the replaced content is the newest version"
+    );
+
+    let (status, _) = send(
+        &server,
+        "MOVE",
+        "/v.bin",
+        &[("destination", "/w.bin")],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(versions(&server, "/w.bin").await.len(), 10);
+    let (status, _) = send(
+        &server,
+        "PROPFIND",
+        "/.kubedav/versions/v.bin",
+        &[("depth", "1")],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    assert_eq!(
+        send(&server, "DELETE", "/w.bin", &[], Vec::new()).await.0,
+        StatusCode::NO_CONTENT
+    );
+    restore(&server, &trash(&server).await, "w.bin", "/w.bin").await;
+    let back = versions(&server, "/w.bin").await;
+    assert_eq!(back.len(), 10, "the versions came back with their file");
+    assert_eq!(get(&server, &back[9].0).await.1, contents[11]);
+}
+
+/// rclone `sync` from an empty directory deletes a whole tree, as a sync client that
+/// mistakes an empty mount for a deleted tree does; everything comes back from the
+/// trash, parents first.
+async fn a_sync_from_an_empty_directory_loses_nothing(mode: Mode) {
+    let server = start(mode).await;
+    let files: Vec<(String, Vec<u8>)> = [
+        "photos/2025/a.jpg",
+        "photos/2025/b.jpg",
+        "photos/2026/c.jpg",
+        "docs/report.txt",
+        "top.txt",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, path)| (path.to_string(), bytes(5000 + i * 100, i as u8)))
+    .collect();
+    for dir in ["/photos", "/photos/2025", "/photos/2026", "/docs"] {
+        mkcol(&server, dir).await;
+    }
+    for (path, content) in &files {
+        put(&server, &format!("/{path}"), content).await;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let url = server.url("/");
+    run(
+        "rclone",
+        &[
+            "--config",
+            "/dev/null",
+            "--webdav-url",
+            &url,
+            "--webdav-vendor",
+            "other",
+            "sync",
+            empty.path().to_str().unwrap(),
+            ":webdav:",
+        ],
+        None,
+    )
+    .await;
+    for (path, _) in &files {
+        assert_eq!(
+            get(&server, &format!("/{path}")).await.0,
+            StatusCode::NOT_FOUND,
+            "rclone deleted {path}"
+        );
+    }
+
+    let items = trash(&server).await;
+    let mut origins: Vec<&String> = items.keys().collect();
+    origins.sort_by_key(|origin| origin.matches('/').count());
+    for origin in origins {
+        let path = format!("/{origin}");
+        if get(&server, &path).await.0 == StatusCode::NOT_FOUND {
+            restore(&server, &items, origin, &path).await;
+        }
+    }
+    for (path, content) in &files {
+        assert_eq!(
+            &get(&server, &format!("/{path}")).await.1,
+            content,
+            "{path} came back"
+        );
+    }
+}
+
+in_both_modes!(
+    what_was_deleted_comes_back_whole,
+    a_file_keeps_ten_versions_that_follow_it,
+    a_sync_from_an_empty_directory_loses_nothing,
+);
