@@ -380,7 +380,94 @@ async fn a_sync_from_an_empty_directory_loses_nothing(mode: Mode) {
     }
 }
 
+/// The file manager's trash and versions in headless Chromium
+/// (`tests/clients/browser_keep.py`): alice restores an old version of a file, restores
+/// two deleted files (one over a taken name, which she agrees to replace) and purges a
+/// third; the server then holds what she asked for (screenshots kept).
+async fn trash_and_versions_in_the_file_manager(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = common::users_file(dir.path(), &[("alice", "pw")]);
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "homes: /home/{user}\n").unwrap();
+    let mut envs = KEEPING.to_vec();
+    envs.push(("KUBEDAV_POLICY", policy.to_str().unwrap()));
+    let server = Server::start_auth(mode, Some(&users), &[], &[], &envs).await;
+    let as_alice = |method: &str, path: &str, body: &[u8]| {
+        client()
+            .request(Method::from_bytes(method.as_bytes()).unwrap(), server.url(path))
+            .basic_auth("alice", Some("pw"))
+            .body(body.to_vec())
+            .send()
+    };
+    for (path, body) in [
+        ("/home/alice/report.txt", &b"first"[..]),
+        ("/home/alice/report.txt", b"the second draft"),
+        ("/home/alice/report.txt", b"the third draft"),
+        ("/home/alice/notes.txt", b"notes"),
+        ("/home/alice/draft.txt", b"the deleted draft"),
+        ("/home/alice/old.txt", b"old"),
+    ] {
+        assert!(as_alice("PUT", path, body).await.unwrap().status().is_success());
+    }
+    for path in [
+        "/home/alice/notes.txt",
+        "/home/alice/draft.txt",
+        "/home/alice/old.txt",
+    ] {
+        assert_eq!(
+            as_alice("DELETE", path, b"").await.unwrap().status(),
+            StatusCode::NO_CONTENT
+        );
+    }
+    assert!(
+        as_alice("PUT", "/home/alice/draft.txt", b"a new draft")
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+    );
+
+    let python = common::tools::tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let shots = std::env::var("KUBEDAV_SCREENSHOTS").map_or_else(|_| dir.path().to_owned(), Into::into);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_keep.py");
+    let at = server.url("");
+    let output = run(
+        &python,
+        &[script, at.trim_end_matches('/'), shots.to_str().unwrap(), "pw"],
+        None,
+    )
+    .await;
+    assert!(output.contains("keep view ok"), "{output}");
+    assert!(shots.join("trash.png").exists() && shots.join("versions.png").exists());
+    let read = |path: &'static str| {
+        let request = as_alice("GET", path, b"");
+        async move { request.await.unwrap().bytes().await.unwrap().to_vec() }
+    };
+    assert_eq!(read("/home/alice/report.txt").await, b"first");
+    assert_eq!(read("/home/alice/notes.txt").await, b"notes");
+    assert_eq!(read("/home/alice/draft.txt").await, b"the deleted draft");
+    let versions = client()
+        .request(
+            Method::from_bytes(b"PROPFIND").unwrap(),
+            server.url("/.kubedav/versions/home/alice/draft.txt"),
+        )
+        .basic_auth("alice", Some("pw"))
+        .header("depth", "1")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        responses(&versions).len(),
+        2,
+        "the replaced draft is a version: {versions}"
+    );
+}
+
 in_both_modes!(
+    trash_and_versions_in_the_file_manager,
     what_was_deleted_comes_back_whole,
     a_file_keeps_ten_versions_that_follow_it,
     a_sync_from_an_empty_directory_loses_nothing,

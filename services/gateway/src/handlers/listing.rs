@@ -71,6 +71,9 @@ pub struct Offers {
     /// "Share" buttons: the user manages the collection, so it may share it and what
     /// is in it.
     pub manage: bool,
+    /// The "Trash" panel and each file's "Versions" (`{base}/.kubedav/trash/` and
+    /// `{base}/.kubedav/versions`).
+    pub keep: bool,
 }
 
 /// Renders the page of `dir` with `members`: collections first, then files, each group
@@ -116,9 +119,19 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
              data-links=\"{prefix}/.kubedav/links\">Shares and links</button>"
         );
     }
+    if offers.keep {
+        let _ = writeln!(
+            html,
+            "<button type=\"button\" id=\"trash-open\" data-href=\"{prefix}/.kubedav/trash/\" \
+             data-versions=\"{prefix}/.kubedav/versions\">Trash</button>"
+        );
+    }
     breadcrumbs(&mut html, base, dir);
     if offers.shares {
         html.push_str(SHARES_PANEL);
+    }
+    if offers.keep {
+        html.push_str(KEEP_PANELS);
     }
     let _ = write!(
         html,
@@ -158,6 +171,9 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
         let mut actions = String::from("<button type=\"button\" data-action=\"link\">Copy link</button>");
         if !member.is_collection && path.name().to_ascii_lowercase().ends_with(".md") {
             actions.push_str("<button type=\"button\" data-action=\"preview\">Preview</button>");
+        }
+        if offers.keep && !member.is_collection {
+            actions.push_str("<button type=\"button\" data-action=\"versions\">Versions</button>");
         }
         if offers.manage {
             actions.push_str(
@@ -204,6 +220,18 @@ const SHARES_PANEL: &str = "<section id=\"shares\" hidden>\
 <label>Until (optional)<input name=\"expires\" type=\"datetime-local\"></label>\
 <button type=\"submit\">Publish</button><button type=\"button\" id=\"link-cancel\">Close</button>\
 <p id=\"link-made\" hidden>The link, shown only now: <input id=\"link-url\" readonly size=\"70\"></p></form>\n";
+
+/// The "Trash" panel and a file's "Versions" panel, filled and shown by the script.
+const KEEP_PANELS: &str = "<section id=\"trash\" hidden><h2>Trash</h2>\
+<p class=\"note\">What you deleted from the places you may change, kept until it is restored, \
+purged or past the server's retention.</p>\
+<table id=\"trash-items\"><thead><tr><th>Name</th><th>Deleted from</th><th>Deleted</th>\
+<th>Size</th><th>Actions</th></tr></thead><tbody></tbody></table>\
+<p><button type=\"button\" id=\"trash-empty\">Empty the trash</button>\
+<button type=\"button\" id=\"trash-close\">Close</button></p></section>\n\
+<section id=\"versions\" hidden><h2>Versions of <span id=\"versions-of\"></span></h2>\
+<table id=\"versions-list\"><thead><tr><th>Replaced</th><th>Size</th><th>Actions</th></tr></thead>\
+<tbody></tbody></table><p><button type=\"button\" id=\"versions-close\">Close</button></p></section>\n";
 
 /// `/ › a › b` with a link on each ancestor of `dir` (beneath a link's folder, through
 /// a link).

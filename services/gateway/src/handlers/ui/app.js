@@ -68,6 +68,8 @@
       openShareForm(href);
     } else if (action === "publish") {
       openLinkForm(href);
+    } else if (action === "versions") {
+      showVersions(href, name);
     } else if (action === "preview") {
       fetch(href, { credentials: "same-origin" })
         .then((response) => response.text())
@@ -236,6 +238,134 @@
           showShares();
         }, report);
     });
+  }
+
+  // The trash and a file's versions: listed with PROPFIND (the WebDAV listing any client
+  // reads), restored with MOVE (an item) or COPY (a version), purged with DELETE.
+  const trashOpen = document.getElementById("trash-open");
+  const DAV = "DAV:", NEXTCLOUD = "http://nextcloud.org/ns";
+  const listed = (url) =>
+    fetch(url, { method: "PROPFIND", headers: { Depth: "1" }, credentials: "same-origin" })
+      .then((response) => response.status === 207 ? response.text()
+        : response.text().then((text) => Promise.reject(new Error(text || "PROPFIND " + response.status))))
+      .then((text) => {
+        const answer = new DOMParser().parseFromString(text, "application/xml");
+        return Array.from(answer.getElementsByTagNameNS(DAV, "response")).slice(1).map((response) => ({
+          href: response.getElementsByTagNameNS(DAV, "href")[0].textContent,
+          value: (namespace, name) => {
+            const found = response.getElementsByTagNameNS(namespace, name)[0];
+            return found ? found.textContent : "";
+          },
+          folder: response.getElementsByTagNameNS(DAV, "collection").length > 0,
+        }));
+      });
+  const cell = (...parts) => { const td = document.createElement("td"); td.append(...parts); return td; };
+  const button = (text, onClick) => {
+    const made = document.createElement("button");
+    made.type = "button";
+    made.textContent = text;
+    made.addEventListener("click", onClick);
+    return made;
+  };
+  const sized = (bytes) => {
+    let value = Number(bytes), unit = 0;
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+    return unit ? value.toFixed(1) + " " + units[unit] : value + " B";
+  };
+  const fill = (id, rows, empty) => {
+    const tbody = document.getElementById(id).tBodies[0];
+    if (!rows.length) {
+      const row = document.createElement("tr");
+      const only = cell(empty);
+      only.colSpan = 5;
+      row.append(only);
+      rows = [row];
+    }
+    tbody.replaceChildren(...rows);
+  };
+  let changed = false;
+  function showTrash() {
+    listed(trashOpen.dataset.href).then((items) => {
+      fill("trash-items", items.reverse().map((item) => {
+        const origin = item.value(NEXTCLOUD, "trashbin-original-location");
+        const when = new Date(Number(item.value(NEXTCLOUD, "trashbin-deletion-time")) * 1000);
+        const row = document.createElement("tr");
+        row.dataset.origin = origin;
+        row.append(
+          cell(item.value(NEXTCLOUD, "trashbin-filename") + (item.folder ? "/" : "")),
+          cell("/" + origin.split("/").slice(0, -1).join("/")),
+          cell(when.toLocaleString()),
+          cell(item.folder ? "" : sized(item.value(DAV, "getcontentlength"))),
+          cell(
+            button("Restore", () => restore(item.href, origin, false)),
+            button("Delete forever", () => {
+              if (window.confirm("Delete /" + origin + " for good? It cannot be restored afterwards.")) send("DELETE", item.href).then(showTrash, report);
+            }),
+          ),
+        );
+        return row;
+      }), "The trash is empty.");
+      document.getElementById("trash").hidden = false;
+    }, report);
+  }
+  // Restores an item where it was; a taken name is replaced only when the user agrees.
+  function restore(href, origin, overwrite) {
+    const destination = new URL(base + "/" + origin.split("/").map(segment).join("/"), location.href).href;
+    fetch(href, { method: "MOVE", headers: Object.assign({}, proof, { Destination: destination, Overwrite: overwrite ? "T" : "F" }), credentials: "same-origin" })
+      .then((response) => {
+        if (response.status === 412 && !overwrite) {
+          const replace = "/" + origin + " exists. Replace it? What is there now is kept: a file as a version, a folder in the trash.";
+          if (window.confirm(replace)) restore(href, origin, true);
+          return;
+        }
+        if (!response.ok) return response.text().then((text) => report(new Error("MOVE " + response.status + ": " + text)));
+        changed = true;
+        document.getElementById("status").textContent = "restored /" + origin;
+        showTrash();
+      }, report);
+  }
+  if (trashOpen) {
+    trashOpen.addEventListener("click", showTrash);
+    document.getElementById("trash-close").addEventListener("click", () => {
+      document.getElementById("trash").hidden = true;
+      if (changed) location.reload();
+    });
+    document.getElementById("trash-empty").addEventListener("click", () => {
+      if (window.confirm("Delete everything in the trash for good?")) send("DELETE", trashOpen.dataset.href).then(showTrash, report);
+    });
+    document.getElementById("versions-close").addEventListener("click", () => {
+      document.getElementById("versions").hidden = true;
+      if (changed) location.reload();
+    });
+  }
+  function showVersions(href, name) {
+    const path = pathOf(href);
+    document.getElementById("versions-of").textContent = path;
+    listed(trashOpen.dataset.versions + path.split("/").map(segment).join("/")).then((versions) => {
+      fill("versions-list", versions.reverse().map((version) => {
+        const download = document.createElement("a");
+        download.href = version.href;
+        download.download = name;
+        download.textContent = "Download";
+        const row = document.createElement("tr");
+        row.append(
+          cell(new Date(version.value(DAV, "getlastmodified")).toLocaleString()),
+          cell(sized(version.value(DAV, "getcontentlength"))),
+          cell(download, writable ? button("Restore", () => {
+            if (!window.confirm("Make this version the content of " + name + "? The content it replaces is kept as a version.")) return;
+            const destination = new URL(href, location.href).href;
+            send("COPY", version.href, { Destination: destination, Overwrite: "T" }).then(() => {
+              changed = true;
+              document.getElementById("status").textContent = "restored a version of " + path;
+              showVersions(href, name);
+            }, report);
+          }) : ""),
+        );
+        return row;
+      }), "No earlier versions are kept of " + name + ".");
+      document.getElementById("versions").hidden = false;
+    }, report);
   }
 
   // Sign-out ends the session everywhere, then lets the identity provider end its own.
