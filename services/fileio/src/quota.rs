@@ -438,8 +438,13 @@ impl FileIo for QuotaFileIo {
             (_, true) => 0,
             _ => self.file_size(&header.path).await?.unwrap_or(0),
         };
-        self.admit_or_make_room(&header.path, &roots, header.expected_size.unwrap_or(0), replacing)
-            .await?;
+        let adding = header.expected_size.unwrap_or(0);
+        if header.no_purge {
+            self.admit(&header.path, &roots, adding, replacing)?;
+        } else {
+            self.admit_or_make_room(&header.path, &roots, adding, replacing)
+                .await?;
+        }
         let body = match self.room(&roots, replacing) {
             Some((room, root, used)) => bounded(body, room, header.path.clone(), root, used),
             None => body,

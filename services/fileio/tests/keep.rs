@@ -548,11 +548,12 @@ async fn a_full_quota_makes_room_from_the_oldest_kept_first() {
     let kept: Arc<dyn Kept> = Arc::new(s.fileio.keep());
     let inner: Arc<dyn FileIo> = Arc::new(s.fileio.clone());
     let quota = QuotaFileIo::new(inner, 100, Duration::from_secs(3600)).keeping(kept);
-    let put = |path: &'static str, data: &'static [u8]| {
+    let put_as = |path: &'static str, data: &'static [u8], no_purge: bool| {
         s.tick();
         let header = WriteHeader {
             path: path.to_owned(),
             expected_size: Some(data.len() as u64),
+            no_purge,
             ..WriteHeader::default()
         };
         quota.write(
@@ -560,6 +561,7 @@ async fn a_full_quota_makes_room_from_the_oldest_kept_first() {
             futures_util::stream::iter([Ok(Bytes::from_static(data))]).boxed(),
         )
     };
+    let put = |path: &'static str, data: &'static [u8]| put_as(path, data, false);
     let forty = &[b'x'; 40];
     put("a.txt", forty).await.unwrap();
     put("b.txt", forty).await.unwrap();
@@ -574,6 +576,10 @@ async fn a_full_quota_makes_room_from_the_oldest_kept_first() {
         .unwrap();
     assert!(!deleted.trash_item.is_empty());
     assert_eq!(used(&quota).await, 80, "the trash still counts");
+    // A write through a public link never makes room: it is refused, and a stays.
+    let refused = put_as("b.txt", forty, true).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted);
+    assert_eq!(s.trash("").len(), 1);
     // b's new content (40) and its old one, kept as a version (40), do not fit with a's
     // 40 in the trash: the oldest kept thing, a, goes.
     put("b.txt", forty).await.unwrap();

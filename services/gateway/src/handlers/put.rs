@@ -78,6 +78,8 @@ pub(super) async fn put(gateway: &Gateway, request: Request) -> HttpResult {
             .chain(gateway.config.upload_digests.iter().map(|a| a.name()))
             .map(str::to_owned)
             .collect(),
+        // Through a public link: an anonymous writer never purges the owner's trash.
+        no_purge: crate::request::Principal::of(&request).kind() == "link",
     };
     let body = limited_body(request.into_body(), limit);
     match gateway.fileio.write(write, body).await {
