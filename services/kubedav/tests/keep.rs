@@ -1,4 +1,5 @@
-//! The trash and the versions end to end (issue 54), in both run modes: what a DELETE,
+//! The trash and the versions end to end (issue 54), in both run modes and on both
+//! backends: what a DELETE,
 //! an overwrite and a collection replaced by a MOVE remove comes back byte-identical,
 //! with its dead properties and checksums, through `{base}/.kubedav/trash/`; a file
 //! keeps ten versions that follow it through a MOVE and into the trash; and a real sync
@@ -10,7 +11,7 @@
 mod common;
 
 use common::tools::run;
-use common::{Mode, Server, client};
+use common::{BACKEND, Backend, Mode, Server, client};
 use reqwest::{Method, StatusCode};
 use std::collections::HashMap;
 
@@ -467,6 +468,12 @@ async fn trash_and_versions_in_the_file_manager(mode: Mode) {
 }
 
 in_both_modes!(
+    trash_and_versions_in_the_file_manager,
+    what_was_deleted_comes_back_whole,
+    a_file_keeps_ten_versions_that_follow_it,
+    a_sync_from_an_empty_directory_loses_nothing,
+);
+on_s3!(
     trash_and_versions_in_the_file_manager,
     what_was_deleted_comes_back_whole,
     a_file_keeps_ten_versions_that_follow_it,

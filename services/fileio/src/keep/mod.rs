@@ -75,7 +75,7 @@ impl Keeping {
 
     /// A new name for something kept now: the time in nanoseconds (20 digits, so names
     /// sort by age), a dash and `random_hex` digits of randomness.
-    fn new_name(&self, random_hex: usize) -> (String, i64) {
+    pub(crate) fn new_name(&self, random_hex: usize) -> (String, i64) {
         let now = kubedav_kit::clock::unix_nanos(&self.clock);
         // Unique, not secret: nothing is reached by guessing one.
         let random: String = (0..random_hex)
@@ -106,6 +106,10 @@ pub struct ItemRecord {
     pub by: String,
     /// Its size when it is a file.
     pub bytes: u64,
+    /// On a bucket, the deleted file's ETag: its checksums are bound to it, and are
+    /// bound anew to the restored copy's.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub etag: String,
 }
 
 /// A trash item as listed.

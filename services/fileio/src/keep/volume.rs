@@ -120,6 +120,7 @@ pub fn trash(
         deleted_unix_ns: now,
         by: by.to_owned(),
         bytes: if is_dir(stx) { 0 } else { stx.stx_size },
+        etag: String::new(),
     };
     let json = serde_json::to_vec(&record).map_err(|e| Status::internal(format!("trash record: {e}")))?;
     write_file(volume, &item, RECORD, &json, &folder)?;

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod find;
+pub mod kept;
 pub mod keys;
 pub mod listing;
 pub mod properties;
@@ -36,6 +37,8 @@ use tonic::Status;
 pub struct ObjectFileIo {
     s3: S3Client,
     keys: Keys,
+    /// What deletes and overwrites keep, when anything is kept.
+    kept: Option<kept::BucketKeeper>,
 }
 
 impl std::fmt::Debug for ObjectFileIo {
@@ -65,7 +68,7 @@ impl ObjectFileIo {
             );
         }
         let keys = Keys::new(&storage.prefix);
-        let core = Self { s3, keys };
+        let core = Self { s3, keys, kept: None };
         core.check().await.map_err(|e| {
             format!(
                 "{e} (check --storage, AWS_ENDPOINT_URL and the credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
@@ -74,6 +77,31 @@ impl ObjectFileIo {
         crate::metrics::register();
         tokio::spawn(storage.sweep.run(core.s3.clone(), core.keys.prefix().to_owned()));
         Ok(core)
+    }
+
+    /// Keeps what deletes and overwrites remove, as `keeping` says, with its retention
+    /// running in the background (on the current Tokio runtime).
+    pub fn with_keeping(mut self, keeping: crate::keep::Keeping) -> Self {
+        self.kept = (keeping.trashes() || keeping.versions()).then(|| kept::BucketKeeper {
+            s3: self.s3.clone(),
+            keys: self.keys.clone(),
+            keeping: std::sync::Arc::new(keeping),
+        });
+        if let Some(keeper) = &self.kept {
+            keeper.clone().retain_in_background();
+        }
+        self
+    }
+
+    /// The trash and versions this bucket keeps, as the keep port (made on a Tokio
+    /// runtime).
+    pub fn keep(&self) -> kept::port::BucketKeep {
+        kept::port::BucketKeep::new(self.kept.clone())
+    }
+
+    /// What a change by `by` keeps, if anything is kept.
+    fn keeper<'a>(&'a self, by: &'a str) -> Option<(&'a kept::BucketKeeper, &'a str)> {
+        self.kept.as_ref().map(|keeper| (keeper, by))
     }
 
     /// Whether the bucket answers (for `/readyz`).
@@ -136,11 +164,17 @@ impl FileIo for ObjectFileIo {
     async fn read(&self, request: ReadRequest) -> Result<ReadReply, Status> {
         let path = parse(&request.path)?;
         if !request.version.is_empty() {
-            // Versions on object storage are not kept yet (docs/trash-and-versions.md).
-            return Err(Status::not_found(format!(
-                "{path} has no version {}",
-                request.version
-            )));
+            return match &self.kept {
+                Some(keeper) => {
+                    keeper
+                        .read_version(&path, &request.version, &request.ranges)
+                        .await
+                }
+                None => Err(Status::not_found(format!(
+                    "{path} has no version {}",
+                    request.version
+                ))),
+            };
         }
         read::read(&self.s3, &self.keys, &path, &request.ranges).await
     }
@@ -148,17 +182,16 @@ impl FileIo for ObjectFileIo {
     #[tracing::instrument(skip_all, name = "fileio.write", fields(path = %header.path))]
     async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
         let path = parse(&header.path)?;
-        write::write(&self.s3, &self.keys, &path, &header, body).await
+        write::write(&self.s3, &self.keys, &path, &header, body, self.kept.as_ref()).await
     }
 
     #[tracing::instrument(skip_all, name = "fileio.delete", fields(path = %request.path))]
     async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
         let path = parse(&request.path)?;
-        let failures = tree::delete(&self.s3, &self.keys, &path, request.if_match.as_deref()).await?;
-        Ok(DeleteResponse {
-            failures,
-            trash_item: String::new(),
-        })
+        let keeper = self.keeper(&request.by);
+        let (failures, trash_item) =
+            tree::delete(&self.s3, &self.keys, &path, request.if_match.as_deref(), keeper).await?;
+        Ok(DeleteResponse { failures, trash_item })
     }
 
     #[tracing::instrument(skip_all, name = "fileio.mkdir", fields(path = %request.path))]
@@ -179,7 +212,7 @@ impl FileIo for ObjectFileIo {
             &source,
             &destination,
             depth,
-            request.overwrite,
+            (request.overwrite, self.keeper(&request.by)),
             &left_out,
         )
         .await
@@ -188,7 +221,15 @@ impl FileIo for ObjectFileIo {
     #[tracing::instrument(skip_all, name = "fileio.move", fields(source = %request.source, destination = %request.destination))]
     async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
         let (source, destination) = (parse(&request.source)?, parse(&request.destination)?);
-        tree::rename(&self.s3, &self.keys, &source, &destination, request.overwrite).await
+        let keeper = self.keeper(&request.by);
+        tree::rename(
+            &self.s3,
+            &self.keys,
+            &source,
+            &destination,
+            (request.overwrite, keeper),
+        )
+        .await
     }
 
     #[tracing::instrument(skip_all, name = "fileio.proppatch", fields(path = %request.path))]

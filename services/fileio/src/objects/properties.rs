@@ -37,6 +37,19 @@ struct StoredEntry {
 pub struct Index(BTreeMap<String, Vec<DeadProperty>>);
 
 impl Index {
+    /// The properties of one resource kept on their own (a trash item's): encoded as an
+    /// index whose only entry is `""`.
+    pub fn encode_one(properties: Vec<DeadProperty>) -> Bytes {
+        let mut index = Self::default();
+        index.0.insert(String::new(), properties);
+        index.encode()
+    }
+
+    /// The properties [`Index::encode_one`] encoded.
+    pub fn decode_one(data: &[u8], key: &str) -> Result<Vec<DeadProperty>, Status> {
+        Ok(Self::decode(data, key)?.get(""))
+    }
+
     /// The properties of the entry `name`.
     pub fn get(&self, name: &str) -> Vec<DeadProperty> {
         self.0.get(name).cloned().unwrap_or_default()

@@ -22,43 +22,50 @@ pub async fn read(
     path: &VolumePath,
     ranges: &[ByteRangeSpec],
 ) -> Result<ReadReply, Status> {
-    let key = keys.object(path);
+    if !path.is_root()
+        && let Some(reply) = read_object(s3, &keys.object(path), path, ranges).await?
+    {
+        return Ok(reply);
+    }
+    not_a_file(s3, keys, path).await
+}
+
+/// A read of the object `key`, described as the file `path` (a file's own object, or
+/// one of its versions); `None` when there is no such object.
+pub async fn read_object(
+    s3: &S3Client,
+    key: &str,
+    path: &VolumePath,
+    ranges: &[ByteRangeSpec],
+) -> Result<Option<ReadReply>, Status> {
     if ranges.is_empty() {
-        let Some(opened) = (if path.is_root() {
-            None
-        } else {
-            s3.open(&key, None, None).await?
-        }) else {
-            return not_a_file(s3, keys, path).await;
+        let Some(opened) = s3.open(key, None, None).await? else {
+            return Ok(None);
         };
         let info = validated_file_info(path, &opened.info);
         let ranges = resolve_ranges(&[], info.size);
         let chunks = chunked(0, opened.body).boxed();
-        return Ok(ReadReply {
+        return Ok(Some(ReadReply {
             header: ReadHeader {
                 info: Some(info),
                 ranges,
             },
             chunks,
-        });
+        }));
     }
-    let Some(object) = (if path.is_root() {
-        None
-    } else {
-        s3.head(&key).await?
-    }) else {
-        return not_a_file(s3, keys, path).await;
+    let Some(object) = s3.head(key).await? else {
+        return Ok(None);
     };
     let info = validated_file_info(path, &object);
     let resolved = resolve_ranges(ranges, info.size);
-    let chunks = ranged(s3.clone(), key, object.etag, resolved.clone()).boxed();
-    Ok(ReadReply {
+    let chunks = ranged(s3.clone(), key.to_owned(), object.etag, resolved.clone()).boxed();
+    Ok(Some(ReadReply {
         header: ReadHeader {
             info: Some(info),
             ranges: resolved,
         },
         chunks,
-    })
+    }))
 }
 
 /// The answer for a path that is no file: a collection's header alone, or NOT_FOUND.

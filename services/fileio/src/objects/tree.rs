@@ -4,6 +4,7 @@
 //! (docs/architecture.md lists what each crash leaves).
 
 use super::find::{Found, collection_info, find, require_parent};
+use super::kept::BucketKeeper;
 use super::keys::Keys;
 use super::properties;
 use crate::left_out::LeftOut;
@@ -45,7 +46,8 @@ pub async fn delete(
     keys: &Keys,
     path: &VolumePath,
     if_match: Option<&str>,
-) -> Result<Vec<Failure>, Status> {
+    keeper: Option<(&BucketKeeper, &str)>,
+) -> Result<(Vec<Failure>, String), Status> {
     if path.is_root() {
         return Err(Status::permission_denied("the root collection cannot be deleted"));
     }
@@ -61,16 +63,24 @@ pub async fn delete(
             "{path} changed: its etag is no longer {wanted}"
         )));
     }
+    if let Some((keeper, by)) = keeper
+        && let Some((id, failures)) = keeper.trash(path, &found, by).await?
+    {
+        return Ok((failures, id));
+    }
     let failures = remove(s3, keys, path, &found).await?;
     if failures.is_empty() {
         let (parent, name) = Keys::index_entry(path, found.is_collection());
         properties::remove_entry(s3, keys, &parent, &name).await?;
+        if let Some((keeper, _)) = keeper {
+            keeper.forget_versions(path).await?;
+        }
     }
-    Ok(failures)
+    Ok((failures, String::new()))
 }
 
 /// Removes what `found` says `path` is, without touching its parent's property index.
-async fn remove(
+pub(super) async fn remove(
     s3: &S3Client,
     keys: &Keys,
     path: &VolumePath,
@@ -102,7 +112,7 @@ async fn remove(
 /// when it is empty: a marker deleted while a member's deletion was still in flight left
 /// its directory behind, and a file copied onto the name next was refused with 409
 /// ExistingObjectIsDirectory (seen once in the conformance suite under load).
-async fn delete_under(s3: &S3Client, keys: &Keys, prefix: &str) -> Result<Vec<Failure>, Status> {
+pub(super) async fn delete_under(s3: &S3Client, keys: &Keys, prefix: &str) -> Result<Vec<Failure>, Status> {
     let mut failures = Vec::new();
     let mut markers = Vec::new();
     let mut from = None;
@@ -115,32 +125,36 @@ async fn delete_under(s3: &S3Client, keys: &Keys, prefix: &str) -> Result<Vec<Fa
             .filter(|key| key != prefix)
             .partition(|key| key.ends_with('/'));
         markers.extend(found);
-        failures.extend(
-            for_each(
-                objects.into_iter(),
-                |key| async move { s3.delete(&key).await.map_err(|s| (key, s)) },
-                keys,
-            )
-            .await,
-        );
+        failures.extend(delete_objects(s3, keys, objects).await);
         match page.next {
             Some(next) => from = Some(next),
             None => break,
         }
     }
+    failures.extend(delete_markers(s3, keys, markers).await);
+    Ok(failures)
+}
+
+/// Deletes the objects `keys_to_delete` ([`CONCURRENT_REQUESTS`] at a time); the failures.
+pub(super) async fn delete_objects(s3: &S3Client, keys: &Keys, keys_to_delete: Vec<String>) -> Vec<Failure> {
+    for_each(
+        keys_to_delete.into_iter(),
+        |key| async move { s3.delete(&key).await.map_err(|s| (key, s)) },
+        keys,
+    )
+    .await
+}
+
+/// Deletes the collection markers `markers`, the deepest first, one depth at a time
+/// (see [`delete_under`]); the failures.
+pub(super) async fn delete_markers(s3: &S3Client, keys: &Keys, mut markers: Vec<String>) -> Vec<Failure> {
+    let mut failures = Vec::new();
     let depth = |key: &String| key.matches('/').count();
     markers.sort_by_key(|key| std::cmp::Reverse(depth(key)));
     for level in markers.chunk_by(|a, b| depth(a) == depth(b)) {
-        failures.extend(
-            for_each(
-                level.iter().cloned(),
-                |key| async move { s3.delete(&key).await.map_err(|s| (key, s)) },
-                keys,
-            )
-            .await,
-        );
+        failures.extend(delete_objects(s3, keys, level.to_vec()).await);
     }
-    Ok(failures)
+    failures
 }
 
 /// Runs `request` for every key, [`CONCURRENT_REQUESTS`] at a time; the failures.
@@ -174,14 +188,14 @@ pub async fn copy(
     source: &VolumePath,
     destination: &VolumePath,
     depth: Depth,
-    overwrite: bool,
+    (overwrite, keeper): (bool, Option<(&BucketKeeper, &str)>),
     left_out: &LeftOut,
 ) -> Result<TransferResponse, Status> {
     crate::transfer::refuse_overlap(source, destination)?;
     if depth == Depth::One {
         return Err(Status::invalid_argument("COPY takes Depth 0 or infinity, not 1"));
     }
-    let (found, existed) = prepare(s3, keys, source, destination, overwrite).await?;
+    let (found, existed) = prepare(s3, keys, source, destination, (overwrite, keeper)).await?;
     let members = (depth == Depth::Infinity).then_some(left_out);
     let failures = duplicate(s3, keys, source, destination, &found, members).await?;
     Ok(TransferResponse {
@@ -197,10 +211,10 @@ pub async fn rename(
     keys: &Keys,
     source: &VolumePath,
     destination: &VolumePath,
-    overwrite: bool,
+    (overwrite, keeper): (bool, Option<(&BucketKeeper, &str)>),
 ) -> Result<TransferResponse, Status> {
     crate::transfer::refuse_overlap(source, destination)?;
-    let (found, existed) = prepare(s3, keys, source, destination, overwrite).await?;
+    let (found, existed) = prepare(s3, keys, source, destination, (overwrite, keeper)).await?;
     let failures = duplicate(s3, keys, source, destination, &found, Some(&LeftOut::default())).await?;
     if !failures.is_empty() {
         return Ok(TransferResponse {
@@ -212,6 +226,9 @@ pub async fn rename(
     if failures.is_empty() {
         let (parent, name) = Keys::index_entry(source, found.is_collection());
         properties::remove_entry(s3, keys, &parent, &name).await?;
+        if let Some((keeper, _)) = keeper {
+            keeper.move_versions(source, destination).await?;
+        }
     }
     Ok(TransferResponse {
         created: !existed,
@@ -226,7 +243,7 @@ async fn prepare(
     keys: &Keys,
     source: &VolumePath,
     destination: &VolumePath,
-    overwrite: bool,
+    (overwrite, keeper): (bool, Option<(&BucketKeeper, &str)>),
 ) -> Result<(Found, bool), Status> {
     let (found, parent, existing) = tokio::join!(
         find(s3, keys, source),
@@ -246,6 +263,13 @@ async fn prepare(
         return Err(Status::already_exists(format!(
             "{destination} exists and Overwrite is F"
         )));
+    }
+    // What is kept of the replaced: a file as a version, a collection in the trash.
+    if let Some((keeper, by)) = keeper {
+        keeper
+            .dispose_replaced(destination, &existing, found.is_collection(), by)
+            .await?;
+        return Ok((found, true));
     }
     // A file over a file is replaced by the copy itself; anything else goes first.
     if found.is_collection() || existing.is_collection() {
@@ -324,7 +348,7 @@ async fn forget_left_out(
 /// Copies every key below `from` to the same place below `to`, but those `left_out`
 /// covers: a collection's members, or its property indexes (their entries are names,
 /// valid wherever the collection goes); the keys that failed.
-async fn copy_members(
+pub(super) async fn copy_members(
     s3: &S3Client,
     keys: &Keys,
     from: &str,

@@ -26,6 +26,7 @@ pub async fn write(
     path: &VolumePath,
     header: &WriteHeader,
     mut body: BoxStream<Bytes>,
+    keeper: Option<&super::kept::BucketKeeper>,
 ) -> Result<WriteResponse, Status> {
     if path.is_root() {
         return Err(Status::failed_precondition(
@@ -90,6 +91,11 @@ pub async fn write(
         (None, true) => Some(""),
         (None, false) => None,
     };
+    // The content about to be replaced is kept first: a crash between leaves one
+    // version too many, never one too few.
+    if let (Some(keeper), Some(existing)) = (keeper, &existing) {
+        keeper.keep_version(path, existing).await?;
+    }
     let etag = match multipart {
         None => s3
             .put_with(&key, part.freeze(), condition, header.modified_unix_ns)

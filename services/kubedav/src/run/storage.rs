@@ -84,7 +84,11 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
             kubedav_fileio::objects::config::from_env(location, |name| std::env::var(name).ok())
                 .map_err(RunError::Storage)?;
         storage.sweep.idle = std::time::Duration::from_secs(cli.fileio.abandoned_upload_seconds);
-        let core = ObjectFileIo::open(&storage).await.map_err(RunError::Storage)?;
+        let keeps = keeping.trashes() || keeping.versions();
+        let core = ObjectFileIo::open(&storage)
+            .await
+            .map_err(RunError::Storage)?
+            .with_keeping(keeping);
         tracing::info!(
             target: "kubedav",
             "serving s3://{}/{} at {}",
@@ -92,19 +96,17 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
             storage.prefix,
             storage.s3.endpoint
         );
-        if keeping.trashes() || keeping.versions() {
-            tracing::warn!(target: "kubedav", "no trash and no versions on object storage yet: deletes delete, overwrites replace");
-        }
         let checked = core.clone();
         let ready: ReadinessCheck = Arc::new(move || {
             let core = checked.clone();
             Box::pin(async move { core.check().await })
         });
+        let keep = keeps.then(|| Arc::new(core.keep()));
         return Ok(Storage {
             records: Arc::new(core.records()),
+            keep: keep.clone().map(|keep| keep as Arc<dyn Keep>),
+            kept: keep.map(|keep| keep as Arc<dyn Kept>),
             fileio: Arc::new(core),
-            keep: None,
-            kept: None,
             ready,
         });
     }

@@ -38,7 +38,7 @@ fn item_named(gateway: &Gateway, request: &Request) -> Result<Option<String>, Ht
     match (segments.next(), segments.next()) {
         (None, _) => Ok(None),
         (Some(id), None) => Ok(Some(id.to_owned())),
-        (Some(_), Some(_)) => Err(absent(&format!("/{}", below.path))),
+        (Some(_), Some(_)) => Err(absent(&format!("trash item {}", below.path))),
     }
 }
 

@@ -54,7 +54,7 @@ async fn named(gateway: &Gateway, asker: &Asker, below: VolumePath) -> Result<Na
     if asker.reads(&below) && is_file(gateway, &below).await? {
         return Ok(Named::File(below));
     }
-    Err(absent(&format!("a file /{below} with versions")))
+    Err(absent(&format!("a file {below} with versions")))
 }
 
 /// Whether `name` has the shape of a version id: `{20 digits}-{hex}`.
@@ -131,7 +131,7 @@ async fn list(gateway: &Gateway, request: Request) -> HttpResult {
             let version = versions
                 .iter()
                 .find(|version| version.id == id)
-                .ok_or_else(|| absent(&format!("version {id} of /{file}")))?;
+                .ok_or_else(|| absent(&format!("version {id} of {file}")))?;
             vec![listed_version(version)]
         }
         None => {
@@ -165,7 +165,7 @@ async fn read(gateway: &Gateway, request: Request, head: bool) -> HttpResult {
         }
         Named::File(file) => Err(HttpError::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            format!("list the versions of /{file} with PROPFIND, then GET one of them"),
+            format!("list the versions of {file} with PROPFIND, then GET one of them"),
         )),
     }
 }
@@ -196,7 +196,7 @@ async fn restore(gateway: &Gateway, request: Request) -> HttpResult {
     if !crate::dav::headers::overwrite(headers)? {
         return Err(HttpError::new(
             StatusCode::PRECONDITION_FAILED,
-            format!("/{file} exists and Overwrite is F"),
+            format!("{file} exists and Overwrite is F"),
         ));
     }
     asker.decide(DavMethod::Put, &file, None)?;
@@ -215,7 +215,7 @@ async fn restore(gateway: &Gateway, request: Request) -> HttpResult {
         })
         .await
         .map_err(|status| match status.code() {
-            Code::NotFound => absent(&format!("version {id} of /{file}")),
+            Code::NotFound => absent(&format!("version {id} of {file}")),
             _ => HttpError::from(status),
         })?;
     Ok(if restored.created {
