@@ -89,6 +89,8 @@ pub struct QuotaFileIo {
     counts: Counts,
     /// Wakes the scanner for a rescan.
     rescan: Arc<tokio::sync::Notify>,
+    /// How many counts have finished.
+    finished: tokio::sync::watch::Receiver<u64>,
 }
 
 impl QuotaFileIo {
@@ -104,11 +106,13 @@ impl QuotaFileIo {
         let counts = Counts::default();
         let rescan = Arc::new(tokio::sync::Notify::new());
         let kept = Arc::new(std::sync::OnceLock::new());
+        let (finish, finished) = tokio::sync::watch::channel(0);
         tokio::spawn(scan_forever(
             Scanned {
                 inner: inner.clone(),
                 roots: roots.clone(),
                 kept: kept.clone(),
+                finish,
             },
             counts.clone(),
             rescan.clone(),
@@ -120,7 +124,16 @@ impl QuotaFileIo {
             kept,
             counts,
             rescan,
+            finished,
         }
+    }
+
+    /// Waits until `n` counts have finished since the start (the first at start, the
+    /// second once [`QuotaFileIo::keeping`] is given): a test's writes then meet no
+    /// count in progress, which counts a write it sees twice until the next one.
+    pub async fn counts_finished(&self, n: u64) {
+        let mut finished = self.finished.clone();
+        let _ = finished.wait_for(|done| *done >= n).await;
     }
 
     /// Counts what `kept` keeps (trash, versions) in the roots, and removes its oldest
@@ -173,8 +186,9 @@ impl QuotaFileIo {
                     freed,
                     "quota: removed the oldest trash items and versions to make room for {path}"
                 );
+                // Exact: what was removed was counted at its declared size. No rescan
+                // now: it would race the write this room is for, and count it twice.
                 self.grew(&self.roots.roots_of(&root.path), -(freed as i64));
-                self.rescan.notify_one();
             }
         }
         self.admit(path, roots, adding, replacing)
@@ -295,12 +309,19 @@ struct Scanned {
     inner: Arc<dyn FileIo>,
     roots: Arc<dyn QuotaRoots>,
     kept: Arc<std::sync::OnceLock<Arc<dyn Kept>>>,
+    /// Told each time a count finishes.
+    finish: tokio::sync::watch::Sender<u64>,
 }
 
 /// Counts the bytes below every root with a listing of the whole tree (and of what is
 /// kept), at start and every `period`, or at once when woken.
 async fn scan_forever(scanned: Scanned, counts: Counts, rescan: Arc<tokio::sync::Notify>, period: Duration) {
-    let Scanned { inner, roots, kept } = scanned;
+    let Scanned {
+        inner,
+        roots,
+        kept,
+        finish,
+    } = scanned;
     let mut first = true;
     loop {
         for count in counts.lock().unwrap_or_else(|e| e.into_inner()).values_mut() {
@@ -336,6 +357,7 @@ async fn scan_forever(scanned: Scanned, counts: Counts, rescan: Arc<tokio::sync:
                 for (root, bytes) in totals {
                     counts.entry(root).or_default().used += bytes;
                 }
+                finish.send_modify(|done| *done += 1);
                 if first {
                     tracing::info!(bytes = total, roots = counts.len(), "quota: usage counted");
                     first = false;

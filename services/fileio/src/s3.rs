@@ -307,12 +307,18 @@ impl S3Client {
         Ok(header(&headers, "etag").trim_matches('"').to_owned())
     }
 
-    /// Removes the object `key` (no error when there is none, as S3 does).
+    /// Removes the object `key` (no error when there is none, as S3 does; versitygw
+    /// answers 404 for a key another client removed a moment before).
     pub async fn delete(&self, key: &str) -> Result<(), Status> {
         let url = DeleteObject::new(&self.bucket, Some(&self.credentials), key).sign(SIGNED_FOR);
-        self.succeed("DeleteObject", key, Method::DELETE, url, &[], Bytes::new())
-            .await?;
-        Ok(())
+        match self
+            .succeed("DeleteObject", key, Method::DELETE, url, &[], Bytes::new())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(()),
+            Err(status) => Err(status),
+        }
     }
 
     /// One page of the objects and prefixes directly under `prefix` (`/` delimited),

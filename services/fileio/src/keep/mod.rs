@@ -29,7 +29,8 @@ pub struct Keeping {
     pub versions_max: u32,
     /// How long versions are kept.
     pub versions_for: Duration,
-    /// How often the retention runs (each replica, jittered by up to a tenth).
+    /// How often the retention runs (each replica, jittered by up to a tenth); zero:
+    /// never by itself (a test runs it).
     pub retain_every: Duration,
     /// The time items and versions are stamped with and aged by.
     pub clock: WallClock,

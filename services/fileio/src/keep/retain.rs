@@ -73,6 +73,9 @@ pub fn retain(volume: &Volume, keeping: &Keeping) -> Result<Retained, Status> {
 /// Runs [`retain`] every `keeping.retain_every` (jittered) on a thread of its own, until
 /// the volume is dropped.
 pub fn retain_in_background(volume: std::sync::Weak<Volume>, keeping: Arc<Keeping>) {
+    if keeping.retain_every.is_zero() {
+        return;
+    }
     let spawned = std::thread::Builder::new()
         .name("retention".into())
         .spawn(move || {

@@ -99,8 +99,13 @@ impl ObjectFileIo {
         kept::port::BucketKeep::new(self.kept.clone())
     }
 
+    /// What deletes and overwrites keep here, if anything is kept.
+    pub fn keeper(&self) -> Option<&kept::BucketKeeper> {
+        self.kept.as_ref()
+    }
+
     /// What a change by `by` keeps, if anything is kept.
-    fn keeper<'a>(&'a self, by: &'a str) -> Option<(&'a kept::BucketKeeper, &'a str)> {
+    fn keeping_by<'a>(&'a self, by: &'a str) -> Option<(&'a kept::BucketKeeper, &'a str)> {
         self.kept.as_ref().map(|keeper| (keeper, by))
     }
 
@@ -188,7 +193,7 @@ impl FileIo for ObjectFileIo {
     #[tracing::instrument(skip_all, name = "fileio.delete", fields(path = %request.path))]
     async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
         let path = parse(&request.path)?;
-        let keeper = self.keeper(&request.by);
+        let keeper = self.keeping_by(&request.by);
         let (failures, trash_item) =
             tree::delete(&self.s3, &self.keys, &path, request.if_match.as_deref(), keeper).await?;
         Ok(DeleteResponse { failures, trash_item })
@@ -212,7 +217,7 @@ impl FileIo for ObjectFileIo {
             &source,
             &destination,
             depth,
-            (request.overwrite, self.keeper(&request.by)),
+            (request.overwrite, self.keeping_by(&request.by)),
             &left_out,
         )
         .await
@@ -221,7 +226,7 @@ impl FileIo for ObjectFileIo {
     #[tracing::instrument(skip_all, name = "fileio.move", fields(source = %request.source, destination = %request.destination))]
     async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
         let (source, destination) = (parse(&request.source)?, parse(&request.destination)?);
-        let keeper = self.keeper(&request.by);
+        let keeper = self.keeping_by(&request.by);
         tree::rename(
             &self.s3,
             &self.keys,

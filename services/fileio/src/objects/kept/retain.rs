@@ -159,13 +159,20 @@ impl BucketKeeper {
         Ok(retained)
     }
 
-    /// Runs [`BucketKeeper::retain`] every `keeping.retain_every` (jittered), for as
-    /// long as the process runs.
+    /// Runs [`BucketKeeper::retain`] at once (deletions a crash cut short are finished
+    /// as the replica starts), then every `keeping.retain_every` (jittered), for as long
+    /// as the process runs; never with a zero period (the caller runs it).
     pub fn retain_in_background(self) {
+        if self.keeping.retain_every.is_zero() {
+            return;
+        }
         tokio::spawn(async move {
+            let mut first = true;
             loop {
-                let jitter = self.keeping.retain_every.mul_f64(fastrand::f64() / 10.0);
-                tokio::time::sleep(self.keeping.retain_every + jitter).await;
+                if !std::mem::take(&mut first) {
+                    let jitter = self.keeping.retain_every.mul_f64(fastrand::f64() / 10.0);
+                    tokio::time::sleep(self.keeping.retain_every + jitter).await;
+                }
                 match self.retain().await {
                     Ok(retained) if retained != Retained::default() => {
                         crate::metrics::purged("age", retained.items + retained.versions);

@@ -403,19 +403,24 @@ impl BucketKeeper {
         self.remove_item(&item).await
     }
 
-    /// Claims `item` for its removal: `false` when another replica claimed it lately.
+    /// Claims `item` for its removal: `false` when another replica claimed it lately,
+    /// or removed it already.
     pub(super) async fn claim(&self, item: &str) -> Result<bool, Status> {
         let claim = format!("{item}{CLAIM}");
         match self.s3.put_if(&claim, Bytes::new(), Some("")).await {
+            // Claimed after another replica removed it all: nothing is left to remove.
+            Ok(_) if self.s3.head(&format!("{item}{RECORD}")).await?.is_none() => {
+                self.s3.delete(&claim).await?;
+                Ok(false)
+            }
             Ok(_) => Ok(true),
             Err(status) if status.code() == tonic::Code::Aborted => {
-                let now = kubedav_kit::clock::unix_nanos(&self.keeping.clock);
-                let claimed = self
-                    .s3
-                    .head(&claim)
-                    .await?
-                    .map_or(0, |object| object.modified_unix_ns);
-                Ok(now - claimed > STALE_NS)
+                // The S3 server's time against this host's: a claim is about processes
+                // alive now, not about the age of what is kept.
+                let now = kubedav_kit::clock::unix_nanos(&kubedav_kit::clock::system());
+                // Gone meanwhile: its claimant removed the item, claim included.
+                let claimed = self.s3.head(&claim).await?.map(|object| object.modified_unix_ns);
+                Ok(claimed.is_some_and(|claimed| now - claimed > STALE_NS))
             }
             Err(status) => Err(status),
         }
