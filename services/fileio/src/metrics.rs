@@ -145,3 +145,58 @@ pub fn report_capacity(volume: Arc<Volume>) {
         })
     });
 }
+
+static KEPT: LazyLock<[kubedav_metrics::GaugeFamily; 4]> = LazyLock::new(|| {
+    let family = |name: &str, help: &str| kubedav_metrics::GaugeFamily::new(name, help, &["root"]);
+    [
+        family(
+            "kubedav_fileio_trash_items",
+            "Trash items, by quota root (\"\" for the whole tree), as the last retention pass found them.",
+        ),
+        family(
+            "kubedav_fileio_trash_bytes",
+            "Bytes of the trash items (their files and versions), by quota root, as the last retention pass found them.",
+        ),
+        family(
+            "kubedav_fileio_versions",
+            "Versions of files, by the quota root of their file, as the last retention pass found them.",
+        ),
+        family(
+            "kubedav_fileio_version_bytes",
+            "Bytes of the versions of files, by the quota root of their file, as the last retention pass found them.",
+        ),
+    ]
+});
+
+/// What is kept in one quota root.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeptFigures {
+    /// Trash items.
+    pub items: u64,
+    /// Their bytes.
+    pub item_bytes: u64,
+    /// Versions.
+    pub versions: u64,
+    /// Their bytes.
+    pub version_bytes: u64,
+}
+
+/// Sets the gauges of what is kept to `by_root` (roots not in it are dropped).
+pub fn kept(by_root: &std::collections::BTreeMap<String, KeptFigures>) {
+    for family in KEPT.iter() {
+        family.clear();
+    }
+    for (root, figures) in by_root {
+        let values = [
+            figures.items,
+            figures.item_bytes,
+            figures.versions,
+            figures.version_bytes,
+        ];
+        for (family, value) in KEPT.iter().zip(values) {
+            family
+                .with_label_values(&[root])
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        }
+    }
+}

@@ -502,6 +502,12 @@ async fn retention_removes_what_is_past_its_time_once_whoever_runs_it() {
         retain::retain(&s.volume, &s.keeping).unwrap(),
         retain::Retained::default()
     );
+    // What the gauges show, per quota root: the home's 20 items, the tree's version.
+    let figures = retain::figures(&s.volume, &s.keeping).unwrap();
+    let home = figures["home/alice"];
+    assert_eq!((home.items, home.item_bytes, home.versions), (20, 60, 0));
+    let tree = figures[""];
+    assert_eq!((tree.items, tree.versions, tree.version_bytes), (0, 1, 2));
     s.put("fresh.txt", b"kept").await;
     s.delete("fresh.txt", "alice").await;
     s.put("top.txt", b"v3").await;

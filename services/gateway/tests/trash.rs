@@ -631,8 +631,9 @@ async fn who_deleted_through_a_share_restores_it() {
     );
 }
 
+/// Who may write nowhere sees no trash: a `--read-only-users` user, an anonymous reader.
 #[tokio::test]
-async fn a_read_only_user_lists_but_never_restores_or_purges() {
+async fn who_may_write_nowhere_sees_no_trash() {
     let app = App::with(Options {
         users: vec![("alice", "pw"), ("reader", "pw")],
         keeping: true,
@@ -643,12 +644,31 @@ async fn a_read_only_user_lists_but_never_restores_or_purges() {
     });
     std::fs::write(app.disk("f.txt"), "f").unwrap();
     send(&app, "alice", "DELETE", "/f.txt", &[], "").await;
-    let href = item(&app, "reader", "f.txt").await;
+    let href = item(&app, "alice", "f.txt").await;
+    assert!(trash_of(&app, "reader").await.is_empty());
+    let hidden = send(&app, "reader", "PROPFIND", &href, &[("depth", "0")], "").await;
+    assert_eq!(hidden.status, StatusCode::NOT_FOUND);
     for (method, headers) in [("MOVE", vec![("destination", "/f.txt")]), ("DELETE", vec![])] {
         let refused = send(&app, "reader", method, &href, &headers, "").await;
-        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{method}");
+        assert_eq!(
+            refused.status,
+            StatusCode::FORBIDDEN,
+            "{method}: the edge refuses a read-only user's writes"
+        );
     }
-    assert_eq!(trash_of(&app, "alice").await.len(), 1);
+    let anonymous = App::with(Options {
+        users: vec![("alice", "pw")],
+        keeping: true,
+        config: Some(|config| config.anonymous_read = true),
+        ..Options::default()
+    });
+    std::fs::write(anonymous.disk("g.txt"), "g").unwrap();
+    send(&anonymous, "alice", "DELETE", "/g.txt", &[], "").await;
+    assert_eq!(trash_of(&anonymous, "alice").await.len(), 1);
+    assert!(
+        trash_of(&anonymous, "").await.is_empty(),
+        "an anonymous reader sees no trash"
+    );
 }
 
 #[tokio::test]

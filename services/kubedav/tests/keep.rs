@@ -12,6 +12,7 @@ mod common;
 
 use common::tools::run;
 use common::{BACKEND, Backend, Mode, Server, client};
+use futures_util::StreamExt;
 use reqwest::{Method, StatusCode};
 use std::collections::HashMap;
 
@@ -467,12 +468,104 @@ async fn trash_and_versions_in_the_file_manager(mode: Mode) {
     );
 }
 
+/// fileio is killed (SIGKILL) in the middle of a large collection's trashing, once the
+/// copies are made and the originals are being deleted (on a bucket, when its journal
+/// appears; on a volume, when its item does). After fileio's restart the collection is
+/// whole in one place: in the trash (the restarted replica finishes the deletion the
+/// journal names) or in place, never split; restored, all of it is back.
+async fn a_fileio_killed_while_trashing_leaves_the_tree_whole() {
+    const FILES: usize = 600;
+    let mut server = start(Mode::Microservices).await;
+    mkcol(&server, "/big").await;
+    let uploads = futures_util::stream::iter(0..FILES)
+        .map(|i| {
+            let server = &server;
+            async move {
+                put(
+                    server,
+                    &format!("/big/f{i:04}.txt"),
+                    format!("file {i}").as_bytes(),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>();
+    uploads.await;
+    let trash_dir = server.disk(".kubedav/trash/.kubedav");
+    let deleting = {
+        let url = server.url("/big");
+        tokio::spawn(async move { client().delete(url).send().await.map(|r| r.status()) })
+    };
+    let marker = match common::backend() {
+        Backend::Volume => None,
+        _ => Some("journal.json"),
+    };
+    let started = common::eventually(std::time::Duration::from_secs(60), || {
+        std::fs::read_dir(&trash_dir).is_ok_and(|items| {
+            items
+                .flatten()
+                .any(|item| marker.is_none_or(|name| item.path().join(name).exists()))
+        })
+    })
+    .await;
+    assert!(started, "the trashing never began");
+    server.process("fileio").restart().await;
+    let _ = deleting.await;
+    let in_place = |server: &Server| {
+        (0..FILES)
+            .filter(|i| server.disk(&format!("big/f{i:04}.txt")).exists())
+            .count()
+    };
+    let whole = common::eventually_async(std::time::Duration::from_secs(30), || async {
+        let items = trash(&server).await;
+        let left = in_place(&server);
+        (items.len() == 1 && left == 0) || (items.is_empty() && left == FILES)
+    })
+    .await;
+    let items = trash(&server).await;
+    assert!(
+        whole,
+        "split: {} of {FILES} in place, {} items",
+        in_place(&server),
+        items.len()
+    );
+    println!(
+        "after the kill: {}",
+        if items.is_empty() {
+            "whole in place"
+        } else {
+            "whole in the trash"
+        }
+    );
+    if let Some(href) = items.get("big") {
+        let (status, text) = send(&server, "MOVE", href, &[("destination", "/big")], Vec::new()).await;
+        assert_eq!(status, StatusCode::CREATED, "{text}");
+    }
+    assert_eq!(in_place(&server), FILES, "every file is back");
+    assert_eq!(get(&server, "/big/f0599.txt").await.1, b"file 599");
+}
+
 in_both_modes!(
     trash_and_versions_in_the_file_manager,
     what_was_deleted_comes_back_whole,
     a_file_keeps_ten_versions_that_follow_it,
     a_sync_from_an_empty_directory_loses_nothing,
 );
+microservices_only!(a_fileio_killed_while_trashing_leaves_the_tree_whole);
+
+mod s3_killed {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fileio_killed_while_trashing_leaves_the_tree_whole() {
+        super::BACKEND
+            .scope(
+                super::Backend::S3,
+                super::a_fileio_killed_while_trashing_leaves_the_tree_whole(),
+            )
+            .await
+    }
+}
+
 on_s3!(
     trash_and_versions_in_the_file_manager,
     what_was_deleted_comes_back_whole,

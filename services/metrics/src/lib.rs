@@ -185,6 +185,12 @@ impl<M: Clone, C: MetricConstructor<M>> Labelled<M, C> {
     pub fn with_label_values(&self, values: &[&str]) -> M {
         self.family.get_or_create_owned(&labels(self.names, values))
     }
+
+    /// Drops every child (a gauge family set anew from a fresh count, whose label
+    /// values that are gone must go too).
+    pub fn clear(&self) {
+        self.family.clear();
+    }
 }
 
 impl<M> Labelled<M>

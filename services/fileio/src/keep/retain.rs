@@ -7,10 +7,12 @@
 use super::volume::{RECORD, kept_names, remove_file, remove_tree_at};
 use super::{Keeping, made_at};
 use crate::metadata::is_dir;
+use crate::metrics::KeptFigures;
 use crate::volume::{Volume, reserved_failed};
 use kubedav_api::path::VolumePath;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use tonic::Status;
 
@@ -70,6 +72,28 @@ pub fn retain(volume: &Volume, keeping: &Keeping) -> Result<Retained, Status> {
     Ok(retained)
 }
 
+/// What is kept beneath each quota root: trash items by their root, versions by their
+/// file's root.
+pub fn figures(volume: &Volume, keeping: &Keeping) -> Result<BTreeMap<String, KeptFigures>, Status> {
+    let mut by_root: BTreeMap<String, KeptFigures> = BTreeMap::new();
+    for thing in kept_things(volume, &VolumePath::root())? {
+        let root = if thing.item {
+            thing.counts_at.clone()
+        } else {
+            (keeping.root_of)(&thing.counts_at)
+        };
+        let figures = by_root.entry(root.as_str().to_owned()).or_default();
+        if thing.item {
+            figures.items += 1;
+            figures.item_bytes += thing.bytes;
+        } else {
+            figures.versions += 1;
+            figures.version_bytes += thing.bytes;
+        }
+    }
+    Ok(by_root)
+}
+
 /// Runs [`retain`] every `keeping.retain_every` (jittered) on a thread of its own, until
 /// the volume is dropped.
 pub fn retain_in_background(volume: std::sync::Weak<Volume>, keeping: Arc<Keeping>) {
@@ -79,9 +103,14 @@ pub fn retain_in_background(volume: std::sync::Weak<Volume>, keeping: Arc<Keepin
     let spawned = std::thread::Builder::new()
         .name("retention".into())
         .spawn(move || {
+            let mut first = true;
             loop {
-                let jitter = keeping.retain_every.mul_f64(fastrand::f64() / 10.0);
-                std::thread::sleep(keeping.retain_every + jitter);
+                // At once as the replica starts (claims a crash left are finished), then
+                // every period.
+                if !std::mem::take(&mut first) {
+                    let jitter = keeping.retain_every.mul_f64(fastrand::f64() / 10.0);
+                    std::thread::sleep(keeping.retain_every + jitter);
+                }
                 let Some(volume) = volume.upgrade() else { return };
                 match retain(&volume, &keeping) {
                     Ok(retained) if retained != Retained::default() => {
@@ -96,6 +125,12 @@ pub fn retain_in_background(volume: std::sync::Weak<Volume>, keeping: Arc<Keepin
                     Ok(_) => {}
                     Err(status) => {
                         tracing::warn!(target: "kubedav", "retention failed: {}", status.message())
+                    }
+                }
+                match figures(&volume, &keeping) {
+                    Ok(by_root) => crate::metrics::kept(&by_root),
+                    Err(status) => {
+                        tracing::warn!(target: "kubedav", "counting what is kept failed: {}", status.message())
                     }
                 }
             }

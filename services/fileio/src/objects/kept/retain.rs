@@ -9,6 +9,7 @@ use super::BucketKeeper;
 use super::trash::{JOURNAL, RECORD, STALE_NS};
 use crate::keep::made_at;
 use crate::keep::retain::Retained;
+use crate::metrics::KeptFigures;
 use crate::objects::tree::delete_under;
 use kubedav_api::path::{RESERVED_AREA, VolumePath};
 use std::collections::BTreeMap;
@@ -103,6 +104,29 @@ impl BucketKeeper {
         Ok(things)
     }
 
+    /// What `things` keep beneath each quota root: trash items (whole ones) by their
+    /// root, versions by their file's root.
+    fn figures(&self, things: &[KeptObject]) -> BTreeMap<String, KeptFigures> {
+        let mut by_root: BTreeMap<String, KeptFigures> = BTreeMap::new();
+        for thing in things {
+            match &thing.what {
+                Thing::Item { whole: true, .. } => {
+                    let figures = by_root.entry(thing.counts_at.as_str().to_owned()).or_default();
+                    figures.items += 1;
+                    figures.item_bytes += thing.bytes;
+                }
+                Thing::Item { .. } => {}
+                Thing::Version { .. } => {
+                    let root = (self.keeping.root_of)(&thing.counts_at);
+                    let figures = by_root.entry(root.as_str().to_owned()).or_default();
+                    figures.versions += 1;
+                    figures.version_bytes += thing.bytes;
+                }
+            }
+        }
+        by_root
+    }
+
     /// Calls `each` with every key below `prefix` and its size.
     async fn each_key(&self, prefix: &str, mut each: impl FnMut(String, u64)) -> Result<(), Status> {
         let mut from = None;
@@ -127,7 +151,10 @@ impl BucketKeeper {
             now.saturating_sub(i64::try_from(keep_for.as_nanos()).unwrap_or(i64::MAX))
         };
         let mut retained = Retained::default();
-        for thing in self.kept_things(&VolumePath::root()).await? {
+        let things = self.kept_things(&VolumePath::root()).await?;
+        // The figures of what the pass leaves.
+        let mut left = Vec::with_capacity(things.len());
+        for thing in things {
             match &thing.what {
                 Thing::Item {
                     prefix,
@@ -146,16 +173,20 @@ impl BucketKeeper {
                     {
                         self.remove_item(prefix).await?;
                         retained.items += 1;
+                        continue;
                     }
                 }
                 Thing::Version { key } => {
                     if self.keeping.versions() && thing.kept_unix_ns < before(self.keeping.versions_for) {
                         self.s3.delete(key).await?;
                         retained.versions += 1;
+                        continue;
                     }
                 }
             }
+            left.push(thing);
         }
+        crate::metrics::kept(&self.figures(&left));
         Ok(retained)
     }
 

@@ -115,6 +115,11 @@ pub(super) struct Asker {
     pub(super) principal: Principal,
     /// Under a policy, the principal as it sees it.
     pub(super) viewer: Option<Viewer>,
+    /// Whether the principal may write at all: not an anonymous reader
+    /// (`--anonymous-read`), not one of `--read-only-users`. (A credential that may only
+    /// read, of a user who may write, lists the trash but changes nothing: the edge
+    /// refuses its writes.)
+    writer: bool,
 }
 
 impl Asker {
@@ -122,7 +127,13 @@ impl Asker {
     fn of(gateway: &Gateway, request: &Request) -> Self {
         let principal = Principal::of(request);
         let viewer = crate::access::viewer_of(gateway, &principal);
-        Self { principal, viewer }
+        let writer = gateway.auth.is_none()
+            || (!principal.name().is_empty() && !gateway.config.read_only_users.contains(principal.name()));
+        Self {
+            principal,
+            viewer,
+            writer,
+        }
     }
 
     /// Whether the credential reaches `path` (a path-scoped one reaches its prefix and
@@ -147,7 +158,8 @@ impl Asker {
         let collection = origin
             .split_last()
             .map_or_else(VolumePath::root, |(collection, _)| collection);
-        self.reaches(origin)
+        self.writer
+            && self.reaches(origin)
             && self
                 .viewer
                 .as_ref()

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""What the trash and versions cost per request: one build, two deployments side by side.
+
+    python3 scripts/bench_keep.py [BINARY] [--rounds 3] [--seconds 5] [--pin] [--modes all,microservices]
+
+The deployments serve the same files on a volume and differ only in fileio's flags:
+nothing kept, or `--trash-retention-days 30 --versions-max 10`. Measured in alternating
+rounds with wrk (one connection per thread, 2 threads): PUT then DELETE of a new 4 KiB
+file (`scripts/putdelete.lua`: with the trash, each DELETE makes a trash item), and PUT
+over the same 4 KiB file (`scripts/putsame.lua`: with versions, each keeps the replaced
+content and drops the eleventh). Printed per round: requests/s and the CPU time (utime +
+stime of the deployment's processes) per request; then the kept deployment's CPU over the
+other's, median of the paired rounds. Issue 54's goal: within 1.2 times on a volume.
+"""
+
+import argparse
+import os
+import statistics
+import tempfile
+
+import benchkit
+from benchkit import REPO, Kubedav, cpu_seconds
+
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+KEEPING = ["--trash-retention-days", "30", "--versions-max", "10"]
+
+
+class Deployment:
+    def __init__(self, binary, mode, work, keeping):
+        root = os.path.join(work, "root")
+        os.makedirs(os.path.join(root, "bench", "put"))
+        self.root = root
+        self.runs = 0
+        self.kubedav = Kubedav(binary, mode, work, root, extra=KEEPING if keeping else [])
+        self.url = self.kubedav.url
+
+    def fresh_dir(self):
+        """A new directory for one run's files."""
+        self.runs += 1
+        path = f"/bench/run{self.runs}/"
+        os.makedirs(os.path.join(self.root, path.strip("/")))
+        return path
+
+    def pids(self):
+        return self.kubedav.pids()
+
+    def stop(self):
+        self.kubedav.stop()
+
+
+WORKLOADS = [
+    # name, script, environment variable naming the run's directory
+    ("PUT+DELETE 4 KiB", "putdelete.lua", "DELDIR"),
+    ("PUT over a file 4 KiB", "putsame.lua", "PUTDIR"),
+]
+
+
+def measure(deployment, workload, seconds):
+    """One wrk run: (requests/s, µs of CPU per request)."""
+    _, script, variable = workload
+    env = {variable: deployment.fresh_dir()}
+    before = cpu_seconds(deployment.pids())
+    requests, rate = benchkit.wrk(deployment.url + "/", 2, seconds, ["-s", os.path.join(SCRIPTS, script)], env)
+    used = cpu_seconds(deployment.pids()) - before
+    return rate, used / max(requests, 1) * 1e6
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("binary", nargs="?", default=os.path.join(REPO, "target", "dist", "kubedav"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--modes", default="all,microservices")
+    parser.add_argument("--pin", action="store_true", help="servers on the last CPU, wrk on the others")
+    options = parser.parse_args()
+    pinned = ""
+    if options.pin:
+        servers, load = benchkit.pin_servers()
+        pinned = f"; servers on CPU {sorted(servers)}, wrk on CPU {sorted(load)}"
+    print(f"wrk -t2 -c2, {options.seconds} s per run, {options.rounds} alternating rounds; "
+          f"CPU = utime+stime of all the deployment's processes per request{pinned}")
+    setups = {"nothing kept": False, "trash+versions": True}
+    ratios = {}
+    placements = (list(setups), list(reversed(list(setups))))
+    for mode, placement in [(m, p) for m in options.modes.split(",") for p in placements]:
+        with tempfile.TemporaryDirectory() as work:
+            deployments = {}
+            try:
+                for name in placement:
+                    where = os.path.join(work, name.replace(" ", "-").replace("+", "-"))
+                    os.makedirs(where)
+                    deployments[name] = Deployment(options.binary, mode, where, setups[name])
+                for workload in WORKLOADS:
+                    figures = {name: [] for name in setups}
+                    for round_ in range(options.rounds):
+                        order = placement if round_ % 2 == 0 else list(reversed(placement))
+                        for name in order:
+                            figures[name].append(measure(deployments[name], workload, options.seconds))
+                    for name in setups:
+                        rates = " / ".join(f"{r:7.0f}" for r, _ in figures[name])
+                        cpus = " / ".join(f"{c:7.1f}" for _, c in figures[name])
+                        first = "set up first" if name == placement[0] else ""
+                        print(f"{mode:13} {workload[0]:22} {name:15} {first:12} r/s {rates}   µs CPU/req {cpus}")
+                    ratios.setdefault((mode, workload[0]), []).extend(
+                        kept[1] / plain[1] for kept, plain in zip(figures["trash+versions"], figures["nothing kept"]))
+            finally:
+                for deployment in deployments.values():
+                    deployment.stop()
+    for (mode, workload), paired in ratios.items():
+        print(f"{mode:13} {workload:22} kept over nothing kept: median {statistics.median(paired):.3f}× "
+              f"of {len(paired)} paired rounds ({min(paired):.3f}–{max(paired):.3f})")
+
+
+if __name__ == "__main__":
+    main()
