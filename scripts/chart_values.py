@@ -229,6 +229,23 @@ def main():
     print("ok  sharing.links, linkMaxBytes and admins reach the gateways (and the one pod) alone")
     render(chart, {"sharing": {"links": "everything"}}, out, "bad-links",
            expect_failure="sharing.links")
+    # The trash and versions: fileio's flags, on the process that runs fileio alone.
+    trash = {"retentionDays": 14, "versionsMax": 5, "versionsRetentionDays": 60}
+    want = {"KUBEDAV_TRASH_RETENTION_DAYS": "14", "KUBEDAV_VERSIONS_MAX": "5", "KUBEDAV_VERSIONS_RETENTION_DAYS": "60"}
+    for mode, keeper in (("microservices", "fileio"), ("monolithic", "all")):
+        objects = render(chart, {"deploymentMode": mode, "trash": trash}, out, f"trash-{mode}")
+        for o in objects:
+            if o["kind"] not in ("Deployment", "StatefulSet") or o["metadata"]["name"].endswith("-redis"):
+                continue
+            env = {e["name"]: e.get("value") for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}
+            got = {k: env.get(k) for k in want}
+            if o is workload(objects, keeper):
+                if got != want:
+                    sys.exit(f"values: {mode} trash: {keeper}'s env {got}")
+            elif any(v is not None for v in got.values()):
+                sys.exit(f"values: {mode} trash: {o['metadata']['name']} runs no fileio, but has {got}")
+    print("ok  trash.retentionDays, versionsMax and versionsRetentionDays reach fileio (and the one pod) alone")
+    render(chart, {"trash": {"retentionDays": -1}}, out, "bad-trash", expect_failure="retentionDays")
     render(chart, {"policy": {"document": document, "existingConfigMap": "x"}}, out, "policy-twice",
            expect_failure="either in policy.document or in policy.existingConfigMap")
     render(chart, {"policy": {"document": document}, "auth": {"enabled": False}}, out, "policy-without-auth",

@@ -230,6 +230,12 @@ app.kubernetes.io/component: {{ .component }}
 - name: KUBEDAV_ROOT
   value: /data
 {{- end }}
+- name: KUBEDAV_TRASH_RETENTION_DAYS
+  value: {{ .Values.trash.retentionDays | int64 | quote }}
+- name: KUBEDAV_VERSIONS_MAX
+  value: {{ .Values.trash.versionsMax | int64 | quote }}
+- name: KUBEDAV_VERSIONS_RETENTION_DAYS
+  value: {{ .Values.trash.versionsRetentionDays | int64 | quote }}
 {{- end -}}
 
 {{/* Whether this release uses Redis at all (microservices with a Redis configured). */}}
