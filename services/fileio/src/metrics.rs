@@ -64,6 +64,11 @@ pub fn register() {
     for reason in ["age", "count", "quota", "user", "admin"] {
         PURGES.with_label_values(&[reason]);
     }
+    // Nothing kept yet (or ever, without a trash and versions): the whole tree at zero.
+    kept(&std::collections::BTreeMap::from([(
+        String::new(),
+        KeptFigures::default(),
+    )]));
 }
 
 /// Counts a listing started on `path`.

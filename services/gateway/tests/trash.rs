@@ -508,6 +508,31 @@ async fn an_item_keeps_the_rules_of_where_it_was_deleted_from() {
     );
     assert!(everything.contains(&"projects/plan.txt".to_owned()));
 
+    // An item is restored within its own quota root: even the administrator takes alice's
+    // item out of her home with a MOVE afterwards, held to the destination's quota.
+    let across = send(
+        &app,
+        "root",
+        "MOVE",
+        &alices,
+        &[("destination", "/projects/gone.txt")],
+        "",
+    )
+    .await;
+    assert_eq!(across.status, StatusCode::CONFLICT, "{}", across.text);
+    assert!(across.text.contains("/home/alice"), "{}", across.text);
+    // The root is never a destination.
+    let onto_root = send(
+        &app,
+        "root",
+        "MOVE",
+        &alices,
+        &[("destination", "/"), ("overwrite", "T")],
+        "",
+    )
+    .await;
+    assert_eq!(onto_root.status, StatusCode::FORBIDDEN, "{}", onto_root.text);
+    assert!(app.disk("projects").exists() && app.disk("home/alice/private/diary.txt").exists());
     // A restore is decided at both ends: erin may not restore into alice's home.
     let into_alices = send(
         &app,

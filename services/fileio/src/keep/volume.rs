@@ -262,6 +262,11 @@ pub fn restore(
     by: &str,
 ) -> Result<bool, Status> {
     let not_found = || Status::not_found(format!("no trash item {id}"));
+    if destination.is_root() {
+        return Err(Status::permission_denied(
+            "the root collection cannot be replaced",
+        ));
+    }
     if read_item(volume, root, id)?.is_none() {
         return Err(not_found());
     }

@@ -77,7 +77,7 @@ impl Viewer {
 
     /// Decides `method` as if it named `target` (and `destination`) in the tree, with
     /// its audit line: a trash item's restore as a MOVE from where it was deleted, its
-    /// purge as a DELETE there, a version's restore as a COPY of its file onto itself.
+    /// purge as a DELETE there, a version's restore as a PUT of its file.
     pub fn decide_as(
         &self,
         method: DavMethod,

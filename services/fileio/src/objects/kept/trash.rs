@@ -64,6 +64,9 @@ impl BucketKeeper {
         if !self.keeping.trashes() {
             return Ok(None);
         }
+        if path.is_root() {
+            return Err(Status::permission_denied("the root collection cannot be deleted"));
+        }
         let root = (self.keeping.root_of)(path);
         let (id, now) = self.keeping.new_name(16);
         let item = self.item(&root, &id);
@@ -230,7 +233,14 @@ impl BucketKeeper {
             .await;
         let mut found = Vec::new();
         for record in records {
-            found.extend(record?);
+            match record {
+                Ok(item) => found.extend(item),
+                // One damaged record hides its item, not everyone's trash.
+                Err(status) if status.code() == tonic::Code::DataLoss => {
+                    tracing::warn!(target: "kubedav", "a trash item is not listed: {}", status.message());
+                }
+                Err(status) => return Err(status),
+            }
         }
         Ok(found)
     }
@@ -281,6 +291,11 @@ impl BucketKeeper {
         overwrite: bool,
         by: &str,
     ) -> Result<bool, Status> {
+        if destination.is_root() {
+            return Err(Status::permission_denied(
+                "the root collection cannot be replaced",
+            ));
+        }
         let item = self.item(root, id);
         let record = self
             .record(root, id)

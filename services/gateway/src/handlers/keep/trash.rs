@@ -166,12 +166,36 @@ async fn restore(gateway: &Gateway, request: Request) -> HttpResult {
     let (parts, _) = request.into_parts();
     let headers = &parts.headers;
     let destination = crate::dav::headers::destination(&gateway.base_path(), headers)?;
+    if destination.path.is_root() {
+        return Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            "the root collection cannot be replaced; restore the item beneath it",
+        ));
+    }
+    crate::dav::quirks::refuse_macos_metadata(gateway.config.refuse_macos_metadata, &destination.path)?;
     let overwrite = match headers.get("overwrite") {
         None => false,
         Some(_) => crate::dav::headers::overwrite(headers)?,
     };
     let (item, origin) = find(gateway, &asker, &id).await?;
     asker.decide(DavMethod::Move, &origin, Some(&destination.path))?;
+    // Restored within its own quota root, the item's bytes stay counted where they
+    // were; elsewhere they would enter a root unchecked, so a MOVE (held to the
+    // destination's quota) takes them there afterwards.
+    if let Some(viewer) = &asker.viewer
+        && viewer
+            .quota_root_of(destination.path.as_str())
+            .map_or(String::new(), |r| r.as_str().to_owned())
+            != item.root
+    {
+        return Err(HttpError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "this item is counted in the quota of /{}: restore it there, then MOVE it to {}",
+                item.root, destination.path
+            ),
+        ));
+    }
     let asking = Asking {
         headers,
         principal: asker.principal.clone(),
@@ -234,7 +258,20 @@ async fn purge(gateway: &Gateway, request: Request) -> HttpResult {
     }
     drop(request);
     let (items, reason) = match root {
-        Some(root) => (of_root(gateway, &asker, &root).await?, "admin"),
+        Some(root) => {
+            let items = of_root(gateway, &asker, &root).await?;
+            tracing::info!(
+                target: kubedav_kit::telemetry::AUDIT,
+                user = asker.principal.name(),
+                admin = true,
+                method = "DELETE",
+                path = %format!("/.kubedav/trash/?root={root}"),
+                decision = "allowed",
+                items = items.len(),
+                "audit"
+            );
+            (items, "admin")
+        }
         None => {
             let mut items = Vec::new();
             for item in visible(gateway, &asker).await? {
@@ -271,10 +308,10 @@ async fn purge(gateway: &Gateway, request: Request) -> HttpResult {
 /// Every item of the quota root at `root`, for an administrator emptying it; 403 for
 /// anyone else.
 async fn of_root(gateway: &Gateway, asker: &Asker, root: &str) -> Result<Vec<TrashItem>, HttpError> {
-    if !crate::api::links::is_admin(gateway, &asker.principal) {
+    if !crate::api::links::is_admin(gateway, &asker.principal) || !asker.principal.path_prefix().is_empty() {
         return Err(HttpError::new(
             StatusCode::FORBIDDEN,
-            "only an administrator (the policy's admins:, or --admins) empties a root's trash; DELETE the trash without ?root= to empty what you may see",
+            "only an administrator (the policy's admins:, or --admins), with a credential not limited to a path, empties a root's trash; DELETE the trash without ?root= to empty what you may see",
         ));
     }
     let root = root.trim_matches('/');

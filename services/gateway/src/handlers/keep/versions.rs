@@ -10,9 +10,10 @@ use crate::handlers::guard::{Asking, Change, guard_write};
 use crate::http::errors::{HttpError, HttpResult};
 use axum::extract::Request;
 use axum::response::IntoResponse;
+use futures_util::{StreamExt, TryStreamExt};
 use http::StatusCode;
-use kubedav_api::fileio::{FileInfo, StatRequest};
-use kubedav_api::keep::{ListVersionsRequest, RestoreVersionRequest, Version};
+use kubedav_api::fileio::{FileInfo, ReadRequest, StatRequest, WriteHeader};
+use kubedav_api::keep::{ListVersionsRequest, Version};
 use kubedav_api::path::VolumePath;
 use tonic::Code;
 
@@ -207,18 +208,32 @@ async fn restore(gateway: &Gateway, request: Request) -> HttpResult {
     };
     let targets = crate::dav::locking::member(&file, false);
     guard_write(gateway, asking, &file, Change::of(targets)).await?;
-    let keep = gateway.keep.as_ref().expect("routed only with a keep port");
-    let restored = keep
-        .restore_version(RestoreVersionRequest {
+    // A write through the files' port, as a PUT of the version's bytes: held to the
+    // quota, seen by every gateway's kept copies, and the content it replaces kept as a
+    // version by the write itself.
+    let missing = || absent(&format!("version {id} of {file}"));
+    let reply = gateway
+        .fileio
+        .read(ReadRequest {
             path: file.as_str().to_owned(),
-            id: id.clone(),
+            ranges: Vec::new(),
+            version: id.clone(),
         })
         .await
         .map_err(|status| match status.code() {
-            Code::NotFound => absent(&format!("version {id} of {file}")),
+            Code::NotFound => missing(),
             _ => HttpError::from(status),
         })?;
-    Ok(if restored.created {
+    let size = reply.header.info.as_ref().map(|info| info.size);
+    // Fused: the remote write polls its body once more after the end.
+    let body = reply.chunks.map_ok(|chunk| chunk.data).fuse().boxed();
+    let header = WriteHeader {
+        path: file.as_str().to_owned(),
+        expected_size: size,
+        ..WriteHeader::default()
+    };
+    let written = gateway.fileio.write(header, body).await?;
+    Ok(if written.created {
         StatusCode::CREATED
     } else {
         StatusCode::NO_CONTENT
