@@ -113,7 +113,18 @@ pub fn trash(
     let root = (keeping.root_of)(path);
     let (id, now) = keeping.new_name(16);
     let folder = format!("{}/{id}", trash_folder(&root));
-    let item = volume.reserved_folder(&folder, true)?.expect("made");
+    // The root's items folder exists after its first item: one open, then the item's
+    // own folder made and opened in it (walking the whole path made 4 mkdirat a DELETE).
+    let items = volume.reserved_folder(&trash_folder(&root), true)?.expect("made");
+    rustix::fs::mkdirat(&items, id.as_str(), Mode::from_raw_mode(0o700))
+        .map_err(|e| reserved_failed("make", &folder, e))?;
+    let item = rustix::fs::openat(
+        &items,
+        id.as_str(),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| reserved_failed("open", &folder, e))?;
     let record = ItemRecord {
         path: path.as_str().to_owned(),
         collection: is_dir(stx),
@@ -123,7 +134,7 @@ pub fn trash(
         etag: String::new(),
     };
     let json = serde_json::to_vec(&record).map_err(|e| Status::internal(format!("trash record: {e}")))?;
-    write_file(volume, &item, RECORD, &json, &folder)?;
+    write_new_file(volume, &item, RECORD, &json, &folder)?;
     match rustix::fs::renameat_with(parent, name, &item, ENTRY, RenameFlags::NOREPLACE) {
         Ok(()) => {}
         Err(rustix::io::Errno::XDEV) => {
@@ -472,13 +483,20 @@ pub(super) fn remove_file(dir: &OwnedFd, name: &str, folder: &str) -> Result<(),
     }
 }
 
-/// Writes `data` as the file `name` of `dir` (a temporary file, synced, renamed).
-fn write_file(volume: &Volume, dir: &OwnedFd, name: &str, data: &[u8], folder: &str) -> Result<(), Status> {
-    let temp = format!(".tmp-{name}");
+/// Writes `data` as the new file `name` of the new folder `dir` and syncs it, in place:
+/// an item whose `entry` is not in yet is never listed, so no reader can meet the
+/// record half written, and no temporary file and rename are needed.
+fn write_new_file(
+    volume: &Volume,
+    dir: &OwnedFd,
+    name: &str,
+    data: &[u8],
+    folder: &str,
+) -> Result<(), Status> {
     let fd = rustix::fs::openat(
         dir,
-        temp.as_str(),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC,
+        name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o600),
     )
     .map_err(|e| reserved_failed("write", &format!("{folder}/{name}"), e))?;
@@ -488,9 +506,7 @@ fn write_file(volume: &Volume, dir: &OwnedFd, name: &str, data: &[u8], folder: &
     volume
         .durability()
         .sync_data(&file)
-        .map_err(|e| Status::internal(format!("cannot sync {folder}/{name}: {e}")))?;
-    rustix::fs::renameat(dir, temp.as_str(), dir, name)
-        .map_err(|e| reserved_failed("write", &format!("{folder}/{name}"), e))
+        .map_err(|e| Status::internal(format!("cannot sync {folder}/{name}: {e}")))
 }
 
 /// The file `name` of `dir`, if there is one.
