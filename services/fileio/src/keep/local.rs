@@ -84,15 +84,7 @@ impl Keep for LocalKeep {
                 items.extend(
                     volume::list_trash(&volume, root)?
                         .into_iter()
-                        .map(|item| TrashItem {
-                            id: item.id,
-                            root: item.root.as_str().to_owned(),
-                            path: item.record.path,
-                            collection: item.record.collection,
-                            deleted_unix_ns: item.record.deleted_unix_ns,
-                            by: item.record.by,
-                            bytes: item.record.bytes,
-                        }),
+                        .map(TrashItem::from),
                 );
             }
             items.sort_by(|a, b| a.id.cmp(&b.id));
@@ -126,12 +118,7 @@ impl Keep for LocalKeep {
         let volume = self.volume.clone();
         blocking(move || {
             volume::purge(&volume, &root, &request.id)?;
-            let reason = if request.reason == "admin" {
-                "admin"
-            } else {
-                "user"
-            };
-            crate::metrics::purged(reason, 1);
+            crate::metrics::purged(crate::keep::purge_reason(&request.reason), 1);
             Ok(PurgeTrashResponse {})
         })
         .await
@@ -144,11 +131,7 @@ impl Keep for LocalKeep {
         blocking(move || {
             let versions = volume::list_versions(&volume, &path)?
                 .into_iter()
-                .map(|version| Version {
-                    id: version.id,
-                    replaced_unix_ns: version.replaced_unix_ns,
-                    bytes: version.bytes,
-                })
+                .map(Version::from)
                 .collect();
             Ok(ListVersionsResponse { versions })
         })

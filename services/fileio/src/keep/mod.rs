@@ -162,6 +162,35 @@ pub fn trash_folder(root: &VolumePath) -> String {
     }
 }
 
+impl From<TrashItem> for kubedav_api::keep::TrashItem {
+    fn from(item: TrashItem) -> Self {
+        Self {
+            id: item.id,
+            root: item.root.as_str().to_owned(),
+            path: item.record.path,
+            collection: item.record.collection,
+            deleted_unix_ns: item.record.deleted_unix_ns,
+            by: item.record.by,
+            bytes: item.record.bytes,
+        }
+    }
+}
+
+impl From<Version> for kubedav_api::keep::Version {
+    fn from(version: Version) -> Self {
+        Self {
+            id: version.id,
+            replaced_unix_ns: version.replaced_unix_ns,
+            bytes: version.bytes,
+        }
+    }
+}
+
+/// The reason a purge asked for through the keep port is counted under.
+pub fn purge_reason(asked: &str) -> &'static str {
+    if asked == "admin" { "admin" } else { "user" }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

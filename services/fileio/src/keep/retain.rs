@@ -94,6 +94,23 @@ pub fn figures(volume: &Volume, keeping: &Keeping) -> Result<BTreeMap<String, Ke
     Ok(by_root)
 }
 
+/// Counts and logs what one retention pass removed, or why it failed.
+pub fn report(pass: Result<Retained, Status>) {
+    match pass {
+        Ok(retained) if retained != Retained::default() => {
+            crate::metrics::purged("age", retained.items + retained.versions);
+            tracing::info!(
+                target: "kubedav",
+                items = retained.items,
+                versions = retained.versions,
+                "retention: removed the trash items and versions past their time"
+            )
+        }
+        Ok(_) => {}
+        Err(status) => tracing::warn!(target: "kubedav", "retention failed: {}", status.message()),
+    }
+}
+
 /// Runs [`retain`] every `keeping.retain_every` (jittered) on a thread of its own, until
 /// the volume is dropped.
 pub fn retain_in_background(volume: std::sync::Weak<Volume>, keeping: Arc<Keeping>) {
@@ -112,21 +129,7 @@ pub fn retain_in_background(volume: std::sync::Weak<Volume>, keeping: Arc<Keepin
                     std::thread::sleep(keeping.retain_every + jitter);
                 }
                 let Some(volume) = volume.upgrade() else { return };
-                match retain(&volume, &keeping) {
-                    Ok(retained) if retained != Retained::default() => {
-                        crate::metrics::purged("age", retained.items + retained.versions);
-                        tracing::info!(
-                            target: "kubedav",
-                            items = retained.items,
-                            versions = retained.versions,
-                            "retention: removed the trash items and versions past their time"
-                        )
-                    }
-                    Ok(_) => {}
-                    Err(status) => {
-                        tracing::warn!(target: "kubedav", "retention failed: {}", status.message())
-                    }
-                }
+                report(retain(&volume, &keeping));
                 match figures(&volume, &keeping) {
                     Ok(by_root) => crate::metrics::kept(&by_root),
                     Err(status) => {

@@ -81,15 +81,7 @@ impl Keep for BucketKeep {
         roots.dedup();
         let mut items = Vec::new();
         for root in &roots {
-            items.extend(keeper.list_trash(root).await?.into_iter().map(|item| TrashItem {
-                id: item.id,
-                root: item.root.as_str().to_owned(),
-                path: item.record.path,
-                collection: item.record.collection,
-                deleted_unix_ns: item.record.deleted_unix_ns,
-                by: item.record.by,
-                bytes: item.record.bytes,
-            }));
+            items.extend(keeper.list_trash(root).await?.into_iter().map(TrashItem::from));
         }
         items.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(ListTrashResponse { items })
@@ -107,12 +99,7 @@ impl Keep for BucketKeep {
     async fn purge_trash(&self, request: PurgeTrashRequest) -> Result<PurgeTrashResponse, Status> {
         let keeper = self.keeper()?;
         keeper.purge(&parse(&request.root)?, &request.id).await?;
-        let reason = if request.reason == "admin" {
-            "admin"
-        } else {
-            "user"
-        };
-        crate::metrics::purged(reason, 1);
+        crate::metrics::purged(crate::keep::purge_reason(&request.reason), 1);
         Ok(PurgeTrashResponse {})
     }
 
@@ -122,11 +109,7 @@ impl Keep for BucketKeep {
             .list_versions(&parse(&request.path)?)
             .await?
             .into_iter()
-            .map(|version| Version {
-                id: version.id,
-                replaced_unix_ns: version.replaced_unix_ns,
-                bytes: version.bytes,
-            })
+            .map(Version::from)
             .collect();
         Ok(ListVersionsResponse { versions })
     }

@@ -204,21 +204,7 @@ impl BucketKeeper {
                     let jitter = self.keeping.retain_every.mul_f64(fastrand::f64() / 10.0);
                     tokio::time::sleep(self.keeping.retain_every + jitter).await;
                 }
-                match self.retain().await {
-                    Ok(retained) if retained != Retained::default() => {
-                        crate::metrics::purged("age", retained.items + retained.versions);
-                        tracing::info!(
-                            target: "kubedav",
-                            items = retained.items,
-                            versions = retained.versions,
-                            "retention: removed the trash items and versions past their time"
-                        )
-                    }
-                    Ok(_) => {}
-                    Err(status) => {
-                        tracing::warn!(target: "kubedav", "retention failed: {}", status.message())
-                    }
-                }
+                crate::keep::retain::report(self.retain().await);
             }
         });
     }
