@@ -159,6 +159,35 @@ async fn a_deleted_file_goes_to_its_roots_trash_and_comes_back() {
     );
 }
 
+/// The record of an item sits in its folder's extended attribute (no file of its own to
+/// sync), even for the longest path kubedav serves: ext4 holds about 4 KiB of attributes.
+#[tokio::test]
+async fn the_longest_path_deleted_keeps_its_record_in_the_items_attribute() {
+    let s = Setup::new();
+    let mut path = String::new();
+    while path.len() + 201 < kubedav_api::path::MAX_PATH_BYTES - 40 {
+        path.push_str(&"d".repeat(200));
+        s.mkdir(&path).await;
+        path.push('/');
+    }
+    let padding = kubedav_api::path::MAX_PATH_BYTES - path.len();
+    path.push_str(&"f".repeat(padding));
+    assert_eq!(path.len(), kubedav_api::path::MAX_PATH_BYTES);
+    s.put(&path, b"at the end of a long path").await;
+    let id = s.delete(&path, "bob").await;
+    let items = s.trash("");
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].record.path, path);
+    let folder = s.disk(&format!(".kubedav/trash/.kubedav/{id}"));
+    assert!(folder.join("entry").exists());
+    assert!(
+        !folder.join("item.json").exists(),
+        "the record needed a file of its own"
+    );
+    assert!(s.restore("", &id, &path, false).unwrap());
+    assert_eq!(s.read(&path), b"at the end of a long path");
+}
+
 #[tokio::test]
 async fn a_deleted_tree_goes_whole_and_comes_back_whole() {
     let s = Setup::new();

@@ -1,15 +1,25 @@
 //! Trash and versions on a volume: every step is a rename (or a hard link) within the
 //! volume's filesystem, so keeping costs the same whatever the size.
 //!
-//! * **Trash** (`.kubedav/trash/{root}/.kubedav/{id}/`): `item.json` is written and
-//!   synced first, then the entry is renamed in as `entry`, then the mirror of its
-//!   versions as `versions`. A crash between leaves an item without an entry (never
-//!   listed) or the versions at their old mirror.
+//! * **Trash** (`.kubedav/trash/{root}/.kubedav/{id}/`): the item's folder is made with
+//!   its record in an extended attribute (`item.json` beside it where the attribute does
+//!   not fit), then the entry is renamed in as `entry`, then the mirror of its versions as
+//!   `versions`, and the item's folder synced. A crash between leaves an item without an
+//!   entry (never listed) or the versions at their old mirror.
 //! * **Versions** (`.kubedav/versions/{path}/.kubedav/{id}`): the file about to be
-//!   replaced is hard-linked there, and the link synced, before the new content is
-//!   renamed over it: a reader sees the old or the new file, and a crash between leaves
-//!   one version too many. A version is the old inode, dead properties and checksums
-//!   included.
+//!   replaced is hard-linked there before the new content is renamed over it: a reader
+//!   sees the old or the new file, and a crash between leaves one version too many. A
+//!   version is the old inode, dead properties and checksums included.
+//!
+//! **One sync a change, as without keeping.** Every step above is a change of names
+//! (mkdir, an attribute, link, rename), none of a file's data. A journaling file system
+//! (ext4, XFS) commits such changes in the order they were made, and an `fsync` commits
+//! every change made before it: the sync that makes a DELETE's rename durable (of the
+//! item's folder) or a PUT's (of the file's folder) makes every earlier step durable with
+//! it. So keeping adds no sync and no wait to the request (docs/trash-and-versions.md,
+//! "What a kept change costs"). On a file system without that order, a crash could at
+//! worst undo the last steps: a deleted file back in its place, a version not kept;
+//! nothing kept is ever half there.
 
 use super::{ItemRecord, Keeping, TrashItem, Version, made_at, mirror, trash_folder, versions_folder};
 use crate::errors::{Op, io_status};
@@ -91,8 +101,11 @@ impl Keeper {
     }
 }
 
-/// The record of a trash item, in its folder.
+/// The record of a trash item, in its folder, where its folder's attribute could not
+/// hold it.
 pub(super) const RECORD: &str = "item.json";
+/// The extended attribute of an item's folder that holds its record (JSON).
+const RECORD_ATTRIBUTE: &str = "user.kubedav.item";
 /// The deleted file or collection, in its item's folder.
 const ENTRY: &str = "entry";
 /// The mirror of its versions, in its item's folder.
@@ -134,7 +147,7 @@ pub fn trash(
         etag: String::new(),
     };
     let json = serde_json::to_vec(&record).map_err(|e| Status::internal(format!("trash record: {e}")))?;
-    write_new_file(volume, &item, RECORD, &json, &folder)?;
+    write_record(volume, &item, &json, &folder)?;
     match rustix::fs::renameat_with(parent, name, &item, ENTRY, RenameFlags::NOREPLACE) {
         Ok(()) => {}
         Err(rustix::io::Errno::XDEV) => {
@@ -147,7 +160,6 @@ pub fn trash(
             return Err(io_status(e, Op::Other, path));
         }
     }
-    volume.durability().sync_dir(parent, path)?;
     let versions = mirror(path);
     if let Some(area) = volume.reserved_folder("", false)? {
         match rustix::fs::renameat(&area, versions.as_str(), &item, VERSIONS) {
@@ -157,6 +169,8 @@ pub fn trash(
             }
         }
     }
+    // The one sync: the rename out of `parent`, the item's folder and its record were
+    // all made before it (see the module's documentation).
     volume.durability().sync_dir(&item, path)?;
     Ok(Some(TrashItem { id, root, record }))
 }
@@ -178,7 +192,8 @@ pub fn keep_version(
         Err(rustix::io::Errno::XDEV) => return Ok(()),
         Err(e) => return Err(reserved_failed("keep a version of", path.as_str(), e)),
     }
-    volume.durability().sync_dir(&versions, path)?;
+    // Not synced here: the caller's sync of the file's folder, after the rename over it,
+    // makes the link durable with it (see the module's documentation).
     let names = kept_names(&versions, &folder)?;
     let excess = names.len().saturating_sub(keeping.versions_max as usize);
     for old in &names[..excess] {
@@ -253,7 +268,7 @@ pub fn read_item(volume: &Volume, root: &VolumePath, id: &str) -> Result<Option<
     if rustix::fs::statat(&item, ENTRY, AtFlags::SYMLINK_NOFOLLOW).is_err() {
         return Ok(None);
     }
-    let Some(json) = read_file(&item, RECORD, &folder)? else {
+    let Some(json) = read_record(&item, &folder)? else {
         return Ok(None);
     };
     Ok(serde_json::from_slice(&json).ok())
@@ -480,6 +495,38 @@ pub(super) fn remove_file(dir: &OwnedFd, name: &str, folder: &str) -> Result<(),
     match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
         Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
         Err(e) => Err(reserved_failed("remove", &format!("{folder}/{name}"), e)),
+    }
+}
+
+/// Writes a trash item's record on its new folder `item`: as the folder's extended
+/// attribute [`RECORD_ATTRIBUTE`], a change of metadata that the item's one sync makes
+/// durable; where the file system refuses it (no extended attributes, or no room for a
+/// record with a long path), as the file [`RECORD`], synced on its own.
+fn write_record(volume: &Volume, item: &OwnedFd, json: &[u8], folder: &str) -> Result<(), Status> {
+    use rustix::io::Errno;
+    match rustix::fs::fsetxattr(item, RECORD_ATTRIBUTE, json, rustix::fs::XattrFlags::CREATE) {
+        Ok(()) => Ok(()),
+        Err(Errno::NOTSUP | Errno::NOSPC | Errno::TOOBIG | Errno::RANGE) => {
+            write_new_file(volume, item, RECORD, json, folder)
+        }
+        Err(e) => Err(reserved_failed("write the record of", folder, e)),
+    }
+}
+
+/// The record of the trash item whose folder is `item`: its attribute, else its file.
+fn read_record(item: &OwnedFd, folder: &str) -> Result<Option<Vec<u8>>, Status> {
+    use rustix::io::Errno;
+    let mut buffer = vec![0u8; 4096];
+    loop {
+        match rustix::fs::fgetxattr(item, RECORD_ATTRIBUTE, &mut buffer[..]) {
+            Ok(n) => {
+                buffer.truncate(n);
+                return Ok(Some(buffer));
+            }
+            Err(Errno::RANGE) if buffer.len() < 64 << 10 => buffer.resize(64 << 10, 0),
+            Err(Errno::NODATA | Errno::NOTSUP) => return read_file(item, RECORD, folder),
+            Err(e) => return Err(reserved_failed("read the record of", folder, e)),
+        }
     }
 }
 
