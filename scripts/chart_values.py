@@ -245,6 +245,29 @@ def main():
             elif any(v is not None for v in got.values()):
                 sys.exit(f"values: {mode} trash: {o['metadata']['name']} runs no fileio, but has {got}")
     print("ok  trash.retentionDays, versionsMax and versionsRetentionDays reach fileio (and the one pod) alone")
+    # The identity provider: every claim and the public URL reach the processes that
+    # verify credentials or offer Bearer (gateway and auth; the one pod), and no other.
+    oidc = {"issuer": "https://idp.example/realms/files", "clientId": "files", "audience": "files-api",
+            "usernameClaim": "oid", "groupsClaim": "roles", "userPrefix": "entra-"}
+    want = {"KUBEDAV_OIDC_ISSUER": oidc["issuer"], "KUBEDAV_OIDC_CLIENT_ID": "files",
+            "KUBEDAV_OIDC_AUDIENCE": "files-api", "KUBEDAV_OIDC_USERNAME_CLAIM": "oid",
+            "KUBEDAV_OIDC_GROUPS_CLAIM": "roles", "KUBEDAV_OIDC_USER_PREFIX": "entra-",
+            "KUBEDAV_PUBLIC_URL": "https://files.example"}
+    for mode, verifiers in (("microservices", ("gateway", "auth")), ("monolithic", ("all",))):
+        values = {"deploymentMode": mode, "auth": {"oidc": oidc}, "gateway": {"publicUrl": "https://files.example/"}}
+        objects = render(chart, values, out, f"oidc-{mode}")
+        wanted = [workload(objects, v) for v in verifiers]
+        for o in objects:
+            if o["kind"] not in ("Deployment", "StatefulSet") or o["metadata"]["name"].endswith("-redis"):
+                continue
+            env = {e["name"]: e.get("value") for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}
+            got = {k: env.get(k) for k in want}
+            if any(o is w for w in wanted):
+                if got != want:
+                    sys.exit(f"values: {mode} auth.oidc: {o['metadata']['name']}'s env {got}")
+            elif any(v is not None for v in got.values()):
+                sys.exit(f"values: {mode} auth.oidc: {o['metadata']['name']} verifies nothing, but has {got}")
+    print("ok  auth.oidc's issuer, client, audience, claims, prefix and the public URL reach the verifiers alone")
     render(chart, {"trash": {"retentionDays": -1}}, out, "bad-trash", expect_failure="retentionDays")
     render(chart, {"policy": {"document": document, "existingConfigMap": "x"}}, out, "policy-twice",
            expect_failure="either in policy.document or in policy.existingConfigMap")

@@ -3,17 +3,20 @@
 //! own pages or a script, used with Basic by davfs2 and cadaver, limited to their scope,
 //! refused everywhere within a second of their revocation through either of two
 //! gateways, and kept with the data through a restart of every process and a Redis
-//! `FLUSHALL`.
+//! `FLUSHALL`. Browser sessions across the same two gateways: one sign-in, one session
+//! everywhere, ended everywhere, and working with a provider's app passwords and bearer
+//! tokens while the provider is down.
 
 #[macro_use]
 mod common;
 
-use common::tools::{davfs2_mount, run};
-use common::{BACKEND, Backend, Mode, Process, Server, client, start_gateway, start_service, users_file};
+use common::fleet::Fleet;
+use common::tools::{davfs2_mount, davfs2_try_mount, run, run_status};
+use common::{BACKEND, Backend, Mode, Server, client, eventually_async, metric_sum, users_file};
 use kubedav_testkit::RedisServer;
+use kubedav_testkit::idp::{Account, Idp};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -212,81 +215,29 @@ async fn made_listed_scoped_and_revoked_through_the_api(mode: Mode) {
     }
 }
 
-/// Two gateways over one storage, each with its own auth (microservices) or each a
-/// whole process (all-in-one, sharing locks through Redis), as replicas run.
-struct Fleet {
-    processes: Vec<Process>,
-    gateways: [SocketAddr; 2],
-}
-
-async fn fleet(mode: Mode, redis: &RedisServer, dir: &Path) -> Fleet {
+/// Two gateways over one storage, with htpasswd user carol, the shared secret key, and
+/// `extra` environment.
+async fn fleet(mode: Mode, redis: &RedisServer, dir: &Path, extra: &[(&str, &str)]) -> Fleet {
     let users = users_file(dir, &[("carol", "carol-password")]);
-    let root = dir.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    let envs: Vec<(String, String)> = vec![
+    let mut envs: Vec<(String, String)> = vec![
         ("KUBEDAV_SECRET_KEY".into(), SECRET_KEY.into()),
         ("KUBEDAV_LOCK_STORE".into(), redis.url(0)),
         ("KUBEDAV_USERS_FILE".into(), users.display().to_string()),
-        ("KUBEDAV_ROOT".into(), root.display().to_string()),
     ];
-    let mut processes = Vec::new();
-    let mut gateways = Vec::new();
-    match mode {
-        Mode::AllInOne => {
-            for name in ["all-a", "all-b"] {
-                let args: Vec<String> = ["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"]
-                    .map(String::from)
-                    .to_vec();
-                let mut process = Process::spawn(name, &args, &envs);
-                gateways.push(process.listening("gateway HTTP").await);
-                process.listening("all admin").await;
-                processes.push(process);
-            }
-        }
-        Mode::Microservices => {
-            let (fileio, fileio_grpc, _) = start_service("fileio", "fileio", &[], &envs).await;
-            let (locks, locks_grpc, _) = start_service("locks", "locks", &[], &envs).await;
-            processes.extend([fileio, locks]);
-            for (auth_name, gateway_name) in [("auth-a", "gateway-a"), ("auth-b", "gateway-b")] {
-                let fileio_url = format!("http://{fileio_grpc}");
-                let (auth, auth_grpc, _) = start_service(
-                    auth_name,
-                    "auth",
-                    &["--fileio-url".into(), fileio_url.clone()],
-                    &envs,
-                )
-                .await;
-                let args = [
-                    "--fileio-url".to_owned(),
-                    fileio_url,
-                    "--locks-url".into(),
-                    format!("http://{locks_grpc}"),
-                    "--auth-url".into(),
-                    format!("http://{auth_grpc}"),
-                    "--markdown-url".into(),
-                    String::new(),
-                ];
-                let (gateway, http, _) = start_gateway(gateway_name, &args, &envs).await;
-                gateways.push(http);
-                processes.extend([auth, gateway]);
-            }
-        }
-    }
-    Fleet {
-        processes,
-        gateways: [gateways[0], gateways[1]],
-    }
+    envs.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    common::fleet::fleet(mode, envs, dir).await
 }
 
 async fn davfs2_and_cadaver_use_one_and_every_gateway_drops_it_within_a_second(mode: Mode) {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let mut fleet = fleet(mode, &redis, dir.path()).await;
-    let [a, b] = fleet.gateways.map(|addr| format!("http://{addr}"));
+    let mut fleet = fleet(mode, &redis, dir.path(), &[]).await;
+    let [a, b] = fleet.gateways.clone();
     let carol = ("carol", "carol-password");
     let (status, made) = create(&a, carol, json!({"name": "davfs2 and cadaver"})).await;
     assert_eq!(status, StatusCode::CREATED, "{made}");
     let password = made["password"].as_str().unwrap().to_owned();
+    let (_, second) = create(&b, carol, json!({"name": "revoked through b"})).await;
     let (_, kept) = create(&b, carol, json!({"name": "kept through restarts"})).await;
     let kept = kept["password"].as_str().unwrap().to_owned();
 
@@ -297,59 +248,80 @@ async fn davfs2_and_cadaver_use_one_and_every_gateway_drops_it_within_a_second(m
     run("umount", &[mounted.0.to_str().unwrap()], None).await;
     std::mem::forget(mounted);
     let fetched = dir.path().join("fetched.txt");
-    let netrc = dir.path().join(".netrc");
-    std::fs::write(
-        &netrc,
-        format!("machine 127.0.0.1\nlogin carol\npassword {password}\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&netrc, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let script = format!("get from-davfs2.txt {}\nquit\n", fetched.display());
-    let output = cadaver(&format!("{a}/"), &script, dir.path()).await;
+    let output = cadaver(&format!("{a}/"), &script, &netrc(dir.path(), &password)).await;
     assert!(output.contains("succeeded"), "{output}");
     assert_eq!(std::fs::read(&fetched).unwrap(), b"written through davfs2");
 
-    // Both gateways accept it (each has read its record); revoked through a, it is
-    // refused through a at once and through b within a second.
-    for gateway in [&a, &b] {
-        assert_eq!(
-            status_with(&format!("{gateway}/"), "PROPFIND", "carol", &password)
-                .await
-                .as_u16(),
-            207
-        );
-    }
-    let id = made["id"].as_str().unwrap();
-    let revoked = client()
-        .delete(format!("{a}/.kubedav/app-passwords/{id}"))
-        .basic_auth(carol.0, Some(carol.1))
-        .header("x-kubedav-request", "1")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoked.status(), StatusCode::NO_CONTENT);
-    let at = Instant::now();
-    assert_eq!(
-        status_with(&format!("{a}/"), "PROPFIND", "carol", &password).await,
-        StatusCode::UNAUTHORIZED
+    // Each revoked through one gateway: refused there at once, through the other within
+    // a second, and then by cadaver and davfs2 through both.
+    let second = (
+        second["id"].as_str().unwrap().to_owned(),
+        second["password"].as_str().unwrap().to_owned(),
     );
-    loop {
-        let status = status_with(&format!("{b}/"), "PROPFIND", "carol", &password).await;
-        if status == StatusCode::UNAUTHORIZED {
-            break;
+    let first = (made["id"].as_str().unwrap().to_owned(), password.clone());
+    for ((id, password), (through, other)) in [(first, (&a, &b)), (second, (&b, &a))] {
+        for gateway in [through, other] {
+            assert_eq!(
+                status_with(&format!("{gateway}/"), "PROPFIND", "carol", &password)
+                    .await
+                    .as_u16(),
+                207
+            );
         }
-        assert!(
-            at.elapsed() < Duration::from_secs(1),
-            "gateway b still accepts it after {:?}",
+        let revoked = client()
+            .delete(format!("{through}/.kubedav/app-passwords/{id}"))
+            .basic_auth(carol.0, Some(carol.1))
+            .header("x-kubedav-request", "1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(revoked.status(), StatusCode::NO_CONTENT);
+        let at = Instant::now();
+        assert_eq!(
+            status_with(&format!("{through}/"), "PROPFIND", "carol", &password).await,
+            StatusCode::UNAUTHORIZED
+        );
+        loop {
+            let status = status_with(&format!("{other}/"), "PROPFIND", "carol", &password).await;
+            if status == StatusCode::UNAUTHORIZED {
+                break;
+            }
+            assert!(
+                at.elapsed() < Duration::from_secs(1),
+                "{other} still accepts it after {:?}",
+                at.elapsed()
+            );
+        }
+        eprintln!(
+            "revoked through {through}: refused through {other} after {:?}",
             at.elapsed()
         );
+        let home = netrc(dir.path(), &password);
+        for gateway in [through, other] {
+            let output = cadaver_may_fail(&format!("{gateway}/"), &script, &home).await;
+            assert!(
+                !output.contains("succeeded"),
+                "cadaver still got in through {gateway}: {output}"
+            );
+            let mount_dir = tempfile::tempdir().unwrap();
+            let refused = davfs2_try_mount(
+                &format!("{gateway}/"),
+                mount_dir.path(),
+                Some(("carol", &password)),
+            )
+            .await;
+            assert!(refused.is_err(), "davfs2 still mounts through {gateway}");
+        }
     }
-    eprintln!(
-        "revocation held through the other gateway after {:?}",
-        at.elapsed()
-    );
-    let output = cadaver_may_fail(&format!("{a}/"), &script, dir.path()).await;
-    assert!(!output.contains("succeeded"), "cadaver still got in: {output}");
+
+    // Counted where they were made and revoked: three made, two revoked.
+    let mut counted = (0.0, 0.0);
+    for admin in fleet.auth_admins {
+        counted.0 += metric_sum(admin, "kubedav_auth_app_passwords_total{event=\"created\"}").await;
+        counted.1 += metric_sum(admin, "kubedav_auth_app_passwords_total{event=\"revoked\"}").await;
+    }
+    assert_eq!(counted, (3.0, 2.0));
 
     // Redis loses everything and every process restarts: the app password is still there.
     run("redis-cli", &["-u", &redis.url(0), "FLUSHALL"], None).await;
@@ -368,36 +340,215 @@ async fn davfs2_and_cadaver_use_one_and_every_gateway_drops_it_within_a_second(m
     }
 }
 
+/// A home for cadaver in `dir` whose `.netrc` gives carol's `password` for the test host.
+fn netrc(dir: &Path, password: &str) -> std::path::PathBuf {
+    let home = dir.join(format!("home-{}", &password[password.len() - 6..]));
+    std::fs::create_dir_all(&home).unwrap();
+    let netrc = home.join(".netrc");
+    std::fs::write(
+        &netrc,
+        format!("machine 127.0.0.1\nlogin carol\npassword {password}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&netrc, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    home
+}
+
+/// A browser session and a provider account's app password across two gateways: a
+/// sign-in started through one gateway is finished through the other, and its session
+/// works through both; while the provider is down (keys and accounts checked each
+/// second, in vain) the session, an app password made with it and a bearer token on the
+/// keys fetched before all keep working (the session's cookie is a `__Host-` one, as
+/// behind an Ingress with TLS); a sign-out through one gateway ends the session
+/// through the other within a second.
+async fn a_session_works_through_every_gateway_and_while_the_provider_is_down(mode: Mode) {
+    // The address browsers use, through an Ingress that ends TLS.
+    let public = "https://kubedav.test";
+    let callback = format!("{public}/.kubedav/callback");
+    let mut idp = Idp::start(
+        &[Account::new("alice", "alice-password", &["team"])],
+        std::slice::from_ref(&callback),
+    );
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let secret_file = dir.path().join("client-secret");
+    std::fs::write(&secret_file, format!("{}\n", kubedav_testkit::idp::CLIENT_SECRET)).unwrap();
+    let issuer = idp.issuer();
+    let envs = [
+        ("KUBEDAV_OIDC_ISSUER", issuer.as_str()),
+        ("KUBEDAV_OIDC_CLIENT_SECRET_FILE", secret_file.to_str().unwrap()),
+        ("KUBEDAV_OIDC_SCOPES", "openid profile groups offline_access"),
+        ("KUBEDAV_OIDC_ACCOUNT_CHECK_SECONDS", "1"),
+        ("KUBEDAV_OIDC_JWKS_MIN_REFRESH_SECONDS", "1"),
+        ("KUBEDAV_OIDC_JWKS_REFRESH_SECONDS", "1"),
+        ("KUBEDAV_PUBLIC_URL", public),
+    ];
+    let fleet = fleet(mode, &redis, dir.path(), &envs).await;
+    let [a, b] = fleet.gateways.clone();
+    for admin in fleet.auth_admins {
+        assert!(
+            eventually_async(Duration::from_secs(10), || async {
+                metric_sum(admin, "kubedav_auth_idp_up").await == 1.0
+            })
+            .await,
+            "the provider's keys were not fetched"
+        );
+    }
+
+    // Started through a, sent to the provider's login page, finished through b.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let started = no_redirects
+        .get(format!("{a}/.kubedav/sign-in"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), StatusCode::SEE_OTHER);
+    let flow = first_cookie(&started);
+    let to_provider = started.headers()["location"].to_str().unwrap().to_owned();
+    let back = idp
+        .sign_in(&to_provider, "alice", "alice-password", &callback)
+        .await
+        .unwrap();
+    let finished = no_redirects
+        .get(back.replacen(public, &b, 1))
+        .header("cookie", &flow)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(finished.status(), StatusCode::SEE_OTHER);
+    // A cookie only this host can set, sent back only over TLS, never to scripts.
+    let set = finished.headers()["set-cookie"].to_str().unwrap().to_owned();
+    for part in [
+        "__Host-kubedav-session=",
+        "; Path=/;",
+        "; HttpOnly",
+        "; SameSite=Lax",
+        "; Secure",
+    ] {
+        assert!(set.contains(part), "no {part} in {set}");
+    }
+    let session = first_cookie(&finished);
+    let with_session = |at: &str, method: &str, path: &str| {
+        client()
+            .request(method.parse().unwrap(), format!("{at}{path}"))
+            .header("cookie", &session)
+    };
+    for gateway in [&a, &b] {
+        let listing = with_session(gateway, "GET", "/").send().await.unwrap();
+        assert_eq!(listing.status(), StatusCode::OK, "through {gateway}");
+    }
+    let made = with_session(&b, "POST", "/.kubedav/app-passwords")
+        .header("x-kubedav-request", "1")
+        .header("content-type", "application/json")
+        .body(json!({"name": "while the provider is down"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let made: Value = made.json().await.unwrap();
+    let (user, password) = (
+        made["username"].as_str().unwrap(),
+        made["password"].as_str().unwrap(),
+    );
+    let token = idp.token("alice", "alice-password").await.unwrap();
+
+    // The provider goes down: keys and accounts are checked each second and fail, and
+    // every credential goes on working through both gateways.
+    idp.stop();
+    for admin in fleet.auth_admins {
+        assert!(
+            eventually_async(Duration::from_secs(20), || async {
+                metric_sum(admin, "kubedav_auth_jwks_fetches_total{result=\"error\"}").await >= 3.0
+            })
+            .await,
+            "the provider's keys were not tried again"
+        );
+    }
+    for gateway in [&a, &b] {
+        let put = client()
+            .put(format!("{gateway}/down.txt"))
+            .basic_auth(user, Some(password))
+            .body("written while the provider is down")
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            put.status().is_success(),
+            "app password through {gateway}: {}",
+            put.status()
+        );
+        let got = client()
+            .get(format!("{gateway}/down.txt"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(got.status(), StatusCode::OK, "bearer token through {gateway}");
+        let listing = with_session(gateway, "GET", "/").send().await.unwrap();
+        assert_eq!(listing.status(), StatusCode::OK, "session through {gateway}");
+    }
+    for admin in fleet.auth_admins {
+        assert_eq!(
+            metric_sum(admin, "kubedav_auth_accounts_suspended_total").await,
+            0.0
+        );
+        assert_eq!(metric_sum(admin, "kubedav_auth_idp_up").await, 0.0);
+        // The keys in use are those of the last good fetch, seconds ago.
+        assert!(metric_sum(admin, "kubedav_auth_jwks_age_seconds").await >= 2.0);
+    }
+
+    // Back up; signed out through a: refused through a at once, through b within a second.
+    idp.restart();
+    let ended = with_session(&a, "POST", "/.kubedav/sign-out")
+        .header("x-kubedav-request", "1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), StatusCode::OK);
+    let ended: Value = ended.json().await.unwrap();
+    assert!(
+        ended["redirect"].as_str().unwrap().starts_with(&issuer),
+        "not sent to the provider's end-session page: {ended}"
+    );
+    let at = Instant::now();
+    assert_eq!(
+        with_session(&a, "GET", "/").send().await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    loop {
+        if with_session(&b, "GET", "/").send().await.unwrap().status() == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert!(
+            at.elapsed() < Duration::from_secs(1),
+            "gateway b still accepts the session after {:?}",
+            at.elapsed()
+        );
+    }
+    eprintln!("signed out through a: refused through b after {:?}", at.elapsed());
+}
+
+/// The first cookie an answer sets, as `name=value`.
+fn first_cookie(answer: &reqwest::Response) -> String {
+    let header = answer.headers()["set-cookie"].to_str().unwrap();
+    header.split(';').next().unwrap().to_owned()
+}
+
 /// cadaver on `url` with credentials from `home`'s `.netrc`; its output.
 async fn cadaver(url: &str, script: &str, home: &Path) -> String {
     let home = home.display().to_string();
     run("env", &[&format!("HOME={home}"), "cadaver", url], Some(script)).await
 }
 
-/// [`cadaver`], whose failure is the point.
+/// [`cadaver`], whose failure is the point: its output.
 async fn cadaver_may_fail(url: &str, script: &str, home: &Path) -> String {
-    let output = tokio::process::Command::new("cadaver")
-        .arg(url)
-        .env("HOME", home)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = output;
-    use tokio::io::AsyncWriteExt;
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(script.as_bytes()).await.unwrap();
-    drop(stdin);
-    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+    let home = home.display().to_string();
+    run_status("env", &[&format!("HOME={home}"), "cadaver", url], Some(script))
         .await
-        .unwrap()
-        .unwrap();
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
+        .1
 }
 
 /// The file manager's page of app passwords in headless Chromium
@@ -453,6 +604,7 @@ async fn the_file_manager_makes_and_revokes_app_passwords(mode: Mode) {
 in_both_modes!(
     made_listed_scoped_and_revoked_through_the_api,
     davfs2_and_cadaver_use_one_and_every_gateway_drops_it_within_a_second,
+    a_session_works_through_every_gateway_and_while_the_provider_is_down,
     the_file_manager_makes_and_revokes_app_passwords,
 );
 on_s3!(made_listed_scoped_and_revoked_through_the_api);

@@ -333,8 +333,8 @@ async fn kubedav_starts_while_the_provider_is_down(mode: Mode) {
 /// The file manager's sign-in through the provider's own login page, in headless
 /// Chromium (`tests/clients/browser_sign_in.py`): a session that uploads and makes an
 /// app password; a page of another origin on the same host that tries to write, make
-/// an app password and sign the user out, with the session cookie and then with Basic
-/// credentials the browser sends, and does none of it; a sign-out that ends the session
+/// an app password, share, publish a link and sign the user out, with the session
+/// cookie and then with Basic credentials the browser sends, and does none of it; a sign-out that ends the session
 /// for every client; and the app password refused soon after the account is disabled
 /// at the provider.
 async fn the_file_manager_signs_in_through_the_provider(mode: Mode) {
@@ -358,7 +358,11 @@ async fn the_file_manager_signs_in_through_the_provider(mode: Mode) {
             "a secret key of at least thirty-two bytes, for tests",
         ),
     ];
-    let server = Server::start_auth(mode, Some(&users), &[], &["--listen", &listen], &envs).await;
+    // Everyone manages everything: the other origin's shares and links would be allowed.
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "rules:\n  - path: /\n    grant: {\"*\": manage}\n").unwrap();
+    let gateway_args = ["--listen", &listen, "--policy", policy.to_str().unwrap()];
+    let server = Server::start_auth(mode, Some(&users), &[], &gateway_args, &envs).await;
     // The provider's keys are fetched in the background: sign-in waits for them.
     assert!(
         eventually_async(Duration::from_secs(10), || async {
@@ -433,6 +437,25 @@ async fn the_file_manager_signs_in_through_the_provider(mode: Mode) {
     assert_eq!(alices.as_array().unwrap().len(), 1, "{alices}");
     let carols = listed(basic("/.kubedav/app-passwords", "GET", "carol", "carol-password")).await;
     assert_eq!(carols.as_array().unwrap().len(), 0, "{carols}");
+    // Nor did it share or publish the upload, as either user.
+    let alices = listed(
+        client()
+            .get(server.url("/.kubedav/shares"))
+            .bearer_auth(&alice_token),
+    )
+    .await;
+    assert_eq!(alices["made"], serde_json::json!([]), "{alices}");
+    let carols = listed(basic("/.kubedav/shares", "GET", "carol", "carol-password")).await;
+    assert_eq!(carols["made"], serde_json::json!([]), "{carols}");
+    let alices = listed(
+        client()
+            .get(server.url("/.kubedav/links"))
+            .bearer_auth(&alice_token),
+    )
+    .await;
+    assert_eq!(alices, serde_json::json!([]), "{alices}");
+    let carols = listed(basic("/.kubedav/links", "GET", "carol", "carol-password")).await;
+    assert_eq!(carols, serde_json::json!([]), "{carols}");
 
     // The session ended for every client at sign-out.
     let session = line("session: ");

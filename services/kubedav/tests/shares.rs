@@ -9,25 +9,18 @@
 #[macro_use]
 mod common;
 
+use common::fleet::Fleet;
 use common::tools::run;
-use common::{BACKEND, Backend, Mode, Process, client, start_gateway, start_service, users_file};
+use common::{BACKEND, Backend, Mode, client, users_file};
 use kubedav_testkit::RedisServer;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 const POLICY: &str = "homes: /home/{user}\ngroups:\n  staff: [carol]\n";
 
-/// Two gateways over one storage: each with its own auth (microservices), or each a
-/// whole process sharing locks through Redis (all-in-one).
-struct Fleet {
-    processes: Vec<Process>,
-    gateways: [String; 2],
-    _s3: Option<kubedav_testkit::S3Server>,
-}
-
+/// Two gateways over one storage with the users and the policy of these tests.
 async fn fleet(mode: Mode, redis: &RedisServer, dir: &Path) -> Fleet {
     let users = users_file(
         dir,
@@ -35,74 +28,12 @@ async fn fleet(mode: Mode, redis: &RedisServer, dir: &Path) -> Fleet {
     );
     let policy = dir.join("policy.yaml");
     std::fs::write(&policy, POLICY).unwrap();
-    let mut envs: Vec<(String, String)> = vec![
+    let envs: Vec<(String, String)> = vec![
         ("KUBEDAV_LOCK_STORE".into(), redis.url(0)),
         ("KUBEDAV_USERS_FILE".into(), users.display().to_string()),
         ("KUBEDAV_POLICY".into(), policy.display().to_string()),
     ];
-    let s3 = match common::backend() {
-        Backend::Volume => {
-            let root = dir.join("root");
-            std::fs::create_dir_all(&root).unwrap();
-            envs.push(("KUBEDAV_ROOT".into(), root.display().to_string()));
-            None
-        }
-        _ => {
-            let s3 = kubedav_testkit::S3Server::start("files");
-            envs.extend(common::s3_envs(&s3));
-            envs.push(("KUBEDAV_STORAGE".into(), format!("s3://{}/shares", s3.bucket())));
-            Some(s3)
-        }
-    };
-    let mut processes = Vec::new();
-    let mut gateways = Vec::new();
-    match mode {
-        Mode::AllInOne => {
-            for name in ["all-a", "all-b"] {
-                let args: Vec<String> = ["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"]
-                    .map(String::from)
-                    .to_vec();
-                let mut process = Process::spawn(name, &args, &envs);
-                gateways.push(process.listening("gateway HTTP").await);
-                process.listening("all admin").await;
-                processes.push(process);
-            }
-        }
-        Mode::Microservices => {
-            let (fileio, fileio_grpc, _) = start_service("fileio", "fileio", &[], &envs).await;
-            let (locks, locks_grpc, _) = start_service("locks", "locks", &[], &envs).await;
-            processes.extend([fileio, locks]);
-            let fileio_url = format!("http://{fileio_grpc}");
-            for (auth_name, gateway_name) in [("auth-a", "gateway-a"), ("auth-b", "gateway-b")] {
-                let (auth, auth_grpc, _) = start_service(
-                    auth_name,
-                    "auth",
-                    &["--fileio-url".into(), fileio_url.clone()],
-                    &envs,
-                )
-                .await;
-                let args = [
-                    "--fileio-url".to_owned(),
-                    fileio_url.clone(),
-                    "--locks-url".into(),
-                    format!("http://{locks_grpc}"),
-                    "--auth-url".into(),
-                    format!("http://{auth_grpc}"),
-                    "--markdown-url".into(),
-                    String::new(),
-                ];
-                let (gateway, http, _) = start_gateway(gateway_name, &args, &envs).await;
-                gateways.push(http);
-                processes.extend([auth, gateway]);
-            }
-        }
-    }
-    let url = |addr: SocketAddr| format!("http://{addr}");
-    Fleet {
-        processes,
-        gateways: [url(gateways[0]), url(gateways[1])],
-        _s3: s3,
-    }
+    common::fleet::fleet(mode, envs, dir).await
 }
 
 async fn send(at: &str, user: &str, method: &str, path: &str, body: &str) -> StatusCode {

@@ -156,11 +156,6 @@ impl Idp {
     /// with PKCE for the public client `cli`, signing in on the provider's login page.
     pub async fn token(&self, login: &str, password: &str) -> Result<String, String> {
         let issuer = self.issuer();
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| e.to_string())?;
-        let mut cookies = BTreeMap::new();
         let mut verifier = [0u8; 32];
         getrandom::fill(&mut verifier).map_err(|e| e.to_string())?;
         let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
@@ -172,7 +167,33 @@ impl Idp {
              redirect_uri={}&code_challenge={challenge}&code_challenge_method=S256",
             percent(redirect)
         );
-        let mut next = authorize;
+        let location = self.sign_in(&authorize, login, password, redirect).await?;
+        let code = location
+            .split(['?', '&'])
+            .find_map(|p| p.strip_prefix("code="))
+            .ok_or_else(|| format!("no code: {location}"))?;
+        let client = reqwest::Client::new();
+        self.exchange(&client, code, &verifier, redirect).await
+    }
+
+    /// Follows `authorize` (the provider's authorization URL, as a client sends a user
+    /// there) through the provider's login page as `login`, as a person would, up to the
+    /// redirect back to the client at `redirect`: that redirect's URL, with its `code` and
+    /// `state`.
+    pub async fn sign_in(
+        &self,
+        authorize: &str,
+        login: &str,
+        password: &str,
+        redirect: &str,
+    ) -> Result<String, String> {
+        let issuer = self.issuer();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| e.to_string())?;
+        let mut cookies = BTreeMap::new();
+        let mut next = authorize.to_owned();
         let mut form: Option<String> = None;
         for _ in 0..10 {
             let request = match form.take() {
@@ -198,12 +219,8 @@ impl Idp {
             let status = response.status();
             if status.is_redirection() {
                 let location = response.headers()["location"].to_str().unwrap().to_owned();
-                if let Some(query) = location.strip_prefix(&format!("{redirect}?")) {
-                    let code = query
-                        .split('&')
-                        .find_map(|p| p.strip_prefix("code="))
-                        .ok_or_else(|| format!("no code: {location}"))?;
-                    return self.exchange(&client, code, &verifier, redirect).await;
+                if location.starts_with(&format!("{redirect}?")) {
+                    return Ok(location);
                 }
                 next = if location.starts_with('/') {
                     format!("{issuer}{location}")

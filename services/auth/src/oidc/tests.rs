@@ -325,3 +325,45 @@ fn symmetric_and_encryption_keys_are_never_used() {
         );
     }
 }
+
+/// Tokens naming unknown keys fetch the provider's keys at most once per `min_refresh`,
+/// however many arrive: each costs the sender nothing more than a refusal.
+#[tokio::test]
+async fn unknown_key_ids_fetch_the_keys_at_most_once_per_bound() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // A provider that takes each connection and closes it: every fetch fails, and each
+    // one is a connection counted here.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!("http://{}", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    let (clock, now) = clock();
+    let freshness = Freshness {
+        min_refresh: Duration::from_secs(10),
+        ..Freshness::default()
+    };
+    let set = KeySet::new(&issuer, Fetcher::new(None).unwrap(), freshness, clock);
+    assert!(!set.refresh_on_demand().await);
+    let after_one = connections.load(Ordering::SeqCst);
+    assert!(after_one >= 1, "the first unknown key fetched nothing");
+    for _ in 0..20 {
+        assert!(!set.refresh_on_demand().await);
+    }
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        after_one,
+        "unknown keys fetched again within the bound"
+    );
+    *now.lock().unwrap() += Duration::from_secs(10);
+    assert!(!set.refresh_on_demand().await);
+    assert!(
+        connections.load(Ordering::SeqCst) > after_one,
+        "no fetch once the bound had passed"
+    );
+}

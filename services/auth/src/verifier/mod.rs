@@ -85,6 +85,9 @@ pub struct AuthConfig {
     pub lockout: Duration,
 }
 
+#[cfg(test)]
+mod tests;
+
 type Key = [u8; 32];
 
 /// A verification kept in the local cache.
@@ -181,6 +184,12 @@ impl AuthCore {
         let mut random = [0u8; 16];
         getrandom::fill(&mut random).map_err(|e| format!("no randomness: {e}"))?;
         let dummy = StoredHash::ShaCrypt(crate::passwd::sha512_crypt(&format!("{random:?}"))?);
+        if let Some(oidc) = &config.oidc
+            && oidc.claims.user_prefix.is_empty()
+            && config.users_file.is_some()
+        {
+            return Err("--oidc-user-prefix is empty beside a users file: a provider's user and a user of the file could then have one id, and with it one home and one set of grants; give a prefix (the default is oidc-), or serve the provider's users alone".to_owned());
+        }
         let oidc = config.oidc.as_ref().map(|c| Oidc::new(c, clock)).transpose()?;
         let core = Self {
             inner: Arc::new(Inner {

@@ -5,8 +5,9 @@ screenshots, the provider's login and password, and a users-file user and passwo
 1. Opens the file manager: sent to the provider's login page, signs in, comes back.
 2. Uploads a file with the page's upload control, and makes an app password.
 3. From a page of another origin on the same host (same site, another port, served
-   here), tries to write, to create an app password and to sign the user out, with
-   the session cookie the browser holds.
+   here), tries to write, to create an app password, to share the upload with another
+   user, to publish a link to it and to sign the user out, with the session cookie the
+   browser holds.
 4. Signs out through the page's button and the provider's end-session page.
 5. With Basic credentials the browser sends to kubedav on every request, as a browser
    that cached them does, tries the same from the other origin.
@@ -32,12 +33,19 @@ url, shots, login, password, basic_user, basic_password = sys.argv[1:7]
 # saw into its title.
 ATTACK = """<!doctype html><html><head><title>attacking</title></head><body>
 <iframe name="sink1"></iframe><iframe name="sink2"></iframe><iframe name="sink3"></iframe>
+<iframe name="sink4"></iframe><iframe name="sink5"></iframe>
 <form id="app" method="post" enctype="text/plain" target="sink1" action="TARGET/.kubedav/app-passwords">
 <input name='{"name":"pwned","path":"' value='x"}'></form>
 <form id="out" method="post" target="sink2" action="TARGET/.kubedav/sign-out"><input name="a" value="b"></form>
 <form id="put" method="post" target="sink3" action="TARGET/stolen-form.txt"><input name="a" value="b"></form>
+<form id="share" method="post" enctype="text/plain" target="sink4" action="TARGET/.kubedav/shares">
+<input name='{"path":"/hello.txt","to":"user:mallory","permission":"write","x":"' value='x"}'></form>
+<form id="link" method="post" enctype="text/plain" target="sink5" action="TARGET/.kubedav/links">
+<input name='{"path":"/hello.txt","permission":"write","x":"' value='x"}'></form>
 <script>
 const target = "TARGET";
+const SHARE = '{"path":"/hello.txt","to":"user:mallory","permission":"write"}';
+const LINK = '{"path":"/hello.txt","permission":"write"}';
 const seen = [];
 const attempt = (name, promise) => promise.then((r) => seen.push(name + "=" + (r.type === "opaque" ? "opaque" : r.status)), (e) => seen.push(name + "=blocked"));
 Promise.all([
@@ -46,8 +54,11 @@ Promise.all([
   attempt("app-json", fetch(target + "/.kubedav/app-passwords", { method: "POST", credentials: "include", headers: { "Content-Type": "application/json", "X-Kubedav-Request": "1" }, body: '{"name":"pwned"}' })),
   attempt("app-no-cors", fetch(target + "/.kubedav/app-passwords", { method: "POST", mode: "no-cors", credentials: "include", headers: { "Content-Type": "text/plain" }, body: '{"name":"pwned"}' })),
   attempt("sign-out-no-cors", fetch(target + "/.kubedav/sign-out", { method: "POST", mode: "no-cors", credentials: "include" })),
+  attempt("share-json", fetch(target + "/.kubedav/shares", { method: "POST", credentials: "include", headers: { "Content-Type": "application/json", "X-Kubedav-Request": "1" }, body: SHARE })),
+  attempt("share-no-cors", fetch(target + "/.kubedav/shares", { method: "POST", mode: "no-cors", credentials: "include", headers: { "Content-Type": "text/plain" }, body: SHARE })),
+  attempt("link-no-cors", fetch(target + "/.kubedav/links", { method: "POST", mode: "no-cors", credentials: "include", headers: { "Content-Type": "text/plain" }, body: LINK })),
 ]).then(() => {
-  for (const id of ["app", "out", "put"]) document.getElementById(id).submit();
+  for (const id of ["app", "out", "put", "share", "link"]) document.getElementById(id).submit();
   setTimeout(() => { document.title = "done " + seen.sort().join(" "); }, 1500);
 });
 </script></body></html>"""

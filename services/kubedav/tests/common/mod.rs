@@ -69,6 +69,7 @@ macro_rules! microservices_only {
     };
 }
 
+pub(crate) mod fleet;
 pub(crate) mod prometheus;
 pub(crate) mod tools;
 

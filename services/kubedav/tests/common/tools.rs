@@ -8,6 +8,14 @@ use tokio::process::Command;
 /// Runs `program` with `args` (stdin from `input`); its stdout and stderr, together.
 /// Panics, with the output, if it fails.
 pub(crate) async fn run(program: &str, args: &[&str], input: Option<&str>) -> String {
+    let (success, text) = run_status(program, args, input).await;
+    assert!(success, "{program} {args:?} failed:\n{text}");
+    text
+}
+
+/// Runs `program` with `args` (stdin from `input`): whether it succeeded, and its stdout
+/// and stderr together (for a run whose failure may be the point).
+pub(crate) async fn run_status(program: &str, args: &[&str], input: Option<&str>) -> (bool, String) {
     use tokio::io::AsyncWriteExt;
     let mut child = Command::new(program)
         .args(args)
@@ -31,8 +39,7 @@ pub(crate) async fn run(program: &str, args: &[&str], input: Option<&str>) -> St
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(output.status.success(), "{program} {args:?} failed:\n{text}");
-    text
+    (output.status.success(), text)
 }
 
 /// Unmounts a davfs2 mount when dropped (lazily, if a test failed while it was busy).
@@ -50,6 +57,17 @@ impl Drop for Mounted {
 /// Mounts `url` with davfs2 under `dir`, with `credentials` (user, password) if given.
 /// davfs2 drops to its own user, which must reach its cache and write into it.
 pub(crate) async fn davfs2_mount(url: &str, dir: &Path, credentials: Option<(&str, &str)>) -> Mounted {
+    davfs2_try_mount(url, dir, credentials)
+        .await
+        .unwrap_or_else(|output| panic!("mount.davfs failed:\n{output}"))
+}
+
+/// [`davfs2_mount`], whose refusal may be the point: mount.davfs's output when it fails.
+pub(crate) async fn davfs2_try_mount(
+    url: &str,
+    dir: &Path,
+    credentials: Option<(&str, &str)>,
+) -> Result<Mounted, String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (mount, cache, conf, secrets) = (
@@ -74,13 +92,13 @@ pub(crate) async fn davfs2_mount(url: &str, dir: &Path, credentials: Option<(&st
     )
     .unwrap();
     let option = format!("conf={}", conf.display());
-    run(
+    let (mounted, output) = run_status(
         "mount.davfs",
         &[url, mount.to_str().unwrap(), "-o", &option],
         Some(""),
     )
     .await;
-    Mounted(mount)
+    if mounted { Ok(Mounted(mount)) } else { Err(output) }
 }
 
 /// The Python a client test runs: `variable` when `make test` set it, else what the
