@@ -113,6 +113,24 @@ def check_extras(objects, name, values_key):
     print(f"ok  {name}: every extension point ({', '.join(EXTENSIONS)}) in place")
 
 
+def check_env_alone(chart, out, label, values, want, readers):
+    """Renders `values` in both modes; `want` (env name -> value) must be exactly what the
+    workloads `readers[mode]` have, and no other workload may have any of it."""
+    for mode, names in readers.items():
+        objects = render(chart, {"deploymentMode": mode, **values}, out, f"{label}-{mode}")
+        wanted = [workload(objects, name) for name in names]
+        for o in objects:
+            if o["kind"] not in ("Deployment", "StatefulSet") or o["metadata"]["name"].endswith("-redis"):
+                continue
+            env = {e["name"]: e.get("value") for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}
+            got = {k: env.get(k) for k in want}
+            if any(o is w for w in wanted):
+                if got != want:
+                    sys.exit(f"values: {mode} {label}: {o['metadata']['name']}'s env {got}")
+            elif any(v is not None for v in got.values()):
+                sys.exit(f"values: {mode} {label}: {o['metadata']['name']} should not have {got}")
+
+
 def main():
     chart, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
@@ -214,36 +232,16 @@ def main():
     # Shares and links: their settings reach the process that serves HTTP, and only it.
     sharing = {"links": "upload", "linkMaxBytes": 5 << 20, "admins": ["alice", "oidc-7"]}
     want = {"KUBEDAV_LINKS": "upload", "KUBEDAV_LINK_MAX_BYTES": str(5 << 20), "KUBEDAV_ADMINS": "alice,oidc-7"}
-    for mode, server in (("microservices", "gateway"), ("monolithic", "all")):
-        objects = render(chart, {"deploymentMode": mode, "sharing": sharing}, out, f"sharing-{mode}")
-        for o in objects:
-            if o["kind"] not in ("Deployment", "StatefulSet") or o["metadata"]["name"].endswith("-redis"):
-                continue
-            env = {e["name"]: e.get("value") for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}
-            got = {k: env.get(k) for k in want}
-            if o is workload(objects, server):
-                if got != want:
-                    sys.exit(f"values: {mode} sharing: {server}'s env {got}")
-            elif any(v is not None for v in got.values()):
-                sys.exit(f"values: {mode} sharing: {o['metadata']['name']} serves no HTTP, but has {got}")
+    check_env_alone(chart, out, "sharing", {"sharing": sharing}, want,
+                    {"microservices": ("gateway",), "monolithic": ("all",)})
     print("ok  sharing.links, linkMaxBytes and admins reach the gateways (and the one pod) alone")
     render(chart, {"sharing": {"links": "everything"}}, out, "bad-links",
            expect_failure="sharing.links")
     # The trash and versions: fileio's flags, on the process that runs fileio alone.
     trash = {"retentionDays": 14, "versionsMax": 5, "versionsRetentionDays": 60}
     want = {"KUBEDAV_TRASH_RETENTION_DAYS": "14", "KUBEDAV_VERSIONS_MAX": "5", "KUBEDAV_VERSIONS_RETENTION_DAYS": "60"}
-    for mode, keeper in (("microservices", "fileio"), ("monolithic", "all")):
-        objects = render(chart, {"deploymentMode": mode, "trash": trash}, out, f"trash-{mode}")
-        for o in objects:
-            if o["kind"] not in ("Deployment", "StatefulSet") or o["metadata"]["name"].endswith("-redis"):
-                continue
-            env = {e["name"]: e.get("value") for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}
-            got = {k: env.get(k) for k in want}
-            if o is workload(objects, keeper):
-                if got != want:
-                    sys.exit(f"values: {mode} trash: {keeper}'s env {got}")
-            elif any(v is not None for v in got.values()):
-                sys.exit(f"values: {mode} trash: {o['metadata']['name']} runs no fileio, but has {got}")
+    check_env_alone(chart, out, "trash", {"trash": trash}, want,
+                    {"microservices": ("fileio",), "monolithic": ("all",)})
     print("ok  trash.retentionDays, versionsMax and versionsRetentionDays reach fileio (and the one pod) alone")
     # The identity provider: every claim and the public URL reach the processes that
     # verify credentials or offer Bearer (gateway and auth; the one pod), and no other.
@@ -253,20 +251,8 @@ def main():
             "KUBEDAV_OIDC_AUDIENCE": "files-api", "KUBEDAV_OIDC_USERNAME_CLAIM": "oid",
             "KUBEDAV_OIDC_GROUPS_CLAIM": "roles", "KUBEDAV_OIDC_USER_PREFIX": "entra-",
             "KUBEDAV_PUBLIC_URL": "https://files.example"}
-    for mode, verifiers in (("microservices", ("gateway", "auth")), ("monolithic", ("all",))):
-        values = {"deploymentMode": mode, "auth": {"oidc": oidc}, "gateway": {"publicUrl": "https://files.example/"}}
-        objects = render(chart, values, out, f"oidc-{mode}")
-        wanted = [workload(objects, v) for v in verifiers]
-        for o in objects:
-            if o["kind"] not in ("Deployment", "StatefulSet") or o["metadata"]["name"].endswith("-redis"):
-                continue
-            env = {e["name"]: e.get("value") for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}
-            got = {k: env.get(k) for k in want}
-            if any(o is w for w in wanted):
-                if got != want:
-                    sys.exit(f"values: {mode} auth.oidc: {o['metadata']['name']}'s env {got}")
-            elif any(v is not None for v in got.values()):
-                sys.exit(f"values: {mode} auth.oidc: {o['metadata']['name']} verifies nothing, but has {got}")
+    check_env_alone(chart, out, "oidc", {"auth": {"oidc": oidc}, "gateway": {"publicUrl": "https://files.example/"}},
+                    want, {"microservices": ("gateway", "auth"), "monolithic": ("all",)})
     print("ok  auth.oidc's issuer, client, audience, claims, prefix and the public URL reach the verifiers alone")
     render(chart, {"trash": {"retentionDays": -1}}, out, "bad-trash", expect_failure="retentionDays")
     render(chart, {"policy": {"document": document, "existingConfigMap": "x"}}, out, "policy-twice",
