@@ -750,3 +750,230 @@ async fn a_user_empties_what_it_sees_of_the_trash_and_nothing_else() {
     assert!(trash_of(&app, "alice").await.is_empty());
     assert_eq!(trash_of(&app, "bob").await.len(), 1);
 }
+
+/// A request tried: method, headers, body.
+type Attempt<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str);
+
+/// What a client can tell of an answer: status, every header but the per-request ones,
+/// and the body with `named` written as `as`.
+fn told(answer: &Answer, (named, as_): (&str, &str)) -> (StatusCode, Vec<(String, String)>, String) {
+    let mut headers: Vec<(String, String)> = answer
+        .headers
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "date" | "x-request-id"))
+        .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("?").replace(named, as_)))
+        .collect();
+    headers.sort();
+    (answer.status, headers, answer.text.replace(named, as_))
+}
+
+/// The isolation suite's spellings and methods, on the trash and the versions: every
+/// way bob, carol or dave could write the path of alice's trash item, of her file's
+/// versions or of one version answers as the same spelling of one that never existed,
+/// for every method, in status, headers and body, and changes nothing. So does naming
+/// them as a COPY's or MOVE's destination.
+#[tokio::test]
+async fn every_spelling_of_a_hidden_item_or_version_answers_as_absent() {
+    let app = app(Some(POLICY));
+    for text in ["one", "two"] {
+        let put = send(&app, "alice", "PUT", "/home/alice/private/diary.txt", &[], text).await;
+        assert!(put.status.is_success(), "{}", put.text);
+    }
+    send(&app, "alice", "PUT", "/home/alice/private/gone.txt", &[], "gone").await;
+    send(&app, "alice", "DELETE", "/home/alice/private/gone.txt", &[], "").await;
+    for user in ["bob", "carol"] {
+        let path = format!("/home/{user}/mine.txt");
+        assert!(
+            send(&app, user, "PUT", &path, &[], "mine")
+                .await
+                .status
+                .is_success()
+        );
+    }
+    let item = item(&app, "alice", "home/alice/private/gone.txt").await;
+    let id = item.rsplit('/').next().unwrap().to_owned();
+    let made_up = format!("{}-{}", &id[..20], "0123456789abcdef");
+    let listed = send(
+        &app,
+        "alice",
+        "PROPFIND",
+        "/.kubedav/versions/home/alice/private/diary.txt",
+        &[("depth", "1")],
+        "",
+    )
+    .await;
+    let version = responses(&listed.text)[1]
+        .0
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(!version.is_empty(), "{}", listed.text);
+    let other_version = format!("{}-{}", &version[..20], "01234567");
+    assert_eq!(other_version.len(), version.len());
+    let before = trash_of(&app, "alice").await;
+
+    // (hidden, absent, how the absent one's name differs, whether it reaches the area).
+    // Only the documented spelling of `{base}/.kubedav/trash` and `.../versions` reaches
+    // them (any other is a reserved name or a dot segment: 400, or an API call with no
+    // proof: 403); below it, a path is decoded as any other.
+    let mut spellings: Vec<(String, String, (String, String), bool)> = Vec::new();
+    let id_pair = (made_up.clone(), id.clone());
+    let encoded = |id: &str| format!("%{:02X}{}", id.as_bytes()[0], &id[1..]);
+    for (hidden, absent, reaches) in [
+        (
+            format!("/.kubedav/trash/{id}"),
+            format!("/.kubedav/trash/{made_up}"),
+            true,
+        ),
+        (
+            format!("/.kubedav/trash//{id}"),
+            format!("/.kubedav/trash//{made_up}"),
+            true,
+        ),
+        (
+            format!("/.kubedav/trash/{}", encoded(&id)),
+            format!("/.kubedav/trash/{}", encoded(&made_up)),
+            true,
+        ),
+        (
+            format!("//.kubedav/./trash/{id}"),
+            format!("//.kubedav/./trash/{made_up}"),
+            false,
+        ),
+        (
+            format!("/%2ekubedav/trash/{id}"),
+            format!("/%2ekubedav/trash/{made_up}"),
+            false,
+        ),
+        (
+            format!("/.kubedav/%74rash/{id}"),
+            format!("/.kubedav/%74rash/{made_up}"),
+            false,
+        ),
+        (
+            format!("/home/../.kubedav/trash/{id}"),
+            format!("/home/../.kubedav/trash/{made_up}"),
+            false,
+        ),
+    ] {
+        spellings.push((hidden, absent, id_pair.clone(), reaches));
+    }
+    for (form, reaches) in [
+        ("/.kubedav/versions/home/alice/private/{}", true),
+        ("/.kubedav/versions/home//alice//private/{}", true),
+        ("/.kubedav/versions/home/%61lice/private/{}", true),
+        ("/.kubedav/versions/home//alice/./private/{}", false),
+        ("/.kubedav/versions/home/bob/../alice/private/{}", false),
+        ("/home/../.kubedav/versions/home/alice/private/{}", false),
+        ("/%2ekubedav/versions/home/alice/private/{}", false),
+    ] {
+        spellings.push((
+            form.replace("{}", "diary.txt"),
+            form.replace("{}", "diarz.txt"),
+            ("diarz.txt".to_owned(), "diary.txt".to_owned()),
+            reaches,
+        ));
+        spellings.push((
+            form.replace("{}", &format!("diary.txt/{version}")),
+            form.replace("{}", &format!("diarz.txt/{other_version}")),
+            (
+                format!("diarz.txt/{other_version}"),
+                format!("diary.txt/{version}"),
+            ),
+            reaches,
+        ));
+    }
+    // Alice reaches her own through each spelling that reaches the area, and nobody
+    // through the others: what the others get is not a miss of the path.
+    for (hidden, _, _, reaches) in &spellings {
+        let hers = send(&app, "alice", "PROPFIND", hidden, &[("depth", "0")], "").await;
+        if *reaches {
+            assert_eq!(
+                hers.status,
+                StatusCode::MULTI_STATUS,
+                "alice PROPFIND {hidden}: {}",
+                hers.text
+            );
+        } else {
+            assert!(
+                matches!(hers.status, StatusCode::BAD_REQUEST | StatusCode::FORBIDDEN),
+                "alice PROPFIND {hidden}: {} {}",
+                hers.status,
+                hers.text
+            );
+        }
+    }
+    let lockinfo = r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockinfo>"#;
+    let proppatch = r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:"><D:set><D:prop><x xmlns="urn:t">1</x></D:prop></D:set></D:propertyupdate>"#;
+    for user in ["bob", "carol", "dave"] {
+        let mine = format!("/home/{user}/mine.txt");
+        let attempts: Vec<Attempt> = vec![
+            ("GET", vec![], ""),
+            ("HEAD", vec![], ""),
+            ("OPTIONS", vec![], ""),
+            ("PROPFIND", vec![("depth", "0")], ""),
+            ("PROPFIND", vec![("depth", "1")], ""),
+            ("PROPPATCH", vec![], proppatch),
+            ("PUT", vec![], "written"),
+            ("DELETE", vec![], ""),
+            ("MKCOL", vec![], ""),
+            ("LOCK", vec![], lockinfo),
+            ("UNLOCK", vec![("lock-token", "<urn:uuid:0>")], ""),
+            (
+                "COPY",
+                vec![("destination", mine.as_str()), ("overwrite", "T")],
+                "",
+            ),
+            ("MOVE", vec![("destination", mine.as_str())], ""),
+            ("POST", vec![], ""),
+        ];
+        for (hidden, absent, (named, as_), _) in &spellings {
+            for (method, headers, body) in &attempts {
+                let there = send(&app, user, method, hidden, headers, body).await;
+                let nowhere = send(&app, user, method, absent, headers, body).await;
+                assert_eq!(
+                    told(&there, ("", "")),
+                    told(&nowhere, (named, as_)),
+                    "{user} {method} {hidden} against {absent}"
+                );
+                assert!(
+                    !there.status.is_success() || *method == "OPTIONS",
+                    "{user} {method} {hidden}: {}",
+                    there.status
+                );
+            }
+            // The same paths named as where a COPY or MOVE of the user's own file goes.
+            for method in ["COPY", "MOVE"] {
+                let mut answers = Vec::new();
+                for to in [hidden, absent] {
+                    let headers = [("destination", to.as_str()), ("overwrite", "T")];
+                    answers.push(send(&app, user, method, &mine, &headers, "").await);
+                }
+                let (there, nowhere) = (&answers[0], &answers[1]);
+                assert_eq!(
+                    told(there, ("", "")),
+                    told(nowhere, (named, as_)),
+                    "{user} {method} {mine} onto {hidden} against {absent}"
+                );
+                assert!(!there.status.is_success(), "{user} {method} onto {hidden}");
+            }
+        }
+    }
+    // Nothing of alice's changed: her item, her file and its versions.
+    assert_eq!(trash_of(&app, "alice").await, before);
+    assert_eq!(
+        std::fs::read_to_string(app.disk("home/alice/private/diary.txt")).unwrap(),
+        "two"
+    );
+    let again = send(
+        &app,
+        "alice",
+        "PROPFIND",
+        "/.kubedav/versions/home/alice/private/diary.txt",
+        &[("depth", "1")],
+        "",
+    )
+    .await;
+    assert_eq!(responses(&again.text).len(), 2, "{}", again.text);
+}

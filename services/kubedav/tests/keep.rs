@@ -382,6 +382,182 @@ async fn a_sync_from_an_empty_directory_loses_nothing(mode: Mode) {
     }
 }
 
+/// Isolation, through the real processes and either backend: bob, alice's neighbour,
+/// lists none of her trash items, and her item, her file's versions and one version
+/// answer him exactly as ones that never existed, in every method the areas answer and
+/// in the spellings that reach them; a file he deleted from a folder alice shared with
+/// him is in his trash and hers, and he restores it. (Every method and spelling, with
+/// more users, is `services/gateway/tests/trash.rs`, in process.)
+async fn a_neighbour_sees_nothing_kept_of_a_home_but_restores_what_he_deleted_through_a_share(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = common::users_file(dir.path(), &[("alice", "pw"), ("bob", "pw")]);
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "homes: /home/{user}\nquota:\n  homes: 1GiB\n").unwrap();
+    let mut envs = KEEPING.to_vec();
+    envs.push(("KUBEDAV_POLICY", policy.to_str().unwrap()));
+    let server = Server::start_auth(mode, Some(&users), &[], &[], &envs).await;
+    let ask = |user: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str| {
+        let mut request = client()
+            .request(Method::from_bytes(method.as_bytes()).unwrap(), server.url(path))
+            .basic_auth(user, Some("pw"))
+            .body(body.to_owned());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status();
+            let mut headers: Vec<(String, String)> = response
+                .headers()
+                .iter()
+                .filter(|(name, _)| !matches!(name.as_str(), "date" | "x-request-id" | "traceparent"))
+                .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("?").to_owned()))
+                .collect();
+            headers.sort();
+            (status, headers, response.text().await.unwrap())
+        }
+    };
+    for (path, body) in [
+        ("/home/alice/diary.txt", "one"),
+        ("/home/alice/diary.txt", "two"),
+        ("/home/alice/gone.txt", "gone"),
+    ] {
+        assert!(ask("alice", "PUT", path, &[], body).await.0.is_success());
+    }
+    assert_eq!(
+        ask("alice", "DELETE", "/home/alice/gone.txt", &[], "").await.0,
+        StatusCode::NO_CONTENT
+    );
+    let listing = |user: &'static str| {
+        let ask = &ask;
+        async move {
+            let (status, _, text) = ask(user, "PROPFIND", "/.kubedav/trash/", &[("depth", "1")], "").await;
+            assert_eq!(status, StatusCode::MULTI_STATUS, "{user}: {text}");
+            responses(&text)
+                .into_iter()
+                .skip(1)
+                .map(|(href, properties)| (properties["trashbin-original-location"].clone(), href))
+                .collect::<HashMap<String, String>>()
+        }
+    };
+    let item = listing("alice").await["home/alice/gone.txt"].clone();
+    assert!(listing("bob").await.is_empty());
+    let (_, _, text) = ask(
+        "alice",
+        "PROPFIND",
+        "/.kubedav/versions/home/alice/diary.txt",
+        &[("depth", "1")],
+        "",
+    )
+    .await;
+    let version = responses(&text)[1].0.clone();
+    let id = item.rsplit('/').next().unwrap().to_owned();
+    let made_up = format!("{}-0123456789abcdef", &id[..20]);
+    let version_id = version.rsplit('/').next().unwrap().to_owned();
+    let other_version = format!("{}-01234567", &version_id[..20]);
+    let pairs = [
+        (
+            item.clone(),
+            item.replace(&id, &made_up),
+            (made_up.as_str(), id.as_str()),
+        ),
+        (
+            item.replace("/trash/", "/trash//"),
+            item.replace("/trash/", "/trash//").replace(&id, &made_up),
+            (made_up.as_str(), id.as_str()),
+        ),
+        (
+            "/.kubedav/versions/home/alice/diary.txt".to_owned(),
+            "/.kubedav/versions/home/alice/diarz.txt".to_owned(),
+            ("diarz.txt", "diary.txt"),
+        ),
+        (
+            "/.kubedav/versions/home/%61lice/diary.txt".to_owned(),
+            "/.kubedav/versions/home/%61lice/diarz.txt".to_owned(),
+            ("diarz.txt", "diary.txt"),
+        ),
+        (
+            version.clone(),
+            version
+                .replace(&version_id, &other_version)
+                .replace("diary.txt", "diarz.txt"),
+            ("diarz", "diary"),
+        ),
+    ];
+    assert!(
+        ask("bob", "PUT", "/home/bob/mine.txt", &[], "mine")
+            .await
+            .0
+            .is_success()
+    );
+    for (hidden, absent, (named, as_)) in &pairs {
+        for (method, headers) in [
+            ("PROPFIND", vec![("depth", "0")]),
+            ("PROPFIND", vec![("depth", "1")]),
+            ("GET", vec![]),
+            ("HEAD", vec![]),
+            ("MOVE", vec![("destination", "/home/bob/taken.txt")]),
+            (
+                "COPY",
+                vec![("destination", "/home/bob/mine.txt"), ("overwrite", "T")],
+            ),
+            ("DELETE", vec![]),
+            ("PUT", vec![]),
+        ] {
+            let there = ask("bob", method, hidden, &headers, "").await;
+            let mut nowhere = ask("bob", method, absent, &headers, "").await;
+            nowhere.2 = nowhere.2.replace(named, as_).replace(&other_version, &version_id);
+            assert_eq!(there, nowhere, "bob {method} {hidden} against {absent}");
+            assert!(!there.0.is_success(), "bob {method} {hidden}: {:?}", there);
+        }
+    }
+    assert_eq!(listing("alice").await.len(), 1, "alice's item is still there");
+
+    // Through a share: bob deletes from alice's folder, and restores it.
+    assert_eq!(
+        ask("alice", "MKCOL", "/home/alice/project", &[], "").await.0,
+        StatusCode::CREATED
+    );
+    assert!(
+        ask("alice", "PUT", "/home/alice/project/plan.txt", &[], "the plan")
+            .await
+            .0
+            .is_success()
+    );
+    let (status, _, text) = ask(
+        "alice",
+        "POST",
+        "/.kubedav/shares",
+        &[("x-kubedav-request", "1"), ("content-type", "application/json")],
+        r#"{"path": "/home/alice/project", "to": "user:bob", "permission": "write"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{text}");
+    assert_eq!(
+        ask("bob", "DELETE", "/home/alice/project/plan.txt", &[], "")
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    let bobs = listing("bob").await;
+    assert_eq!(bobs.keys().collect::<Vec<_>>(), ["home/alice/project/plan.txt"]);
+    assert_eq!(
+        listing("alice").await["home/alice/project/plan.txt"],
+        bobs["home/alice/project/plan.txt"]
+    );
+    let (status, _, text) = ask(
+        "bob",
+        "MOVE",
+        &bobs["home/alice/project/plan.txt"],
+        &[("destination", "/home/alice/project/plan.txt")],
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{text}");
+    let (status, _, text) = ask("alice", "GET", "/home/alice/project/plan.txt", &[], "").await;
+    assert_eq!((status, text.as_str()), (StatusCode::OK, "the plan"));
+}
+
 /// The file manager's trash and versions in headless Chromium
 /// (`tests/clients/browser_keep.py`): alice restores an old version of a file, restores
 /// two deleted files (one over a taken name, which she agrees to replace) and purges a
@@ -548,6 +724,7 @@ async fn a_fileio_killed_while_trashing_leaves_the_tree_whole() {
 
 in_both_modes!(
     trash_and_versions_in_the_file_manager,
+    a_neighbour_sees_nothing_kept_of_a_home_but_restores_what_he_deleted_through_a_share,
     what_was_deleted_comes_back_whole,
     a_file_keeps_ten_versions_that_follow_it,
     a_sync_from_an_empty_directory_loses_nothing,
@@ -568,6 +745,7 @@ mod s3_killed {
 
 on_s3!(
     trash_and_versions_in_the_file_manager,
+    a_neighbour_sees_nothing_kept_of_a_home_but_restores_what_he_deleted_through_a_share,
     what_was_deleted_comes_back_whole,
     a_file_keeps_ten_versions_that_follow_it,
     a_sync_from_an_empty_directory_loses_nothing,
