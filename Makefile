@@ -87,7 +87,10 @@ fmt:
 # (criterion for the crypt cost, wrk for auth on the request path and under a flood), the
 # markdown figures, what a client can cost the HTTP edge at most (scripts/bench_edge.py),
 # and object storage: kubedav on versitygw beside rclone serve webdav on the same bucket
-# (scripts/bench_s3.py).
+# (scripts/bench_s3.py); then what the trash and versions cost, on a volume
+# (scripts/bench_keep.py: CPU per request, kept against nothing kept) and on S3
+# (scripts/bench_s3_keep.py: requests and wall time of a 10,000-object collection's
+# DELETE and restore, against the bucket's own versioning).
 bench: build
 	$(CARGO) build --release --locked -p kubedav-gateway --example floor
 	bash scripts/bench.sh
@@ -103,6 +106,9 @@ bench: build
 	bash scripts/bench-markdown.sh
 	python3 scripts/bench_edge.py target/dist/kubedav
 	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" python3 scripts/bench_s3.py
+	python3 scripts/bench_keep.py target/dist/kubedav --pin
+	python3 -c 'import boto3' 2>/dev/null || python3 -m pip install --quiet boto3
+	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" python3 scripts/bench_s3_keep.py target/dist/kubedav
 
 # The one container image every target runs, from the public base images (podman, or
 # docker with CONTAINER=docker). Where no registry is reachable, make image-test builds

@@ -2,13 +2,17 @@
 """What the trash and versions cost per request: one build, two deployments side by side.
 
     python3 scripts/bench_keep.py [BINARY] [--rounds 3] [--seconds 5] [--pin] [--modes all,microservices]
+        [--workloads NAME,...]
 
 The deployments serve the same files on a volume and differ only in fileio's flags:
 nothing kept, or `--trash-retention-days 30 --versions-max 10`. Measured in alternating
 rounds with wrk (one connection per thread, 2 threads): PUT then DELETE of a new 4 KiB
 file (`scripts/putdelete.lua`: with the trash, each DELETE makes a trash item), and PUT
 over the same 4 KiB file (`scripts/putsame.lua`: with versions, each keeps the replaced
-content and drops the eleventh). Printed per round: requests/s and the CPU time (utime +
+content and drops the eleventh); and two reads that touch nothing kept, GET of a 1 KiB
+file and PROPFIND Depth 0 of it (`scripts/propfind0.lua`), which show what the
+gateway's check for the trash's and versions' URLs costs every other request (without
+keeping it is not made). Printed per round: requests/s and the CPU time (utime +
 stime of the deployment's processes) per request; then the kept deployment's CPU over the
 other's, median of the paired rounds. Issue 54's goal: within 1.2 times on a volume.
 """
@@ -23,15 +27,19 @@ from benchkit import REPO, Kubedav, cpu_seconds
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 KEEPING = ["--trash-retention-days", "30", "--versions-max", "10"]
+# Nothing kept: both features off (the defaults keep).
+NOTHING_KEPT = ["--trash-retention-days", "0", "--versions-max", "0"]
 
 
 class Deployment:
     def __init__(self, binary, mode, work, keeping):
         root = os.path.join(work, "root")
         os.makedirs(os.path.join(root, "bench", "put"))
+        with open(os.path.join(root, "bench", "get.bin"), "wb") as f:
+            f.write(b"g" * 1024)
         self.root = root
         self.runs = 0
-        self.kubedav = Kubedav(binary, mode, work, root, extra=KEEPING if keeping else [])
+        self.kubedav = Kubedav(binary, mode, work, root, extra=KEEPING if keeping else NOTHING_KEPT)
         self.url = self.kubedav.url
 
     def fresh_dir(self):
@@ -49,18 +57,26 @@ class Deployment:
 
 
 WORKLOADS = [
-    # name, script, environment variable naming the run's directory
+    # name, script, environment variable naming the run's directory (or the path read)
     ("PUT+DELETE 4 KiB", "putdelete.lua", "DELDIR"),
     ("PUT over a file 4 KiB", "putsame.lua", "PUTDIR"),
+    # Reads: what the gateway's check for the trash's and versions' URLs costs a
+    # request that is neither (the path without it: nothing kept, no check made).
+    ("GET 1 KiB", None, "/bench/get.bin"),
+    ("PROPFIND Depth 0", "propfind0.lua", "/bench/get.bin"),
 ]
 
 
 def measure(deployment, workload, seconds):
     """One wrk run: (requests/s, µs of CPU per request)."""
     _, script, variable = workload
-    env = {variable: deployment.fresh_dir()}
+    if variable.startswith("/"):
+        url, env = deployment.url + variable, None
+    else:
+        url, env = deployment.url + "/", {variable: deployment.fresh_dir()}
+    arguments = ["-s", os.path.join(SCRIPTS, script)] if script else []
     before = cpu_seconds(deployment.pids())
-    requests, rate = benchkit.wrk(deployment.url + "/", 2, seconds, ["-s", os.path.join(SCRIPTS, script)], env)
+    requests, rate = benchkit.wrk(url, 2, seconds, arguments, env)
     used = cpu_seconds(deployment.pids()) - before
     return rate, used / max(requests, 1) * 1e6
 
@@ -72,6 +88,8 @@ def main():
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--modes", default="all,microservices")
     parser.add_argument("--pin", action="store_true", help="servers on the last CPU, wrk on the others")
+    parser.add_argument("--workloads", default=",".join(name for name, _, _ in WORKLOADS),
+                        help="which of: " + ", ".join(name for name, _, _ in WORKLOADS))
     options = parser.parse_args()
     pinned = ""
     if options.pin:
@@ -90,7 +108,7 @@ def main():
                     where = os.path.join(work, name.replace(" ", "-").replace("+", "-"))
                     os.makedirs(where)
                     deployments[name] = Deployment(options.binary, mode, where, setups[name])
-                for workload in WORKLOADS:
+                for workload in [w for w in WORKLOADS if w[0] in options.workloads.split(",")]:
                     figures = {name: [] for name in setups}
                     for round_ in range(options.rounds):
                         order = placement if round_ % 2 == 0 else list(reversed(placement))

@@ -208,6 +208,12 @@ def fileio():
     d.panel("Volume space", [(f"min(kubedav_fileio_volume_available_bytes{{{NS}}})", "available"),
                              (f"max(kubedav_fileio_volume_size_bytes{{{NS}}})", "size")], "bytes")
     d.panel("Gateways holding a lease", [(f"sum(kubedav_lease_holders{{{NS}}})", "holders")])
+    # Each replica reports the whole tree's trash and versions: the max per root, summed.
+    d.panel("Trash and versions kept", [
+        (f"sum(max by (root) (kubedav_fileio_trash_bytes{{{NS}}}))", "trash"),
+        (f"sum(max by (root) (kubedav_fileio_version_bytes{{{NS}}}))", "versions")], "bytes")
+    d.panel("Trash items and versions purged, by reason",
+            [(rate("kubedav_fileio_purges_total", by="reason"), "{{reason}}")])
     d.panel("Changes waiting for the gateways' leases p50 / p99", [
         (quantile(0.99, "kubedav_lease_invalidation_wait_seconds"), "p99"),
         (quantile(0.5, "kubedav_lease_invalidation_wait_seconds"), "p50")], "s")

@@ -399,7 +399,11 @@ impl FileIo for LocalFileIo {
         let volume = self.volume.clone();
         let expected_size = header.expected_size;
         let digester = digest::Digester::for_write(&header)?;
-        let mut upload = blocking(move || write::Upload::begin(&volume, path, expected_size)).await?;
+        let (keeping, may_purge) = (self.keeping.clone(), !header.no_purge);
+        let mut upload = blocking(move || {
+            keep::space::begin_upload(&volume, keeping.as_deref(), path, expected_size, may_purge)
+        })
+        .await?;
         upload.digest_with(digester);
         // Double buffering: while one batch is written on the blocking pool, the next is
         // received. Memory per upload is bounded by two batches.

@@ -61,7 +61,7 @@ pub fn register() {
         SCANS.with_label_values(&[path.label()]);
         SCAN_BATCH.with_label_values(&[path.label()]);
     }
-    for reason in ["age", "count", "quota", "user", "admin"] {
+    for reason in ["age", "count", "quota", "space", "user", "admin"] {
         PURGES.with_label_values(&[reason]);
     }
     // Nothing kept yet (or ever, without a trash and versions): the whole tree at zero.
@@ -101,14 +101,15 @@ static PURGES: LazyLock<CounterFamily> = LazyLock::new(|| {
     CounterFamily::new(
         "kubedav_fileio_purges_total",
         "Trash items and versions removed, by why: age (the retention), count (a file's \
-         versions past --versions-max), quota (a write needed the room), user (a DELETE in \
-         the trash), admin (an administrator emptied a root's trash).",
+         versions past --versions-max), quota (a write needed its root's room), space (a \
+         write found the volume full), user (a DELETE in the trash), admin (an \
+         administrator emptied a root's trash).",
         &["reason"],
     )
 });
 
 /// Counts `n` trash items or versions removed for `reason` (`age`, `count`, `quota`,
-/// `user`, `admin`).
+/// `space`, `user`, `admin`).
 pub fn purged(reason: &'static str, n: u64) {
     PURGES.with_label_values(&[reason]).inc_by(n);
 }
@@ -186,12 +187,16 @@ pub struct KeptFigures {
     pub version_bytes: u64,
 }
 
-/// Sets the gauges of what is kept to `by_root` (roots not in it are dropped).
+/// Sets the gauges of what is kept to `by_root` (roots not in it are dropped). The whole
+/// tree's series (`root=""`) stays, at zero when nothing is kept there: a family with no
+/// series is not exported at all, and dashboards and alerts would see no data.
 pub fn kept(by_root: &std::collections::BTreeMap<String, KeptFigures>) {
     for family in KEPT.iter() {
         family.clear();
     }
-    for (root, figures) in by_root {
+    let nothing = (String::new(), KeptFigures::default());
+    let whole_tree = (!by_root.contains_key("")).then_some((&nothing.0, &nothing.1));
+    for (root, figures) in by_root.iter().chain(whole_tree) {
         let values = [
             figures.items,
             figures.item_bytes,
@@ -203,5 +208,41 @@ pub fn kept(by_root: &std::collections::BTreeMap<String, KeptFigures>) {
                 .with_label_values(&[root])
                 .set(i64::try_from(value).unwrap_or(i64::MAX));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A retention pass that finds nothing kept leaves the whole tree's series at zero:
+    /// with none, the families vanish from /metrics, and the fileio dashboard's panel
+    /// had no data (seen with the trash on by default).
+    #[test]
+    fn nothing_kept_still_exports_the_whole_tree_at_zero() {
+        kept(&std::collections::BTreeMap::from([(
+            "home/alice".to_owned(),
+            KeptFigures {
+                items: 2,
+                ..KeptFigures::default()
+            },
+        )]));
+        kept(&std::collections::BTreeMap::new());
+        let text = kubedav_metrics::encode(false).unwrap();
+        for family in [
+            "kubedav_fileio_trash_items",
+            "kubedav_fileio_trash_bytes",
+            "kubedav_fileio_versions",
+            "kubedav_fileio_version_bytes",
+        ] {
+            assert!(
+                text.contains(&format!("{family}{{root=\"\"}} 0")),
+                "{family}: {text}"
+            );
+        }
+        assert!(
+            !text.contains("home/alice"),
+            "a root with nothing left is dropped"
+        );
     }
 }

@@ -162,8 +162,18 @@ impl QuotaFileIo {
             Ok(()) => return Ok(()),
             Err(refused) => refused,
         };
-        let Some(kept) = self.kept.get().cloned() else {
+        if self.kept.get().is_none() {
             return Err(refused);
+        }
+        self.make_room(path, roots, adding, replacing).await?;
+        self.admit(path, roots, adding, replacing)
+    }
+
+    /// Removes the oldest things kept in each of `roots` that `adding` bytes (beyond
+    /// `replacing`) would bring past its limit, until they fit or nothing is left.
+    async fn make_room(&self, path: &str, roots: &[Root], adding: u64, replacing: u64) -> Result<(), Status> {
+        let Some(kept) = self.kept.get().cloned() else {
+            return Ok(());
         };
         for root in roots {
             let over = self
@@ -191,7 +201,7 @@ impl QuotaFileIo {
                 self.grew(&self.roots.roots_of(&root.path), -(freed as i64));
             }
         }
-        self.admit(path, roots, adding, replacing)
+        Ok(())
     }
 
     fn roots_of(&self, path: &str) -> Vec<Root> {
@@ -456,24 +466,37 @@ impl FileIo for QuotaFileIo {
             return self.inner.write(header, body).await;
         }
         // A replaced file kept as a version frees nothing.
-        let replacing = match self.keeps() {
-            (_, true) => 0,
-            _ => self.file_size(&header.path).await?.unwrap_or(0),
-        };
+        let versions = self.keeps().1;
+        let there = self.file_size(&header.path).await?.unwrap_or(0);
+        let replacing = if versions { 0 } else { there };
         let adding = header.expected_size.unwrap_or(0);
+        // Whether the write fits only if the content it replaces is not kept: it goes
+        // ahead, and that version goes right after it (a save is never refused for the
+        // sake of keeping what it replaces).
+        let mut version_without_room = false;
         if header.no_purge {
             self.admit(&header.path, &roots, adding, replacing)?;
-        } else {
-            self.admit_or_make_room(&header.path, &roots, adding, replacing)
-                .await?;
+        } else if let Err(refused) = self
+            .admit_or_make_room(&header.path, &roots, adding, replacing)
+            .await
+        {
+            if !(versions && there > 0 && self.admit(&header.path, &roots, adding, there).is_ok()) {
+                return Err(refused);
+            }
+            version_without_room = true;
         }
-        let body = match self.room(&roots, replacing) {
+        let room_beyond = if version_without_room { there } else { replacing };
+        let body = match self.room(&roots, room_beyond) {
             Some((room, root, used)) => bounded(body, room, header.path.clone(), root, used),
             None => body,
         };
+        let path = header.path.clone();
         let reply = self.inner.write(header, body).await?;
         let size = reply.info.as_ref().map_or(0, |info| info.size);
         self.grew(&roots, size as i64 - replacing as i64);
+        if version_without_room && let Err(status) = self.make_room(&path, &roots, 0, 0).await {
+            tracing::warn!(target: "kubedav", %path, "quota: the version kept of {path} was to go for want of room, and could not: {status}");
+        }
         Ok(reply)
     }
 

@@ -65,6 +65,10 @@ pub fn reserved_failed(what: &str, path: &str, error: rustix::io::Errno) -> Stat
         rustix::io::Errno::NOSPC | rustix::io::Errno::DQUOT => {
             Status::resource_exhausted(format!("the volume is full: cannot {what} {path}"))
         }
+        // A read-only volume refuses a DELETE into the trash as it refuses any write.
+        rustix::io::Errno::ROFS => {
+            Status::permission_denied(format!("the volume is read-only: cannot {what} {path}"))
+        }
         _ => Status::internal(format!("cannot {what} {path}: {error}")),
     }
 }

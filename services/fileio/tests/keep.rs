@@ -22,7 +22,11 @@ struct Setup {
 
 impl Setup {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::on(tempfile::tempdir().unwrap())
+    }
+
+    /// On the volume at `dir`.
+    fn on(dir: tempfile::TempDir) -> Self {
         let now = Arc::new(Mutex::new(
             SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
         ));
@@ -629,4 +633,79 @@ async fn a_full_quota_makes_room_from_the_oldest_kept_first() {
     let refused = put("d.txt", forty).await.unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted);
     assert_eq!(s.read("b.txt"), forty);
+    // A save that fits only if what it replaces is not kept is not refused for the sake
+    // of the version: b's 50 bytes go in, and the 40 it replaced go at once.
+    let fifty = &[b'y'; 50];
+    put("b.txt", fifty).await.unwrap();
+    assert_eq!(s.read("b.txt"), fifty);
+    assert!(s.versions("b.txt").is_empty(), "the version had no room");
+    assert_eq!(used(&quota).await, 90);
+}
+
+/// A tmpfs of `mib` MiB mounted on a fresh directory, unmounted when dropped.
+struct SmallVolume(tempfile::TempDir);
+
+impl SmallVolume {
+    fn mount(mib: u32) -> (Self, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "kubedav-test"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(mounted.success(), "mounting a {mib} MiB tmpfs (needs root)");
+        // The setup's own handle on the same directory: dropped first, it removes
+        // nothing once the mount is gone.
+        let served = tempfile::TempDir::with_prefix_in("served", dir.path()).unwrap();
+        (Self(dir), served)
+    }
+}
+
+impl Drop for SmallVolume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// A full volume makes room: on a 4 MiB tmpfs holding three deleted 1 MiB files in its
+/// trash, a 2 MiB upload that declares its size removes the two oldest and is stored;
+/// one through a public link is refused with 507 and removes nothing; a 3 MiB one
+/// removes what is left and is still refused.
+#[tokio::test]
+async fn a_full_volume_makes_room_from_the_oldest_kept_first() {
+    let (_mount, served) = SmallVolume::mount(4);
+    let s = Setup::on(served);
+    let mib = vec![b'k'; 1 << 20];
+    for name in ["a.bin", "b.bin", "c.bin"] {
+        s.put(name, &mib).await;
+    }
+    for name in ["a.bin", "b.bin", "c.bin"] {
+        assert!(!s.delete(name, "alice").await.is_empty());
+    }
+    let two = Bytes::from(vec![b'n'; 2 << 20]);
+    let put_as = |path: &'static str, data: &Bytes, no_purge: bool| {
+        s.tick();
+        let header = WriteHeader {
+            path: path.to_owned(),
+            expected_size: Some(data.len() as u64),
+            no_purge,
+            ..WriteHeader::default()
+        };
+        s.fileio
+            .write(header, futures_util::stream::iter([Ok(data.clone())]).boxed())
+    };
+    let refused = put_as("linked.bin", &two, true).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(s.trash("").len(), 3, "a link's write removes nothing");
+    put_as("d.bin", &two, false).await.unwrap();
+    let left: Vec<String> = s.trash("").into_iter().map(|item| item.record.path).collect();
+    assert_eq!(left, ["c.bin"], "the two oldest went");
+    assert_eq!(s.read("d.bin").len(), 2 << 20);
+    let three = Bytes::from(vec![b'n'; 3 << 20]);
+    let refused = put_as("e.bin", &three, false).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(s.trash("").is_empty(), "what was left went, and still no room");
 }

@@ -181,15 +181,13 @@ pub(crate) struct FileioArgs {
     pub abandoned_upload_seconds: u64,
 
     /// Days a deleted file or collection stays in the trash, restorable (targets all,
-    /// fileio; on a volume). 0: no trash, a delete deletes. Being built (issue 54,
-    /// docs/trash-and-versions.md): off by default until retention and quotas count it.
-    #[arg(long, env = "KUBEDAV_TRASH_RETENTION_DAYS", default_value_t = 0)]
+    /// fileio; docs/trash-and-versions.md). 0: no trash, a delete deletes.
+    #[arg(long, env = "KUBEDAV_TRASH_RETENTION_DAYS", default_value_t = 30)]
     pub trash_retention_days: u64,
 
     /// Most versions kept of each file, the content a PUT, COPY or MOVE replaced
-    /// (targets all, fileio; on a volume). 0: none. Being built (issue 54): off by
-    /// default until retention and quotas count them.
-    #[arg(long, env = "KUBEDAV_VERSIONS_MAX", default_value_t = 0)]
+    /// (targets all, fileio). 0: none, an overwrite replaces.
+    #[arg(long, env = "KUBEDAV_VERSIONS_MAX", default_value_t = 10)]
     pub versions_max: u32,
 
     /// Days a version is kept (targets all, fileio).

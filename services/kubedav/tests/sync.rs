@@ -444,9 +444,10 @@ async fn quota(server: &Server) -> (u64, u64) {
 
 /// `--quota-bytes`: the usage is counted at start (a file already there) and as writes
 /// go; a PUT that would pass the quota is refused with 507 before anything is stored,
-/// with a Content-Length and chunked alike; replacing a file counts the difference; a
-/// DELETE gives the room back. No count from a listing runs meanwhile (the period is an
-/// hour), so every figure is exact.
+/// with a Content-Length and chunked alike; replacing a file counts the difference (the
+/// replaced content, which has no room to be kept as a version, goes); a DELETE keeps the
+/// file in the trash, still counted, until a write needs its room. No count from a
+/// listing runs meanwhile (the period is an hour), so every figure is exact.
 async fn quota_refuses_what_does_not_fit(mode: Mode) {
     let envs = [
         ("KUBEDAV_QUOTA_BYTES", "1000"),
@@ -484,7 +485,8 @@ async fn quota_refuses_what_does_not_fit(mode: Mode) {
     for path in ["/b.bin", "/c.bin"] {
         assert_eq!(get_status(&server, path).await, StatusCode::NOT_FOUND, "{path}");
     }
-    // Replacing a.bin (600) with 650 bytes needs 50 more: it fits.
+    // Replacing a.bin (600) with 650 bytes needs 50 more: it fits, and the 600 it
+    // replaced, which would need 600 more to be kept as a version, go.
     assert_eq!(
         put("/a.bin", vec![5u8; 650].into()).await.status(),
         StatusCode::NO_CONTENT
@@ -492,5 +494,12 @@ async fn quota_refuses_what_does_not_fit(mode: Mode) {
     assert_eq!(quota(&server).await, (950, 50));
     let delete = client().delete(server.url("/a.bin")).send().await.unwrap();
     assert_eq!(delete.status(), StatusCode::NO_CONTENT);
-    assert_eq!(quota(&server).await, (300, 700));
+    assert_eq!(quota(&server).await, (950, 50), "the trash counts");
+    // A write that needs the room takes it from the trash.
+    assert_eq!(
+        put("/d.bin", vec![6u8; 600].into()).await.status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(quota(&server).await, (900, 100));
+    assert_eq!(get_status(&server, "/a.bin").await, StatusCode::NOT_FOUND);
 }

@@ -8,6 +8,7 @@
 
 pub mod local;
 pub mod retain;
+pub mod space;
 pub mod volume;
 
 use kubedav_api::path::VolumePath;

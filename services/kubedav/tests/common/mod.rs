@@ -688,11 +688,14 @@ where
     kubedav_testkit::eventually(timeout, check).await
 }
 
-/// Names in a directory on disk.
+/// Names in a directory on disk: what clients put there and whatever an interrupted write
+/// left, beside kubedav's reserved area `.kubedav` (the trash, the versions and the
+/// records, on by default), which is left out.
 pub(crate) fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name != kubedav_api::path::RESERVED_AREA)
         .collect();
     names.sort();
     names
