@@ -572,6 +572,18 @@ async fn retention_removes_what_is_past_its_time_once_whoever_runs_it() {
 }
 
 /// What a quota counts on the whole tree.
+/// A write of `data` to `path` that declares its size; through a public link (which may
+/// not make room) when `no_purge`.
+fn upload(path: &str, data: Bytes, no_purge: bool) -> (WriteHeader, kubedav_api::BoxStream<Bytes>) {
+    let header = WriteHeader {
+        path: path.to_owned(),
+        expected_size: Some(data.len() as u64),
+        no_purge,
+        ..WriteHeader::default()
+    };
+    (header, futures_util::stream::iter([Ok(data)]).boxed())
+}
+
 async fn used(quota: &kubedav_fileio::quota::QuotaFileIo) -> u64 {
     quota
         .usage(UsageRequest { path: String::new() })
@@ -589,16 +601,8 @@ async fn a_full_quota_makes_room_from_the_oldest_kept_first() {
     let quota = QuotaFileIo::new(inner, 100, Duration::from_secs(3600)).keeping(kept);
     let put_as = |path: &'static str, data: &'static [u8], no_purge: bool| {
         s.tick();
-        let header = WriteHeader {
-            path: path.to_owned(),
-            expected_size: Some(data.len() as u64),
-            no_purge,
-            ..WriteHeader::default()
-        };
-        quota.write(
-            header,
-            futures_util::stream::iter([Ok(Bytes::from_static(data))]).boxed(),
-        )
+        let (header, body) = upload(path, Bytes::from_static(data), no_purge);
+        quota.write(header, body)
     };
     let put = |path: &'static str, data: &'static [u8]| put_as(path, data, false);
     let forty = &[b'x'; 40];
@@ -688,14 +692,8 @@ async fn a_full_volume_makes_room_from_the_oldest_kept_first() {
     let two = Bytes::from(vec![b'n'; 2 << 20]);
     let put_as = |path: &'static str, data: &Bytes, no_purge: bool| {
         s.tick();
-        let header = WriteHeader {
-            path: path.to_owned(),
-            expected_size: Some(data.len() as u64),
-            no_purge,
-            ..WriteHeader::default()
-        };
-        s.fileio
-            .write(header, futures_util::stream::iter([Ok(data.clone())]).boxed())
+        let (header, body) = upload(path, data.clone(), no_purge);
+        s.fileio.write(header, body)
     };
     let refused = put_as("linked.bin", &two, true).await.unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
