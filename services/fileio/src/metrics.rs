@@ -65,10 +65,7 @@ pub fn register() {
         PURGES.with_label_values(&[reason]);
     }
     // Nothing kept yet (or ever, without a trash and versions): the whole tree at zero.
-    kept(&std::collections::BTreeMap::from([(
-        String::new(),
-        KeptFigures::default(),
-    )]));
+    kept(&std::collections::BTreeMap::new());
 }
 
 /// Counts a listing started on `path`.

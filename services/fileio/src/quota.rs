@@ -467,26 +467,31 @@ impl FileIo for QuotaFileIo {
         }
         // A replaced file kept as a version frees nothing.
         let versions = self.keeps().1;
-        let there = self.file_size(&header.path).await?.unwrap_or(0);
-        let replacing = if versions { 0 } else { there };
+        let replacing = match versions {
+            true => 0,
+            false => self.file_size(&header.path).await?.unwrap_or(0),
+        };
         let adding = header.expected_size.unwrap_or(0);
-        // Whether the write fits only if the content it replaces is not kept: it goes
-        // ahead, and that version goes right after it (a save is never refused for the
-        // sake of keeping what it replaces).
-        let mut version_without_room = false;
+        // The bytes of a version that has no room, when the write fits only if the
+        // content it replaces is not kept: it goes ahead, and that version goes right
+        // after it (a save is never refused for the sake of keeping what it replaces).
+        let mut version_without_room = None;
         if header.no_purge {
             self.admit(&header.path, &roots, adding, replacing)?;
         } else if let Err(refused) = self
             .admit_or_make_room(&header.path, &roots, adding, replacing)
             .await
         {
-            if !(versions && there > 0 && self.admit(&header.path, &roots, adding, there).is_ok()) {
+            let there = match versions {
+                true => self.file_size(&header.path).await?.unwrap_or(0),
+                false => 0,
+            };
+            if there == 0 || self.admit(&header.path, &roots, adding, there).is_err() {
                 return Err(refused);
             }
-            version_without_room = true;
+            version_without_room = Some(there);
         }
-        let room_beyond = if version_without_room { there } else { replacing };
-        let body = match self.room(&roots, room_beyond) {
+        let body = match self.room(&roots, version_without_room.unwrap_or(replacing)) {
             Some((room, root, used)) => bounded(body, room, header.path.clone(), root, used),
             None => body,
         };
@@ -494,7 +499,9 @@ impl FileIo for QuotaFileIo {
         let reply = self.inner.write(header, body).await?;
         let size = reply.info.as_ref().map_or(0, |info| info.size);
         self.grew(&roots, size as i64 - replacing as i64);
-        if version_without_room && let Err(status) = self.make_room(&path, &roots, 0, 0).await {
+        if version_without_room.is_some()
+            && let Err(status) = self.make_room(&path, &roots, 0, 0).await
+        {
             tracing::warn!(target: "kubedav", %path, "quota: the version kept of {path} was to go for want of room, and could not: {status}");
         }
         Ok(reply)

@@ -23,12 +23,12 @@ pub fn begin_upload(
     size: Option<u64>,
     may_purge: bool,
 ) -> Result<Upload, Status> {
+    let (Some(keeping), Some(need), true) = (keeping, size, may_purge) else {
+        return Upload::begin(volume, path, size);
+    };
     let refused = match Upload::begin(volume, path.clone(), size) {
         Err(refused) if refused.code() == Code::ResourceExhausted => refused,
         begun => return begun,
-    };
-    let (Some(keeping), Some(need), true) = (keeping, size, may_purge) else {
-        return Err(refused);
     };
     let (freed, removed) = retain::make_room(volume, keeping, &VolumePath::root(), need)?;
     if removed == 0 {
