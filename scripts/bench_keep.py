@@ -15,7 +15,17 @@ gateway's check for the trash's and versions' URLs costs every other request (wi
 keeping it is not made). Printed per round: requests/s and the CPU time (utime +
 stime of the deployment's processes) per request; then the kept deployment's CPU over the
 other's, median of the paired rounds. Issue 54's goal: within 1.2 times on a volume.
+
+Then `--together` rounds (default 8): both deployments loaded at once, each by its own
+wrk, for the same seconds, and each one's CPU per request read over that same interval.
+Whatever this shared VM does meanwhile (steal, the disk's other tenants, a cold cache)
+falls on both alike, so their ratio varies far less than the alternating rounds' (on
+2026-11-28, one build's PUT+DELETE: 1.03–1.06 at once, 0.73–1.87 alternating). Both share the
+servers' CPU (with `--pin`, the last one; the two wrk share the others), so each one's
+absolute figures are higher than alone; the ratio is the figure.
 """
+
+import concurrent.futures
 
 import argparse
 import os
@@ -81,11 +91,35 @@ def measure(deployment, workload, seconds):
     return rate, used / max(requests, 1) * 1e6
 
 
+def measure_together(deployments, workload, seconds):
+    """One round with every deployment loaded at once: {name: (requests/s, µs CPU/req)}."""
+    _, script, variable = workload
+    arguments = ["-s", os.path.join(SCRIPTS, script)] if script else []
+    runs = {}
+    for name, deployment in deployments.items():
+        if variable.startswith("/"):
+            runs[name] = (deployment.url + variable, None)
+        else:
+            runs[name] = (deployment.url + "/", {variable: deployment.fresh_dir()})
+    before = {name: cpu_seconds(d.pids()) for name, d in deployments.items()}
+    with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+        started = {name: pool.submit(benchkit.wrk, url, 2, seconds, arguments, env)
+                   for name, (url, env) in runs.items()}
+        answered = {name: future.result() for name, future in started.items()}
+    figures = {}
+    for name, (requests, rate) in answered.items():
+        used = cpu_seconds(deployments[name].pids()) - before[name]
+        figures[name] = (rate, used / max(requests, 1) * 1e6)
+    return figures
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("binary", nargs="?", default=os.path.join(REPO, "target", "dist", "kubedav"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--together", type=int, default=8,
+                        help="rounds with both deployments loaded at once (0: none)")
     parser.add_argument("--modes", default="all,microservices")
     parser.add_argument("--pin", action="store_true", help="servers on the last CPU, wrk on the others")
     parser.add_argument("--workloads", default=",".join(name for name, _, _ in WORKLOADS),
@@ -99,6 +133,7 @@ def main():
           f"CPU = utime+stime of all the deployment's processes per request{pinned}")
     setups = {"nothing kept": False, "trash+versions": True}
     ratios = {}
+    together = {}
     placements = (list(setups), list(reversed(list(setups))))
     for mode, placement in [(m, p) for m in options.modes.split(",") for p in placements]:
         with tempfile.TemporaryDirectory() as work:
@@ -121,12 +156,24 @@ def main():
                         print(f"{mode:13} {workload[0]:22} {name:15} {first:12} r/s {rates}   µs CPU/req {cpus}")
                     ratios.setdefault((mode, workload[0]), []).extend(
                         kept[1] / plain[1] for kept, plain in zip(figures["trash+versions"], figures["nothing kept"]))
+                    if placement is placements[0]:
+                        for _ in range(options.together):
+                            both = measure_together(deployments, workload, options.seconds)
+                            together.setdefault((mode, workload[0]), []).append(
+                                (both["trash+versions"], both["nothing kept"]))
             finally:
                 for deployment in deployments.values():
                     deployment.stop()
     for (mode, workload), paired in ratios.items():
         print(f"{mode:13} {workload:22} kept over nothing kept: median {statistics.median(paired):.3f}× "
               f"of {len(paired)} paired rounds ({min(paired):.3f}–{max(paired):.3f})")
+    for (mode, workload), rounds in together.items():
+        paired = [kept[1] / plain[1] for kept, plain in rounds]
+        kept = " / ".join(f"{k[1]:.0f}" for k, _ in rounds)
+        plain = " / ".join(f"{p[1]:.0f}" for _, p in rounds)
+        print(f"{mode:13} {workload:22} both loaded at once, µs CPU/req kept {kept}; nothing kept {plain}")
+        print(f"{mode:13} {workload:22} kept over nothing kept, loaded at once: median "
+              f"{statistics.median(paired):.3f}× of {len(paired)} rounds ({min(paired):.3f}–{max(paired):.3f})")
 
 
 if __name__ == "__main__":

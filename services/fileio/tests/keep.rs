@@ -163,8 +163,10 @@ async fn a_deleted_file_goes_to_its_roots_trash_and_comes_back() {
     );
 }
 
-/// The record of an item sits in its folder's extended attribute (no file of its own to
-/// sync), even for the longest path kubedav serves: ext4 holds about 4 KiB of attributes.
+/// A deleted file is its trash item: renamed whole into the items folder, its record in
+/// its own extended attribute (no folder or file to make and sync), even for the longest
+/// path kubedav serves (ext4 holds about 4 KiB of attributes). Restored, it carries no
+/// trace of the trash.
 #[tokio::test]
 async fn the_longest_path_deleted_keeps_its_record_in_the_items_attribute() {
     let s = Setup::new();
@@ -182,14 +184,24 @@ async fn the_longest_path_deleted_keeps_its_record_in_the_items_attribute() {
     let items = s.trash("");
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].record.path, path);
-    let folder = s.disk(&format!(".kubedav/trash/.kubedav/{id}"));
-    assert!(folder.join("entry").exists());
-    assert!(
-        !folder.join("item.json").exists(),
-        "the record needed a file of its own"
-    );
+    let item = s.disk(&format!(".kubedav/trash/.kubedav/{id}"));
+    assert!(item.is_file(), "the item is not the file itself");
+    assert!(trashed_mark(&item).is_some(), "the record is not on the file");
     assert!(s.restore("", &id, &path, false).unwrap());
     assert_eq!(s.read(&path), b"at the end of a long path");
+    assert_eq!(
+        trashed_mark(&s.disk(&path)),
+        None,
+        "the restored file kept its mark"
+    );
+}
+
+/// The trash's mark on a file or folder on disk, if it has one.
+fn trashed_mark(on: &std::path::Path) -> Option<Vec<u8>> {
+    let mut buffer = vec![0u8; 8192];
+    let n = rustix::fs::lgetxattr(on, "user.kubedav.trashed", &mut buffer[..]).ok()?;
+    buffer.truncate(n);
+    Some(buffer)
 }
 
 #[tokio::test]
@@ -347,6 +359,92 @@ async fn restoring_over_a_file_keeps_the_file_as_a_version() {
             .code(),
         Code::NotFound,
         "a restored item is gone"
+    );
+}
+
+/// The two shapes of an item side by side (docs/trash-and-versions.md, "On a volume"): a
+/// file or tree without versions is its own item; one with versions, or a symlink (which
+/// cannot carry the mark), gets a folder. Each is listed, counted and restored the same,
+/// and a flat item whose mark a crash lost (ext4 without a journal) is still listed,
+/// restorable into its root under its id: nothing deleted disappears from view.
+#[tokio::test]
+async fn items_of_both_shapes_and_one_without_its_mark_are_listed_counted_and_restored() {
+    let s = Setup::new();
+    s.mkdir("tree").await;
+    s.put("tree/a.txt", b"aaaa").await;
+    s.put("plain.txt", b"plain").await;
+    s.put("versioned.txt", b"old").await;
+    s.put("versioned.txt", b"newer").await;
+    std::os::unix::fs::symlink("plain.txt", s.disk("link")).unwrap();
+    let tree = s.delete("tree", "alice").await;
+    let plain = s.delete("plain.txt", "alice").await;
+    let versioned = s.delete("versioned.txt", "alice").await;
+    let link = s.delete("link", "alice").await;
+    let items = s.disk(".kubedav/trash/.kubedav");
+    assert!(
+        items.join(&tree).join("a.txt").is_file(),
+        "a tree without versions is flat"
+    );
+    assert!(items.join(&plain).is_file());
+    assert!(
+        items.join(&versioned).join("entry").is_file(),
+        "a file with versions has a folder"
+    );
+    assert!(items.join(&link).join("entry").is_symlink());
+    let listed: Vec<(String, String, bool, u64)> = s
+        .trash("")
+        .into_iter()
+        .map(|item| {
+            (
+                item.id,
+                item.record.path,
+                item.record.collection,
+                item.record.bytes,
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (tree.clone(), "tree".to_owned(), true, 0),
+            (plain.clone(), "plain.txt".to_owned(), false, 5),
+            (versioned.clone(), "versioned.txt".to_owned(), false, 5),
+            (link.clone(), "link".to_owned(), false, 9),
+        ]
+    );
+    let counted: u64 = retain::kept_things(&s.volume, &VolumePath::root())
+        .unwrap()
+        .iter()
+        .filter(|thing| thing.kept_unix_ns > 0)
+        .map(|thing| thing.bytes)
+        .sum();
+    assert_eq!(
+        counted,
+        4 + 5 + (5 + 3),
+        "the tree, the file, the file and its version; no link, no record"
+    );
+    // A crash on a file system without a journal kept the rename but lost the mark.
+    rustix::fs::lremovexattr(items.join(&plain), "user.kubedav.trashed").unwrap();
+    let unmarked = s.trash("").into_iter().find(|item| item.id == plain).unwrap();
+    assert_eq!(unmarked.record.path, plain, "listed under its id, in its root");
+    assert!(s.restore("", &plain, &unmarked.record.path, false).unwrap());
+    assert_eq!(s.read(&plain), b"plain");
+    for (id, to) in [(&tree, "tree"), (&versioned, "versioned.txt"), (&link, "link")] {
+        assert!(s.restore("", id, to, false).unwrap(), "{to}");
+    }
+    assert_eq!(s.read("tree/a.txt"), b"aaaa");
+    assert_eq!(trashed_mark(&s.disk("tree")), None);
+    assert_eq!(s.read("versioned.txt"), b"newer");
+    assert_eq!(s.versions("versioned.txt").len(), 1, "its version came back");
+    assert_eq!(
+        std::fs::read_link(s.disk("link")).unwrap(),
+        std::path::Path::new("plain.txt")
+    );
+    assert!(s.trash("").is_empty());
+    assert_eq!(
+        std::fs::read_dir(&items).unwrap().count(),
+        0,
+        "nothing left behind"
     );
 }
 

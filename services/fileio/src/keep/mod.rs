@@ -6,6 +6,7 @@
 //! items and versions, and an item's record. [`volume`] does it with renames; [`local`]
 //! serves it as the [`kubedav_api::keep::Keep`] port.
 
+pub mod flat;
 pub mod local;
 pub mod retain;
 pub mod space;

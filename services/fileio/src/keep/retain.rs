@@ -246,20 +246,7 @@ pub fn kept_things(volume: &Volume, within: &VolumePath) -> Result<Vec<KeptThing
         };
         let root = kept_path(&folder, "trash");
         for id in kept_names(&dir, &folder)? {
-            // Its files (the entry and its versions), as the quotas counted them: the
-            // item's record is kubedav's.
-            let bytes = volume
-                .reserved_folder(&format!("{folder}/{id}"), false)?
-                .map_or(0, |item| {
-                    let record = rustix::fs::statx(
-                        &item,
-                        RECORD,
-                        AtFlags::SYMLINK_NOFOLLOW,
-                        rustix::fs::StatxFlags::SIZE,
-                    )
-                    .map_or(0, |stx| stx.stx_size);
-                    tree_bytes(&item).saturating_sub(record)
-                });
+            let bytes = item_bytes(volume, &dir, &id, &folder)?;
             things.push(KeptThing {
                 counts_at: root.clone(),
                 kept_unix_ns: made_at(&id).unwrap_or_default(),
@@ -287,6 +274,36 @@ pub fn kept_things(volume: &Volume, within: &VolumePath) -> Result<Vec<KeptThing
         }
     }
     Ok(things)
+}
+
+/// The bytes of trash item `id` of the items folder `items` (at `folder`): its files
+/// (the entry and its versions), as the quotas counted them; an item's record in the
+/// folder shape is kubedav's.
+fn item_bytes(volume: &Volume, items: &OwnedFd, id: &str, folder: &str) -> Result<u64, Status> {
+    let Some(stx) = super::flat::stat(items, id, folder)? else {
+        return Ok(0);
+    };
+    if !is_dir(&stx) {
+        return Ok(if crate::metadata::is_symlink(&stx) {
+            0
+        } else {
+            stx.stx_size
+        });
+    }
+    let Some(item) = volume.reserved_folder(&format!("{folder}/{id}"), false)? else {
+        return Ok(0);
+    };
+    if super::flat::is_marked(items, id) {
+        return Ok(tree_bytes(&item));
+    }
+    let record = rustix::fs::statx(
+        &item,
+        RECORD,
+        AtFlags::SYMLINK_NOFOLLOW,
+        rustix::fs::StatxFlags::SIZE,
+    )
+    .map_or(0, |stx| stx.stx_size);
+    Ok(tree_bytes(&item).saturating_sub(record))
 }
 
 /// The quota roots at or beneath `within` that hold trash items (or did).

@@ -21,7 +21,7 @@
 //! worst undo the last steps: a deleted file back in its place, a version not kept;
 //! nothing kept is ever half there.
 
-use super::{ItemRecord, Keeping, TrashItem, Version, made_at, mirror, trash_folder, versions_folder};
+use super::{ItemRecord, Keeping, TrashItem, Version, flat, made_at, mirror, trash_folder, versions_folder};
 use crate::errors::{Op, io_status};
 use crate::metadata::{is_dir, stat_at};
 use crate::volume::{Volume, reserved_failed};
@@ -126,9 +126,31 @@ pub fn trash(
     let root = (keeping.root_of)(path);
     let (id, now) = keeping.new_name(16);
     let folder = format!("{}/{id}", trash_folder(&root));
-    // The root's items folder exists after its first item: one open, then the item's
-    // own folder made and opened in it (walking the whole path made 4 mkdirat a DELETE).
+    // The root's items folder exists after its first item: one open.
     let items = volume.reserved_folder(&trash_folder(&root), true)?.expect("made");
+    let versions = mirror(path);
+    // The flat shape (`flat.rs`) where the entry has no versions to take along and can
+    // carry its mark: one rename, one sync of the items folder.
+    if volume.reserved_folder(&versions, false)?.is_none() && flat::mark(parent, name, path.as_str(), by) {
+        return match rustix::fs::renameat_with(parent, name, &items, id.as_str(), RenameFlags::NOREPLACE) {
+            Ok(()) => {
+                // The one sync: the mark and the rename out of `parent` were made before it.
+                volume.durability().sync_dir(&items, path)?;
+                let record = flat::described(&id, stx, path.as_str().to_owned(), by.to_owned());
+                Ok(Some(TrashItem { id, root, record }))
+            }
+            Err(rustix::io::Errno::XDEV) => {
+                flat::unmark(parent, name);
+                tracing::warn!(target: "kubedav", %path, "on another filesystem than the trash: deleted, not kept");
+                Ok(None)
+            }
+            Err(e) => {
+                flat::unmark(parent, name);
+                Err(io_status(e, Op::Other, path))
+            }
+        };
+    }
+    // The folder shape: the item's own folder made and opened in the items folder.
     rustix::fs::mkdirat(&items, id.as_str(), Mode::from_raw_mode(0o700))
         .map_err(|e| reserved_failed("make", &folder, e))?;
     let item = rustix::fs::openat(
@@ -160,7 +182,6 @@ pub fn trash(
             return Err(io_status(e, Op::Other, path));
         }
     }
-    let versions = mirror(path);
     if let Some(area) = volume.reserved_folder("", false)? {
         match rustix::fs::renameat(&area, versions.as_str(), &item, VERSIONS) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => {}
@@ -258,20 +279,76 @@ pub fn list_trash(volume: &Volume, root: &VolumePath) -> Result<Vec<TrashItem>, 
 
 /// The record of trash item `id` of `root`, if it is whole.
 pub fn read_item(volume: &Volume, root: &VolumePath, id: &str) -> Result<Option<ItemRecord>, Status> {
+    Ok(find_item(volume, root, id)?.map(|found| found.record))
+}
+
+/// A trash item found: its record, and where its entry is.
+struct Found {
+    record: ItemRecord,
+    /// The items folder of its root.
+    items: OwnedFd,
+    /// Its own folder, in the folder shape; `None` in the flat shape (the entry is `id`
+    /// in `items`).
+    folder: Option<OwnedFd>,
+}
+
+/// Trash item `id` of `root`, in either shape, if it is whole. A flat item whose mark a
+/// crash lost (only on a file system without a journal; `flat.rs`) is found with the
+/// record its entry tells, as deleted from `{root}/{id}`.
+fn find_item(volume: &Volume, root: &VolumePath, id: &str) -> Result<Option<Found>, Status> {
     if made_at(id).is_none() {
         return Ok(None);
     }
-    let folder = format!("{}/{id}", trash_folder(root));
-    let Some(item) = volume.reserved_folder(&folder, false)? else {
+    let items_folder = trash_folder(root);
+    let Some(items) = volume.reserved_folder(&items_folder, false)? else {
         return Ok(None);
     };
-    if rustix::fs::statat(&item, ENTRY, AtFlags::SYMLINK_NOFOLLOW).is_err() {
+    let Some(stx) = flat::stat(&items, id, &items_folder)? else {
         return Ok(None);
+    };
+    if let Some(record) = flat::record(&items, id, &stx, &items_folder)? {
+        return Ok(Some(Found {
+            record,
+            items,
+            folder: None,
+        }));
     }
-    let Some(json) = read_record(&item, &folder)? else {
-        return Ok(None);
+    let folder = format!("{items_folder}/{id}");
+    let item = if is_dir(&stx) {
+        volume.reserved_folder(&folder, false)?
+    } else {
+        None
     };
-    Ok(serde_json::from_slice(&json).ok())
+    let Some(item) = item else {
+        return Ok(Some(lost_mark(root, id, &stx, items)));
+    };
+    let has_entry = rustix::fs::statat(&item, ENTRY, AtFlags::SYMLINK_NOFOLLOW).is_ok();
+    match read_record(&item, &folder)? {
+        Some(json) if has_entry => Ok(serde_json::from_slice(&json).ok().map(|record| Found {
+            record,
+            items,
+            folder: Some(item),
+        })),
+        // An item's folder a crash left before its entry came in.
+        Some(_) => Ok(None),
+        None if has_entry || flat::is_empty_folder(&items, id) => Ok(None),
+        None => Ok(Some(lost_mark(root, id, &stx, items))),
+    }
+}
+
+/// A flat item without its mark, as found: restored by default into its root, named by
+/// its id.
+fn lost_mark(root: &VolumePath, id: &str, stx: &rustix::fs::Statx, items: OwnedFd) -> Found {
+    let path = if root.is_root() {
+        id.to_owned()
+    } else {
+        format!("{}/{id}", root.as_str())
+    };
+    Found {
+        record: flat::described(id, stx, path, String::new()),
+        items,
+        folder: None,
+    }
 }
 
 /// Restores trash item `id` of `root` to `destination`: refused with ALREADY_EXISTS when
@@ -293,11 +370,12 @@ pub fn restore(
             "the root collection cannot be replaced",
         ));
     }
-    if read_item(volume, root, id)?.is_none() {
-        return Err(not_found());
-    }
+    let found = find_item(volume, root, id)?.ok_or_else(not_found)?;
     let folder = format!("{}/{id}", trash_folder(root));
-    let item = volume.reserved_folder(&folder, false)?.ok_or_else(not_found)?;
+    let (entry_dir, entry_name) = match &found.folder {
+        Some(item) => (item, ENTRY),
+        None => (&found.items, id),
+    };
     let (parent, name) = volume.open_parent(destination)?;
     let serialized = crate::serial::lock(destination);
     let existing = match stat_at(&parent, name, destination) {
@@ -322,18 +400,24 @@ pub fn restore(
             flags = RenameFlags::empty();
         }
     }
-    rustix::fs::renameat_with(&item, ENTRY, &parent, name, flags)
+    rustix::fs::renameat_with(entry_dir, entry_name, &parent, name, flags)
         .map_err(|e| io_status(e, Op::Create, destination))?;
+    let Some(item) = &found.folder else {
+        flat::unmark(&parent, name);
+        drop(serialized);
+        volume.durability().sync_dir(&parent, destination)?;
+        return Ok(existing.is_none());
+    };
     drop(serialized);
     volume.durability().sync_dir(&parent, destination)?;
     if let Some(area) = volume.reserved_folder("", false)?
-        && rustix::fs::statat(&item, VERSIONS, AtFlags::SYMLINK_NOFOLLOW).is_ok()
+        && rustix::fs::statat(item, VERSIONS, AtFlags::SYMLINK_NOFOLLOW).is_ok()
     {
         let target = mirror(destination);
         if let Some((up, _)) = target.rsplit_once('/') {
             volume.reserved_folder(up, true)?;
         }
-        match rustix::fs::renameat_with(&item, VERSIONS, &area, target.as_str(), RenameFlags::NOREPLACE) {
+        match rustix::fs::renameat_with(item, VERSIONS, &area, target.as_str(), RenameFlags::NOREPLACE) {
             Ok(()) => {}
             Err(rustix::io::Errno::EXIST) => {
                 if let (Some(from), Some(to)) = (
@@ -354,11 +438,12 @@ pub fn restore(
 
 /// Removes trash item `id` of `root` for good. NOT_FOUND when there is none.
 pub fn purge(volume: &Volume, root: &VolumePath, id: &str) -> Result<(), Status> {
-    if made_at(id).is_none()
-        || volume
-            .reserved_folder(&format!("{}/{id}", trash_folder(root)), false)?
-            .is_none()
-    {
+    let items_folder = trash_folder(root);
+    let exists = match volume.reserved_folder(&items_folder, false)? {
+        Some(items) if made_at(id).is_some() => flat::stat(&items, id, &items_folder)?.is_some(),
+        _ => false,
+    };
+    if !exists {
         return Err(Status::not_found(format!("no trash item {id}")));
     }
     remove_tree_at(volume, &format!("{}/{id}", trash_folder(root)))
