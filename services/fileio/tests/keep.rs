@@ -372,6 +372,13 @@ async fn items_of_both_shapes_and_one_without_its_mark_are_listed_counted_and_re
     let s = Setup::new();
     s.mkdir("tree").await;
     s.put("tree/a.txt", b"aaaa").await;
+    // Members named as a folder item's parts, which must not be taken for one.
+    s.put("tree/entry", b"e").await;
+    s.put(
+        "tree/item.json",
+        br#"{"path":"home/bob","collection":false,"deleted_unix_ns":1,"by":"x","bytes":1}"#,
+    )
+    .await;
     s.put("plain.txt", b"plain").await;
     s.put("versioned.txt", b"old").await;
     s.put("versioned.txt", b"newer").await;
@@ -420,19 +427,25 @@ async fn items_of_both_shapes_and_one_without_its_mark_are_listed_counted_and_re
         .sum();
     assert_eq!(
         counted,
-        4 + 5 + (5 + 3),
+        (4 + 1 + 77) + 5 + (5 + 3),
         "the tree, the file, the file and its version; no link, no record"
     );
-    // A crash on a file system without a journal kept the rename but lost the mark.
-    rustix::fs::lremovexattr(items.join(&plain), "user.kubedav.trashed").unwrap();
-    let unmarked = s.trash("").into_iter().find(|item| item.id == plain).unwrap();
-    assert_eq!(unmarked.record.path, plain, "listed under its id, in its root");
-    assert!(s.restore("", &plain, &unmarked.record.path, false).unwrap());
+    // A crash on a file system without a journal kept the renames but lost the marks:
+    // each item is still listed, under its id in its root, and restored whole.
+    for id in [&plain, &tree] {
+        rustix::fs::lremovexattr(items.join(id), "user.kubedav.trashed").unwrap();
+        let unmarked = s.trash("").into_iter().find(|item| &item.id == id).unwrap();
+        assert_eq!(&unmarked.record.path, id, "listed under its id, in its root");
+        assert!(s.restore("", id, &unmarked.record.path, false).unwrap());
+    }
     assert_eq!(s.read(&plain), b"plain");
-    for (id, to) in [(&tree, "tree"), (&versioned, "versioned.txt"), (&link, "link")] {
+    assert_eq!(s.read(&format!("{tree}/entry")), b"e", "the tree came back whole");
+    std::fs::rename(s.disk(&tree), s.disk("tree")).unwrap();
+    for (id, to) in [(&versioned, "versioned.txt"), (&link, "link")] {
         assert!(s.restore("", id, to, false).unwrap(), "{to}");
     }
     assert_eq!(s.read("tree/a.txt"), b"aaaa");
+    assert_eq!(s.read("tree/item.json").len(), 77);
     assert_eq!(trashed_mark(&s.disk("tree")), None);
     assert_eq!(s.read("versioned.txt"), b"newer");
     assert_eq!(s.versions("versioned.txt").len(), 1, "its version came back");

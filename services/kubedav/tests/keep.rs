@@ -452,7 +452,8 @@ async fn a_neighbour_sees_nothing_kept_of_a_home_but_restores_what_he_deleted_th
     .await;
     let version = responses(&text)[1].0.clone();
     let id = item.rsplit('/').next().unwrap().to_owned();
-    let made_up = format!("{}-0123456789abcdef", &id[..20]);
+    // As long as the real id (a flat item's has 18 random hex digits, a folder's 16).
+    let made_up = format!("{}-{}", &id[..20], &"0123456789abcdef0123456789"[..id.len() - 21]);
     let version_id = version.rsplit('/').next().unwrap().to_owned();
     let other_version = format!("{}-01234567", &version_id[..20]);
     let pairs = [

@@ -68,9 +68,22 @@ pub fn unmark(dir: &OwnedFd, name: &str) {
     let _ = rustix::fs::lremovexattr(by_proc(dir, name), TRASHED_ATTRIBUTE);
 }
 
+/// How many random hex digits a flat item's id has ([`super::Keeping::new_name`]); an item
+/// in the folder shape has 16. The shape is told by the id, never by what the entry holds:
+/// a deleted collection may hold members named `entry` or `item.json`.
+pub const ID_RANDOM_HEX: usize = 18;
+
+/// Whether `id` names a flat item.
+pub fn is_flat_id(id: &str) -> bool {
+    made_at(id).is_some()
+        && id
+            .split_once('-')
+            .is_some_and(|(_, random)| random.len() == ID_RANDOM_HEX)
+}
+
 /// The record of the flat item `id` in the items folder `items` (at `folder`), described
-/// by `stx`; `None` when `id` carries no mark (an item in the folder shape, or a flat one
-/// whose mark a crash on a file system without a journal lost).
+/// by `stx`; `None` when `id` carries no mark (a crash on a file system without a journal
+/// lost it) or is gone.
 pub fn record(
     items: &OwnedFd,
     id: &str,
@@ -83,7 +96,8 @@ pub fn record(
         match rustix::fs::lgetxattr(by_proc(items, id), TRASHED_ATTRIBUTE, &mut buffer[..]) {
             Ok(n) => break n,
             Err(Errno::RANGE) if buffer.len() < 64 << 10 => buffer.resize(64 << 10, 0),
-            Err(Errno::NODATA | Errno::NOTSUP | Errno::PERM) => return Ok(None),
+            // NOENT: `id` went meanwhile (a purge, a restore), or there is no `/proc`.
+            Err(Errno::NODATA | Errno::NOTSUP | Errno::PERM | Errno::NOENT) => return Ok(None),
             Err(e) => {
                 return Err(reserved_failed(
                     "read the record of",
@@ -110,31 +124,6 @@ pub fn described(id: &str, stx: &rustix::fs::Statx, path: String, by: String) ->
         bytes: if is_dir(stx) { 0 } else { stx.stx_size },
         etag: String::new(),
     }
-}
-
-/// Whether `id` in `items` carries a mark (the flat shape) rather than being an item's
-/// folder.
-pub fn is_marked(items: &OwnedFd, id: &str) -> bool {
-    rustix::fs::lgetxattr(by_proc(items, id), TRASHED_ATTRIBUTE, &mut [0u8; 0][..]).is_ok()
-}
-
-/// Whether the folder `id` of `items` is empty (what a crash right after making an item's
-/// folder leaves).
-pub fn is_empty_folder(items: &OwnedFd, id: &str) -> bool {
-    let Ok(dir) = rustix::fs::openat(
-        items,
-        id,
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::NOFOLLOW,
-        rustix::fs::Mode::empty(),
-    ) else {
-        return false;
-    };
-    let Ok(entries) = rustix::fs::Dir::read_from(&dir) else {
-        return false;
-    };
-    entries
-        .flatten()
-        .all(|entry| matches!(entry.file_name().to_bytes(), b"." | b".."))
 }
 
 /// Describes `id` in `items` without following a symlink.

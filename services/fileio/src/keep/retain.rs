@@ -280,20 +280,23 @@ pub fn kept_things(volume: &Volume, within: &VolumePath) -> Result<Vec<KeptThing
 /// (the entry and its versions), as the quotas counted them; an item's record in the
 /// folder shape is kubedav's.
 fn item_bytes(volume: &Volume, items: &OwnedFd, id: &str, folder: &str) -> Result<u64, Status> {
-    let Some(stx) = super::flat::stat(items, id, folder)? else {
-        return Ok(0);
-    };
-    if !is_dir(&stx) {
-        return Ok(if crate::metadata::is_symlink(&stx) {
-            0
-        } else {
-            stx.stx_size
-        });
+    let flat = super::flat::is_flat_id(id);
+    if flat {
+        let Some(stx) = super::flat::stat(items, id, folder)? else {
+            return Ok(0);
+        };
+        if !is_dir(&stx) {
+            return Ok(if crate::metadata::is_symlink(&stx) {
+                0
+            } else {
+                stx.stx_size
+            });
+        }
     }
     let Some(item) = volume.reserved_folder(&format!("{folder}/{id}"), false)? else {
         return Ok(0);
     };
-    if super::flat::is_marked(items, id) {
+    if flat {
         return Ok(tree_bytes(&item));
     }
     let record = rustix::fs::statx(

@@ -1,11 +1,13 @@
 //! Trash and versions on a volume: every step is a rename (or a hard link) within the
 //! volume's filesystem, so keeping costs the same whatever the size.
 //!
-//! * **Trash** (`.kubedav/trash/{root}/.kubedav/{id}/`): the item's folder is made with
-//!   its record in an extended attribute (`item.json` beside it where the attribute does
-//!   not fit), then the entry is renamed in as `entry`, then the mirror of its versions as
-//!   `versions`, and the item's folder synced. A crash between leaves an item without an
-//!   entry (never listed) or the versions at their old mirror.
+//! * **Trash** (`.kubedav/trash/{root}/.kubedav/{id}`): flat where it can be (`flat.rs`:
+//!   the entry itself, marked with its record, renamed in, the items folder synced).
+//!   Otherwise (versions to take along, no mark possible) in a folder: the item's folder is
+//!   made with its record in an extended attribute (`item.json` beside it where the
+//!   attribute does not fit), then the entry is renamed in as `entry`, then the mirror of
+//!   its versions as `versions`, and the item's folder synced. A crash between leaves an
+//!   item without an entry (never listed) or the versions at their old mirror.
 //! * **Versions** (`.kubedav/versions/{path}/.kubedav/{id}`): the file about to be
 //!   replaced is hard-linked there before the new content is renamed over it: a reader
 //!   sees the old or the new file, and a crash between leaves one version too many. A
@@ -124,14 +126,13 @@ pub fn trash(
     by: &str,
 ) -> Result<Option<TrashItem>, Status> {
     let root = (keeping.root_of)(path);
-    let (id, now) = keeping.new_name(16);
-    let folder = format!("{}/{id}", trash_folder(&root));
     // The root's items folder exists after its first item: one open.
     let items = volume.reserved_folder(&trash_folder(&root), true)?.expect("made");
     let versions = mirror(path);
     // The flat shape (`flat.rs`) where the entry has no versions to take along and can
     // carry its mark: one rename, one sync of the items folder.
     if volume.reserved_folder(&versions, false)?.is_none() && flat::mark(parent, name, path.as_str(), by) {
+        let (id, _) = keeping.new_name(flat::ID_RANDOM_HEX);
         return match rustix::fs::renameat_with(parent, name, &items, id.as_str(), RenameFlags::NOREPLACE) {
             Ok(()) => {
                 // The one sync: the mark and the rename out of `parent` were made before it.
@@ -151,6 +152,8 @@ pub fn trash(
         };
     }
     // The folder shape: the item's own folder made and opened in the items folder.
+    let (id, now) = keeping.new_name(16);
+    let folder = format!("{}/{id}", trash_folder(&root));
     rustix::fs::mkdirat(&items, id.as_str(), Mode::from_raw_mode(0o700))
         .map_err(|e| reserved_failed("make", &folder, e))?;
     let item = rustix::fs::openat(
@@ -292,9 +295,9 @@ struct Found {
     folder: Option<OwnedFd>,
 }
 
-/// Trash item `id` of `root`, in either shape, if it is whole. A flat item whose mark a
-/// crash lost (only on a file system without a journal; `flat.rs`) is found with the
-/// record its entry tells, as deleted from `{root}/{id}`.
+/// Trash item `id` of `root`, in either shape (told by its id), if it is whole. A flat
+/// item whose mark a crash lost (only on a file system without a journal; `flat.rs`) is
+/// found with the record its entry tells, as deleted from `{root}/{id}`.
 fn find_item(volume: &Volume, root: &VolumePath, id: &str) -> Result<Option<Found>, Status> {
     if made_at(id).is_none() {
         return Ok(None);
@@ -303,37 +306,35 @@ fn find_item(volume: &Volume, root: &VolumePath, id: &str) -> Result<Option<Foun
     let Some(items) = volume.reserved_folder(&items_folder, false)? else {
         return Ok(None);
     };
-    let Some(stx) = flat::stat(&items, id, &items_folder)? else {
-        return Ok(None);
-    };
-    if let Some(record) = flat::record(&items, id, &stx, &items_folder)? {
-        return Ok(Some(Found {
-            record,
-            items,
-            folder: None,
-        }));
+    if flat::is_flat_id(id) {
+        let Some(stx) = flat::stat(&items, id, &items_folder)? else {
+            return Ok(None);
+        };
+        if let Some(record) = flat::record(&items, id, &stx, &items_folder)? {
+            return Ok(Some(Found {
+                record,
+                items,
+                folder: None,
+            }));
+        }
+        // No mark: lost to a crash, or `id` went meanwhile.
+        return Ok(flat::stat(&items, id, &items_folder)?.map(|stx| lost_mark(root, id, &stx, items)));
     }
     let folder = format!("{items_folder}/{id}");
-    let item = if is_dir(&stx) {
-        volume.reserved_folder(&folder, false)?
-    } else {
-        None
+    let Some(item) = volume.reserved_folder(&folder, false)? else {
+        return Ok(None);
     };
-    let Some(item) = item else {
-        return Ok(Some(lost_mark(root, id, &stx, items)));
-    };
-    let has_entry = rustix::fs::statat(&item, ENTRY, AtFlags::SYMLINK_NOFOLLOW).is_ok();
-    match read_record(&item, &folder)? {
-        Some(json) if has_entry => Ok(serde_json::from_slice(&json).ok().map(|record| Found {
-            record,
-            items,
-            folder: Some(item),
-        })),
-        // An item's folder a crash left before its entry came in.
-        Some(_) => Ok(None),
-        None if has_entry || flat::is_empty_folder(&items, id) => Ok(None),
-        None => Ok(Some(lost_mark(root, id, &stx, items))),
+    if rustix::fs::statat(&item, ENTRY, AtFlags::SYMLINK_NOFOLLOW).is_err() {
+        return Ok(None);
     }
+    let Some(json) = read_record(&item, &folder)? else {
+        return Ok(None);
+    };
+    Ok(serde_json::from_slice(&json).ok().map(|record| Found {
+        record,
+        items,
+        folder: Some(item),
+    }))
 }
 
 /// A flat item without its mark, as found: restored by default into its root, named by
