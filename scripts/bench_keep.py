@@ -77,14 +77,18 @@ WORKLOADS = [
 ]
 
 
+def wrk_run(deployment, workload):
+    """What one wrk run of `workload` on `deployment` is given: (url, arguments, env)."""
+    _, script, variable = workload
+    arguments = ["-s", os.path.join(SCRIPTS, script)] if script else []
+    if variable.startswith("/"):
+        return deployment.url + variable, arguments, None
+    return deployment.url + "/", arguments, {variable: deployment.fresh_dir()}
+
+
 def measure(deployment, workload, seconds):
     """One wrk run: (requests/s, µs of CPU per request)."""
-    _, script, variable = workload
-    if variable.startswith("/"):
-        url, env = deployment.url + variable, None
-    else:
-        url, env = deployment.url + "/", {variable: deployment.fresh_dir()}
-    arguments = ["-s", os.path.join(SCRIPTS, script)] if script else []
+    url, arguments, env = wrk_run(deployment, workload)
     before = cpu_seconds(deployment.pids())
     requests, rate = benchkit.wrk(url, 2, seconds, arguments, env)
     used = cpu_seconds(deployment.pids()) - before
@@ -93,18 +97,11 @@ def measure(deployment, workload, seconds):
 
 def measure_together(deployments, workload, seconds):
     """One round with every deployment loaded at once: {name: (requests/s, µs CPU/req)}."""
-    _, script, variable = workload
-    arguments = ["-s", os.path.join(SCRIPTS, script)] if script else []
-    runs = {}
-    for name, deployment in deployments.items():
-        if variable.startswith("/"):
-            runs[name] = (deployment.url + variable, None)
-        else:
-            runs[name] = (deployment.url + "/", {variable: deployment.fresh_dir()})
+    runs = {name: wrk_run(deployment, workload) for name, deployment in deployments.items()}
     before = {name: cpu_seconds(d.pids()) for name, d in deployments.items()}
     with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
         started = {name: pool.submit(benchkit.wrk, url, 2, seconds, arguments, env)
-                   for name, (url, env) in runs.items()}
+                   for name, (url, arguments, env) in runs.items()}
         answered = {name: future.result() for name, future in started.items()}
     figures = {}
     for name, (requests, rate) in answered.items():

@@ -280,25 +280,19 @@ pub fn kept_things(volume: &Volume, within: &VolumePath) -> Result<Vec<KeptThing
 /// (the entry and its versions), as the quotas counted them; an item's record in the
 /// folder shape is kubedav's.
 fn item_bytes(volume: &Volume, items: &OwnedFd, id: &str, folder: &str) -> Result<u64, Status> {
-    let flat = super::flat::is_flat_id(id);
-    if flat {
-        let Some(stx) = super::flat::stat(items, id, folder)? else {
-            return Ok(0);
-        };
-        if !is_dir(&stx) {
-            return Ok(if crate::metadata::is_symlink(&stx) {
-                0
-            } else {
-                stx.stx_size
-            });
-        }
+    if super::flat::is_flat_id(id) {
+        // The entry itself (never a symlink: one cannot carry the mark).
+        return Ok(match super::flat::stat(items, id, folder)? {
+            Some(stx) if is_dir(&stx) => volume
+                .reserved_folder(&format!("{folder}/{id}"), false)?
+                .map_or(0, |item| tree_bytes(&item)),
+            Some(stx) => stx.stx_size,
+            None => 0,
+        });
     }
     let Some(item) = volume.reserved_folder(&format!("{folder}/{id}"), false)? else {
         return Ok(0);
     };
-    if flat {
-        return Ok(tree_bytes(&item));
-    }
     let record = rustix::fs::statx(
         &item,
         RECORD,

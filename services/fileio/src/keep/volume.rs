@@ -152,7 +152,7 @@ pub fn trash(
         };
     }
     // The folder shape: the item's own folder made and opened in the items folder.
-    let (id, now) = keeping.new_name(16);
+    let (id, _) = keeping.new_name(16);
     let folder = format!("{}/{id}", trash_folder(&root));
     rustix::fs::mkdirat(&items, id.as_str(), Mode::from_raw_mode(0o700))
         .map_err(|e| reserved_failed("make", &folder, e))?;
@@ -163,14 +163,7 @@ pub fn trash(
         Mode::empty(),
     )
     .map_err(|e| reserved_failed("open", &folder, e))?;
-    let record = ItemRecord {
-        path: path.as_str().to_owned(),
-        collection: is_dir(stx),
-        deleted_unix_ns: now,
-        by: by.to_owned(),
-        bytes: if is_dir(stx) { 0 } else { stx.stx_size },
-        etag: String::new(),
-    };
+    let record = flat::described(&id, stx, path.as_str().to_owned(), by.to_owned());
     let json = serde_json::to_vec(&record).map_err(|e| Status::internal(format!("trash record: {e}")))?;
     write_record(volume, &item, &json, &folder)?;
     match rustix::fs::renameat_with(parent, name, &item, ENTRY, RenameFlags::NOREPLACE) {
@@ -403,14 +396,14 @@ pub fn restore(
     }
     rustix::fs::renameat_with(entry_dir, entry_name, &parent, name, flags)
         .map_err(|e| io_status(e, Op::Create, destination))?;
-    let Some(item) = &found.folder else {
+    if found.folder.is_none() {
         flat::unmark(&parent, name);
-        drop(serialized);
-        volume.durability().sync_dir(&parent, destination)?;
-        return Ok(existing.is_none());
-    };
+    }
     drop(serialized);
     volume.durability().sync_dir(&parent, destination)?;
+    let Some(item) = &found.folder else {
+        return Ok(existing.is_none());
+    };
     if let Some(area) = volume.reserved_folder("", false)?
         && rustix::fs::statat(item, VERSIONS, AtFlags::SYMLINK_NOFOLLOW).is_ok()
     {
