@@ -14,6 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "kubedav/lease/v1/lease.proto",
         "kubedav/records/v1/records.proto",
         "kubedav/keep/v1/keep.proto",
+        "kubedav/uploads/v1/uploads.proto",
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let packages = ["fileio", "locks", "auth", "markdown", "lease", "records", "keep"];
+    let packages = [
+        "fileio", "locks", "auth", "markdown", "lease", "records", "keep", "uploads",
+    ];
     let files: Vec<String> = packages
         .iter()
         .map(|package| format!("kubedav/{package}/v1/{package}.proto"))

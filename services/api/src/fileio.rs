@@ -7,10 +7,10 @@ use bytes::Bytes;
 use tonic::Status;
 
 pub use pb::{
-    CopyRequest, DeleteRequest, DeleteResponse, Depth, FileInfo, ListEntry, ListRequest, ListResponse,
-    MkdirRequest, MkdirResponse, MoveRequest, PatchPropertiesRequest, PatchPropertiesResponse, ReadChunk,
-    ReadHeader, ReadRequest, StatRequest, TransferResponse, UsageRequest, UsageResponse, WriteHeader,
-    WriteResponse,
+    CopyRequest, DeleteRequest, DeleteResponse, Depth, FileInfo, FromUpload, ListEntry, ListRequest,
+    ListResponse, MkdirRequest, MkdirResponse, MoveRequest, PatchPropertiesRequest, PatchPropertiesResponse,
+    ReadChunk, ReadHeader, ReadRequest, StatRequest, TransferResponse, UsageRequest, UsageResponse,
+    WriteHeader, WriteResponse,
 };
 
 /// An open read: the header (metadata and resolved ranges) and the data that follows.

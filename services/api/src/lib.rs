@@ -28,6 +28,7 @@ pub mod path;
 pub mod properties;
 pub mod ranges;
 pub mod records;
+pub mod uploads;
 
 /// Generated protobuf message types.
 pub mod pb {
@@ -64,6 +65,13 @@ pub mod pb {
         #[allow(missing_docs, clippy::all)]
         pub mod v1 {
             tonic::include_proto!("kubedav.keep.v1");
+        }
+    }
+    /// `kubedav.uploads.v1`: files that arrive in many requests.
+    pub mod uploads {
+        #[allow(missing_docs, clippy::all)]
+        pub mod v1 {
+            tonic::include_proto!("kubedav.uploads.v1");
         }
     }
     /// `kubedav.records.v1`: what kubedav keeps for its users besides their files.

@@ -57,8 +57,14 @@ impl Digester {
     /// What `header` asks for: `None` when it asks for no checksum (nothing to compute).
     /// An unknown algorithm or a malformed value is INVALID_ARGUMENT.
     pub fn for_write(header: &WriteHeader) -> Result<Option<Self>, Status> {
+        Self::for_checksums(&header.checksums, &header.compute)
+    }
+
+    /// The checksums data must match, and further algorithms to compute over it: `None`
+    /// when both are empty. An unknown algorithm or a malformed value is INVALID_ARGUMENT.
+    pub fn for_checksums(checksums: &[Checksum], compute: &[String]) -> Result<Option<Self>, Status> {
         let mut expected = Vec::new();
-        for sum in &header.checksums {
+        for sum in checksums {
             let algorithm = known(&sum.algorithm)?;
             if kubedav_api::checksums::parse_hex(algorithm, &sum.hex).is_none() {
                 return Err(Status::invalid_argument(format!(
@@ -71,7 +77,7 @@ impl Digester {
             expected.push((algorithm, sum.hex.to_ascii_lowercase()));
         }
         let mut algorithms: Vec<Algorithm> = expected.iter().map(|(a, _)| *a).collect();
-        for name in &header.compute {
+        for name in compute {
             algorithms.push(known(name)?);
         }
         if algorithms.is_empty() {

@@ -27,6 +27,7 @@ pub mod scanslots;
 pub mod serial;
 pub mod transfer;
 pub mod tree;
+pub mod uploads;
 #[allow(unsafe_code)] // io_uring submissions whose buffers outlive their completions
 pub mod uring;
 pub mod volume;
@@ -67,6 +68,8 @@ pub struct LocalFileIo {
     scan_slots: scanslots::ScanSlots,
     /// What deletes and overwrites keep (none unless set).
     keeping: Option<Arc<keep::Keeping>>,
+    /// The uploads that arrive in many requests, landed by writes.
+    uploads: uploads::volume::VolumeUploads,
 }
 
 /// A fixed set of mutexes a path hashes onto: serialises read-modify-write of one
@@ -116,7 +119,7 @@ impl LocalFileIo {
             .map_err(|e| format!("cannot start the orphan sweep: {e}"))?;
         metrics::report_capacity(volume.clone());
         Ok(Self {
-            volume,
+            volume: volume.clone(),
             property_locks: Arc::new(StripedLocks::new()),
             property_cache: cache::property::PropertyCache::new(),
             name_cache: cache::name::NameCache::new(),
@@ -124,7 +127,21 @@ impl LocalFileIo {
             file_cache: cache::file::FileCache::new(cache::file::DEFAULT_CAPACITY_BYTES),
             scan_slots: scanslots::ScanSlots::for_this_machine(),
             keeping: None,
+            uploads: uploads::volume::VolumeUploads::new(volume, uploads::UploadSettings::default()),
         })
+    }
+
+    /// Keeps uploads that arrive in many requests as `settings` say, and removes the
+    /// expired ones in the background (docs/uploads.md).
+    pub fn with_uploads(mut self, settings: uploads::UploadSettings) -> Self {
+        self.uploads = uploads::volume::VolumeUploads::new(self.volume.clone(), settings);
+        self.uploads.sweep_in_background();
+        self
+    }
+
+    /// The uploads kept on this volume, as the uploads port.
+    pub fn uploads(&self) -> uploads::volume::VolumeUploads {
+        self.uploads.clone()
     }
 
     /// Keeps deleted resources in a trash and replaced files as versions, as `keeping`
@@ -395,6 +412,9 @@ impl FileIo for LocalFileIo {
 
     #[tracing::instrument(skip_all, name = "fileio.write", fields(path = %header.path))]
     async fn write(&self, header: WriteHeader, mut body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
+        if let Some(from) = header.from_upload.clone() {
+            return self.land(header, from, body).await;
+        }
         let path = parse(&header.path)?;
         let volume = self.volume.clone();
         let expected_size = header.expected_size;
@@ -574,6 +594,43 @@ pub(crate) async fn first_batch_decides(
         }
         Some(Err(status)) => Err(status),
         None => Err(Status::internal("the listing ended without an answer")),
+    }
+}
+
+impl LocalFileIo {
+    /// Lands the upload `from` as `header` says: its bytes become the file as a body's
+    /// would, under the same checks (docs/uploads.md).
+    async fn land(
+        &self,
+        header: WriteHeader,
+        from: kubedav_api::fileio::FromUpload,
+        mut body: BoxStream<Bytes>,
+    ) -> Result<WriteResponse, Status> {
+        if body
+            .next()
+            .await
+            .transpose()?
+            .is_some_and(|chunk| !chunk.is_empty())
+        {
+            return Err(Status::invalid_argument(
+                "a write that lands an upload carries no body",
+            ));
+        }
+        let path = parse(&header.path)?;
+        let (uploads, keeper) = (self.uploads.clone(), self.keeper(""));
+        let committed = blocking(move || {
+            let (mut upload, landed) = uploads.land(&from, path, &header)?;
+            upload.keep_replaced(keeper);
+            let committed = upload.commit(&header, true)?;
+            landed.clean_up();
+            Ok(committed)
+        })
+        .await?;
+        Ok(WriteResponse {
+            info: Some(committed.info),
+            created: committed.created,
+            checksums: committed.checksums,
+        })
     }
 }
 

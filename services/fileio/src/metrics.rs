@@ -64,6 +64,9 @@ pub fn register() {
     for reason in ["age", "count", "quota", "space", "user", "admin"] {
         PURGES.with_label_values(&[reason]);
     }
+    for event in ["created", "expired"] {
+        UPLOADS.with_label_values(&[event]);
+    }
     // Nothing kept yet (or ever, without a trash and versions): the whole tree at zero.
     kept(&std::collections::BTreeMap::new());
 }
@@ -109,6 +112,25 @@ static PURGES: LazyLock<CounterFamily> = LazyLock::new(|| {
 /// `space`, `user`, `admin`).
 pub fn purged(reason: &'static str, n: u64) {
     PURGES.with_label_values(&[reason]).inc_by(n);
+}
+
+static UPLOADS: LazyLock<CounterFamily> = LazyLock::new(|| {
+    CounterFamily::new(
+        "kubedav_fileio_uploads_total",
+        "Uploads in many requests (TUS, Nextcloud chunking), by event: created, expired \
+         (removed unfinished, --upload-expiry-hours after their last data).",
+        &["event"],
+    )
+});
+
+/// Counts `n` uploads created.
+pub fn uploads_created(n: u64) {
+    UPLOADS.with_label_values(&["created"]).inc_by(n);
+}
+
+/// Counts `n` unfinished uploads removed by their expiry.
+pub fn uploads_expired(n: u64) {
+    UPLOADS.with_label_values(&["expired"]).inc_by(n);
 }
 
 /// Counts bytes read.

@@ -23,6 +23,9 @@ use tonic::Status;
 /// An upload in progress: the temporary file and where it will go.
 pub struct Upload {
     dir: OwnedFd,
+    /// Where the temporary file is when not in `dir`: an upload's own folder
+    /// ([`Upload::adopt`]), whose file is never removed here.
+    adopted_from: Option<OwnedFd>,
     temp_name: String,
     file: File,
     path: VolumePath,
@@ -51,6 +54,24 @@ pub struct Committed {
     pub checksums: Vec<kubedav_api::checksums::Checksum>,
 }
 
+/// Refuses a write to `name` in `dir` (`path`) that would replace a collection, or a
+/// symlink that leaves the root.
+pub fn refuse_collection(
+    volume: &crate::Volume,
+    dir: &OwnedFd,
+    name: &str,
+    path: &VolumePath,
+) -> Result<(), Status> {
+    match stat_at(dir, name, path) {
+        Ok(stx) if is_dir(&stx) => Err(Status::failed_precondition(format!(
+            "{path} is a collection; a file cannot replace it"
+        ))),
+        Ok(stx) => volume.refuse_escaping_symlink(&stx, path),
+        Err(status) if status.code() == tonic::Code::NotFound => Ok(()),
+        Err(status) => Err(status),
+    }
+}
+
 impl Upload {
     /// Opens the target's parent (which must exist) and creates the temporary file, with
     /// room reserved for `expected_size` bytes when the size is declared.
@@ -61,16 +82,7 @@ impl Upload {
     ) -> Result<Self, Status> {
         let (dir, name) = volume.open_parent(&path)?;
         let name = name.to_owned();
-        match stat_at(&dir, &name, &path) {
-            Ok(stx) if is_dir(&stx) => {
-                return Err(Status::failed_precondition(format!(
-                    "{path} is a collection; a file cannot replace it"
-                )));
-            }
-            Ok(stx) => volume.refuse_escaping_symlink(&stx, &path)?,
-            Err(status) if status.code() == tonic::Code::NotFound => {}
-            Err(status) => return Err(status),
-        }
+        refuse_collection(volume, &dir, &name, &path)?;
         let upload = Self::create_in(dir, name, path, volume.durability())?;
         if let Some(size) = expected_size.filter(|&size| size > 0) {
             upload.reserve(size)?;
@@ -116,6 +128,7 @@ impl Upload {
                     let _ = rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive);
                     return Ok(Self {
                         dir,
+                        adopted_from: None,
                         temp_name,
                         file: File::from(fd),
                         path,
@@ -133,6 +146,37 @@ impl Upload {
             }
         }
         Err(Status::internal("could not pick a unique temporary file name"))
+    }
+
+    /// The finished bytes of an upload that arrived in many requests
+    /// ([`crate::uploads`]): `file`, of `written` bytes, named `temp_name` in the folder
+    /// `from`, to be committed as `name` in `dir` (the target's parent) like a body that
+    /// arrived at once. It stays where it is if the commit is refused.
+    #[allow(clippy::too_many_arguments)]
+    pub fn adopt(
+        dir: OwnedFd,
+        name: String,
+        path: VolumePath,
+        from: OwnedFd,
+        temp_name: String,
+        file: File,
+        written: u64,
+        durability: Durability,
+    ) -> Self {
+        Self {
+            dir,
+            adopted_from: Some(from),
+            temp_name,
+            file,
+            path,
+            name,
+            written,
+            handed_to_disk: written,
+            committed: false,
+            digester: None,
+            durability,
+            keeper: None,
+        }
     }
 
     /// Keeps the file this upload replaces as a version (when `keeper` keeps versions).
@@ -289,7 +333,7 @@ impl Upload {
             keeper.keep_version(&self.dir, &self.name, &self.path)?;
         }
         rustix::fs::renameat_with(
-            &self.dir,
+            self.adopted_from.as_ref().unwrap_or(&self.dir),
             self.temp_name.as_str(),
             &self.dir,
             self.name.as_str(),
@@ -312,6 +356,7 @@ impl Upload {
 impl Drop for Upload {
     fn drop(&mut self) {
         if !self.committed
+            && self.adopted_from.is_none()
             && let Err(e) = rustix::fs::unlinkat(&self.dir, self.temp_name.as_str(), AtFlags::empty())
         {
             tracing::warn!(path = %self.path, error = %e, "could not remove an aborted upload's temporary file");

@@ -146,6 +146,7 @@ fn setup_with(rules: Option<usize>, with_shares: Option<(usize, bool)>) -> Setup
         markdown: None,
         records: Some(records),
         keep: None,
+        uploads: None,
     };
     Setup {
         service: Gateway::new(ports, config).service(),

@@ -18,6 +18,7 @@ pub mod links;
 pub mod request;
 pub mod shares;
 mod state;
+pub mod uploads;
 
 pub use request::SENDFILE_ABOVE;
 pub use state::{Gateway, GatewayConfig, Ports, SignInSettings};

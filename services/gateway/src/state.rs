@@ -126,6 +126,8 @@ pub struct Ports {
     /// The trash and versions fileio keeps; `None`: none (FAILED_PRECONDITION from a
     /// fileio that keeps none says the same).
     pub keep: Option<Arc<dyn kubedav_api::keep::Keep>>,
+    /// Uploads in many requests (TUS, Nextcloud chunking); `None`: fileio keeps none.
+    pub uploads: Option<Arc<dyn kubedav_api::uploads::Uploads>>,
 }
 
 /// The gateway's state: its ports to the services and its configuration.
@@ -140,6 +142,8 @@ pub struct Gateway {
     pub markdown: Option<Arc<dyn Markdown>>,
     /// The trash and versions fileio keeps, if any.
     pub keep: Option<Arc<dyn kubedav_api::keep::Keep>>,
+    /// Uploads in many requests, if fileio keeps them.
+    pub uploads: Option<Arc<dyn kubedav_api::uploads::Uploads>>,
     /// Limits and settings.
     pub config: GatewayConfig,
     /// The access policy in force, if any (starts as [`GatewayConfig::policy`]).
@@ -183,6 +187,7 @@ impl Gateway {
             markdown,
             records,
             keep,
+            uploads,
         } = ports;
         let records = records.filter(|_| auth.is_some());
         let shares = records
@@ -208,6 +213,7 @@ impl Gateway {
             auth,
             markdown,
             keep,
+            uploads,
             shares,
             links,
             link_uses,

@@ -180,6 +180,17 @@ pub(crate) struct FileioArgs {
     #[arg(long, env = "KUBEDAV_ABANDONED_UPLOAD_SECONDS", default_value_t = kubedav_fileio::objects::sweep::DEFAULT_IDLE.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     pub abandoned_upload_seconds: u64,
 
+    /// Hours an unfinished upload in many requests (TUS, Nextcloud chunking) is kept
+    /// after its last data (targets all, fileio; docs/uploads.md): then its bytes are
+    /// removed.
+    #[arg(long, env = "KUBEDAV_UPLOAD_EXPIRY_HOURS", default_value_t = kubedav_fileio::uploads::DEFAULT_EXPIRY_HOURS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub upload_expiry_hours: u64,
+
+    /// Most unfinished uploads in many requests one user may have at once (targets all,
+    /// fileio): one more is refused with 507 until one finishes, is cancelled or expires.
+    #[arg(long, env = "KUBEDAV_UPLOADS_PER_USER", default_value_t = kubedav_fileio::uploads::DEFAULT_PER_OWNER, value_parser = clap::value_parser!(u32).range(1..))]
+    pub uploads_per_user: u32,
+
     /// Days a deleted file or collection stays in the trash, restorable (targets all,
     /// fileio; docs/trash-and-versions.md). 0: no trash, a delete deletes.
     #[arg(long, env = "KUBEDAV_TRASH_RETENTION_DAYS", default_value_t = 30)]

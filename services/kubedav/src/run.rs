@@ -22,11 +22,13 @@ use kubedav_kit::{admin, listen, telemetry};
 use kubedav_lease::{Leases, OpenAt, ReplicaLeases, View, Watch};
 use kubedav_locks::{MemoryLocks, RedisLocks};
 use kubedav_remote::client::{
-    RemoteAuth, RemoteFileIo, RemoteKeep, RemoteLocks, RemoteMarkdown, RemoteRecords,
+    RemoteAuth, RemoteFileIo, RemoteKeep, RemoteLocks, RemoteMarkdown, RemoteRecords, RemoteUploads,
 };
 use kubedav_remote::observe::ObservedChannel;
 use kubedav_remote::serve as grpc;
-use kubedav_remote::server::{AuthGrpc, FileIoGrpc, KeepGrpc, LocksGrpc, MarkdownGrpc, RecordsGrpc};
+use kubedav_remote::server::{
+    AuthGrpc, FileIoGrpc, KeepGrpc, LocksGrpc, MarkdownGrpc, RecordsGrpc, UploadsGrpc,
+};
 use registered::{registry, serve_registered};
 
 use kubedav_zerocopy::CopyStore;
@@ -97,6 +99,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
                 fileio,
                 records,
                 keep,
+                uploads,
                 ready,
                 ..
             } = storage::open_storage(&cli).await?;
@@ -110,7 +113,8 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
             });
             let beside = grpc::Beside::new()
                 .with(RecordsGrpc::new(records).into_service())
-                .with_some(keep);
+                .with_some(keep)
+                .with_some(uploads.map(|uploads| UploadsGrpc::new(uploads).into_service()));
             match registry(&cli, "fileio")? {
                 Some(registry) => {
                     let service = service.into_service();
@@ -171,6 +175,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
         mut fileio,
         records,
         mut keep,
+        uploads,
         ..
     } = storage::open_storage(cli).await?;
     let records_for_gateway = records.clone();
@@ -219,6 +224,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
         markdown,
         records: Some(records_for_gateway),
         keep,
+        uploads,
     })
 }
 
@@ -310,7 +316,9 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
     // keeps them), which fileio serves beside the files: one channel for both.
     let beside_files = channel("fileio", cli.remote.fileio_url.as_str(), token)?;
     let records = RemoteRecords::new(beside_files.clone()).with_call_timeout(call_timeout);
-    let keep = RemoteKeep::new(beside_files).with_call_timeout(call_timeout);
+    let keep = RemoteKeep::new(beside_files.clone()).with_call_timeout(call_timeout);
+    // Any fileio replica serves any upload (their state is with the data).
+    let uploads = RemoteUploads::new(beside_files).with_call_timeout(call_timeout);
     Ok(Ports {
         fileio,
         locks,
@@ -318,6 +326,7 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
         markdown,
         records: Some(Arc::new(records)),
         keep: Some(Arc::new(keep)),
+        uploads: Some(Arc::new(uploads)),
     })
 }
 

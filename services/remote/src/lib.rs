@@ -63,4 +63,9 @@ pub mod stubs {
     pub mod keep {
         tonic::include_proto!("kubedav.keep.v1");
     }
+    /// `kubedav.uploads.v1.Uploads`.
+    #[allow(missing_docs, clippy::all)]
+    pub mod uploads {
+        tonic::include_proto!("kubedav.uploads.v1");
+    }
 }

@@ -15,7 +15,7 @@ mod mkcol;
 mod options;
 pub(crate) mod propfind;
 mod proppatch;
-mod put;
+pub(crate) mod put;
 
 use crate::Gateway;
 use crate::dav::method::DavMethod;
@@ -39,6 +39,15 @@ pub fn dispatch<'a>(
 ) -> impl Future<Output = Response> + Send + 'a {
     let answered = |response| Either::Left(std::future::ready(response));
     let grant = request.extensions().get::<crate::access::LinkGrant>().cloned();
+    if grant.is_none()
+        && let Some(rest) = crate::uploads::uploads_path(gateway, request.uri().path())
+    {
+        // TUS uploads, decided by the targets they name.
+        let rest = rest.to_owned();
+        let handler: Pin<Box<dyn Future<Output = HttpResult> + Send + 'a>> =
+            Box::pin(async move { Ok(crate::uploads::tus::answer(gateway, request, &rest).await) });
+        return Either::Right(handler.map(respond as fn(HttpResult) -> Response));
+    }
     if grant.is_none()
         && let Some(place) = keep::place(gateway, request.uri().path())
     {

@@ -37,10 +37,14 @@ pub(super) async fn put(gateway: &Gateway, request: Request) -> HttpResult {
     // Finder streams its uploads chunked and says their length in X-Expected-Entity-Length
     // (docs/clients.md): taken as the declared size, so a quota or a full volume refuses
     // the upload before a byte is stored, and a body of another length is refused.
+    // An upload in many requests landing here (crate::uploads): its length is declared,
+    // its bytes are fileio's, and the body limit was the limit of each of its requests.
+    let landing = request.extensions().get::<crate::uploads::Landing>().cloned();
     let length = headers
         .get(header::CONTENT_LENGTH)
         .or_else(|| headers.get("x-expected-entity-length"));
     let declared = match length {
+        _ if landing.is_some() => landing.as_ref().map(|landing| landing.length),
         Some(value) => Some(
             value
                 .to_str()
@@ -52,7 +56,7 @@ pub(super) async fn put(gateway: &Gateway, request: Request) -> HttpResult {
         ),
         None => None,
     };
-    let limit = gateway.config.max_body_bytes;
+    let limit = gateway.config.max_body_bytes.filter(|_| landing.is_none());
     if let (Some(declared), Some(limit)) = (declared, limit)
         && declared > limit
     {
@@ -80,6 +84,10 @@ pub(super) async fn put(gateway: &Gateway, request: Request) -> HttpResult {
             .collect(),
         // Through a public link: an anonymous writer never purges the owner's trash.
         no_purge: crate::request::Principal::of(&request).kind() == "link",
+        from_upload: landing.map(|landing| kubedav_api::fileio::FromUpload {
+            id: landing.id,
+            owner: landing.owner,
+        }),
     };
     let body = limited_body(request.into_body(), limit);
     match gateway.fileio.write(write, body).await {
@@ -148,7 +156,7 @@ fn too_large(limit: u64) -> HttpError {
 
 /// The request body as a stream of chunks that fails with OUT_OF_RANGE past `limit`
 /// bytes and with CANCELLED when the client's body breaks off.
-fn limited_body(body: axum::body::Body, limit: Option<u64>) -> kubedav_api::BoxStream<Bytes> {
+pub(crate) fn limited_body(body: axum::body::Body, limit: Option<u64>) -> kubedav_api::BoxStream<Bytes> {
     let mut seen: u64 = 0;
     body.into_data_stream()
         .map(move |chunk| {

@@ -114,6 +114,7 @@ impl App {
         }
         let records = Arc::new(fileio.records()) as Arc<dyn kubedav_api::records::Records>;
         let keep = Arc::new(fileio.keep()) as Arc<dyn kubedav_api::keep::Keep>;
+        let uploads = Arc::new(fileio.uploads()) as Arc<dyn kubedav_api::uploads::Uploads>;
         let ports = Ports {
             fileio: Arc::new(fileio),
             locks: Arc::new(locks),
@@ -121,6 +122,7 @@ impl App {
             markdown: None,
             records: Some(records),
             keep: Some(keep),
+            uploads: Some(uploads),
         };
         let clock = options
             .clock

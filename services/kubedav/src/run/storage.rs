@@ -7,6 +7,7 @@ use kubedav_api::fileio::FileIo;
 use kubedav_api::keep::Keep;
 use kubedav_api::path::VolumePath;
 use kubedav_api::records::Records;
+use kubedav_api::uploads::Uploads;
 use kubedav_fileio::keep::Keeping;
 use kubedav_fileio::quota::{Kept, QuotaFileIo, QuotaRoots, WholeTree};
 use kubedav_fileio::{LocalFileIo, ObjectFileIo};
@@ -26,6 +27,8 @@ pub(super) struct Storage {
     pub keep: Option<Arc<dyn Keep>>,
     /// The same, as the quotas count it and make room from it.
     pub kept: Option<Arc<dyn Kept>>,
+    /// Uploads in many requests, where they are kept (a volume).
+    pub uploads: Option<Arc<dyn Uploads>>,
     /// Whether the storage answers.
     pub ready: ReadinessCheck,
 }
@@ -106,12 +109,15 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
             records: Arc::new(core.records()),
             keep: keep.clone().map(|keep| keep as Arc<dyn Keep>),
             kept: keep.map(|keep| keep as Arc<dyn Kept>),
+            uploads: None,
             fileio: Arc::new(core),
             ready,
         });
     }
     let keeps = keeping.trashes() || keeping.versions();
-    let core = open_volume(cli)?.with_keeping(keeping);
+    let core = open_volume(cli)?
+        .with_keeping(keeping)
+        .with_uploads(upload_settings(cli));
     let checked = core.clone();
     let ready: ReadinessCheck = Arc::new(move || {
         let core = checked.clone();
@@ -122,9 +128,19 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
         records: Arc::new(core.records()),
         keep: keep.clone().map(|keep| keep as Arc<dyn Keep>),
         kept: keep.map(|keep| keep as Arc<dyn Kept>),
+        uploads: Some(Arc::new(core.uploads())),
         fileio: Arc::new(core),
         ready,
     })
+}
+
+/// How uploads in many requests are kept, as the flags say.
+fn upload_settings(cli: &Cli) -> kubedav_fileio::uploads::UploadSettings {
+    kubedav_fileio::uploads::UploadSettings {
+        expiry: Duration::from_secs(cli.fileio.upload_expiry_hours.saturating_mul(3600)),
+        per_owner: cli.fileio.uploads_per_user,
+        ..Default::default()
+    }
 }
 
 /// The volume core `--root` names.

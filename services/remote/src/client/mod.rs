@@ -28,6 +28,7 @@ mod keep;
 mod locks;
 mod markdown;
 mod records;
+mod uploads;
 
 pub use auth::RemoteAuth;
 pub use fileio::RemoteFileIo;
@@ -35,6 +36,7 @@ pub use keep::RemoteKeep;
 pub use locks::RemoteLocks;
 pub use markdown::RemoteMarkdown;
 pub use records::RemoteRecords;
+pub use uploads::RemoteUploads;
 
 use crate::deadline;
 use std::future::Future;

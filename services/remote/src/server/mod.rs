@@ -6,6 +6,7 @@ mod keep;
 mod locks;
 mod markdown;
 mod records;
+mod uploads;
 
 pub use auth::AuthGrpc;
 pub use fileio::{FileIoGrpc, FileIoService};
@@ -13,3 +14,4 @@ pub use keep::KeepGrpc;
 pub use locks::LocksGrpc;
 pub use markdown::MarkdownGrpc;
 pub use records::RecordsGrpc;
+pub use uploads::UploadsGrpc;

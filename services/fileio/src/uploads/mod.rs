@@ -1,0 +1,163 @@
+//! Uploads that arrive in many requests (issue 55; docs/uploads.md): TUS 1.0 and
+//! Nextcloud chunking, as the gateway speaks them, over the
+//! [`kubedav_api::uploads::Uploads`] port.
+//!
+//! An upload's bytes and state live with the data, in kubedav's own area
+//! (`.kubedav/uploads/{owner key}/{id}/`), so it survives any restart and goes on
+//! through any replica. It lands through a `Write` with `from_upload`, which checks and
+//! commits it as a body that arrived at once. [`volume`] keeps them on a volume.
+
+pub mod volume;
+
+use kubedav_api::uploads::Upload;
+use kubedav_kit::clock::WallClock;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+use tonic::Status;
+
+/// How uploads are kept.
+#[derive(Clone)]
+pub struct UploadSettings {
+    /// How long an upload lives after its last append (`--upload-expiry-hours`).
+    pub expiry: Duration,
+    /// Most unfinished uploads one owner may have (`--uploads-per-user`).
+    pub per_owner: u32,
+    /// How often expired uploads are removed (each replica, jittered by up to a tenth);
+    /// zero: never by itself (a test runs it).
+    pub sweep_every: Duration,
+    /// The time uploads are stamped with and expire by.
+    pub clock: WallClock,
+}
+
+/// The default of `--upload-expiry-hours`.
+pub const DEFAULT_EXPIRY_HOURS: u64 = 24;
+/// The default of `--uploads-per-user`: room for a sync client's parallel transfers and
+/// a browser's dropped folder, while no one can hold unbounded state.
+pub const DEFAULT_PER_OWNER: u32 = 100;
+
+impl Default for UploadSettings {
+    fn default() -> Self {
+        Self {
+            expiry: Duration::from_secs(DEFAULT_EXPIRY_HOURS * 3600),
+            per_owner: DEFAULT_PER_OWNER,
+            sweep_every: Duration::from_secs(600),
+            clock: kubedav_kit::clock::system(),
+        }
+    }
+}
+
+impl std::fmt::Debug for UploadSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UploadSettings")
+            .field("expiry", &self.expiry)
+            .field("per_owner", &self.per_owner)
+            .field("sweep_every", &self.sweep_every)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UploadSettings {
+    /// Now, in nanoseconds since the Unix epoch, by the settings' clock.
+    pub fn now_ns(&self) -> i64 {
+        kubedav_kit::clock::unix_nanos(&self.clock)
+    }
+
+    /// Whether `record` has expired.
+    fn expired(&self, record: &Record) -> bool {
+        self.expires_ns(record) <= self.now_ns()
+    }
+
+    fn expires_ns(&self, record: &Record) -> i64 {
+        let expiry = i64::try_from(self.expiry.as_nanos()).unwrap_or(i64::MAX);
+        record.touched_unix_ns.saturating_add(expiry)
+    }
+
+    /// The port's view of `record`.
+    fn describe(&self, id: &str, record: &Record) -> Upload {
+        Upload {
+            id: id.to_owned(),
+            owner: record.owner.clone(),
+            target: record.target.clone(),
+            length: record.length,
+            offset: record.offset,
+            created_unix_ns: record.created_unix_ns,
+            expires_unix_ns: self.expires_ns(record),
+            metadata: record
+                .metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<HashMap<_, _>>(),
+        }
+    }
+}
+
+/// An upload's state, as kept beside its bytes (`state.json`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Record {
+    /// Who may append to it, land it and abort it.
+    pub owner: String,
+    /// Where it was said to land.
+    pub target: String,
+    /// The declared length.
+    pub length: Option<u64>,
+    /// The bytes received, from the start, without a gap.
+    pub offset: u64,
+    /// When it was created.
+    pub created_unix_ns: i64,
+    /// Its last creation or append: it expires [`UploadSettings::expiry`] after.
+    pub touched_unix_ns: i64,
+    /// What the client said about it.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// Longest target path, metadata and number of metadata keys an upload may carry: its
+/// state stays a small file.
+const MAX_TARGET_BYTES: usize = 4096;
+const MAX_METADATA_BYTES: usize = 4096;
+
+/// A new upload id: 32 random hex digits (the owner is checked on every call, so an id
+/// is a name, not a secret).
+fn new_id() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+/// The folder name of `owner`'s uploads: a hash, so no name can reach outside it.
+fn owner_key(owner: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(owner.as_bytes());
+    kubedav_api::checksums::to_hex(&digest[..16])
+}
+
+/// Refuses an id that cannot name an upload (as absent: the caller learns nothing).
+fn check_id(id: &str) -> Result<(), Status> {
+    if kubedav_api::uploads::is_upload_id(id) {
+        Ok(())
+    } else {
+        Err(not_found())
+    }
+}
+
+fn not_found() -> Status {
+    Status::not_found("no such upload: it finished, was cancelled, expired, or is not yours")
+}
+
+/// Refuses a request without an owner, or whose target or metadata are too large.
+fn check_new(owner: &str, target: &str, metadata: &HashMap<String, String>) -> Result<(), Status> {
+    if owner.is_empty() {
+        return Err(Status::invalid_argument("an upload needs an owner"));
+    }
+    kubedav_api::path::VolumePath::parse(target)?;
+    if target.len() > MAX_TARGET_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "the target path is longer than {MAX_TARGET_BYTES} bytes"
+        )));
+    }
+    let size: usize = metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > MAX_METADATA_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "the upload's metadata is larger than {MAX_METADATA_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}

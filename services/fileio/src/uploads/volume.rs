@@ -1,0 +1,620 @@
+//! Uploads on a volume. Each is a folder `.kubedav/uploads/{owner key}/{id}/` holding
+//! its bytes in `data`, written at their offsets, and its state in `state.json`,
+//! replaced whole by a rename once the bytes it counts are synced: after a crash the
+//! state never counts a byte the disk lost. Bytes past the offset (an append that broke
+//! off with a checksum, or was refused) are written over by the next append and cut
+//! off at landing. An append holds `flock` on `data` for its whole length, so two
+//! requests on one upload never interleave: the second is ABORTED.
+
+use super::{Record, UploadSettings, check_id, check_new, new_id, not_found, owner_key};
+use crate::digest::Digester;
+use crate::errors::{Op, blocking, io_status, join_status};
+use crate::volume::{Volume, reserved_failed};
+use crate::write;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use kubedav_api::BoxStream;
+use kubedav_api::fileio::{FromUpload, WriteHeader};
+use kubedav_api::path::VolumePath;
+use kubedav_api::uploads::{
+    AbortUploadRequest, AbortUploadResponse, AppendHeader, CreateUploadRequest, GetUploadRequest,
+    ListUploadsRequest, ListUploadsResponse, Upload, Uploads,
+};
+use rustix::fd::OwnedFd;
+use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use tonic::Status;
+
+const AREA: &str = "uploads";
+const DATA: &str = "data";
+const STATE: &str = "state.json";
+const STATE_NEW: &str = "state.json.new";
+/// Largest state file read back.
+const MAX_STATE_BYTES: u64 = 64 * 1024;
+/// Bytes an append gathers before handing them to the blocking pool in one write.
+const BATCH_BYTES: usize = 1024 * 1024;
+
+/// The uploads of one volume: the [`Uploads`] port, and the landing of an upload
+/// through a write ([`VolumeUploads::land`]).
+#[derive(Clone, Debug)]
+pub struct VolumeUploads {
+    volume: Arc<Volume>,
+    settings: Arc<UploadSettings>,
+}
+
+/// An upload opened for a change, its `data` locked.
+struct Opened {
+    /// The folder of its owner's uploads.
+    owners: OwnedFd,
+    /// Its own folder.
+    folder: OwnedFd,
+    id: String,
+    data: File,
+    record: Record,
+}
+
+/// An append in progress.
+struct Appending {
+    opened: Opened,
+    durability: crate::volume::Durability,
+    /// Bytes of this append written so far, at the upload's offset.
+    written: u64,
+    /// Its checksum, if it named one.
+    digester: Option<Digester>,
+}
+
+/// What is left to do once an upload landed: remove its state and folder.
+pub struct Landed {
+    owners: OwnedFd,
+    id: String,
+}
+
+impl Landed {
+    /// Removes what is left of the landed upload.
+    pub fn clean_up(self) {
+        remove(&self.owners, &self.id);
+    }
+}
+
+impl VolumeUploads {
+    /// The uploads of `volume`.
+    pub fn new(volume: Arc<Volume>, settings: UploadSettings) -> Self {
+        Self {
+            volume,
+            settings: Arc::new(settings),
+        }
+    }
+
+    /// How uploads are kept here.
+    pub fn settings(&self) -> &UploadSettings {
+        &self.settings
+    }
+
+    /// Removes expired uploads every [`UploadSettings::sweep_every`], on a thread of its
+    /// own, while the volume is served.
+    pub fn sweep_in_background(&self) {
+        let every = self.settings.sweep_every;
+        if every.is_zero() {
+            return;
+        }
+        let (volume, settings) = (Arc::downgrade(&self.volume), self.settings.clone());
+        let _ = std::thread::Builder::new()
+            .name("upload-expiry".into())
+            .spawn(move || {
+                loop {
+                    let jitter = every.mul_f64(fastrand::f64() / 10.0);
+                    std::thread::sleep(every + jitter);
+                    let Some(volume) = volume.upgrade() else { return };
+                    let uploads = VolumeUploads {
+                        volume,
+                        settings: settings.clone(),
+                    };
+                    let removed = uploads.expire();
+                    if removed > 0 {
+                        tracing::info!(target: "kubedav", removed, "removed expired uploads");
+                    }
+                }
+            });
+    }
+
+    /// Removes every expired upload that no request is changing; how many went.
+    pub fn expire(&self) -> usize {
+        let Ok(Some(area)) = self.volume.reserved_folder(AREA, false) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for owner in names(&area) {
+            let Ok(owners) = open_folder(&area, &owner) else {
+                continue;
+            };
+            for id in names(&owners) {
+                if check_id(&id).is_err() {
+                    continue;
+                }
+                let expired = match open_folder(&owners, &id).and_then(|folder| read_record(&folder)) {
+                    Ok(record) => self.settings.expired(&record),
+                    // A folder whose state was never written (a crash during its
+                    // creation) goes too.
+                    Err(_) => true,
+                };
+                if expired && !busy(&owners, &id) {
+                    remove(&owners, &id);
+                    removed += 1;
+                    crate::metrics::uploads_expired(1);
+                }
+            }
+        }
+        removed
+    }
+
+    fn owner_folder(&self, owner: &str, create: bool) -> Result<Option<OwnedFd>, Status> {
+        self.volume
+            .reserved_folder(&format!("{AREA}/{}", owner_key(owner)), create)
+    }
+
+    /// Opens `owner`'s upload `id` and locks its bytes: NOT_FOUND as for an absent one
+    /// when it is another's or has expired (then it is removed), ABORTED while another
+    /// request holds it.
+    fn open(&self, id: &str, owner: &str) -> Result<Opened, Status> {
+        check_id(id)?;
+        let owners = self.owner_folder(owner, false)?.ok_or_else(not_found)?;
+        let folder = open_folder(&owners, id)?;
+        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let data = match rustix::fs::openat(&folder, DATA, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Err(not_found()),
+            Err(e) => return Err(reserved_failed("open", "an upload's bytes", e)),
+        };
+        match rustix::fs::flock(&data, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(Status::aborted(
+                    "another request is sending to this upload right now; try again once it ended",
+                ));
+            }
+            // A file system without flock: no protection, as for uploads of one body.
+            Err(_) => {}
+        }
+        let record = read_record(&folder)?;
+        if record.owner != owner {
+            return Err(not_found());
+        }
+        if self.settings.expired(&record) {
+            drop(data);
+            remove(&owners, id);
+            return Err(not_found());
+        }
+        Ok(Opened {
+            owners,
+            folder,
+            id: id.to_owned(),
+            data: File::from(data),
+            record,
+        })
+    }
+
+    fn create_now(&self, request: CreateUploadRequest) -> Result<Upload, Status> {
+        check_new(&request.owner, &request.target, &request.metadata)?;
+        let owners = self
+            .owner_folder(&request.owner, true)?
+            .ok_or_else(|| Status::internal("the uploads folder could not be made"))?;
+        // One creation at a time per owner, so the count below holds.
+        let _ = rustix::fs::flock(&owners, FlockOperation::LockExclusive);
+        let mut unfinished = 0;
+        for id in names(&owners) {
+            let Ok(record) = open_folder(&owners, &id).and_then(|folder| read_record(&folder)) else {
+                continue;
+            };
+            if self.settings.expired(&record) {
+                if !busy(&owners, &id) {
+                    remove(&owners, &id);
+                }
+            } else {
+                unfinished += 1;
+            }
+        }
+        if unfinished >= self.settings.per_owner {
+            return Err(Status::resource_exhausted(format!(
+                "you have {unfinished} unfinished uploads, the most this server keeps for one user; \
+                 finish or cancel one first (unfinished uploads expire {} hours after their last data)",
+                self.settings.expiry.as_secs() / 3600
+            )));
+        }
+        let id = new_id();
+        rustix::fs::mkdirat(&owners, id.as_str(), Mode::from_raw_mode(0o700))
+            .map_err(|e| reserved_failed("make", "an upload's folder", e))?;
+        let folder = open_folder(&owners, &id)?;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::openat(&folder, DATA, flags, Mode::from_raw_mode(0o600))
+            .map_err(|e| reserved_failed("make", "an upload's file", e))?;
+        let now = self.settings.now_ns();
+        let record = Record {
+            owner: request.owner,
+            target: request.target,
+            length: request.length,
+            offset: 0,
+            created_unix_ns: now,
+            touched_unix_ns: now,
+            metadata: request.metadata.into_iter().collect(),
+        };
+        let durability = self.volume.durability();
+        write_record(&folder, &record, durability)?;
+        durability.sync_dir(&owners, &VolumePath::root())?;
+        crate::metrics::uploads_created(1);
+        Ok(self.settings.describe(&id, &record))
+    }
+
+    fn begin_append(&self, header: &AppendHeader) -> Result<Appending, Status> {
+        let mut opened = self.open(&header.id, &header.owner)?;
+        let record = &mut opened.record;
+        if header.offset != record.offset {
+            return Err(Status::failed_precondition(format!(
+                "the upload is at offset {}, not {}: send from there (HEAD tells it)",
+                record.offset, header.offset
+            )));
+        }
+        match (record.length, header.length) {
+            (Some(had), Some(now)) if had != now => {
+                return Err(Status::invalid_argument(format!(
+                    "the upload's length is {had}; it cannot change to {now}"
+                )));
+            }
+            (None, Some(now)) if now < record.offset => {
+                return Err(Status::invalid_argument(format!(
+                    "the upload already has {} bytes, more than the length {now}",
+                    record.offset
+                )));
+            }
+            (None, Some(now)) => record.length = Some(now),
+            _ => {}
+        }
+        let digester = match &header.checksum {
+            Some(sum) => Digester::for_checksums(std::slice::from_ref(sum), &[])?,
+            None => None,
+        };
+        Ok(Appending {
+            opened,
+            durability: self.volume.durability(),
+            written: 0,
+            digester,
+        })
+    }
+
+    /// The finished upload `from` as the temporary file of a write to `path`: NOT_FOUND
+    /// when the owner has no such upload, FAILED_PRECONDITION when it is not complete or
+    /// not of `header`'s declared size. The checksums `header` asks for are computed by
+    /// reading its bytes once.
+    pub fn land(
+        &self,
+        from: &FromUpload,
+        path: VolumePath,
+        header: &WriteHeader,
+    ) -> Result<(write::Upload, Landed), Status> {
+        let Opened {
+            owners,
+            folder,
+            id,
+            data,
+            record,
+        } = self.open(&from.id, &from.owner)?;
+        let offset = record.offset;
+        if let Some(length) = record.length
+            && length != offset
+        {
+            return Err(Status::failed_precondition(format!(
+                "the upload has {offset} of its {length} bytes; send the rest before it can land"
+            )));
+        }
+        if let Some(declared) = header.expected_size
+            && declared != offset
+        {
+            return Err(Status::failed_precondition(format!(
+                "the upload has {offset} bytes, not the {declared} declared"
+            )));
+        }
+        data.set_len(offset)
+            .map_err(|e| Status::internal(format!("cannot trim the upload's bytes: {e}")))?;
+        let (dir, name) = self.volume.open_parent(&path)?;
+        let name = name.to_owned();
+        write::refuse_collection(&self.volume, &dir, &name, &path)?;
+        let digester = match Digester::for_write(header)? {
+            Some(mut digester) => {
+                read_through(&data, offset, &mut digester, &path)?;
+                Some(digester)
+            }
+            None => None,
+        };
+        let mut upload = write::Upload::adopt(
+            dir,
+            name,
+            path,
+            folder,
+            DATA.to_owned(),
+            data,
+            offset,
+            self.volume.durability(),
+        );
+        upload.digest_with(digester);
+        Ok((upload, Landed { owners, id }))
+    }
+}
+
+impl Appending {
+    /// Writes `chunks` after what this append wrote so far.
+    fn write(&mut self, chunks: &[Bytes]) -> Result<(), Status> {
+        let start = self.opened.record.offset;
+        for chunk in chunks {
+            let at = start + self.written;
+            if let Some(length) = self.opened.record.length
+                && at + chunk.len() as u64 > length
+            {
+                return Err(Status::out_of_range(format!(
+                    "the data goes past the upload's length of {length} bytes; none of it was kept"
+                )));
+            }
+            self.opened
+                .data
+                .write_all_at(chunk, at)
+                .map_err(|e| io_error(e, &self.opened.record.target))?;
+            if let Some(digester) = &mut self.digester {
+                digester.update(chunk);
+            }
+            self.written += chunk.len() as u64;
+        }
+        crate::metrics::written_bytes(chunks.iter().map(|c| c.len() as u64).sum());
+        Ok(())
+    }
+
+    /// Makes what was written count: synced, then the state's offset moved past it. With
+    /// a checksum, only when `complete` and matching; otherwise nothing of it counts.
+    fn finish(mut self, complete: bool, settings: &UploadSettings) -> Result<Upload, Status> {
+        if let Some(digester) = self.digester.take() {
+            if !complete {
+                return Err(Status::cancelled(
+                    "the data broke off; none of it was kept, since it named a checksum",
+                ));
+            }
+            digester.finish(&self.opened.record.target)?;
+        }
+        let Opened {
+            folder,
+            id,
+            data,
+            mut record,
+            ..
+        } = self.opened;
+        if self.written > 0 {
+            self.durability
+                .sync_data(&data)
+                .map_err(|e| io_error(e, &record.target))?;
+        }
+        record.offset += self.written;
+        record.touched_unix_ns = settings.now_ns();
+        write_record(&folder, &record, self.durability)?;
+        Ok(settings.describe(&id, &record))
+    }
+}
+
+/// An append that is either idle or busy writing a batch on the blocking pool.
+enum Slot {
+    Ready(Box<Appending>),
+    Writing(tokio::task::JoinHandle<Result<Box<Appending>, Status>>),
+}
+
+impl Slot {
+    async fn wait(self) -> Result<Box<Appending>, Status> {
+        match self {
+            Slot::Ready(appending) => Ok(appending),
+            Slot::Writing(handle) => handle.await.map_err(join_status)?,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Uploads for VolumeUploads {
+    async fn create(&self, request: CreateUploadRequest) -> Result<Upload, Status> {
+        let this = self.clone();
+        blocking(move || this.create_now(request)).await
+    }
+
+    async fn get(&self, request: GetUploadRequest) -> Result<Upload, Status> {
+        let this = self.clone();
+        blocking(move || {
+            check_id(&request.id)?;
+            let owners = this.owner_folder(&request.owner, false)?.ok_or_else(not_found)?;
+            let record = read_record(&open_folder(&owners, &request.id)?)?;
+            if record.owner != request.owner || this.settings.expired(&record) {
+                return Err(not_found());
+            }
+            Ok(this.settings.describe(&request.id, &record))
+        })
+        .await
+    }
+
+    async fn append(&self, header: AppendHeader, mut data: BoxStream<Bytes>) -> Result<Upload, Status> {
+        let this = self.clone();
+        let appending = blocking(move || this.begin_append(&header)).await?;
+        // Double buffering, as a write's: while one batch is written, the next arrives.
+        let mut slot = Slot::Ready(Box::new(appending));
+        let (mut batch, mut batch_len) = (Vec::new(), 0usize);
+        let broke = loop {
+            let next = data.next().await;
+            let end = !matches!(next, Some(Ok(_)));
+            let broke = match next {
+                Some(Ok(chunk)) => {
+                    batch_len += chunk.len();
+                    batch.push(chunk);
+                    None
+                }
+                Some(Err(status)) => Some(status),
+                None => None,
+            };
+            if batch_len >= BATCH_BYTES || (end && batch_len > 0) {
+                let mut appending = slot.wait().await?;
+                let chunks = std::mem::take(&mut batch);
+                batch_len = 0;
+                slot = Slot::Writing(tokio::task::spawn_blocking(move || {
+                    appending.write(&chunks)?;
+                    Ok(appending)
+                }));
+            }
+            if end {
+                break broke;
+            }
+        };
+        let appending = slot.wait().await?;
+        let settings = self.settings.clone();
+        let complete = broke.is_none();
+        let upload = blocking(move || appending.finish(complete, &settings)).await?;
+        match broke {
+            Some(status) => Err(status),
+            None => Ok(upload),
+        }
+    }
+
+    async fn abort(&self, request: AbortUploadRequest) -> Result<AbortUploadResponse, Status> {
+        let this = self.clone();
+        blocking(move || {
+            let opened = this.open(&request.id, &request.owner)?;
+            remove(&opened.owners, &opened.id);
+            Ok(AbortUploadResponse {})
+        })
+        .await
+    }
+
+    async fn list(&self, request: ListUploadsRequest) -> Result<ListUploadsResponse, Status> {
+        let this = self.clone();
+        blocking(move || {
+            let Some(owners) = this.owner_folder(&request.owner, false)? else {
+                return Ok(ListUploadsResponse::default());
+            };
+            let mut uploads = Vec::new();
+            for id in names(&owners) {
+                let Ok(record) = open_folder(&owners, &id).and_then(|folder| read_record(&folder)) else {
+                    continue;
+                };
+                if record.owner == request.owner && !this.settings.expired(&record) {
+                    uploads.push(this.settings.describe(&id, &record));
+                }
+            }
+            uploads.sort_by_key(|u| u.created_unix_ns);
+            Ok(ListUploadsResponse { uploads })
+        })
+        .await
+    }
+}
+
+/// The names in `folder`, but `.` and `..`.
+fn names(folder: &OwnedFd) -> Vec<String> {
+    let Ok(entries) = rustix::fs::Dir::read_from(folder) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str().ok().map(str::to_owned))
+        .filter(|name| name != "." && name != "..")
+        .collect()
+}
+
+fn open_folder(parent: &OwnedFd, name: &str) -> Result<OwnedFd, Status> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat(parent, name, flags, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP) => {
+            Err(not_found())
+        }
+        Err(e) => Err(reserved_failed("open", "an upload's folder", e)),
+    }
+}
+
+/// Whether a request holds upload `id` right now.
+fn busy(owners: &OwnedFd, id: &str) -> bool {
+    let Ok(folder) = open_folder(owners, id) else {
+        return false;
+    };
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(data) = rustix::fs::openat(&folder, DATA, flags, Mode::empty()) else {
+        return false;
+    };
+    rustix::fs::flock(&data, FlockOperation::NonBlockingLockExclusive) == Err(rustix::io::Errno::WOULDBLOCK)
+}
+
+fn read_record(folder: &OwnedFd) -> Result<Record, Status> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(folder, STATE, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Err(not_found()),
+        Err(e) => return Err(reserved_failed("read", "an upload's state", e)),
+    };
+    let mut text = Vec::new();
+    File::from(fd)
+        .take(MAX_STATE_BYTES)
+        .read_to_end(&mut text)
+        .map_err(|e| Status::internal(format!("cannot read an upload's state: {e}")))?;
+    serde_json::from_slice(&text).map_err(|e| Status::internal(format!("an upload's state is damaged: {e}")))
+}
+
+/// Replaces the state with `record`: written beside it, synced, renamed over it.
+fn write_record(
+    folder: &OwnedFd,
+    record: &Record,
+    durability: crate::volume::Durability,
+) -> Result<(), Status> {
+    let text = serde_json::to_vec(record).map_err(|e| Status::internal(e.to_string()))?;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(folder, STATE_NEW, flags, Mode::from_raw_mode(0o600))
+        .map_err(|e| reserved_failed("write", "an upload's state", e))?;
+    let mut file = File::from(fd);
+    file.write_all(&text).map_err(|e| io_error(e, &record.target))?;
+    durability
+        .sync_data(&file)
+        .map_err(|e| io_error(e, &record.target))?;
+    rustix::fs::renameat(folder, STATE_NEW, folder, STATE)
+        .map_err(|e| reserved_failed("replace", "an upload's state", e))?;
+    durability.sync_dir(folder, &VolumePath::root())
+}
+
+/// Removes upload `id` (its bytes, its state, its folder), whatever is left of it.
+fn remove(owners: &OwnedFd, id: &str) {
+    if let Ok(folder) = open_folder(owners, id) {
+        for name in [DATA, STATE, STATE_NEW] {
+            let _ = rustix::fs::unlinkat(&folder, name, AtFlags::empty());
+        }
+    }
+    if let Err(e) = rustix::fs::unlinkat(owners, id, AtFlags::REMOVEDIR)
+        && e != rustix::io::Errno::NOENT
+    {
+        tracing::warn!(id, error = %e, "could not remove an upload's folder");
+    }
+}
+
+/// Feeds the first `length` bytes of `data` to `digester`.
+fn read_through(data: &File, length: u64, digester: &mut Digester, path: &VolumePath) -> Result<(), Status> {
+    let mut buffer = vec![0u8; BATCH_BYTES];
+    let mut at = 0u64;
+    while at < length {
+        let want = usize::try_from(length - at).map_or(buffer.len(), |left| left.min(buffer.len()));
+        let read = data
+            .read_at(&mut buffer[..want], at)
+            .map_err(|e| io_error(e, path.as_str()))?;
+        if read == 0 {
+            return Err(Status::internal(format!(
+                "the upload for {path} is shorter than its state says"
+            )));
+        }
+        digester.update(&buffer[..read]);
+        at += read as u64;
+    }
+    Ok(())
+}
+
+fn io_error(e: std::io::Error, target: &str) -> Status {
+    let path = VolumePath::parse(target).unwrap_or_else(|_| VolumePath::root());
+    match e.raw_os_error() {
+        Some(code) => io_status(rustix::io::Errno::from_raw_os_error(code), Op::Write, &path),
+        None => Status::internal(format!("writing an upload for {target} failed: {e}")),
+    }
+}
