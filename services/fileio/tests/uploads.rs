@@ -222,6 +222,11 @@ async fn the_cap_per_owner_holds_and_expiry_frees_it() {
         .append(at(&ids[0], "alice", 0), body(vec![Ok(b"ab")]))
         .await
         .unwrap();
+    // An empty append renews nothing: ids[1] still expires a day after its creation.
+    uploads
+        .append(at(&ids[1], "alice", 0), body(vec![]))
+        .await
+        .unwrap();
     *now.lock().unwrap() += Duration::from_secs(5 * 3600);
     assert_eq!(offset(&uploads, &ids[0], "alice").await, Ok(2));
     assert_eq!(offset(&uploads, &ids[1], "alice").await, Err(Code::NotFound));

@@ -76,7 +76,8 @@ async fn create(app: &App, user: &str, path: &str, length: usize) -> Result<Stri
         return Err(response);
     }
     assert_eq!(response.headers()["tus-resumable"], "1.0.0");
-    assert!(response.headers().contains_key("upload-expires"));
+    // An empty file landed at once: it has no expiry.
+    assert_eq!(response.headers().contains_key("upload-expires"), length > 0);
     Ok(response.headers()["location"].to_str().unwrap().to_owned())
 }
 
@@ -209,6 +210,20 @@ async fn what_a_client_gets_wrong_is_refused_and_moves_nothing() {
     )
     .await;
     assert_eq!(unknown_algorithm.status(), StatusCode::BAD_REQUEST);
+    let short_value = tus(
+        &app,
+        "alice",
+        "PATCH",
+        &upload,
+        &[
+            ("upload-offset", "400".to_owned()),
+            ("content-type", "application/offset+octet-stream".to_owned()),
+            ("upload-checksum", "sha1 AAAA".to_owned()),
+        ],
+        &data[400..],
+    )
+    .await;
+    assert_eq!(short_value.status(), StatusCode::BAD_REQUEST);
 
     let form = tus(
         &app,
@@ -309,10 +324,39 @@ async fn an_upload_is_its_owners_alone_and_its_target_follows_the_policy() {
 }
 
 /// A creation with the first bytes (201, their offset), a termination (204, then
-/// absent), and kubedav's own area never a WebDAV path.
+/// absent), an empty file (landed by its creation: the client sends nothing more), a
+/// creation whose bytes are refused (nothing left behind), and kubedav's own area never
+/// a WebDAV path.
 #[tokio::test]
 async fn creation_with_upload_and_termination() {
     let app = app();
+    let empty = create(&app, "alice", "/home/alice/in/empty.txt", 0)
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(app.disk("home/alice/in/empty.txt")).unwrap(), b"");
+    assert_eq!(offset_of(&app, "alice", &empty).await, None);
+    let refused = tus(
+        &app,
+        "alice",
+        "POST",
+        "/.kubedav/uploads/",
+        &[
+            ("upload-length", "3".to_owned()),
+            (
+                "upload-metadata",
+                format!("path {}", b64(b"/home/alice/in/r.bin")),
+            ),
+            ("content-type", "application/offset+octet-stream".to_owned()),
+        ],
+        b"0123456789",
+    )
+    .await;
+    assert_eq!(refused.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        common::names_in(&app.disk(".kubedav/uploads"))
+            .iter()
+            .all(|owner| { common::names_in(&app.disk(&format!(".kubedav/uploads/{owner}"))).is_empty() })
+    );
     let metadata = format!("path {}", b64(b"/home/alice/in/t.bin"));
     let created = tus(
         &app,

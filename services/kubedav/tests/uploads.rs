@@ -295,4 +295,49 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-in_both_modes!(a_killed_client_and_a_killed_replica_resume_through_a_proxy);
+/// The file manager (headless Chromium, `tests/clients/browser_uploads.py`) sends a
+/// 48 MiB file by TUS: the network drops for two seconds at a quarter, the page is
+/// reloaded at half way and the file picked again; the upload resumes each time, and
+/// what lands is the file. Screenshots go to `KUBEDAV_SCREENSHOTS` when it is set.
+async fn the_file_manager_resumes_a_large_upload(mode: Mode) {
+    let server = common::Server::start(mode).await;
+    std::fs::create_dir(server.disk("docs")).unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let big = local.path().join("big.bin");
+    let mut rng = fastrand::Rng::with_seed(48);
+    let data: Vec<u8> = std::iter::repeat_with(|| rng.u8(..)).take(48 << 20).collect();
+    std::fs::write(&big, &data).unwrap();
+    let shots = std::env::var("KUBEDAV_SCREENSHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| local.path().to_owned());
+    let python = tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_uploads.py");
+    let url = server.url("/docs/");
+    let output = common::tools::run(
+        &python,
+        &[
+            script,
+            url.as_str(),
+            shots.to_str().unwrap(),
+            big.to_str().unwrap(),
+        ],
+        None,
+    )
+    .await;
+    assert!(output.contains("browser uploads ok"), "{output}");
+    let landed = client().get(server.url("/docs/big.bin")).send().await.unwrap();
+    assert!(
+        landed.bytes().await.unwrap().as_ref() == &data[..],
+        "the file landed is not the file sent"
+    );
+    let left: Vec<_> = walk(&server.disk(".kubedav/uploads"))
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+in_both_modes!(
+    a_killed_client_and_a_killed_replica_resume_through_a_proxy,
+    the_file_manager_resumes_a_large_upload
+);

@@ -64,6 +64,8 @@ struct Appending {
     written: u64,
     /// Its checksum, if it named one.
     digester: Option<Digester>,
+    /// The declared length before this append (which may declare it).
+    length_before: Option<u64>,
 }
 
 /// What is left to do once an upload landed: remove its state and folder.
@@ -130,15 +132,20 @@ impl VolumeUploads {
             let Ok(owners) = open_folder(&area, &owner) else {
                 continue;
             };
+            // Not while one of this owner's uploads is being created.
+            let _ = rustix::fs::flock(&owners, FlockOperation::LockExclusive);
             for id in names(&owners) {
                 if check_id(&id).is_err() {
                     continue;
                 }
                 let expired = match open_folder(&owners, &id).and_then(|folder| read_record(&folder)) {
                     Ok(record) => self.settings.expired(&record),
-                    // A folder whose state was never written (a crash during its
-                    // creation) goes too.
-                    Err(_) => true,
+                    // A folder without its state (a crash during its creation) goes
+                    // too, once it is older than an expiry: never one being made.
+                    Err(status) if status.code() == tonic::Code::NotFound => {
+                        older_than(&owners, &id, self.settings.expiry)
+                    }
+                    Err(_) => false,
                 };
                 if expired && !busy(&owners, &id) {
                     remove(&owners, &id);
@@ -228,7 +235,8 @@ impl VolumeUploads {
             .map_err(|e| reserved_failed("make", "an upload's folder", e))?;
         let folder = open_folder(&owners, &id)?;
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        rustix::fs::openat(&folder, DATA, flags, Mode::from_raw_mode(0o600))
+        // As a PUT's temporary file: the landed file is readable as any other.
+        rustix::fs::openat(&folder, DATA, flags, Mode::from_raw_mode(0o644))
             .map_err(|e| reserved_failed("make", "an upload's file", e))?;
         let now = self.settings.now_ns();
         let record = Record {
@@ -249,6 +257,7 @@ impl VolumeUploads {
 
     fn begin_append(&self, header: &AppendHeader) -> Result<Appending, Status> {
         let mut opened = self.open(&header.id, &header.owner)?;
+        let length_before = opened.record.length;
         let record = &mut opened.record;
         if header.offset != record.offset {
             return Err(Status::failed_precondition(format!(
@@ -280,6 +289,7 @@ impl VolumeUploads {
             durability: self.volume.durability(),
             written: 0,
             digester,
+            length_before,
         })
     }
 
@@ -293,13 +303,19 @@ impl VolumeUploads {
         path: VolumePath,
         header: &WriteHeader,
     ) -> Result<(write::Upload, Landed), Status> {
+        // An upload busy with another request lands once that ended: a wait, not a refusal.
         let Opened {
             owners,
             folder,
             id,
             data,
             record,
-        } = self.open(&from.id, &from.owner)?;
+        } = self
+            .open(&from.id, &from.owner)
+            .map_err(|status| match status.code() {
+                tonic::Code::Aborted => Status::unavailable(status.message().to_owned()),
+                _ => status,
+            })?;
         let offset = record.offset;
         if let Some(length) = record.length
             && length != offset
@@ -391,9 +407,12 @@ impl Appending {
                 .sync_data(&data)
                 .map_err(|e| io_error(e, &record.target))?;
         }
-        record.offset += self.written;
-        record.touched_unix_ns = settings.now_ns();
-        write_record(&folder, &record, self.durability)?;
+        // Only data renews the expiry: empty requests cannot keep an upload forever.
+        if self.written > 0 || record.length != self.length_before {
+            record.offset += self.written;
+            record.touched_unix_ns = settings.now_ns();
+            write_record(&folder, &record, self.durability)?;
+        }
         Ok(settings.describe(&id, &record))
     }
 }
@@ -528,6 +547,23 @@ fn open_folder(parent: &OwnedFd, name: &str) -> Result<OwnedFd, Status> {
         }
         Err(e) => Err(reserved_failed("open", "an upload's folder", e)),
     }
+}
+
+/// Whether the folder `name` in `parent` was last changed more than `age` ago (by the
+/// file system's clock).
+fn older_than(parent: &OwnedFd, name: &str, age: std::time::Duration) -> bool {
+    let Ok(stx) = rustix::fs::statx(
+        parent,
+        name,
+        AtFlags::SYMLINK_NOFOLLOW,
+        rustix::fs::StatxFlags::MTIME,
+    ) else {
+        return false;
+    };
+    let changed = std::time::UNIX_EPOCH + std::time::Duration::from_secs(stx.stx_mtime.tv_sec.max(0) as u64);
+    std::time::SystemTime::now()
+        .duration_since(changed)
+        .is_ok_and(|since| since > age)
 }
 
 /// Whether a request holds upload `id` right now.

@@ -186,7 +186,7 @@ pub fn authenticate<'a, F: Future<Output = Response> + Send + 'a>(
 
 /// Whether `principal` may make a request that reads (`read`) or writes: writes need a
 /// user not listed as read-only and a credential not scoped to reading.
-fn admitted(gateway: &Gateway, principal: &Principal, read: bool) -> Result<(), Box<Response>> {
+pub(crate) fn admitted(gateway: &Gateway, principal: &Principal, read: bool) -> Result<(), Box<Response>> {
     if read {
         return Ok(());
     }

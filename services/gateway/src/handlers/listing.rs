@@ -11,7 +11,13 @@ use kubedav_api::path::VolumePath;
 use std::fmt::Write;
 
 /// The page's script and style sheet: (path below the base path, content type, body).
-pub const ASSETS: [(&str, &str, &str); 4] = [
+pub const ASSETS: [(&str, &str, &str); 5] = [
+    (
+        // tus-js-client's browser bundle, as npm serves it (scripts/vendor-tus-js-client.sh).
+        "/.kubedav-ui/tus.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/vendor/tus-js-client-4.3.1.min.js"),
+    ),
     (
         "/.kubedav-ui/app.js",
         "text/javascript; charset=utf-8",
@@ -74,6 +80,9 @@ pub struct Offers {
     /// The "Trash" panel and each file's "Versions" (`{base}/.kubedav/trash/` and
     /// `{base}/.kubedav/versions`).
     pub keep: bool,
+    /// Large files go up by TUS (`{base}/.kubedav/uploads/`; docs/uploads.md), resumable
+    /// after a dropped network or a reloaded page.
+    pub uploads: bool,
 }
 
 /// Renders the page of `dir` with `members`: collections first, then files, each group
@@ -91,12 +100,19 @@ pub fn render(base: &BasePath, dir: &VolumePath, mut members: Vec<FileInfo>, off
     let title = escape(&format!("Index of {}", base.shown(dir)));
     let prefix = base.as_str();
     let href = |path: &VolumePath, collection: bool| base.href(path, collection);
+    let (tus_script, tus_endpoint) = match offers.uploads {
+        true => (
+            format!("<script src=\"{prefix}/.kubedav-ui/tus.js\" defer></script>\n"),
+            format!(" data-uploads=\"{prefix}/.kubedav/uploads/\""),
+        ),
+        false => (String::new(), String::new()),
+    };
     let mut html = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n\
          <link rel=\"stylesheet\" href=\"{prefix}/.kubedav-ui/app.css\">\n\
-         <script src=\"{prefix}/.kubedav-ui/app.js\" defer></script>\n</head>\n\
-         <body data-collection=\"{}\" data-writable=\"{writable}\" data-base=\"{}\">\n",
+         {tus_script}<script src=\"{prefix}/.kubedav-ui/app.js\" defer></script>\n</head>\n\
+         <body data-collection=\"{}\" data-writable=\"{writable}\" data-base=\"{}\"{tus_endpoint}>\n",
         escape(&href(dir, true)),
         escape(prefix)
     );

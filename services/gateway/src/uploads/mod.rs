@@ -44,12 +44,16 @@ pub fn uploads_path<'p>(gateway: &Gateway, path: &'p str) -> Option<&'p str> {
     (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
-/// The owner uploads of `principal` are recorded under (one name for every anonymous
-/// client of a gateway without authentication).
-pub fn owner_of(principal: &Principal) -> String {
+/// The owner uploads of `principal` are recorded under: its name, or, on a gateway
+/// without authentication, one owner for every client. `None` for the anonymous
+/// principal of a gateway with authentication: it may not upload this way (its uploads
+/// would be every anonymous client's).
+pub fn owner_of(gateway: &Gateway, principal: &Principal) -> Option<String> {
     match principal.name() {
-        "" => "-".to_owned(),
-        name => name.to_owned(),
+        "" if gateway.auth.is_some() => None,
+        // Without authentication there are no users: no one else is "-".
+        "" => Some("-".to_owned()),
+        name => Some(name.to_owned()),
     }
 }
 
@@ -76,6 +80,10 @@ fn as_put(gateway: &Gateway, asking: &Asking, target: &VolumePath, pass: &[Heade
 pub async fn may_put(gateway: &Gateway, asking: &Asking, target: &VolumePath) -> Result<(), HttpError> {
     let mut put = as_put(gateway, asking, target, &[]);
     let method = crate::dav::method::DavMethod::Put;
+    // A new user's home is made at their first request, whichever it is.
+    if let Some(home) = crate::access::homes::home_to_make(gateway, &put) {
+        home.make(gateway).await;
+    }
     crate::access::scope::check(gateway, method, &put)?;
     match crate::access::check(gateway, method, &mut put) {
         Ok(()) => Ok(()),
@@ -110,18 +118,27 @@ pub async fn land(
     landing: Landing,
     pass: &[HeaderName],
 ) -> Response {
+    // A landing writes, whichever request made it (a HEAD may): as a write, it needs a
+    // user and a credential that may write.
+    if let Err(refused) = crate::edge::auth::admitted(gateway, &Principal::of(asking), false) {
+        return *refused;
+    }
     let mut put = as_put(gateway, asking, target, pass);
     put.extensions_mut().insert(landing);
     crate::handlers::dispatch(gateway, put).await
 }
 
 /// Whether a landing's answer says the upload can never land as it is (then it is
-/// removed): any refusal but a conflict the client may clear (423), a wait (429, 503)
-/// or a failure of the server.
+/// removed): any refusal but a lock the client may see released (423), a target changed
+/// by another writer just before the landing (412: the next try lands over it), a wait
+/// (408, 429), or a failure of the server.
 pub fn refused_for_good(status: StatusCode) -> bool {
     status.is_client_error()
         && !matches!(
             status,
-            StatusCode::LOCKED | StatusCode::TOO_MANY_REQUESTS | StatusCode::REQUEST_TIMEOUT
+            StatusCode::LOCKED
+                | StatusCode::PRECONDITION_FAILED
+                | StatusCode::TOO_MANY_REQUESTS
+                | StatusCode::REQUEST_TIMEOUT
         )
 }

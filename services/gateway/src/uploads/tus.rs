@@ -119,6 +119,11 @@ fn not_allowed(allow: &'static str) -> HttpError {
     HttpError::respond(response)
 }
 
+/// What an anonymous client of a gateway with authentication gets for a new upload.
+fn signed_out() -> HttpError {
+    HttpError::new(StatusCode::UNAUTHORIZED, "sign in to upload")
+}
+
 /// What every unknown, expired or foreign upload answers.
 fn absent() -> HttpError {
     HttpError::new(
@@ -148,13 +153,29 @@ async fn create(gateway: &Gateway, request: Asking, body: Body) -> HttpResult {
     }
     let metadata = metadata(headers)?;
     let target = target(metadata.get("path"))?;
+    // Everything a creation with bytes could get wrong is refused before anything is
+    // made: nothing is left behind that the client could not find again.
+    let with_body = has_body(headers);
+    if with_body {
+        content_type(headers)?;
+        checksum(headers)?;
+        if let Some(value) = headers.get(header::CONTENT_LENGTH)
+            && number(value, "Content-Length")? > length
+        {
+            return Err(HttpError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("these bytes go past the upload's length of {length}; none of them was kept"),
+            ));
+        }
+    }
     may_put(gateway, &request, &target).await?;
     parent_exists(gateway, &target).await?;
-    room_for(gateway, &target, length).await?;
     let principal = Principal::of(&request);
+    let owner = owner_of(gateway, &principal).ok_or_else(signed_out)?;
+    room_for(gateway, &uploads, &owner, &target, length).await?;
     let upload = uploads
         .create(CreateUploadRequest {
-            owner: owner_of(&principal),
+            owner,
             target: target.as_str().to_owned(),
             length: Some(length),
             metadata,
@@ -167,17 +188,28 @@ async fn create(gateway: &Gateway, request: Asking, body: Body) -> HttpResult {
         kubedav_api::path::RESERVED_AREA,
         upload.id
     );
-    let with_body = has_body(request.headers());
-    let mut response = if with_body {
-        content_type(request.headers())?;
-        match append(gateway, &request, body, &upload, &target).await {
-            Ok(response) => response,
-            Err(refused) => return Err(refused),
-        }
+    let answered = if with_body {
+        append(gateway, &request, body, &upload, &target).await
+    } else if length == 0 {
+        // An empty file is complete at once: the client sends nothing more.
+        land_upload(gateway, &request, &upload, &target).await
     } else {
         let mut response = StatusCode::CREATED.into_response();
         state_headers(response.headers_mut(), &upload);
-        response
+        Ok(response)
+    };
+    let mut response = match answered {
+        Ok(response) => response,
+        Err(refused) => {
+            // Its client has no Location to come back to: nothing of it is kept.
+            let _ = uploads
+                .abort(AbortUploadRequest {
+                    id: upload.id.clone(),
+                    owner: upload.owner.clone(),
+                })
+                .await;
+            return Err(refused);
+        }
     };
     *response.status_mut() = StatusCode::CREATED;
     if let Ok(value) = HeaderValue::from_str(&location) {
@@ -190,7 +222,7 @@ async fn create(gateway: &Gateway, request: Asking, body: Body) -> HttpResult {
 /// not land (fileio or the gateway failed at that moment) lands now.
 async fn head(gateway: &Gateway, request: Asking, id: String) -> HttpResult {
     let uploads = gateway.uploads.clone().ok_or_else(absent)?;
-    let owner = owner_of(&Principal::of(&request));
+    let owner = owner_of(gateway, &Principal::of(&request)).ok_or_else(absent)?;
     let upload = uploads
         .get(GetUploadRequest { id, owner })
         .await
@@ -221,7 +253,7 @@ fn head_answer(mut landed: Response) -> Response {
 async fn patch(gateway: &Gateway, request: Asking, body: Body, id: String) -> HttpResult {
     let uploads = gateway.uploads.clone().ok_or_else(absent)?;
     content_type(request.headers())?;
-    let owner = owner_of(&Principal::of(&request));
+    let owner = owner_of(gateway, &Principal::of(&request)).ok_or_else(absent)?;
     let upload = uploads
         .get(GetUploadRequest { id, owner })
         .await
@@ -327,7 +359,7 @@ async fn land_upload(gateway: &Gateway, asking: &Asking, upload: &Upload, target
 /// DELETE: ends the upload; its bytes are removed (204).
 async fn terminate(gateway: &Gateway, request: Asking, id: String) -> HttpResult {
     let uploads = gateway.uploads.clone().ok_or_else(absent)?;
-    let owner = owner_of(&Principal::of(&request));
+    let owner = owner_of(gateway, &Principal::of(&request)).ok_or_else(absent)?;
     uploads
         .abort(AbortUploadRequest { id, owner })
         .await
@@ -370,7 +402,7 @@ fn status_error(status: tonic::Status, limit: Option<u64>) -> HttpError {
                 limit.unwrap_or(0)
             ),
         ),
-        Code::InvalidArgument if status.message().contains("checksum") => HttpError::new(
+        Code::InvalidArgument if status.message().contains("checksum is") => HttpError::new(
             StatusCode::from_u16(CHECKSUM_MISMATCH).unwrap_or(StatusCode::BAD_REQUEST),
             "the bytes do not have the checksum Upload-Checksum names; none of them was kept, send them again",
         ),
@@ -474,16 +506,41 @@ async fn parent_exists(gateway: &Gateway, target: &VolumePath) -> Result<(), Htt
         .await
     {
         Ok(info) if info.is_collection => Ok(()),
-        Ok(_) | Err(_) => Err(HttpError::new(
-            StatusCode::CONFLICT,
-            format!("the collection /{parent} does not exist; create it with MKCOL first"),
-        )),
+        Ok(_) => Err(missing(&parent)),
+        Err(status) if status.code() == Code::NotFound => Err(missing(&parent)),
+        Err(status) => Err(status.into()),
     }
 }
 
-/// Refuses (507) an upload larger than the room its target has: its quota root's, or
-/// the storage's.
-async fn room_for(gateway: &Gateway, target: &VolumePath, length: u64) -> Result<(), HttpError> {
+fn missing(parent: &VolumePath) -> HttpError {
+    HttpError::new(
+        StatusCode::CONFLICT,
+        format!("the collection /{parent} does not exist; create it with MKCOL first"),
+    )
+}
+
+/// Refuses (507) an upload larger than the room its target has (its quota root's, or
+/// the storage's) less what the owner's unfinished uploads will still need: one user's
+/// uploads cannot together promise more than the room there is.
+async fn room_for(
+    gateway: &Gateway,
+    uploads: &std::sync::Arc<dyn kubedav_api::uploads::Uploads>,
+    owner: &str,
+    target: &VolumePath,
+    length: u64,
+) -> Result<(), HttpError> {
+    let unfinished = uploads
+        .list(kubedav_api::uploads::ListUploadsRequest {
+            owner: owner.to_owned(),
+        })
+        .await
+        .map_err(HttpError::from)?
+        .uploads;
+    let promised: u64 = unfinished
+        .iter()
+        .map(|u| u.length.unwrap_or(u.offset).saturating_sub(u.offset))
+        .sum();
+    let length = length.saturating_add(promised);
     let usage = gateway
         .fileio
         .usage(UsageRequest {
@@ -528,6 +585,12 @@ fn checksum(headers: &HeaderMap) -> Result<Option<kubedav_api::checksums::Checks
     let raw = base64::engine::general_purpose::STANDARD
         .decode(encoded.trim())
         .map_err(|_| bad())?;
+    let expected = kubedav_api::checksums::Algorithm::from_name(algorithm).map_or(0, |a| a.value_len());
+    if raw.len() != expected {
+        return Err(HttpError::bad_request(format!(
+            "Upload-Checksum's {algorithm} value must be {expected} bytes, in base64"
+        )));
+    }
     Ok(Some(kubedav_api::checksums::Checksum {
         algorithm: algorithm.to_owned(),
         hex: kubedav_api::checksums::to_hex(&raw),

@@ -398,8 +398,9 @@
     send("MKCOL", here + segment(name) + "/").then(() => location.reload(), report);
   });
 
-  // Uploads: one PUT per file with a progress bar each and one for the total; the
-  // folders of a folder upload are made first, parents before children.
+  // Uploads: one PUT per file (TUS for large ones, below) with a progress bar each and
+  // one for the total; the folders of a folder upload are made first, parents before
+  // children.
   const uploads = document.getElementById("uploads");
   function upload(files) {
     if (!files.length) return;
@@ -436,6 +437,9 @@
   function put(entry, onProgress) {
     const progress = bar(entry.path, entry.file.size || 1);
     progress.className = "file";
+    if (tusEndpoint && window.tus && window.tus.isSupported && entry.file.size > TUS_ABOVE) {
+      return viaTus(entry, progress, onProgress);
+    }
     return new Promise((resolve, reject) => {
       const request = new XMLHttpRequest();
       request.open("PUT", here + entry.path.split("/").map(segment).join("/"));
@@ -453,6 +457,52 @@
       });
       request.addEventListener("error", () => reject(new Error("PUT " + entry.path + " failed")));
       request.send(entry.file);
+    });
+  }
+  // Files over 8 MiB go by TUS (tus-js-client), in requests of 8 MiB that pass any
+  // Ingress's body limit. An upload resumes where it stopped: after a dropped network by
+  // itself, and after a reload when the same file is picked again for the same folder
+  // (tus-js-client remembers it in localStorage under the file and its target).
+  const tusEndpoint = body.dataset.uploads;
+  const TUS_ABOVE = 8 * 1024 * 1024;
+  function viaTus(entry, progress, onProgress) {
+    const base = body.dataset.base || "";
+    const target = decodeURIComponent(here.slice(base.length)) + entry.path;
+    return new Promise((resolve, reject) => {
+      const upload = new window.tus.Upload(entry.file, {
+        endpoint: tusEndpoint,
+        chunkSize: TUS_ABOVE,
+        retryDelays: [0, 1000, 3000, 5000, 10000, 20000, 30000],
+        // tus-js-client gives up at once while the browser says it is offline; a dropped
+        // network is what the retries are for. A refusal (4xx but 409 and 423) is final.
+        onShouldRetry: (error) => {
+          const status = error.originalResponse ? error.originalResponse.getStatus() : 0;
+          return !(status >= 400 && status < 500) || status === 409 || status === 423;
+        },
+        metadata: { path: target, filename: entry.file.name },
+        headers: proof,
+        removeFingerprintOnSuccess: true,
+        fingerprint: (file) =>
+          Promise.resolve(["kubedav", tusEndpoint, target, file.size, file.lastModified].join(" ")),
+        onProgress: (sent) => {
+          progress.value = sent;
+          onProgress(sent);
+        },
+        onSuccess: () => {
+          progress.value = progress.max;
+          onProgress(entry.file.size);
+          resolve();
+        },
+        onError: (error) => reject(new Error("upload of " + entry.path + ": " + error.message)),
+      });
+      upload.findPreviousUploads().then((previous) => {
+        if (previous.length) {
+          progress.dataset.resumed = "true";
+          progress.previousSibling.textContent = entry.path + " (resumed where it stopped) ";
+          upload.resumeFromPreviousUpload(previous[0]);
+        }
+        upload.start();
+      }, reject);
     });
   }
   const picked = (input) => Array.from(input.files).map((file) => ({ file, path: file.webkitRelativePath || file.name }));
