@@ -144,6 +144,9 @@ pub struct Gateway {
     pub keep: Option<Arc<dyn kubedav_api::keep::Keep>>,
     /// Uploads in many requests, if fileio keeps them.
     pub uploads: Option<Arc<dyn kubedav_api::uploads::Uploads>>,
+    /// Whether fileio answered that it keeps them (over gRPC, a fileio on a bucket does
+    /// not serve them yet): learnt once, at the first page that would offer them.
+    uploads_served: std::sync::OnceLock<bool>,
     /// Limits and settings.
     pub config: GatewayConfig,
     /// The access policy in force, if any (starts as [`GatewayConfig::policy`]).
@@ -214,6 +217,7 @@ impl Gateway {
             markdown,
             keep,
             uploads,
+            uploads_served: std::sync::OnceLock::new(),
             shares,
             links,
             link_uses,
@@ -227,6 +231,30 @@ impl Gateway {
             draining: std::sync::atomic::AtomicBool::new(false),
             drain_signal: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Whether pages may offer uploads in many requests: fileio keeps them. Asked of
+    /// fileio once (a fileio that does not serve them answers UNIMPLEMENTED); until it
+    /// answers either way, not offered.
+    pub async fn offers_uploads(&self) -> bool {
+        let Some(uploads) = &self.uploads else {
+            return false;
+        };
+        if let Some(served) = self.uploads_served.get() {
+            return *served;
+        }
+        let asked = uploads
+            .list(kubedav_api::uploads::ListUploadsRequest {
+                owner: "-".to_owned(),
+            })
+            .await;
+        match asked {
+            Ok(_) => *self.uploads_served.get_or_init(|| true),
+            Err(status) if status.code() == tonic::Code::Unimplemented => {
+                *self.uploads_served.get_or_init(|| false)
+            }
+            Err(_) => false,
+        }
     }
 
     /// The base path of the request being handled: a public link's mount while one is

@@ -98,7 +98,7 @@ pub(super) async fn get(gateway: &Gateway, request: Request, head: bool) -> Http
                 && !principal.read_only()
                 && viewer.is_some_and(|viewer| viewer.manages(&target.path)),
             keep: gateway.keep.is_some() && principal.kind() != "link",
-            uploads: gateway.uploads.is_some() && principal.kind() != "link",
+            uploads: principal.kind() != "link" && gateway.offers_uploads().await,
         };
         return listing(gateway, &target.path, head, offers, viewer).await;
     }

@@ -181,7 +181,13 @@ async fn create(gateway: &Gateway, request: Asking, body: Body) -> HttpResult {
             metadata,
         })
         .await
-        .map_err(HttpError::from)?;
+        .map_err(|status| match status.code() {
+            Code::Unimplemented => HttpError::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "this server's storage does not keep uploads in many requests yet; send the file with one PUT",
+            ),
+            _ => status.into(),
+        })?;
     let location = format!(
         "{}/{}/uploads/{}",
         gateway.base_path().as_str().trim_end_matches('/'),

@@ -40,7 +40,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 96] = [
+const FLAGS: [(&str, Option<&str>); 98] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -48,6 +48,8 @@ const FLAGS: [(&str, Option<&str>); 96] = [
     ("root", Some("./data")),
     ("storage", None),
     ("abandoned-upload-seconds", Some("3600")),
+    ("upload-expiry-hours", Some("24")),
+    ("uploads-per-user", Some("100")),
     ("trash-retention-days", Some("30")),
     ("versions-max", Some("10")),
     ("versions-retention-days", Some("30")),

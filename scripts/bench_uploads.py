@@ -1,0 +1,166 @@
+"""One large file sent three ways to the same kubedav, in alternating rounds: one PUT,
+and TUS in 8 MiB PATCHes (each with its sha1 Upload-Checksum, as tuspy sends them),
+and TUS without checksums (as tus-js-client sends them). Prints each way's throughput
+(MB/s, wall clock of the client), the servers' CPU seconds per GiB, and the peak RSS
+of each kubedav process over its RSS before the round (docs/benchmarks.md).
+
+    python3 scripts/bench_uploads.py [BINARY] [--size-mib 1024] [--rounds 3]
+        [--modes all,microservices] [--pin]
+
+The client is Python's http.client reading the file in 1 MiB pieces: the same client
+for every way, so the ratio is the servers'."""
+
+import argparse
+import base64
+import hashlib
+import http.client
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import benchkit
+
+CHUNK = 8 << 20
+PIECE = 1 << 20
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Peak(threading.Thread):
+    """The highest RSS each of `pids` reaches while it runs (sampled every 20 ms)."""
+
+    def __init__(self, pids):
+        super().__init__(daemon=True)
+        self.pids, self.peak, self.running = pids, {p: rss_kib(p) for p in pids}, True
+        self.start_rss = dict(self.peak)
+
+    def run(self):
+        while self.running:
+            for pid in self.pids:
+                self.peak[pid] = max(self.peak[pid], rss_kib(pid))
+            time.sleep(0.02)
+
+    def growth_mib(self):
+        self.running = False
+        self.join()
+        return max((self.peak[p] - self.start_rss[p]) / 1024 for p in self.pids)
+
+
+def connect(url):
+    host, port = url.removeprefix("http://").split(":")
+    return http.client.HTTPConnection(host, int(port), timeout=600)
+
+
+def send_body(conn, method, path, headers, file, offset, length):
+    conn.putrequest(method, path)
+    for name, value in headers.items():
+        conn.putheader(name, value)
+    conn.putheader("Content-Length", str(length))
+    conn.endheaders()
+    file.seek(offset)
+    left = length
+    while left:
+        piece = file.read(min(PIECE, left))
+        conn.send(piece)
+        left -= len(piece)
+    response = conn.getresponse()
+    body = response.read()
+    if response.status >= 300:
+        sys.exit(f"{method} {path}: {response.status} {body[:200]!r}")
+    return response
+
+
+def put(url, path, size):
+    conn = connect(url)
+    with open(path, "rb") as f:
+        send_body(conn, "PUT", "/put.bin", {}, f, 0, size)
+
+
+def tus(url, path, size, checksums):
+    conn = connect(url)
+    meta = "path " + base64.b64encode(b"/tus.bin").decode()
+    conn.request("POST", "/.kubedav/uploads/", headers={
+        "Tus-Resumable": "1.0.0", "Upload-Length": str(size), "Upload-Metadata": meta})
+    response = conn.getresponse()
+    response.read()
+    if response.status != 201:
+        sys.exit(f"POST: {response.status}")
+    location = response.getheader("Location")
+    with open(path, "rb") as f:
+        offset = 0
+        while offset < size:
+            length = min(CHUNK, size - offset)
+            headers = {"Tus-Resumable": "1.0.0", "Upload-Offset": str(offset),
+                       "Content-Type": "application/offset+octet-stream"}
+            if checksums:
+                f.seek(offset)
+                digest = hashlib.sha1(f.read(length)).digest()
+                headers["Upload-Checksum"] = "sha1 " + base64.b64encode(digest).decode()
+            send_body(conn, "PATCH", location, headers, f, offset, length)
+            offset += length
+
+
+WAYS = {
+    "one PUT": lambda url, path, size: put(url, path, size),
+    "TUS, 8 MiB, sha1 each": lambda url, path, size: tus(url, path, size, True),
+    "TUS, 8 MiB": lambda url, path, size: tus(url, path, size, False),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("binary", nargs="?", default=os.path.join(benchkit.REPO, "target/release/kubedav"))
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", default="all,microservices")
+    parser.add_argument("--pin", action="store_true")
+    args = parser.parse_args()
+    if args.pin:
+        benchkit.pin_servers()
+    size = args.size_mib << 20
+    work = tempfile.mkdtemp(prefix="bench-uploads-")
+    source = os.path.join(work, "source.bin")
+    with open(source, "wb") as f:
+        for _ in range(args.size_mib):
+            f.write(os.urandom(1 << 20))
+    print(f"{args.size_mib} MiB, {args.rounds} rounds, alternating; binary {args.binary}")
+    for mode in args.modes.split(","):
+        root = os.path.join(work, f"root-{mode}")
+        os.makedirs(root)
+        kubedav = benchkit.Kubedav(args.binary, mode, work, root)
+        results = {way: [] for way in WAYS}
+        try:
+            for _ in range(args.rounds):
+                for way, run in WAYS.items():
+                    pids = kubedav.pids()
+                    peak = Peak(pids)
+                    peak.start()
+                    cpu = benchkit.cpu_seconds(pids)
+                    started = time.monotonic()
+                    run(kubedav.url, source, size)
+                    seconds = time.monotonic() - started
+                    cpu = benchkit.cpu_seconds(pids) - cpu
+                    results[way].append((size / seconds / 1e6, cpu / (size / (1 << 30)), peak.growth_mib()))
+        finally:
+            kubedav.stop()
+        print(f"\n{mode}:")
+        print(f"{'way':<24} {'MB/s (median, range)':<26} {'CPU s/GiB':>10} {'RSS growth MiB':>15} {'vs PUT':>7}")
+        put_median = sorted(r[0] for r in results["one PUT"])[args.rounds // 2]
+        for way, rows in results.items():
+            rates = sorted(r[0] for r in rows)
+            median = rates[args.rounds // 2]
+            cpu = sorted(r[1] for r in rows)[args.rounds // 2]
+            rss = max(r[2] for r in rows)
+            print(f"{way:<24} {median:7.1f} ({rates[0]:.1f}-{rates[-1]:.1f}){'':<8} {cpu:10.2f} {rss:15.1f} {median / put_median:7.2f}x")
+
+
+if __name__ == "__main__":
+    main()
