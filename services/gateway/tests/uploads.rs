@@ -179,65 +179,25 @@ async fn what_a_client_gets_wrong_is_refused_and_moves_nothing() {
         StatusCode::PAYLOAD_TOO_LARGE
     );
 
-    let damaged = tus(
-        &app,
-        "alice",
-        "PATCH",
-        &upload,
-        &[
+    // The checksums Upload-Checksum may carry, and the content type, each wrong once.
+    let octets = "application/offset+octet-stream";
+    let other_sum = format!("sha256 {}", b64(&sha2::Sha256::digest(b"other bytes")));
+    for (content_type, checksum, refused) in [
+        (octets, other_sum.as_str(), StatusCode::from_u16(460).unwrap()),
+        (octets, "crc32 AAAAAA==", StatusCode::BAD_REQUEST),
+        (octets, "sha1 AAAA", StatusCode::BAD_REQUEST),
+        ("text/plain", "", StatusCode::UNSUPPORTED_MEDIA_TYPE),
+    ] {
+        let mut headers = vec![
             ("upload-offset", "400".to_owned()),
-            ("content-type", "application/offset+octet-stream".to_owned()),
-            (
-                "upload-checksum",
-                format!("sha256 {}", b64(&sha2::Sha256::digest(b"other bytes"))),
-            ),
-        ],
-        &data[400..],
-    )
-    .await;
-    assert_eq!(damaged.status().as_u16(), 460);
-    let unknown_algorithm = tus(
-        &app,
-        "alice",
-        "PATCH",
-        &upload,
-        &[
-            ("upload-offset", "400".to_owned()),
-            ("content-type", "application/offset+octet-stream".to_owned()),
-            ("upload-checksum", "crc32 AAAAAA==".to_owned()),
-        ],
-        &data[400..],
-    )
-    .await;
-    assert_eq!(unknown_algorithm.status(), StatusCode::BAD_REQUEST);
-    let short_value = tus(
-        &app,
-        "alice",
-        "PATCH",
-        &upload,
-        &[
-            ("upload-offset", "400".to_owned()),
-            ("content-type", "application/offset+octet-stream".to_owned()),
-            ("upload-checksum", "sha1 AAAA".to_owned()),
-        ],
-        &data[400..],
-    )
-    .await;
-    assert_eq!(short_value.status(), StatusCode::BAD_REQUEST);
-
-    let form = tus(
-        &app,
-        "alice",
-        "PATCH",
-        &upload,
-        &[
-            ("upload-offset", "400".to_owned()),
-            ("content-type", "text/plain".to_owned()),
-        ],
-        &data[400..],
-    )
-    .await;
-    assert_eq!(form.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            ("content-type", content_type.to_owned()),
+        ];
+        if !checksum.is_empty() {
+            headers.push(("upload-checksum", checksum.to_owned()));
+        }
+        let answer = tus(&app, "alice", "PATCH", &upload, &headers, &data[400..]).await;
+        assert_eq!(answer.status(), refused, "{content_type} {checksum}");
+    }
 
     let without_version = app
         .client()
