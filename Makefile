@@ -118,7 +118,7 @@ CONTAINER ?= podman
 image:
 	$(CONTAINER) build -t $(IMAGE) .
 
-image-test:
+image-test: build
 	bash scripts/image-test.sh
 
 # The chart on a real node: containerd, kubelet, kube-proxy and CoreDNS on this machine
