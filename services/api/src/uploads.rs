@@ -10,13 +10,26 @@ use bytes::Bytes;
 use tonic::Status;
 
 pub use pb::{
-    AbortUploadRequest, AbortUploadResponse, AppendHeader, CreateUploadRequest, GetUploadRequest,
+    AbortUploadRequest, AbortUploadResponse, AppendHeader, Chunk, CreateUploadRequest, GetUploadRequest,
     ListUploadsRequest, ListUploadsResponse, Upload,
 };
 
 /// The id of an upload: 32 lowercase hex digits.
 pub fn is_upload_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The id of `owner`'s upload named `name` (a Nextcloud upload folder): the first 16
+/// bytes of SHA-256 over both, in hex. The gateway finds a named upload by it, and
+/// fileio creates it under it.
+pub fn named_id(owner: &str, name: &str) -> String {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    for part in ["kubedav named upload", owner, name] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    crate::checksums::to_hex(&hasher.finalize()[..16])
 }
 
 /// The offset an append's FAILED_PRECONDITION says the upload is at ("offset N").
@@ -55,5 +68,10 @@ mod tests {
         let status = Status::failed_precondition("the upload is at offset 1234, not 99");
         assert_eq!(offset_in(&status), Some(1234));
         assert_eq!(offset_in(&Status::failed_precondition("no number")), None);
+        let id = named_id("alice", "rclone-chunked-upload-1");
+        assert!(is_upload_id(&id));
+        assert_eq!(id, named_id("alice", "rclone-chunked-upload-1"));
+        assert_ne!(id, named_id("bob", "rclone-chunked-upload-1"));
+        assert_ne!(named_id("ab", "c"), named_id("a", "bc"));
     }
 }

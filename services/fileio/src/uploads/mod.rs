@@ -88,6 +88,10 @@ impl UploadSettings {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect::<HashMap<_, _>>(),
+            missing_chunk: match &record.chunks {
+                Some(chunks) if !chunks.aside.is_empty() => chunks.next_key(record.offset),
+                _ => 0,
+            },
         }
     }
 }
@@ -109,17 +113,72 @@ pub struct Record {
     pub touched_unix_ns: i64,
     /// What the client said about it.
     pub metadata: BTreeMap<String, String>,
+    /// How its chunks are placed, once a chunk arrived (Nextcloud chunking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<Chunks>,
+}
+
+/// The chunks of an upload whose chunks may arrive in any order (Nextcloud chunking):
+/// assembled in the order of their keys.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Chunks {
+    /// Whether keys are the offsets of the chunks' first bytes (chunks named START-END),
+    /// rather than numbers from 1.
+    pub by_offset: bool,
+    /// The length of each numbered chunk placed in the upload's bytes, in order (by
+    /// offset, a chunk's key says where it lies).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placed: Vec<u64>,
+    /// Chunks that arrived before the chunks ahead of them, kept beside the bytes until
+    /// those came: key → length.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub aside: BTreeMap<u64, u64>,
+}
+
+/// Most chunks one upload may have (placed and aside): Nextcloud's numbers go to 10,000,
+/// as S3's part numbers do.
+pub const MAX_CHUNKS: usize = 10_000;
+
+impl Chunks {
+    /// The key of the chunk to be placed next, given the bytes placed so far.
+    pub fn next_key(&self, offset: u64) -> u64 {
+        match self.by_offset {
+            true => offset,
+            false => self.placed.len() as u64 + 1,
+        }
+    }
+
+    /// Where the placed chunk `key` lies and, when numbered, its length: `None` when it
+    /// is not placed yet.
+    pub fn placed_at(&self, key: u64, offset: u64) -> Option<(u64, Option<u64>)> {
+        if self.by_offset {
+            return (key < offset).then_some((key, None));
+        }
+        let index = usize::try_from(key.checked_sub(1)?).ok()?;
+        let length = *self.placed.get(index)?;
+        Some((self.placed[..index].iter().sum(), Some(length)))
+    }
 }
 
 /// Longest target path, metadata and number of metadata keys an upload may carry: its
 /// state stays a small file.
 const MAX_TARGET_BYTES: usize = 4096;
 const MAX_METADATA_BYTES: usize = 4096;
+/// Longest name a client may give an upload (a Nextcloud upload folder).
+const MAX_NAME_BYTES: usize = 255;
 
-/// A new upload id: 32 random hex digits (the owner is checked on every call, so an id
-/// is a name, not a secret).
-fn new_id() -> String {
-    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+/// The id of a new upload: 32 random hex digits (the owner is checked on every call, so
+/// an id is a name, not a secret), or the one its client's `name` stands for.
+fn new_id(owner: &str, name: &str) -> Result<String, Status> {
+    if name.is_empty() {
+        return Ok(format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "an upload's name may be at most {MAX_NAME_BYTES} bytes"
+        )));
+    }
+    Ok(kubedav_api::uploads::named_id(owner, name))
 }
 
 /// The folder name of `owner`'s uploads: a hash, so no name can reach outside it.
@@ -147,7 +206,9 @@ fn check_new(owner: &str, target: &str, metadata: &HashMap<String, String>) -> R
     if owner.is_empty() {
         return Err(Status::invalid_argument("an upload needs an owner"));
     }
-    kubedav_api::path::VolumePath::parse(target)?;
+    if !target.is_empty() {
+        kubedav_api::path::VolumePath::parse(target)?;
+    }
     if target.len() > MAX_TARGET_BYTES {
         return Err(Status::invalid_argument(format!(
             "the target path is longer than {MAX_TARGET_BYTES} bytes"

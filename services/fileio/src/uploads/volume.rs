@@ -5,8 +5,14 @@
 //! off with a checksum, or was refused) are written over by the next append and cut
 //! off at landing. An append holds `flock` on `data` for its whole length, so two
 //! requests on one upload never interleave: the second is ABORTED.
+//!
+//! A Nextcloud chunk goes into `data` at its place when the chunks ahead of it are
+//! there; one that arrives before them waits beside it as `chunk.{key}` and is copied
+//! in when they came (the one case a byte is written twice on a volume). A chunk is all
+//! or nothing: it is received into `data` past the offset or into `chunk.new`, and only
+//! counts once whole.
 
-use super::{Record, UploadSettings, check_id, check_new, new_id, not_found, owner_key};
+use super::{Chunks, MAX_CHUNKS, Record, UploadSettings, check_id, check_new, new_id, not_found, owner_key};
 use crate::digest::Digester;
 use crate::errors::{Op, blocking, io_status, join_status};
 use crate::volume::{Volume, reserved_failed};
@@ -32,8 +38,10 @@ const AREA: &str = "uploads";
 const DATA: &str = "data";
 const STATE: &str = "state.json";
 const STATE_NEW: &str = "state.json.new";
-/// Largest state file read back.
-const MAX_STATE_BYTES: u64 = 64 * 1024;
+/// Where a chunk that does not go into `data` at once is received.
+const CHUNK_NEW: &str = "chunk.new";
+/// Largest state file read back (10,000 chunk lengths fit).
+const MAX_STATE_BYTES: u64 = 256 * 1024;
 /// Bytes an append gathers before handing them to the blocking pool in one write.
 const BATCH_BYTES: usize = 1024 * 1024;
 
@@ -60,12 +68,31 @@ struct Opened {
 struct Appending {
     opened: Opened,
     durability: crate::volume::Durability,
-    /// Bytes of this append written so far, at the upload's offset.
+    /// Where its bytes go.
+    place: Place,
+    /// Bytes of this append written so far.
     written: u64,
     /// Its checksum, if it named one.
     digester: Option<Digester>,
     /// The declared length before this append (which may declare it).
     length_before: Option<u64>,
+}
+
+/// Where an append's bytes go.
+enum Place {
+    /// Into `data` at the upload's offset: the bytes that come next (a chunk whose key
+    /// is the next one counts as such only once whole).
+    Next { chunk: bool },
+    /// Into `chunk.new`, then `chunk.{key}`: a chunk ahead of its turn.
+    Aside { key: u64, file: File },
+    /// Into `chunk.new`, then copied over the placed chunk `key` at `at`: a client
+    /// sending a chunk again. A numbered chunk must keep its `length`.
+    Again {
+        key: u64,
+        at: u64,
+        length: Option<u64>,
+        file: File,
+    },
 }
 
 /// What is left to do once an upload landed: remove its state and folder.
@@ -230,9 +257,17 @@ impl VolumeUploads {
                 self.settings.expiry.as_secs() / 3600
             )));
         }
-        let id = new_id();
-        rustix::fs::mkdirat(&owners, id.as_str(), Mode::from_raw_mode(0o700))
-            .map_err(|e| reserved_failed("make", "an upload's folder", e))?;
+        let id = new_id(&request.owner, &request.name)?;
+        match rustix::fs::mkdirat(&owners, id.as_str(), Mode::from_raw_mode(0o700)) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::EXIST) => {
+                return Err(Status::already_exists(format!(
+                    "an upload named {:?} exists already: continue it, or delete it first",
+                    request.name
+                )));
+            }
+            Err(e) => return Err(reserved_failed("make", "an upload's folder", e)),
+        }
         let folder = open_folder(&owners, &id)?;
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         // As a PUT's temporary file: the landed file is readable as any other.
@@ -247,6 +282,7 @@ impl VolumeUploads {
             created_unix_ns: now,
             touched_unix_ns: now,
             metadata: request.metadata.into_iter().collect(),
+            chunks: None,
         };
         let durability = self.volume.durability();
         write_record(&folder, &record, durability, true)?;
@@ -258,8 +294,12 @@ impl VolumeUploads {
     fn begin_append(&self, header: &AppendHeader) -> Result<Appending, Status> {
         let mut opened = self.open(&header.id, &header.owner)?;
         let length_before = opened.record.length;
+        let place = match &header.chunk {
+            Some(chunk) => place_chunk(&opened, chunk)?,
+            None => Place::Next { chunk: false },
+        };
         let record = &mut opened.record;
-        if header.offset != record.offset {
+        if header.chunk.is_none() && header.offset != record.offset {
             return Err(Status::failed_precondition(format!(
                 "the upload is at offset {}, not {}: send from there (HEAD tells it)",
                 record.offset, header.offset
@@ -284,9 +324,24 @@ impl VolumeUploads {
             Some(sum) => Digester::for_checksums(std::slice::from_ref(sum), &[])?,
             None => None,
         };
+        if let Some(chunk) = &header.chunk {
+            let chunks = record.chunks.get_or_insert_with(|| Chunks {
+                by_offset: chunk.by_offset,
+                ..Chunks::default()
+            });
+            if chunks.placed.len() + chunks.aside.len() >= MAX_CHUNKS
+                && !matches!(place, Place::Again { .. })
+                && !chunks.aside.contains_key(&chunk.key)
+            {
+                return Err(Status::resource_exhausted(format!(
+                    "an upload may have at most {MAX_CHUNKS} chunks; send larger ones"
+                )));
+            }
+        }
         Ok(Appending {
             opened,
             durability: self.volume.durability(),
+            place,
             written: 0,
             digester,
             length_before,
@@ -317,6 +372,15 @@ impl VolumeUploads {
                 _ => status,
             })?;
         let offset = record.offset;
+        if let Some(chunks) = &record.chunks
+            && let Some(first) = chunks.aside.keys().next()
+        {
+            let missing = chunks.next_key(offset);
+            return Err(Status::failed_precondition(format!(
+                "chunk {missing} has not arrived, so chunk {first} and those after it cannot be \
+                 assembled; send it before the upload can land"
+            )));
+        }
         if let Some(length) = record.length
             && length != offset
         {
@@ -361,20 +425,35 @@ impl VolumeUploads {
 impl Appending {
     /// Writes `chunks` after what this append wrote so far.
     fn write(&mut self, chunks: &[Bytes]) -> Result<(), Status> {
-        let start = self.opened.record.offset;
+        let record = &self.opened.record;
+        // Where this append's bytes end in the upload, and where they are written.
+        let (start, file) = match &self.place {
+            Place::Next { .. } => (record.offset, &self.opened.data),
+            Place::Aside { key, file } => {
+                let start = match record.chunks.as_ref().is_some_and(|c| c.by_offset) {
+                    true => *key,
+                    // A numbered chunk's place is not known yet: what is received and
+                    // kept aside together must still fit.
+                    false => record.offset + record.chunks.as_ref().map_or(0, |c| c.aside.values().sum()),
+                };
+                (start, file)
+            }
+            Place::Again { at, file, .. } => (*at, file),
+        };
+        let in_file = match self.place {
+            Place::Next { .. } => start,
+            _ => 0,
+        };
         for chunk in chunks {
-            let at = start + self.written;
-            if let Some(length) = self.opened.record.length
-                && at + chunk.len() as u64 > length
+            if let Some(length) = record.length
+                && start + self.written + chunk.len() as u64 > length
             {
                 return Err(Status::out_of_range(format!(
                     "the data goes past the upload's length of {length} bytes; none of it was kept"
                 )));
             }
-            self.opened
-                .data
-                .write_all_at(chunk, at)
-                .map_err(|e| io_error(e, &self.opened.record.target))?;
+            file.write_all_at(chunk, in_file + self.written)
+                .map_err(|e| io_error(e, &record.target))?;
             if let Some(digester) = &mut self.digester {
                 digester.update(chunk);
             }
@@ -395,6 +474,13 @@ impl Appending {
             }
             digester.finish(&self.opened.record.target)?;
         }
+        let chunk = !matches!(self.place, Place::Next { chunk: false });
+        if chunk && !complete {
+            return Err(Status::cancelled(
+                "the chunk broke off; none of it was kept: send it again",
+            ));
+        }
+        let (written, durability) = (self.written, self.durability);
         let Opened {
             folder,
             id,
@@ -402,16 +488,55 @@ impl Appending {
             mut record,
             ..
         } = self.opened;
-        if self.written > 0 {
-            self.durability
-                .sync_data(&data)
-                .map_err(|e| io_error(e, &record.target))?;
+        let sync = |file: &File, record: &Record| {
+            durability
+                .sync_data(file)
+                .map_err(|e| io_error(e, &record.target))
+        };
+        match self.place {
+            Place::Next { chunk } => {
+                if written > 0 {
+                    sync(&data, &record)?;
+                }
+                record.offset += written;
+                if let Some(chunks) = record.chunks.as_mut().filter(|_| chunk) {
+                    if !chunks.by_offset {
+                        chunks.placed.push(written);
+                    }
+                    if assemble(&folder, &data, chunks, &mut record.offset, &record.target)? {
+                        sync(&data, &record)?;
+                    }
+                }
+            }
+            Place::Aside { key, file } => {
+                sync(&file, &record)?;
+                rustix::fs::renameat(&folder, CHUNK_NEW, &folder, aside_name(key).as_str())
+                    .map_err(|e| reserved_failed("keep", "a chunk", e))?;
+                if let Some(chunks) = record.chunks.as_mut() {
+                    chunks.aside.insert(key, written);
+                }
+            }
+            Place::Again {
+                key,
+                at,
+                length,
+                file,
+            } => {
+                let _ = rustix::fs::unlinkat(&folder, CHUNK_NEW, AtFlags::empty());
+                if length.is_some_and(|length| length != written) || at + written > record.offset {
+                    return Err(Status::invalid_argument(format!(
+                        "chunk {key} arrived before with other bounds than these {written} bytes; \
+                         a chunk cannot change its size (start a new upload)"
+                    )));
+                }
+                copy_into(&file, written, &data, at, &record.target)?;
+                sync(&data, &record)?;
+            }
         }
         // Only data renews the expiry: empty requests cannot keep an upload forever.
-        if self.written > 0 || record.length != self.length_before {
-            record.offset += self.written;
+        if written > 0 || chunk || record.length != self.length_before {
             record.touched_unix_ns = settings.now_ns();
-            write_record(&folder, &record, self.durability, false)?;
+            write_record(&folder, &record, durability, false)?;
         }
         Ok(settings.describe(&id, &record))
     }
@@ -625,8 +750,9 @@ fn write_record(
 /// Removes upload `id` (its bytes, its state, its folder), whatever is left of it.
 fn remove(owners: &OwnedFd, id: &str) {
     if let Ok(folder) = open_folder(owners, id) {
-        for name in [DATA, STATE, STATE_NEW] {
-            let _ = rustix::fs::unlinkat(&folder, name, AtFlags::empty());
+        // Its bytes, its state, and any chunk kept aside.
+        for name in names(&folder) {
+            let _ = rustix::fs::unlinkat(&folder, name.as_str(), AtFlags::empty());
         }
     }
     if let Err(e) = rustix::fs::unlinkat(owners, id, AtFlags::REMOVEDIR)
@@ -634,6 +760,108 @@ fn remove(owners: &OwnedFd, id: &str) {
     {
         tracing::warn!(id, error = %e, "could not remove an upload's folder");
     }
+}
+
+/// Where a chunk's bytes go, given the upload's chunks so far: refused when its naming
+/// is not theirs.
+fn place_chunk(opened: &Opened, chunk: &kubedav_api::uploads::Chunk) -> Result<Place, Status> {
+    let record = &opened.record;
+    let fresh;
+    let chunks = match &record.chunks {
+        Some(chunks) if chunks.by_offset != chunk.by_offset => {
+            return Err(Status::failed_precondition(format!(
+                "this upload's chunks are named {}; name this one so too",
+                if chunks.by_offset {
+                    "by their byte offsets"
+                } else {
+                    "by numbers"
+                }
+            )));
+        }
+        Some(chunks) => chunks,
+        None if record.offset > 0 => {
+            return Err(Status::failed_precondition(
+                "this upload received bytes without chunks; it cannot take chunks",
+            ));
+        }
+        None => {
+            fresh = Chunks {
+                by_offset: chunk.by_offset,
+                ..Chunks::default()
+            };
+            &fresh
+        }
+    };
+    let next = chunks.next_key(record.offset);
+    if chunk.key == next {
+        return Ok(Place::Next { chunk: true });
+    }
+    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let file = rustix::fs::openat(&opened.folder, CHUNK_NEW, flags, Mode::from_raw_mode(0o600))
+        .map(File::from)
+        .map_err(|e| reserved_failed("make", "a chunk's file", e))?;
+    Ok(match chunks.placed_at(chunk.key, record.offset) {
+        Some((at, length)) => Place::Again {
+            key: chunk.key,
+            at,
+            length,
+            file,
+        },
+        None => Place::Aside { key: chunk.key, file },
+    })
+}
+
+fn aside_name(key: u64) -> String {
+    format!("chunk.{key}")
+}
+
+/// Copies into `data` the chunks kept aside that are next now, in order; whether any was.
+fn assemble(
+    folder: &OwnedFd,
+    data: &File,
+    chunks: &mut Chunks,
+    offset: &mut u64,
+    target: &str,
+) -> Result<bool, Status> {
+    let mut any = false;
+    while let Some(length) = chunks.aside.get(&chunks.next_key(*offset)).copied() {
+        let key = chunks.next_key(*offset);
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let name = aside_name(key);
+        let file = rustix::fs::openat(folder, name.as_str(), flags, Mode::empty())
+            .map(File::from)
+            .map_err(|e| reserved_failed("open", "a chunk kept aside", e))?;
+        copy_into(&file, length, data, *offset, target)?;
+        chunks.aside.remove(&key);
+        if !chunks.by_offset {
+            chunks.placed.push(length);
+        }
+        *offset += length;
+        let _ = rustix::fs::unlinkat(folder, name.as_str(), AtFlags::empty());
+        any = true;
+    }
+    Ok(any)
+}
+
+/// Copies the first `length` bytes of `from` into `to` at `at`.
+fn copy_into(from: &File, length: u64, to: &File, at: u64, target: &str) -> Result<(), Status> {
+    let mut buffer = vec![0u8; BATCH_BYTES.min(usize::try_from(length).unwrap_or(BATCH_BYTES))];
+    let mut done = 0u64;
+    while done < length {
+        let want = usize::try_from(length - done).map_or(buffer.len(), |left| left.min(buffer.len()));
+        let read = from
+            .read_at(&mut buffer[..want], done)
+            .map_err(|e| io_error(e, target))?;
+        if read == 0 {
+            return Err(Status::internal(
+                "a chunk kept aside is shorter than its state says",
+            ));
+        }
+        to.write_all_at(&buffer[..read], at + done)
+            .map_err(|e| io_error(e, target))?;
+        done += read as u64;
+    }
+    Ok(())
 }
 
 /// Feeds the first `length` bytes of `data` to `digester`.

@@ -40,6 +40,24 @@ pub fn dispatch<'a>(
     let answered = |response| Either::Left(std::future::ready(response));
     let grant = request.extensions().get::<crate::access::LinkGrant>().cloned();
     if grant.is_none()
+        && !crate::http::paths::is_mounted()
+        && let Some(dav) = crate::uploads::nextcloud::dav_path(gateway, request.uri().path())
+    {
+        // Nextcloud's paths: its view of the tree, and its chunked uploads.
+        use crate::uploads::nextcloud::{DavPath, answer, files_alias};
+        let handler: Pin<Box<dyn Future<Output = HttpResult> + Send + 'a>> = match dav {
+            DavPath::Files { prefix, user } => {
+                let (prefix, user) = (prefix.to_owned(), user.to_owned());
+                Box::pin(async move { Ok(files_alias(gateway, request, &prefix, &user).await) })
+            }
+            DavPath::Uploads { user, rest } => {
+                let (user, rest) = (user.to_owned(), rest.to_owned());
+                Box::pin(async move { Ok(answer(gateway, request, &user, &rest).await) })
+            }
+        };
+        return Either::Right(handler.map(respond as fn(HttpResult) -> Response));
+    }
+    if grant.is_none()
         && let Some(rest) = crate::uploads::uploads_path(gateway, request.uri().path())
     {
         // TUS uploads, decided by the targets they name.
@@ -157,6 +175,11 @@ fn route<'a>(
             handler.await
         }),
     }
+}
+
+/// The answer to OPTIONS: the methods and DAV classes served.
+pub fn options_response() -> Response {
+    options::options()
 }
 
 /// The file manager's script or style sheet when `path` names one below `prefix` (a

@@ -89,6 +89,11 @@ pub async fn mounted<F: std::future::Future>(base: BasePath, future: F) -> F::Ou
     MOUNT.scope(base, future).await
 }
 
+/// Whether a mount is in force (a link's, or Nextcloud's files alias).
+pub fn is_mounted() -> bool {
+    MOUNT.try_with(|_| ()).is_ok()
+}
+
 /// Runs `f` with `base` as the base path of everything it decodes and writes.
 pub fn mounted_now<R>(base: BasePath, f: impl FnOnce() -> R) -> R {
     MOUNT.sync_scope(base, f)

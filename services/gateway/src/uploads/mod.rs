@@ -1,10 +1,13 @@
 //! Uploads in many requests (issue 55; docs/uploads.md): TUS 1.0 at
-//! `{base}/.kubedav/uploads/` ([`tus`]). fileio keeps each upload's bytes and state
+//! `{base}/.kubedav/uploads/` ([`tus`]), and Nextcloud chunking at
+//! `{base}/remote.php/dav/uploads/{user}/` ([`nextcloud`]). fileio keeps each upload's bytes and state
 //! (the [`kubedav_api::uploads::Uploads`] port); the gateway decides who may upload
 //! where, and lands a finished upload as a PUT of its target ([`land`]), so every check
 //! and effect of a PUT (policy, shares, locks, quota, versions, checksums, the caches)
 //! applies to it as to a body that arrived at once.
 
+mod checks;
+pub mod nextcloud;
 pub mod tus;
 
 use crate::Gateway;
