@@ -19,8 +19,9 @@ run: build
 # fileio on S3 on a real versitygw, built by scripts/need-versitygw.sh when missing; the
 # many-replica suite on a real redis-server; a real OpenID provider (panva's
 # oidc-provider from npm, scripts/need-oidc-provider.sh) for the identity suite; rclone, cadaver, davfs2, gio (GVfs),
-# Python's webdav4 (PyPI, in a virtual environment) and headless chromium (selenium) as
-# real clients; all installed when missing), then the litmus WebDAV suites against both modes, the
+# Python's webdav4 and tuspy (PyPI, in virtual environments), rclone v1.76 (go install,
+# scripts/need-rclone.sh: Debian's cannot chunk for Nextcloud) and headless chromium
+# (selenium) as real clients; all installed when missing), then the litmus WebDAV suites against both modes, the
 # Redis lock store, object storage, and two gateways over two fileio replicas on S3, the k6 smoke and 30-second webdav-mixed load
 # tests against both modes with their thresholds, a rolling restart of two gateways
 # behind nginx under k6 with no request lost (scripts/rolling-restart.sh), a fileio replica
@@ -32,7 +33,7 @@ run: build
 # the build users run (target/dist, `make build`), as `make run` and `make bench` do.
 test: build
 	bash scripts/need.sh curl:curl strace:strace redis-server:redis-server prometheus:prometheus rclone:rclone cadaver:cadaver mount.davfs:davfs2 gio:libglib2.0-bin dbus-run-session:dbus /usr/libexec/gvfsd-dav:gvfs-backends nginx:nginx
-	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" KUBEDAV_OIDC_PROVIDER="$$(bash scripts/need-oidc-provider.sh)" KUBEDAV_WEBDAV4_PYTHON="$$(bash scripts/need-webdav4.sh)" KUBEDAV_BROWSER_PYTHON="$$(bash scripts/need-browser.sh)" KUBEDAV_TUSPY_PYTHON="$$(bash scripts/need-tuspy.sh)" $(CARGO) test --release --locked --workspace
+	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" KUBEDAV_OIDC_PROVIDER="$$(bash scripts/need-oidc-provider.sh)" KUBEDAV_WEBDAV4_PYTHON="$$(bash scripts/need-webdav4.sh)" KUBEDAV_BROWSER_PYTHON="$$(bash scripts/need-browser.sh)" KUBEDAV_TUSPY_PYTHON="$$(bash scripts/need-tuspy.sh)" KUBEDAV_RCLONE="$$(bash scripts/need-rclone.sh)" $(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=all
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=microservices

@@ -1,7 +1,7 @@
 //! Uploads in many requests on a volume, through the ports (docs/uploads.md): what a
 //! broken or damaged append keeps, two appends at once, the cap per owner, expiry on a
-//! clock the test moves (10,000 abandoned uploads included), and landing through a
-//! write, whole or not at all.
+//! clock the test moves (10,000 abandoned uploads included), landing through a write,
+//! whole or not at all, and Nextcloud chunks assembled in the order of their keys.
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -9,7 +9,8 @@ use kubedav_api::BoxStream;
 use kubedav_api::checksums::Checksum;
 use kubedav_api::fileio::{FileIo, FromUpload, WriteHeader};
 use kubedav_api::uploads::{
-    AppendHeader, CreateUploadRequest, GetUploadRequest, ListUploadsRequest, Uploads,
+    AbortUploadRequest, AppendHeader, Chunk, CreateUploadRequest, GetUploadRequest, ListUploadsRequest,
+    Uploads,
 };
 use kubedav_fileio::uploads::UploadSettings;
 use kubedav_fileio::{Durability, LocalFileIo};
@@ -47,6 +48,7 @@ async fn create(uploads: &dyn Uploads, owner: &str, target: &str, length: u64) -
             target: target.into(),
             length: Some(length),
             metadata: Default::default(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -160,6 +162,142 @@ async fn appends_keep_what_they_should_and_a_landing_is_whole_or_nothing() {
     assert_eq!(offset(&uploads, &id, "alice").await, Err(Code::NotFound));
 }
 
+fn chunk(id: &str, key: u64, by_offset: bool) -> AppendHeader {
+    AppendHeader {
+        id: id.into(),
+        owner: "alice".into(),
+        chunk: Some(Chunk { key, by_offset }),
+        ..Default::default()
+    }
+}
+
+/// The names left in an upload's folder (its bytes, its state, chunks kept aside).
+fn leftovers(root: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = walk(&root.join(".kubedav/uploads"))
+        .into_iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    names
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// Nextcloud chunks: a named upload is found by its name and cannot be made twice;
+/// numbered chunks that arrive out of order wait aside and are assembled by number; the
+/// landing is refused while one is missing; a broken chunk keeps nothing; a chunk sent
+/// again replaces itself (and may not change its size); chunks of the other naming are
+/// refused; a cancelled upload leaves nothing behind.
+#[tokio::test]
+async fn chunks_are_assembled_by_their_keys_whatever_their_order() {
+    let (root, fileio, _) = volume(10);
+    let uploads = fileio.uploads();
+    let named = CreateUploadRequest {
+        owner: "alice".into(),
+        name: "web-file-upload-1".into(),
+        ..Default::default()
+    };
+    let id = uploads.create(named.clone()).await.unwrap().id;
+    assert_eq!(id, kubedav_api::uploads::named_id("alice", "web-file-upload-1"));
+    let twice = uploads.create(named).await.unwrap_err();
+    assert_eq!(twice.code(), Code::AlreadyExists);
+
+    // Chunk 3, then 2: both wait for chunk 1.
+    uploads
+        .append(chunk(&id, 3, false), body(vec![Ok(b"ghi")]))
+        .await
+        .unwrap();
+    let waiting = uploads
+        .append(chunk(&id, 2, false), body(vec![Ok(b"def")]))
+        .await
+        .unwrap();
+    assert_eq!((waiting.offset, waiting.missing_chunk), (0, 1));
+    let early = fileio
+        .write(landing("c.txt", &id, "alice", 9), empty())
+        .await
+        .unwrap_err();
+    assert_eq!(early.code(), Code::FailedPrecondition);
+    assert!(early.message().contains("chunk 1"), "{}", early.message());
+
+    // A broken chunk 1 keeps nothing; a whole one places 1, 2 and 3.
+    let broke = Status::cancelled("the client went away");
+    let refused = uploads
+        .append(chunk(&id, 1, false), body(vec![Ok(b"ab"), Err(broke)]))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Cancelled);
+    assert_eq!(offset(&uploads, &id, "alice").await, Ok(0));
+    let placed = uploads
+        .append(chunk(&id, 1, false), body(vec![Ok(b"abc")]))
+        .await
+        .unwrap();
+    assert_eq!((placed.offset, placed.missing_chunk), (9, 0));
+    assert!(!leftovers(root.path()).iter().any(|n| n.starts_with("chunk.")));
+
+    // Chunk 2 again replaces itself; it may not change its size; offset naming is refused.
+    uploads
+        .append(chunk(&id, 2, false), body(vec![Ok(b"DEF")]))
+        .await
+        .unwrap();
+    let resized = uploads
+        .append(chunk(&id, 2, false), body(vec![Ok(b"DEFG")]))
+        .await
+        .unwrap_err();
+    assert_eq!(resized.code(), Code::InvalidArgument);
+    let mixed = uploads
+        .append(chunk(&id, 9, true), body(vec![Ok(b"x")]))
+        .await
+        .unwrap_err();
+    assert_eq!(mixed.code(), Code::FailedPrecondition);
+    fileio
+        .write(landing("c.txt", &id, "alice", 9), empty())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(root.path().join("c.txt")).unwrap(), b"abcDEFghi");
+    assert!(leftovers(root.path()).is_empty(), "{:?}", leftovers(root.path()));
+
+    // START-END chunks: placed by offset; one ahead waits; cancelling removes all.
+    let id = uploads
+        .create(CreateUploadRequest {
+            owner: "alice".into(),
+            name: "rclone-chunked-upload-x".into(),
+            length: Some(6),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id;
+    uploads
+        .append(chunk(&id, 3, true), body(vec![Ok(b"def")]))
+        .await
+        .unwrap();
+    let past = uploads
+        .append(chunk(&id, 5, true), body(vec![Ok(b"xyz")]))
+        .await
+        .unwrap_err();
+    assert_eq!(past.code(), Code::OutOfRange);
+    assert!(leftovers(root.path()).contains(&"chunk.3".to_owned()));
+    uploads
+        .abort(AbortUploadRequest {
+            id: id.clone(),
+            owner: "alice".into(),
+        })
+        .await
+        .unwrap();
+    assert!(leftovers(root.path()).is_empty(), "{:?}", leftovers(root.path()));
+}
+
 /// While one append is sending, a second on the same upload is ABORTED and changes
 /// nothing; the first completes.
 #[tokio::test]
@@ -210,6 +348,7 @@ async fn the_cap_per_owner_holds_and_expiry_frees_it() {
             target: "g".into(),
             length: Some(1),
             metadata: Default::default(),
+            ..Default::default()
         })
         .await
         .unwrap_err();

@@ -6,27 +6,12 @@
 mod common;
 
 use base64::Engine;
-use common::{App, Options, Response};
+use common::{App, Response};
 use http::{Method, StatusCode};
 use sha2::Digest;
 
-const POLICY: &str = r#"
-homes: /home/{user}
-rules:
-  - path: /library
-    grant: {"*": read}
-"#;
-
 fn app() -> App {
-    let app = App::with(Options {
-        users: vec![("alice", "pw"), ("bob", "pw")],
-        policy: Some(POLICY),
-        ..Options::default()
-    });
-    for dir in ["home/alice/in", "home/bob", "library"] {
-        std::fs::create_dir_all(app.disk(dir)).unwrap();
-    }
-    app
+    common::uploads_app()
 }
 
 fn b64(bytes: &[u8]) -> String {

@@ -560,7 +560,7 @@ async fn the_file_manager_makes_and_revokes_app_passwords(mode: Mode) {
     let users = users_file(dir.path(), &[("carol", "carol-password")]);
     let envs = [("KUBEDAV_SECRET_KEY", SECRET_KEY)];
     let server = Server::start_auth(mode, Some(&users), &[], &[], &envs).await;
-    let python = common::tools::tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let python = common::tools::tool("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
     let shots = match std::env::var("KUBEDAV_SCREENSHOTS") {
         Ok(shots) => std::path::PathBuf::from(shots),
         Err(_) => dir.path().to_owned(),

@@ -10,7 +10,7 @@
 #[macro_use]
 mod common;
 
-use common::tools::{davfs2_mount, run, tool_python};
+use common::tools::{davfs2_mount, run, tool};
 use common::{BACKEND, Backend, Mode, Server, client};
 use reqwest::StatusCode;
 use std::path::Path;
@@ -167,7 +167,7 @@ async fn rclone_about_shows_the_quota(mode: Mode) {
 /// (`scripts/need-webdav4.sh`) and passes its Python in `KUBEDAV_WEBDAV4_PYTHON`.
 async fn webdav4_session(mode: Mode) {
     let server = Server::start(mode).await;
-    let python = tool_python("KUBEDAV_WEBDAV4_PYTHON", "need-webdav4.sh");
+    let python = tool("KUBEDAV_WEBDAV4_PYTHON", "need-webdav4.sh");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/webdav4_session.py");
     let output = run(&python, &[script, &server.url("/")], None).await;
     assert!(output.contains("webdav4 session ok"), "{output}");
@@ -234,7 +234,7 @@ async fn browser_file_manager(mode: Mode) {
         .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
         .collect();
     std::fs::write(&big, &data).unwrap();
-    let python = tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let python = tool("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
     let shots = match std::env::var("KUBEDAV_SCREENSHOTS") {
         Ok(dir) => std::path::PathBuf::from(dir),
         Err(_) => local.path().to_owned(),
@@ -453,7 +453,7 @@ async fn uploaded_pages_run_no_script(mode: Mode) {
     for (name, content) in &pages {
         std::fs::write(server.disk(&format!("shared/{name}")), content).unwrap();
     }
-    let python = tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let python = tool("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
     let local = tempfile::tempdir().unwrap();
     let shots = match std::env::var("KUBEDAV_SCREENSHOTS") {
         Ok(dir) => std::path::PathBuf::from(dir),
@@ -659,7 +659,7 @@ async fn file_manager_under_a_policy(mode: Mode) {
         .await
         .unwrap();
     assert_eq!(alice.status(), StatusCode::CREATED);
-    let python = tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let python = tool("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
     let shots = match std::env::var("KUBEDAV_SCREENSHOTS") {
         Ok(shots) => std::path::PathBuf::from(shots),
         Err(_) => dir.path().to_owned(),

@@ -372,7 +372,7 @@ async fn the_file_manager_signs_in_through_the_provider(mode: Mode) {
         })
         .await
     );
-    let python = common::tools::tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let python = common::tools::tool("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
     let shots = match std::env::var("KUBEDAV_SCREENSHOTS") {
         Ok(shots) => std::path::PathBuf::from(shots),
         Err(_) => dir.path().to_owned(),

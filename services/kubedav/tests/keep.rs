@@ -606,7 +606,7 @@ async fn trash_and_versions_in_the_file_manager(mode: Mode) {
             .is_success()
     );
 
-    let python = common::tools::tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let python = common::tools::tool("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
     let shots = std::env::var("KUBEDAV_SCREENSHOTS").map_or_else(|_| dir.path().to_owned(), Into::into);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_keep.py");
     let at = server.url("");

@@ -8,7 +8,7 @@
 #[macro_use]
 mod common;
 
-use common::tools::{davfs2_mount, run, tool_python};
+use common::tools::{davfs2_mount, run, tool};
 use common::{BACKEND, Backend, Mode, Server, client, users_file};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -199,7 +199,7 @@ async fn chromium_opens_a_password_link(mode: Mode) {
         json!({"path": "/home/alice/pub", "permission": "read", "password": "link-password"}),
     )
     .await;
-    let python = tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let python = tool("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
     let shots = std::env::var("KUBEDAV_SCREENSHOTS").map_or_else(|_| dir.path().to_owned(), Into::into);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_links.py");
     let output = run(

@@ -271,7 +271,7 @@ async fn shared_in_the_file_manager(mode: Mode) {
         send(at, "alice", "PUT", "/home/alice/project/plan.txt", "the plan").await,
         StatusCode::CREATED
     );
-    let python = common::tools::tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let python = common::tools::tool("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
     let shots = std::env::var("KUBEDAV_SCREENSHOTS").map_or_else(|_| dir.path().to_owned(), Into::into);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_shares.py");
     let output = run(&python, &[script, at, shots.to_str().unwrap(), "pw"], None).await;

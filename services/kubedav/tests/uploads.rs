@@ -4,13 +4,15 @@
 //! of two gateway replicas. The client is killed at 40 % and resumed; at 60 % the replica
 //! holding the upload is killed with SIGKILL (all-in-one: the whole process, and the
 //! other replica takes over behind nginx; microservices: fileio, started again), and the
-//! upload resumes: the file landed is the file sent. docs/uploads.md.
+//! upload resumes: the file landed is the file sent. rclone (v1.76, its `nextcloud`
+//! vendor) copies the same file through the same proxy in Nextcloud chunks.
+//! docs/uploads.md.
 
 #[macro_use]
 mod common;
 
 use common::fleet::{Fleet, fleet};
-use common::tools::tool_python;
+use common::tools::tool;
 use common::{Mode, client};
 use kubedav_testkit::RedisServer;
 use reqwest::StatusCode;
@@ -152,7 +154,7 @@ where
     F: FnOnce(u32) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let python = tool_python("KUBEDAV_TUSPY_PYTHON", "need-tuspy.sh");
+    let python = tool("KUBEDAV_TUSPY_PYTHON", "need-tuspy.sh");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/tus_upload.py");
     let mut args = vec![
         script.to_owned(),
@@ -281,6 +283,71 @@ async fn a_killed_client_and_a_killed_replica_resume_through_a_proxy(mode: Mode)
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// rclone's `nextcloud` vendor copies the 1 GiB file through the proxy in 4 MiB chunks
+/// (`START-END` names, MOVE .file with its modification time and SHA-1): the file
+/// landed is the file sent, with its time, and nothing of the upload is left.
+async fn rclone_copies_a_large_file_in_nextcloud_chunks_through_a_proxy(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = common::users_file(dir.path(), &[("alice", "pw")]);
+    let envs = vec![("KUBEDAV_USERS_FILE".to_owned(), users.display().to_string())];
+    let fleet: Fleet = fleet(mode, envs, dir.path()).await;
+    let proxy = Proxy::start(dir.path(), &fleet.gateways).await;
+    let file = random_file(dir.path());
+    let rclone = tool("KUBEDAV_RCLONE", "need-rclone.sh");
+    let obscured = common::tools::run(&rclone, &["obscure", "pw"], None).await;
+    let remote = format!(
+        ":webdav,url='{}/remote.php/dav/files/alice',vendor=nextcloud,user=alice,pass={}:",
+        proxy.url,
+        obscured.trim()
+    );
+    let config = dir.path().join("rclone.conf");
+    common::tools::run(
+        &rclone,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "copyto",
+            file.to_str().unwrap(),
+            &format!("{remote}copied/big.bin"),
+            "--webdav-nextcloud-chunk-size",
+            "4M",
+            "--retries",
+            "1",
+        ],
+        None,
+    )
+    .await;
+    let landed = dir.path().join("root/copied/big.bin");
+    assert!(same_bytes(&file, &landed), "the file landed is not the file sent");
+    let (sent, got) = (
+        std::fs::metadata(&file).unwrap().modified().unwrap(),
+        std::fs::metadata(&landed).unwrap().modified().unwrap(),
+    );
+    let seconds = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    assert_eq!(seconds(sent), seconds(got), "X-OC-Mtime was not applied");
+    let left: Vec<_> = walk(&dir.path().join("root/.kubedav/uploads"))
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let check = common::tools::run(
+        &rclone,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "check",
+            "--one-way",
+            dir.path().to_str().unwrap(),
+            &format!("{remote}copied"),
+            "--include",
+            "/big.bin",
+        ],
+        None,
+    )
+    .await;
+    assert!(check.contains("0 differences found"), "{check}");
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir) {
@@ -310,7 +377,7 @@ async fn the_file_manager_resumes_a_large_upload(mode: Mode) {
     let shots = std::env::var("KUBEDAV_SCREENSHOTS")
         .map(PathBuf::from)
         .unwrap_or_else(|_| local.path().to_owned());
-    let python = tool_python("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
+    let python = tool("KUBEDAV_BROWSER_PYTHON", "need-browser.sh");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/browser_uploads.py");
     let url = server.url("/docs/");
     let output = common::tools::run(
@@ -339,5 +406,6 @@ async fn the_file_manager_resumes_a_large_upload(mode: Mode) {
 
 in_both_modes!(
     a_killed_client_and_a_killed_replica_resume_through_a_proxy,
+    rclone_copies_a_large_file_in_nextcloud_chunks_through_a_proxy,
     the_file_manager_resumes_a_large_upload
 );

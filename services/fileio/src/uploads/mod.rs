@@ -7,7 +7,11 @@
 //! through any replica. It lands through a `Write` with `from_upload`, which checks and
 //! commits it as a body that arrived at once. [`volume`] keeps them on a volume.
 
+mod chunks;
+mod folder;
 pub mod volume;
+
+pub use chunks::{Chunks, MAX_CHUNKS};
 
 use kubedav_api::uploads::Upload;
 use kubedav_kit::clock::WallClock;
@@ -116,48 +120,6 @@ pub struct Record {
     /// How its chunks are placed, once a chunk arrived (Nextcloud chunking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<Chunks>,
-}
-
-/// The chunks of an upload whose chunks may arrive in any order (Nextcloud chunking):
-/// assembled in the order of their keys.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Chunks {
-    /// Whether keys are the offsets of the chunks' first bytes (chunks named START-END),
-    /// rather than numbers from 1.
-    pub by_offset: bool,
-    /// The length of each numbered chunk placed in the upload's bytes, in order (by
-    /// offset, a chunk's key says where it lies).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub placed: Vec<u64>,
-    /// Chunks that arrived before the chunks ahead of them, kept beside the bytes until
-    /// those came: key → length.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub aside: BTreeMap<u64, u64>,
-}
-
-/// Most chunks one upload may have (placed and aside): Nextcloud's numbers go to 10,000,
-/// as S3's part numbers do.
-pub const MAX_CHUNKS: usize = 10_000;
-
-impl Chunks {
-    /// The key of the chunk to be placed next, given the bytes placed so far.
-    pub fn next_key(&self, offset: u64) -> u64 {
-        match self.by_offset {
-            true => offset,
-            false => self.placed.len() as u64 + 1,
-        }
-    }
-
-    /// Where the placed chunk `key` lies and, when numbered, its length: `None` when it
-    /// is not placed yet.
-    pub fn placed_at(&self, key: u64, offset: u64) -> Option<(u64, Option<u64>)> {
-        if self.by_offset {
-            return (key < offset).then_some((key, None));
-        }
-        let index = usize::try_from(key.checked_sub(1)?).ok()?;
-        let length = *self.placed.get(index)?;
-        Some((self.placed[..index].iter().sum(), Some(length)))
-    }
 }
 
 /// Longest target path, metadata and number of metadata keys an upload may carry: its

@@ -12,9 +12,14 @@
 //! or nothing: it is received into `data` past the offset or into `chunk.new`, and only
 //! counts once whole.
 
+use super::chunks::{Place, assemble, place_chunk};
+use super::folder::{
+    BATCH_BYTES, CHUNK_NEW, DATA, aside_name, busy, copy_into, io_error, names, older_than, open_folder,
+    read_record, read_through, remove, write_record,
+};
 use super::{Chunks, MAX_CHUNKS, Record, UploadSettings, check_id, check_new, new_id, not_found, owner_key};
 use crate::digest::Digester;
-use crate::errors::{Op, blocking, io_status, join_status};
+use crate::errors::{blocking, join_status};
 use crate::volume::{Volume, reserved_failed};
 use crate::write;
 use bytes::Bytes;
@@ -29,21 +34,11 @@ use kubedav_api::uploads::{
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
 use std::fs::File;
-use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use tonic::Status;
 
 const AREA: &str = "uploads";
-const DATA: &str = "data";
-const STATE: &str = "state.json";
-const STATE_NEW: &str = "state.json.new";
-/// Where a chunk that does not go into `data` at once is received.
-const CHUNK_NEW: &str = "chunk.new";
-/// Largest state file read back (10,000 chunk lengths fit).
-const MAX_STATE_BYTES: u64 = 256 * 1024;
-/// Bytes an append gathers before handing them to the blocking pool in one write.
-const BATCH_BYTES: usize = 1024 * 1024;
 
 /// The uploads of one volume: the [`Uploads`] port, and the landing of an upload
 /// through a write ([`VolumeUploads::land`]).
@@ -76,23 +71,6 @@ struct Appending {
     digester: Option<Digester>,
     /// The declared length before this append (which may declare it).
     length_before: Option<u64>,
-}
-
-/// Where an append's bytes go.
-enum Place {
-    /// Into `data` at the upload's offset: the bytes that come next (a chunk whose key
-    /// is the next one counts as such only once whole).
-    Next { chunk: bool },
-    /// Into `chunk.new`, then `chunk.{key}`: a chunk ahead of its turn.
-    Aside { key: u64, file: File },
-    /// Into `chunk.new`, then copied over the placed chunk `key` at `at`: a client
-    /// sending a chunk again. A numbered chunk must keep its `length`.
-    Again {
-        key: u64,
-        at: u64,
-        length: Option<u64>,
-        file: File,
-    },
 }
 
 /// What is left to do once an upload landed: remove its state and folder.
@@ -295,7 +273,7 @@ impl VolumeUploads {
         let mut opened = self.open(&header.id, &header.owner)?;
         let length_before = opened.record.length;
         let place = match &header.chunk {
-            Some(chunk) => place_chunk(&opened, chunk)?,
+            Some(chunk) => place_chunk(&opened.folder, &opened.record, chunk)?,
             None => Place::Next { chunk: false },
         };
         let record = &mut opened.record;
@@ -648,246 +626,5 @@ impl Uploads for VolumeUploads {
             Ok(ListUploadsResponse { uploads })
         })
         .await
-    }
-}
-
-/// The names in `folder`, but `.` and `..`.
-fn names(folder: &OwnedFd) -> Vec<String> {
-    let Ok(entries) = rustix::fs::Dir::read_from(folder) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str().ok().map(str::to_owned))
-        .filter(|name| name != "." && name != "..")
-        .collect()
-}
-
-fn open_folder(parent: &OwnedFd, name: &str) -> Result<OwnedFd, Status> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    match rustix::fs::openat(parent, name, flags, Mode::empty()) {
-        Ok(fd) => Ok(fd),
-        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP) => {
-            Err(not_found())
-        }
-        Err(e) => Err(reserved_failed("open", "an upload's folder", e)),
-    }
-}
-
-/// Whether the folder `name` in `parent` was last changed more than `age` ago (by the
-/// file system's clock).
-fn older_than(parent: &OwnedFd, name: &str, age: std::time::Duration) -> bool {
-    let Ok(stx) = rustix::fs::statx(
-        parent,
-        name,
-        AtFlags::SYMLINK_NOFOLLOW,
-        rustix::fs::StatxFlags::MTIME,
-    ) else {
-        return false;
-    };
-    let changed = std::time::UNIX_EPOCH + std::time::Duration::from_secs(stx.stx_mtime.tv_sec.max(0) as u64);
-    std::time::SystemTime::now()
-        .duration_since(changed)
-        .is_ok_and(|since| since > age)
-}
-
-/// Whether a request holds upload `id` right now.
-fn busy(owners: &OwnedFd, id: &str) -> bool {
-    let Ok(folder) = open_folder(owners, id) else {
-        return false;
-    };
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let Ok(data) = rustix::fs::openat(&folder, DATA, flags, Mode::empty()) else {
-        return false;
-    };
-    rustix::fs::flock(&data, FlockOperation::NonBlockingLockExclusive) == Err(rustix::io::Errno::WOULDBLOCK)
-}
-
-fn read_record(folder: &OwnedFd) -> Result<Record, Status> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = match rustix::fs::openat(folder, STATE, flags, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return Err(not_found()),
-        Err(e) => return Err(reserved_failed("read", "an upload's state", e)),
-    };
-    let mut text = Vec::new();
-    File::from(fd)
-        .take(MAX_STATE_BYTES)
-        .read_to_end(&mut text)
-        .map_err(|e| Status::internal(format!("cannot read an upload's state: {e}")))?;
-    serde_json::from_slice(&text).map_err(|e| Status::internal(format!("an upload's state is damaged: {e}")))
-}
-
-/// Replaces the state with `record`: written beside it, synced, renamed over it; the
-/// rename synced too when the state is `new`.
-fn write_record(
-    folder: &OwnedFd,
-    record: &Record,
-    durability: crate::volume::Durability,
-    new: bool,
-) -> Result<(), Status> {
-    let text = serde_json::to_vec(record).map_err(|e| Status::internal(e.to_string()))?;
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(folder, STATE_NEW, flags, Mode::from_raw_mode(0o600))
-        .map_err(|e| reserved_failed("write", "an upload's state", e))?;
-    let mut file = File::from(fd);
-    file.write_all(&text).map_err(|e| io_error(e, &record.target))?;
-    durability
-        .sync_data(&file)
-        .map_err(|e| io_error(e, &record.target))?;
-    rustix::fs::renameat(folder, STATE_NEW, folder, STATE)
-        .map_err(|e| reserved_failed("replace", "an upload's state", e))?;
-    // A new state must outlive a crash. An update need not: if the rename is lost, the
-    // older state says less was received, and the client sends that part again (a HEAD
-    // tells it). That saves a directory sync per request (a tenth of a TUS upload's
-    // throughput here: docs/benchmarks.md).
-    match new {
-        true => durability.sync_dir(folder, &VolumePath::root()),
-        false => Ok(()),
-    }
-}
-
-/// Removes upload `id` (its bytes, its state, its folder), whatever is left of it.
-fn remove(owners: &OwnedFd, id: &str) {
-    if let Ok(folder) = open_folder(owners, id) {
-        // Its bytes, its state, and any chunk kept aside.
-        for name in names(&folder) {
-            let _ = rustix::fs::unlinkat(&folder, name.as_str(), AtFlags::empty());
-        }
-    }
-    if let Err(e) = rustix::fs::unlinkat(owners, id, AtFlags::REMOVEDIR)
-        && e != rustix::io::Errno::NOENT
-    {
-        tracing::warn!(id, error = %e, "could not remove an upload's folder");
-    }
-}
-
-/// Where a chunk's bytes go, given the upload's chunks so far: refused when its naming
-/// is not theirs.
-fn place_chunk(opened: &Opened, chunk: &kubedav_api::uploads::Chunk) -> Result<Place, Status> {
-    let record = &opened.record;
-    let fresh;
-    let chunks = match &record.chunks {
-        Some(chunks) if chunks.by_offset != chunk.by_offset => {
-            return Err(Status::failed_precondition(format!(
-                "this upload's chunks are named {}; name this one so too",
-                if chunks.by_offset {
-                    "by their byte offsets"
-                } else {
-                    "by numbers"
-                }
-            )));
-        }
-        Some(chunks) => chunks,
-        None if record.offset > 0 => {
-            return Err(Status::failed_precondition(
-                "this upload received bytes without chunks; it cannot take chunks",
-            ));
-        }
-        None => {
-            fresh = Chunks {
-                by_offset: chunk.by_offset,
-                ..Chunks::default()
-            };
-            &fresh
-        }
-    };
-    let next = chunks.next_key(record.offset);
-    if chunk.key == next {
-        return Ok(Place::Next { chunk: true });
-    }
-    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let file = rustix::fs::openat(&opened.folder, CHUNK_NEW, flags, Mode::from_raw_mode(0o600))
-        .map(File::from)
-        .map_err(|e| reserved_failed("make", "a chunk's file", e))?;
-    Ok(match chunks.placed_at(chunk.key, record.offset) {
-        Some((at, length)) => Place::Again {
-            key: chunk.key,
-            at,
-            length,
-            file,
-        },
-        None => Place::Aside { key: chunk.key, file },
-    })
-}
-
-fn aside_name(key: u64) -> String {
-    format!("chunk.{key}")
-}
-
-/// Copies into `data` the chunks kept aside that are next now, in order; whether any was.
-fn assemble(
-    folder: &OwnedFd,
-    data: &File,
-    chunks: &mut Chunks,
-    offset: &mut u64,
-    target: &str,
-) -> Result<bool, Status> {
-    let mut any = false;
-    while let Some(length) = chunks.aside.get(&chunks.next_key(*offset)).copied() {
-        let key = chunks.next_key(*offset);
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let name = aside_name(key);
-        let file = rustix::fs::openat(folder, name.as_str(), flags, Mode::empty())
-            .map(File::from)
-            .map_err(|e| reserved_failed("open", "a chunk kept aside", e))?;
-        copy_into(&file, length, data, *offset, target)?;
-        chunks.aside.remove(&key);
-        if !chunks.by_offset {
-            chunks.placed.push(length);
-        }
-        *offset += length;
-        let _ = rustix::fs::unlinkat(folder, name.as_str(), AtFlags::empty());
-        any = true;
-    }
-    Ok(any)
-}
-
-/// Copies the first `length` bytes of `from` into `to` at `at`.
-fn copy_into(from: &File, length: u64, to: &File, at: u64, target: &str) -> Result<(), Status> {
-    let mut buffer = vec![0u8; BATCH_BYTES.min(usize::try_from(length).unwrap_or(BATCH_BYTES))];
-    let mut done = 0u64;
-    while done < length {
-        let want = usize::try_from(length - done).map_or(buffer.len(), |left| left.min(buffer.len()));
-        let read = from
-            .read_at(&mut buffer[..want], done)
-            .map_err(|e| io_error(e, target))?;
-        if read == 0 {
-            return Err(Status::internal(
-                "a chunk kept aside is shorter than its state says",
-            ));
-        }
-        to.write_all_at(&buffer[..read], at + done)
-            .map_err(|e| io_error(e, target))?;
-        done += read as u64;
-    }
-    Ok(())
-}
-
-/// Feeds the first `length` bytes of `data` to `digester`.
-fn read_through(data: &File, length: u64, digester: &mut Digester, path: &VolumePath) -> Result<(), Status> {
-    let mut buffer = vec![0u8; BATCH_BYTES];
-    let mut at = 0u64;
-    while at < length {
-        let want = usize::try_from(length - at).map_or(buffer.len(), |left| left.min(buffer.len()));
-        let read = data
-            .read_at(&mut buffer[..want], at)
-            .map_err(|e| io_error(e, path.as_str()))?;
-        if read == 0 {
-            return Err(Status::internal(format!(
-                "the upload for {path} is shorter than its state says"
-            )));
-        }
-        digester.update(&buffer[..read]);
-        at += read as u64;
-    }
-    Ok(())
-}
-
-fn io_error(e: std::io::Error, target: &str) -> Status {
-    let path = VolumePath::parse(target).unwrap_or_else(|_| VolumePath::root());
-    match e.raw_os_error() {
-        Some(code) => io_status(rustix::io::Errno::from_raw_os_error(code), Op::Write, &path),
-        None => Status::internal(format!("writing an upload for {target} failed: {e}")),
     }
 }

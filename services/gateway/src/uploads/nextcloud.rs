@@ -80,7 +80,7 @@ pub fn dav_path<'p>(gateway: &Gateway, path: &'p str) -> Option<DavPath<'p>> {
             prefix: &path[..path.len() - rest.len()],
             user,
         }),
-        "uploads" if gateway.uploads.is_some() => Some(DavPath::Uploads { user, rest }),
+        "uploads" => Some(DavPath::Uploads { user, rest }),
         _ => None,
     }
 }
@@ -115,6 +115,9 @@ pub async fn answer(gateway: &Gateway, request: Request, user: &str, rest: &str)
     let (parts, body) = request.into_parts();
     let asking = Asking::from_parts(parts, ());
     let principal = Principal::of(&asking);
+    if gateway.uploads.is_none() {
+        return unkept().into_response();
+    }
     let Some(owner) = owner_of(gateway, &principal).filter(|_| is_principal(gateway, &principal, user))
     else {
         return absent_path().into_response();
@@ -435,12 +438,21 @@ fn target_under(gateway: &Gateway, asking: &Asking, user: &str) -> Result<Volume
 fn port_error(status: tonic::Status) -> HttpError {
     match status.code() {
         Code::NotFound => absent_path(),
+        Code::Unimplemented => unkept(),
         Code::Aborted => HttpError::new(StatusCode::LOCKED, status.message()),
         Code::FailedPrecondition => HttpError::new(StatusCode::CONFLICT, status.message()),
         Code::OutOfRange => HttpError::new(StatusCode::PAYLOAD_TOO_LARGE, status.message()),
         Code::Cancelled => HttpError::bad_request(status.message()),
         _ => status.into(),
     }
+}
+
+/// What a server whose storage keeps no uploads answers.
+fn unkept() -> HttpError {
+    HttpError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "this server's storage does not keep uploads in many requests yet; send the file with one PUT",
+    )
 }
 
 /// What any absent, foreign, expired or finished upload answers.

@@ -296,3 +296,23 @@ pub(crate) fn names_in(dir: &std::path::Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// The uploads suites' server: alice and bob with homes under `/home` (and
+/// `/home/alice/in` made), and `/library` everyone may read.
+pub fn uploads_app() -> App {
+    const POLICY: &str = r#"
+homes: /home/{user}
+rules:
+  - path: /library
+    grant: {"*": read}
+"#;
+    let app = App::with(Options {
+        users: vec![("alice", "pw"), ("bob", "pw")],
+        policy: Some(POLICY),
+        ..Options::default()
+    });
+    for dir in ["home/alice/in", "home/bob", "library"] {
+        std::fs::create_dir_all(app.disk(dir)).unwrap();
+    }
+    app
+}

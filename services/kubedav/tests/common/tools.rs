@@ -1,6 +1,6 @@
 //! Real client programs the suites run: any program with its output checked
 //! ([`run`]), davfs2 mounts ([`davfs2_mount`]), and the Pythons of the tools cache
-//! ([`tool_python`]: webdav4's, the browser tests').
+//! ([`tool`]: webdav4's, the browser tests').
 
 use std::path::Path;
 use tokio::process::Command;
@@ -101,9 +101,10 @@ pub(crate) async fn davfs2_try_mount(
     if mounted { Ok(Mounted(mount)) } else { Err(output) }
 }
 
-/// The Python a client test runs: `variable` when `make test` set it, else what the
-/// script `need` in scripts/ installs and prints.
-pub(crate) fn tool_python(variable: &str, need: &str) -> String {
+/// The program a client test runs (a Python with the client installed, or a client
+/// built at a pinned version): `variable` when `make test` set it, else what the script
+/// `need` in scripts/ installs and prints.
+pub(crate) fn tool(variable: &str, need: &str) -> String {
     std::env::var(variable).unwrap_or_else(|_| {
         let script = format!("{}/../../scripts/{need}", env!("CARGO_MANIFEST_DIR"));
         let output = std::process::Command::new("bash")
