@@ -299,7 +299,7 @@ pub(crate) fn names_in(dir: &std::path::Path) -> Vec<String> {
 
 /// The uploads suites' server: alice and bob with homes under `/home` (and
 /// `/home/alice/in` made), and `/library` everyone may read.
-pub fn uploads_app() -> App {
+pub(crate) fn uploads_app() -> App {
     const POLICY: &str = r#"
 homes: /home/{user}
 rules:
