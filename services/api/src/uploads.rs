@@ -10,8 +10,8 @@ use bytes::Bytes;
 use tonic::Status;
 
 pub use pb::{
-    AbortUploadRequest, AbortUploadResponse, AppendHeader, Chunk, CreateUploadRequest, GetUploadRequest,
-    ListUploadsRequest, ListUploadsResponse, Upload,
+    AbortUploadRequest, AbortUploadResponse, AppendHeader, Chunk, ChunkReceived, CreateUploadRequest,
+    GetUploadRequest, ListUploadsRequest, ListUploadsResponse, Upload,
 };
 
 /// The id of an upload: 32 lowercase hex digits.

@@ -166,7 +166,11 @@ fn chunk(id: &str, key: u64, by_offset: bool) -> AppendHeader {
     AppendHeader {
         id: id.into(),
         owner: "alice".into(),
-        chunk: Some(Chunk { key, by_offset }),
+        chunk: Some(Chunk {
+            key,
+            by_offset,
+            size: None,
+        }),
         ..Default::default()
     }
 }
@@ -222,7 +226,7 @@ async fn chunks_are_assembled_by_their_keys_whatever_their_order() {
         .append(chunk(&id, 2, false), body(vec![Ok(b"def")]))
         .await
         .unwrap();
-    assert_eq!((waiting.offset, waiting.missing_chunk), (0, 1));
+    assert_eq!((waiting.offset, waiting.missing_chunk), (0, Some(1)));
     let early = fileio
         .write(landing("c.txt", &id, "alice", 9), empty())
         .await
@@ -242,7 +246,7 @@ async fn chunks_are_assembled_by_their_keys_whatever_their_order() {
         .append(chunk(&id, 1, false), body(vec![Ok(b"abc")]))
         .await
         .unwrap();
-    assert_eq!((placed.offset, placed.missing_chunk), (9, 0));
+    assert_eq!((placed.offset, placed.missing_chunk), (9, None));
     assert!(!leftovers(root.path()).iter().any(|n| n.starts_with("chunk.")));
 
     // Chunk 2 again replaces itself; it may not change its size; offset naming is refused.

@@ -78,6 +78,13 @@ async fn chunks_in_any_order_land_with_the_move_and_its_headers() {
         .await;
         assert_eq!(put.status(), StatusCode::CREATED, "chunk {number}");
     }
+    // A client resuming lists what arrived (chunks 1 and 3), to send only the others.
+    let listed = send(&app, "alice", "PROPFIND", &folder, &[("depth", "1".into())], b"").await;
+    assert_eq!(listed.status(), StatusCode::MULTI_STATUS);
+    let xml = listed.text().await.unwrap();
+    assert!(xml.contains("web-file-upload-1/00001</d:href>"), "{xml}");
+    assert!(xml.contains("web-file-upload-1/00003</d:href>"), "{xml}");
+    assert!(!xml.contains("web-file-upload-1/00002</d:href>"), "{xml}");
     let checksum = format!("SHA256:{}", hex(&sha2::Sha256::digest(&data)));
     let moving = [
         ("destination", target.clone()),

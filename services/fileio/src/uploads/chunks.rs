@@ -53,6 +53,19 @@ impl Chunks {
         let length = *self.placed.get(index)?;
         Some((self.placed[..index].iter().sum(), Some(length)))
     }
+
+    /// The numbered chunks received, placed or aside, in key order (chunks named by
+    /// offset are not listed: their names are the client's to remember).
+    pub fn received(&self) -> Vec<kubedav_api::uploads::ChunkReceived> {
+        if self.by_offset {
+            return Vec::new();
+        }
+        let placed = (1u64..).zip(self.placed.iter().copied());
+        placed
+            .chain(self.aside.iter().map(|(k, v)| (*k, *v)))
+            .map(|(key, size)| kubedav_api::uploads::ChunkReceived { key, size })
+            .collect()
+    }
 }
 
 /// Where an append's bytes go.
@@ -124,30 +137,44 @@ pub(super) fn place_chunk(
     })
 }
 
-/// Copies into `data` the chunks kept aside that are next now, in order; whether any was.
+/// Copies into `data` the chunks kept aside that are next now, in order, and counts
+/// them as placed: the names of their files, to remove once the state that no longer
+/// lists them is written (a crash before that finds them again). A file that is gone
+/// (removed after a state that was then lost) counts as not arrived.
 pub(super) fn assemble(
     folder: &OwnedFd,
     data: &File,
     chunks: &mut Chunks,
     offset: &mut u64,
     target: &str,
-) -> Result<bool, Status> {
-    let mut any = false;
+) -> Result<Vec<String>, Status> {
+    let mut consumed = Vec::new();
     while let Some(length) = chunks.aside.get(&chunks.next_key(*offset)).copied() {
         let key = chunks.next_key(*offset);
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let name = aside_name(key);
-        let file = rustix::fs::openat(folder, name.as_str(), flags, Mode::empty())
-            .map(File::from)
-            .map_err(|e| reserved_failed("open", "a chunk kept aside", e))?;
+        let file = match rustix::fs::openat(folder, name.as_str(), flags, Mode::empty()) {
+            Ok(fd) => File::from(fd),
+            Err(rustix::io::Errno::NOENT) => {
+                chunks.aside.remove(&key);
+                break;
+            }
+            Err(e) => return Err(reserved_failed("open", "a chunk kept aside", e)),
+        };
         copy_into(&file, length, data, *offset, target)?;
         chunks.aside.remove(&key);
         if !chunks.by_offset {
             chunks.placed.push(length);
         }
         *offset += length;
-        let _ = rustix::fs::unlinkat(folder, name.as_str(), AtFlags::empty());
-        any = true;
+        consumed.push(name);
     }
-    Ok(any)
+    Ok(consumed)
+}
+
+/// Removes the chunk files [`assemble`] consumed.
+pub(super) fn remove_consumed(folder: &OwnedFd, consumed: &[String]) {
+    for name in consumed {
+        let _ = rustix::fs::unlinkat(folder, name.as_str(), AtFlags::empty());
+    }
 }

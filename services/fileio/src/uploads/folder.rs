@@ -18,8 +18,8 @@ pub(super) const STATE: &str = "state.json";
 pub(super) const STATE_NEW: &str = "state.json.new";
 /// Where a chunk that does not go into `data` at once is received.
 pub(super) const CHUNK_NEW: &str = "chunk.new";
-/// Largest state file read back (10,000 chunk lengths fit).
-pub(super) const MAX_STATE_BYTES: u64 = 256 * 1024;
+/// Largest state file read back: 10,000 chunks of 20-digit keys and lengths fit.
+pub(super) const MAX_STATE_BYTES: u64 = 1024 * 1024;
 /// Bytes an append gathers before handing them to the blocking pool in one write.
 pub(super) const BATCH_BYTES: usize = 1024 * 1024;
 

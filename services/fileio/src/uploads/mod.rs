@@ -93,9 +93,10 @@ impl UploadSettings {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect::<HashMap<_, _>>(),
             missing_chunk: match &record.chunks {
-                Some(chunks) if !chunks.aside.is_empty() => chunks.next_key(record.offset),
-                _ => 0,
+                Some(chunks) if !chunks.aside.is_empty() => Some(chunks.next_key(record.offset)),
+                _ => None,
             },
+            chunks: record.chunks.as_ref().map(Chunks::received).unwrap_or_default(),
         }
     }
 }
@@ -126,6 +127,8 @@ pub struct Record {
 /// state stays a small file.
 const MAX_TARGET_BYTES: usize = 4096;
 const MAX_METADATA_BYTES: usize = 4096;
+/// The most bytes an upload may hold: S3's largest object, 5 TiB (TUS's `Tus-Max-Size`).
+pub const MAX_LENGTH: u64 = 5 << 40;
 /// Longest name a client may give an upload (a Nextcloud upload folder).
 const MAX_NAME_BYTES: usize = 255;
 

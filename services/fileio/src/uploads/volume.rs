@@ -12,7 +12,7 @@
 //! or nothing: it is received into `data` past the offset or into `chunk.new`, and only
 //! counts once whole.
 
-use super::chunks::{Place, assemble, place_chunk};
+use super::chunks::{Place, assemble, place_chunk, remove_consumed};
 use super::folder::{
     BATCH_BYTES, CHUNK_NEW, DATA, aside_name, busy, copy_into, io_error, names, older_than, open_folder,
     read_record, read_through, remove, write_record,
@@ -65,6 +65,8 @@ struct Appending {
     durability: crate::volume::Durability,
     /// Where its bytes go.
     place: Place,
+    /// The size a chunk's name declares.
+    size: Option<u64>,
     /// Bytes of this append written so far.
     written: u64,
     /// Its checksum, if it named one.
@@ -145,12 +147,10 @@ impl VolumeUploads {
                 }
                 let expired = match open_folder(&owners, &id).and_then(|folder| read_record(&folder)) {
                     Ok(record) => self.settings.expired(&record),
-                    // A folder without its state (a crash during its creation) goes
-                    // too, once it is older than an expiry: never one being made.
-                    Err(status) if status.code() == tonic::Code::NotFound => {
-                        older_than(&owners, &id, self.settings.expiry)
-                    }
-                    Err(_) => false,
+                    // A folder without its state (a crash during its creation), or
+                    // whose state cannot be read, goes too once it is older than an
+                    // expiry: never one being made.
+                    Err(_) => older_than(&owners, &id, self.settings.expiry),
                 };
                 if expired && !busy(&owners, &id) {
                     remove(&owners, &id);
@@ -217,8 +217,15 @@ impl VolumeUploads {
         let _ = rustix::fs::flock(&owners, FlockOperation::LockExclusive);
         let mut unfinished = 0;
         for id in names(&owners) {
-            let Ok(record) = open_folder(&owners, &id).and_then(|folder| read_record(&folder)) else {
-                continue;
+            let record = match open_folder(&owners, &id).and_then(|folder| read_record(&folder)) {
+                Ok(record) => record,
+                // One being made, or whose state cannot be read: it holds its place
+                // until it expires.
+                Err(status) if status.code() != tonic::Code::NotFound => {
+                    unfinished += 1;
+                    continue;
+                }
+                Err(_) => continue,
             };
             if self.settings.expired(&record) {
                 if !busy(&owners, &id) {
@@ -320,6 +327,7 @@ impl VolumeUploads {
             opened,
             durability: self.volume.durability(),
             place,
+            size: header.chunk.as_ref().and_then(|c| c.size),
             written: 0,
             digester,
             length_before,
@@ -411,8 +419,18 @@ impl Appending {
                 let start = match record.chunks.as_ref().is_some_and(|c| c.by_offset) {
                     true => *key,
                     // A numbered chunk's place is not known yet: what is received and
-                    // kept aside together must still fit.
-                    false => record.offset + record.chunks.as_ref().map_or(0, |c| c.aside.values().sum()),
+                    // kept aside together must still fit (without the chunk this one
+                    // replaces, if it was sent before).
+                    false => {
+                        let aside = record.chunks.as_ref().map_or(0, |c| {
+                            c.aside
+                                .iter()
+                                .filter(|(k, _)| *k != key)
+                                .map(|(_, v)| v)
+                                .sum::<u64>()
+                        });
+                        record.offset.saturating_add(aside)
+                    }
                 };
                 (start, file)
             }
@@ -423,8 +441,17 @@ impl Appending {
             _ => 0,
         };
         for chunk in chunks {
+            let end = start
+                .saturating_add(self.written)
+                .saturating_add(chunk.len() as u64);
+            if end > super::MAX_LENGTH {
+                return Err(Status::out_of_range(format!(
+                    "an upload may hold at most {} bytes; none of these was kept",
+                    super::MAX_LENGTH
+                )));
+            }
             if let Some(length) = record.length
-                && start + self.written + chunk.len() as u64 > length
+                && end > length
             {
                 return Err(Status::out_of_range(format!(
                     "the data goes past the upload's length of {length} bytes; none of it was kept"
@@ -471,6 +498,16 @@ impl Appending {
                 .sync_data(file)
                 .map_err(|e| io_error(e, &record.target))
         };
+        if let (Some(size), true) = (self.size, chunk)
+            && size != written
+        {
+            let _ = rustix::fs::unlinkat(&folder, CHUNK_NEW, AtFlags::empty());
+            return Err(Status::invalid_argument(format!(
+                "the chunk's name says {size} bytes, but {written} arrived; none of it was kept"
+            )));
+        }
+        // Chunk files copied into `data`, removed once the state no longer lists them.
+        let mut consumed = Vec::new();
         match self.place {
             Place::Next { chunk } => {
                 if written > 0 {
@@ -481,7 +518,8 @@ impl Appending {
                     if !chunks.by_offset {
                         chunks.placed.push(written);
                     }
-                    if assemble(&folder, &data, chunks, &mut record.offset, &record.target)? {
+                    consumed = assemble(&folder, &data, chunks, &mut record.offset, &record.target)?;
+                    if !consumed.is_empty() {
                         sync(&data, &record)?;
                     }
                 }
@@ -514,8 +552,9 @@ impl Appending {
         // Only data renews the expiry: empty requests cannot keep an upload forever.
         if written > 0 || chunk || record.length != self.length_before {
             record.touched_unix_ns = settings.now_ns();
-            write_record(&folder, &record, durability, false)?;
+            write_record(&folder, &record, durability, !consumed.is_empty())?;
         }
+        remove_consumed(&folder, &consumed);
         Ok(settings.describe(&id, &record))
     }
 }
@@ -600,8 +639,21 @@ impl Uploads for VolumeUploads {
     async fn abort(&self, request: AbortUploadRequest) -> Result<AbortUploadResponse, Status> {
         let this = self.clone();
         blocking(move || {
-            let opened = this.open(&request.id, &request.owner)?;
-            remove(&opened.owners, &opened.id);
+            match this.open(&request.id, &request.owner) {
+                Ok(opened) => remove(&opened.owners, &opened.id),
+                // A state that cannot be read: the folder is in the owner's own, so
+                // it is theirs to cancel.
+                Err(status) if status.code() == tonic::Code::Internal => {
+                    let owners = this.owner_folder(&request.owner, false)?.ok_or_else(not_found)?;
+                    if busy(&owners, &request.id) {
+                        return Err(Status::aborted(
+                            "another request is sending to this upload right now",
+                        ));
+                    }
+                    remove(&owners, &request.id);
+                }
+                Err(status) => return Err(status),
+            }
             Ok(AbortUploadResponse {})
         })
         .await

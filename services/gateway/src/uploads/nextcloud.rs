@@ -88,12 +88,11 @@ pub fn dav_path<'p>(gateway: &Gateway, path: &'p str) -> Option<DavPath<'p>> {
 /// Whether the principal of `asking` is `user` (percent-encoded, as in the path). On a
 /// gateway without authentication everyone is.
 fn is_principal(gateway: &Gateway, asking: &Principal, user: &str) -> bool {
-    let decoded = percent_encoding::percent_decode_str(user).decode_utf8_lossy();
-    match owner_of(gateway, asking) {
-        Some(owner) if owner == "-" => true,
-        Some(owner) => owner == decoded,
-        None => false,
+    if gateway.auth.is_none() {
+        return true;
     }
+    let decoded = percent_encoding::percent_decode_str(user).decode_utf8_lossy();
+    !asking.name().is_empty() && asking.name() == decoded
 }
 
 /// The base path `files/{user}` stands for: the tree at its root.
@@ -115,15 +114,15 @@ pub async fn answer(gateway: &Gateway, request: Request, user: &str, rest: &str)
     let (parts, body) = request.into_parts();
     let asking = Asking::from_parts(parts, ());
     let principal = Principal::of(&asking);
-    if gateway.uploads.is_none() {
-        return unkept().into_response();
-    }
     let Some(owner) = owner_of(gateway, &principal).filter(|_| is_principal(gateway, &principal, user))
     else {
         return absent_path().into_response();
     };
+    if gateway.uploads.is_none() {
+        return unkept().into_response();
+    }
     let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-    route(gateway, &asking, body, owner, user, &segments)
+    route(gateway, &asking, body, owner, &segments)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
@@ -134,7 +133,6 @@ async fn route(
     asking: &Asking,
     body: Body,
     owner: String,
-    user: &str,
     segments: &[&str],
 ) -> HttpResult {
     let method = DavMethod::of(asking.method());
@@ -153,7 +151,7 @@ async fn route(
         }
         ([folder, ".file"], Some(DavMethod::Move)) => {
             let folder = folder_name(folder)?;
-            finish(gateway, asking, named_id(&owner, &folder), owner, user).await
+            finish(gateway, asking, named_id(&owner, &folder), owner).await
         }
         ([folder, chunk], Some(DavMethod::Put)) => {
             let folder = folder_name(folder)?;
@@ -187,16 +185,28 @@ fn content_length(asking: &Asking) -> Result<Option<u64>, HttpError> {
 /// MKCOL: a new upload named by the folder (201); 405 when it exists.
 async fn make(gateway: &Gateway, asking: &Asking, owner: String, folder: String) -> HttpResult {
     let uploads = gateway.uploads.clone().ok_or_else(absent_path)?;
+    may_send(gateway, asking)?;
     let length = total_length(asking)?;
+    if length.is_some_and(|length| length > super::tus::MAX_SIZE) {
+        return Err(HttpError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a file may be at most {} bytes", super::tus::MAX_SIZE),
+        ));
+    }
     let target = match asking.headers().contains_key(names::DESTINATION) {
         true => Some(target(gateway, asking)?),
         false => None,
     };
-    if let Some(target) = &target {
-        may_put(gateway, asking, target).await?;
-        parent_exists(gateway, target).await?;
+    // Without a Destination (rclone names none before its MOVE), the upload is checked
+    // as if it landed in the user's home, where a policy gives one.
+    let checked = target.clone().or_else(|| stand_in(gateway, asking));
+    if let Some(checked) = &checked {
+        may_put(gateway, asking, checked).await?;
+        if target.is_some() {
+            parent_exists(gateway, checked).await?;
+        }
         if let Some(length) = length {
-            room_for(gateway, &uploads, &owner, target, length).await?;
+            room_for(gateway, &uploads, &owner, checked, length).await?;
         }
     }
     uploads
@@ -221,6 +231,22 @@ async fn make(gateway: &Gateway, asking: &Asking, owner: String, folder: String)
     Ok(StatusCode::CREATED.into_response())
 }
 
+/// Refuses a user or credential that may not write (403): chunks are bytes kept for a
+/// write.
+fn may_send(gateway: &Gateway, asking: &Asking) -> Result<(), HttpError> {
+    crate::edge::auth::admitted(gateway, &Principal::of(asking), false)
+        .map_err(|refused| HttpError::respond(*refused))
+}
+
+/// A file in the asking user's home, under a policy with homes: where an upload that
+/// names no target yet is checked as landing.
+fn stand_in(gateway: &Gateway, asking: &Asking) -> Option<VolumePath> {
+    let policy = gateway.policy.as_ref()?.current();
+    let user = Principal::of(asking).name().to_owned();
+    let home = policy.home(&policy.subject(&user, &[] as &[&str]))?;
+    home.join("upload").ok()
+}
+
 /// PUT of a chunk (201); all of it or nothing.
 async fn put_chunk(
     gateway: &Gateway,
@@ -231,6 +257,7 @@ async fn put_chunk(
     chunk: Chunk,
 ) -> HttpResult {
     let uploads = gateway.uploads.clone().ok_or_else(absent_path)?;
+    may_send(gateway, asking)?;
     let length = total_length(asking)?;
     let limit = gateway.config.max_body_bytes;
     uploads
@@ -252,18 +279,17 @@ async fn put_chunk(
 
 /// MOVE of `.file`: lands the assembled chunks as a PUT of `Destination`, with the
 /// modification time, checksum and preconditions the MOVE carries (the PUT's answer).
-async fn finish(gateway: &Gateway, asking: &Asking, id: String, owner: String, user: &str) -> HttpResult {
+async fn finish(gateway: &Gateway, asking: &Asking, id: String, owner: String) -> HttpResult {
     let uploads = gateway.uploads.clone().ok_or_else(absent_path)?;
     let upload = uploads
         .get(GetUploadRequest { id, owner })
         .await
         .map_err(port_error)?;
-    if upload.missing_chunk != 0 {
+    if let Some(missing) = upload.missing_chunk {
         return Err(HttpError::new(
             StatusCode::CONFLICT,
             format!(
-                "chunk {} has not arrived, so the chunks after it cannot be assembled; send it, then MOVE .file again",
-                upload.missing_chunk
+                "chunk {missing} has not arrived, so the chunks after it cannot be assembled; send it, then MOVE .file again"
             ),
         ));
     }
@@ -279,7 +305,7 @@ async fn finish(gateway: &Gateway, asking: &Asking, id: String, owner: String, u
             ),
         ));
     }
-    let target = target_under(gateway, asking, user)?;
+    let target = target(gateway, asking)?;
     let landed = land(
         gateway,
         asking,
@@ -321,14 +347,31 @@ async fn describe(gateway: &Gateway, asking: &Asking, id: String, owner: String)
         .get(GetUploadRequest { id, owner })
         .await
         .map_err(port_error)?;
-    let href = xml_escape(asking.uri().path());
-    let body = format!(
-        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<d:multistatus xmlns:d=\"DAV:\"><d:response>\
-         <d:href>{href}</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype>\
-         <d:getlastmodified>{}</d:getlastmodified></d:prop><d:status>HTTP/1.1 200 OK</d:status>\
-         </d:propstat></d:response></d:multistatus>\n",
-        crate::http::dates::http_date(upload.created_unix_ns)
-    );
+    let folder = asking.uri().path().trim_end_matches('/');
+    let modified = crate::http::dates::http_date(upload.created_unix_ns);
+    let mut body =
+        String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<d:multistatus xmlns:d=\"DAV:\">");
+    body.push_str(&format!(
+        "<d:response><d:href>{}/</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype>\
+         <d:getlastmodified>{modified}</d:getlastmodified></d:prop><d:status>HTTP/1.1 200 OK</d:status>\
+         </d:propstat></d:response>",
+        xml_escape(folder)
+    ));
+    let depth_one = asking
+        .headers()
+        .get(names::DEPTH)
+        .is_some_and(|d| d.as_bytes() == b"1");
+    for chunk in upload.chunks.iter().filter(|_| depth_one) {
+        body.push_str(&format!(
+            "<d:response><d:href>{}/{:05}</d:href><d:propstat><d:prop><d:resourcetype/>\
+             <d:getcontentlength>{}</d:getcontentlength></d:prop><d:status>HTTP/1.1 200 OK</d:status>\
+             </d:propstat></d:response>",
+            xml_escape(folder),
+            chunk.key,
+            chunk.size
+        ));
+    }
+    body.push_str("</d:multistatus>\n");
     let mut response = (StatusCode::MULTI_STATUS, body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -373,11 +416,13 @@ pub fn chunk_of(name: &str) -> Result<(Chunk, Option<u64>), HttpError> {
         if end < start {
             return Err(bad());
         }
+        let size = (end - start).checked_add(1).ok_or_else(bad)?;
         let chunk = Chunk {
             key: start,
             by_offset: true,
+            size: Some(size),
         };
-        return Ok((chunk, Some(end - start + 1)));
+        return Ok((chunk, Some(size)));
     }
     if !digits(name) {
         return Err(bad());
@@ -387,6 +432,7 @@ pub fn chunk_of(name: &str) -> Result<(Chunk, Option<u64>), HttpError> {
             Chunk {
                 key: number,
                 by_offset: false,
+                size: None,
             },
             None,
         )),
@@ -407,25 +453,25 @@ fn total_length(asking: &Asking) -> Result<Option<u64>, HttpError> {
     }
 }
 
-/// The file `Destination` names, below the files alias of the principal or the base
-/// path.
+/// The file `Destination` names: below the files alias of the asking user (as the
+/// client wrote the alias), or below the base path.
 fn target(gateway: &Gateway, asking: &Asking) -> Result<VolumePath, HttpError> {
-    let user = Principal::of(asking).name().to_owned();
-    target_under(gateway, asking, &user)
-}
-
-fn target_under(gateway: &Gateway, asking: &Asking, user: &str) -> Result<VolumePath, HttpError> {
     let headers = asking.headers();
-    let alias = format!(
-        "{}/remote.php/dav/files/{}",
-        gateway.config.base_path.as_str(),
-        percent_encoding::utf8_percent_encode(
-            &percent_encoding::percent_decode_str(user).decode_utf8_lossy(),
-            percent_encoding::NON_ALPHANUMERIC
-        )
-    );
-    let found = crate::dav::headers::destination(&files_base(&alias), headers)
-        .or_else(|_| crate::dav::headers::destination(&gateway.config.base_path, headers))?;
+    let raw = headers
+        .get(names::DESTINATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| match v.parse::<http::Uri>() {
+            Ok(uri) => uri.path().to_owned(),
+            Err(_) => v.to_owned(),
+        })
+        .unwrap_or_default();
+    let base = match dav_path(gateway, &raw) {
+        Some(DavPath::Files { prefix, user }) if is_principal(gateway, &Principal::of(asking), user) => {
+            files_base(prefix)
+        }
+        _ => gateway.config.base_path.clone(),
+    };
+    let found = crate::dav::headers::destination(&base, headers)?;
     if found.path.is_root() || found.trailing_slash {
         return Err(HttpError::bad_request(
             "the Destination names a collection; name the file the chunks make",
