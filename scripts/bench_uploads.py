@@ -1,6 +1,7 @@
-"""One large file sent three ways to the same kubedav, in alternating rounds: one PUT,
-and TUS in 8 MiB PATCHes (each with its sha1 Upload-Checksum, as tuspy sends them),
-and TUS without checksums (as tus-js-client sends them). Prints each way's throughput
+"""One large file sent four ways to the same kubedav, in alternating rounds: one PUT,
+TUS in 8 MiB PATCHes (each with its sha1 Upload-Checksum, as tuspy sends them), TUS
+without checksums (as tus-js-client sends them), and Nextcloud chunking in 8 MiB
+numbered chunks (MKCOL, PUTs, MOVE .file). Prints each way's throughput
 (MB/s, wall clock of the client), the servers' CPU seconds per GiB, and the peak RSS
 of each kubedav process over its RSS before the round (docs/benchmarks.md).
 
@@ -108,10 +109,33 @@ def tus(url, path, size, checksums):
             offset += length
 
 
+def nextcloud(url, path, size):
+    conn = connect(url)
+    folder = f"/remote.php/dav/uploads/bench/bench-{time.monotonic_ns()}"
+    conn.request("MKCOL", folder)
+    response = conn.getresponse()
+    response.read()
+    if response.status != 201:
+        sys.exit(f"MKCOL: {response.status}")
+    with open(path, "rb") as f:
+        offset, number = 0, 1
+        while offset < size:
+            length = min(CHUNK, size - offset)
+            send_body(conn, "PUT", f"{folder}/{number:05}", {}, f, offset, length)
+            offset, number = offset + length, number + 1
+    conn.request("MOVE", f"{folder}/.file", headers={
+        "Destination": f"{url}/nc.bin", "OC-Total-Length": str(size)})
+    response = conn.getresponse()
+    response.read()
+    if response.status >= 300:
+        sys.exit(f"MOVE .file: {response.status}")
+
+
 WAYS = {
     "one PUT": lambda url, path, size: put(url, path, size),
     "TUS, 8 MiB, sha1 each": lambda url, path, size: tus(url, path, size, True),
     "TUS, 8 MiB": lambda url, path, size: tus(url, path, size, False),
+    "Nextcloud, 8 MiB": nextcloud,
 }
 
 

@@ -196,7 +196,7 @@ async fn create(gateway: &Gateway, request: Asking, body: Body) -> HttpResult {
         upload.id
     );
     let answered = if with_body {
-        append(gateway, &request, body, &upload, &target).await
+        append(gateway, &request, body, &upload.id, &upload.owner, upload.length).await
     } else if length == 0 {
         // An empty file is complete at once: the client sends nothing more.
         land_upload(gateway, &request, &upload, &target).await
@@ -258,28 +258,26 @@ fn head_answer(mut landed: Response) -> Response {
 /// PATCH: bytes at the upload's offset (204, the new `Upload-Offset`); the last byte
 /// lands it.
 async fn patch(gateway: &Gateway, request: Asking, body: Body, id: String) -> HttpResult {
-    let uploads = gateway.uploads.clone().ok_or_else(absent)?;
     content_type(request.headers())?;
     let owner = owner_of(gateway, &Principal::of(&request)).ok_or_else(absent)?;
-    let upload = uploads
-        .get(GetUploadRequest { id, owner })
-        .await
-        .map_err(|status| status_error(status, None))?;
-    let target = target(Some(&upload.target))?;
-    let mut response = append(gateway, &request, body, &upload, &target).await?;
+    // No state read before the append: fileio checks the offset and the length, and
+    // answers with the state after it (one call per PATCH, not two).
+    let mut response = append(gateway, &request, body, &id, &owner, None).await?;
     *response.status_mut() = StatusCode::NO_CONTENT;
     Ok(response)
 }
 
-/// Appends the request's body to `upload` at the request's `Upload-Offset` (0 for a
+/// Appends the request's body to upload `id` at the request's `Upload-Offset` (0 for a
 /// creation), and lands the upload when it is complete: the answer carries the new
-/// offset, its status is the caller's to set.
+/// offset, its status is the caller's to set. A `length` known already refuses a body
+/// declared longer before reading it; fileio refuses bytes past it in any case.
 async fn append(
     gateway: &Gateway,
     request: &Asking,
     body: Body,
-    upload: &Upload,
-    target: &VolumePath,
+    id: &str,
+    owner: &str,
+    length: Option<u64>,
 ) -> HttpResult {
     let uploads = gateway.uploads.clone().ok_or_else(absent)?;
     let headers = request.headers();
@@ -297,7 +295,7 @@ async fn append(
         Some(value) => Some(number(value, "Content-Length")?),
         None => None,
     };
-    if let (Some(declared), Some(length)) = (declared, upload.length)
+    if let (Some(declared), Some(length)) = (declared, length)
         && offset.saturating_add(declared) > length
     {
         return Err(HttpError::new(
@@ -310,8 +308,8 @@ async fn append(
     let appended = uploads
         .append(
             AppendHeader {
-                id: upload.id.clone(),
-                owner: upload.owner.clone(),
+                id: id.to_owned(),
+                owner: owner.to_owned(),
                 offset,
                 checksum,
                 length: None,
@@ -322,7 +320,8 @@ async fn append(
         .await
         .map_err(|status| status_error(status, limit))?;
     if appended.length == Some(appended.offset) {
-        return land_upload(gateway, request, &appended, target).await;
+        let target = target(Some(&appended.target))?;
+        return land_upload(gateway, request, &appended, &target).await;
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
     state_headers(response.headers_mut(), &appended);
