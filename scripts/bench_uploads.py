@@ -159,7 +159,9 @@ def main():
     for mode in args.modes.split(","):
         root = os.path.join(work, f"root-{mode}")
         os.makedirs(root)
-        kubedav = benchkit.Kubedav(args.binary, mode, work, root)
+        # No versions kept: every round overwrites the same four files, and keeping the
+        # old contents would fill the disk with rounds × ways GiB.
+        kubedav = benchkit.Kubedav(args.binary, mode, work, root, extra=("--versions-max", "0"))
         results = {way: [] for way in WAYS}
         try:
             for _ in range(args.rounds):

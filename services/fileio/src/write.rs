@@ -44,6 +44,20 @@ pub struct Upload {
 /// How much of a body is written before its writeback is started.
 const WRITEBACK_WINDOW: u64 = 1 << 20;
 
+/// Starts writing `length` bytes of `file` from `offset` to the disk without waiting
+/// for them (`sync_file_range`): an `fdatasync` later waits for less. Advisory.
+pub(crate) fn start_writeback(file: &std::fs::File, offset: u64, length: u64) {
+    // SAFETY: a plain system call on a file descriptor the caller owns.
+    let _ = unsafe {
+        libc::sync_file_range(
+            std::os::fd::AsRawFd::as_raw_fd(file),
+            offset as libc::off64_t,
+            length as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )
+    };
+}
+
 /// What a commit did.
 pub struct Committed {
     /// Metadata of the new content.
@@ -221,15 +235,7 @@ impl Upload {
     /// head start.
     fn start_writeback(&mut self) {
         let (offset, length) = (self.handed_to_disk, self.written - self.handed_to_disk);
-        // SAFETY: a plain system call on a file descriptor this upload owns.
-        let _ = unsafe {
-            libc::sync_file_range(
-                std::os::fd::AsRawFd::as_raw_fd(&self.file),
-                offset as libc::off64_t,
-                length as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
-            )
-        };
+        start_writeback(&self.file, offset, length);
         self.handed_to_disk = self.written;
     }
 

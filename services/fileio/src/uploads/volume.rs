@@ -440,6 +440,7 @@ impl Appending {
             Place::Next { .. } => start,
             _ => 0,
         };
+        let from = in_file + self.written;
         for chunk in chunks {
             let end = start
                 .saturating_add(self.written)
@@ -463,6 +464,11 @@ impl Appending {
                 digester.update(chunk);
             }
             self.written += chunk.len() as u64;
+        }
+        // As a PUT does: the disk starts on this batch while the next arrives, so the
+        // sync at the append's end waits for its last batch only.
+        if self.durability == crate::volume::Durability::Fsync {
+            crate::write::start_writeback(file, from, in_file + self.written - from);
         }
         crate::metrics::written_bytes(chunks.iter().map(|c| c.len() as u64).sum());
         Ok(())
