@@ -6,7 +6,7 @@
 mod common;
 
 use common::{App, Response};
-use http::{Method, StatusCode};
+use http::StatusCode;
 use sha2::Digest;
 
 fn app() -> App {
@@ -21,17 +21,7 @@ async fn send(
     headers: &[(&str, String)],
     body: &[u8],
 ) -> Response {
-    let mut request = app
-        .client()
-        .request(Method::from_bytes(method.as_bytes()).unwrap(), app.url(path))
-        .basic_auth(user, Some("pw"));
-    for (name, value) in headers {
-        request = request.header(*name, value);
-    }
-    if !body.is_empty() {
-        request = request.body(body.to_vec());
-    }
-    request.send().await.unwrap()
+    common::send_as(app, user, method, path, headers, body).await
 }
 
 fn content(len: usize) -> Vec<u8> {

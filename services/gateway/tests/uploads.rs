@@ -28,18 +28,9 @@ async fn tus(
     headers: &[(&str, String)],
     body: &[u8],
 ) -> Response {
-    let mut request = app
-        .client()
-        .request(Method::from_bytes(method.as_bytes()).unwrap(), app.url(path))
-        .basic_auth(user, Some("pw"))
-        .header("tus-resumable", "1.0.0");
-    for (name, value) in headers {
-        request = request.header(name, value);
-    }
-    if !body.is_empty() {
-        request = request.body(body.to_vec());
-    }
-    request.send().await.unwrap()
+    let mut all = vec![("tus-resumable", "1.0.0".to_owned())];
+    all.extend(headers.iter().cloned());
+    common::send_as(app, user, method, path, &all, body).await
 }
 
 /// Creates an upload of `length` bytes to `path` as `user`: its URL path, or the refusal.

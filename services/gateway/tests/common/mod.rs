@@ -316,3 +316,25 @@ rules:
     }
     app
 }
+
+/// A request by `user` (password "pw", Basic) with `headers` and, unless empty, `body`.
+pub(crate) async fn send_as(
+    app: &App,
+    user: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Response {
+    let mut request = app
+        .client()
+        .request(Method::from_bytes(method.as_bytes()).unwrap(), app.url(path))
+        .basic_auth(user, Some("pw"));
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    if !body.is_empty() {
+        request = request.body(body.to_vec());
+    }
+    request.send().await.unwrap()
+}
