@@ -5,23 +5,13 @@
 
 mod common;
 
-use common::{App, Response};
+use common::App;
+use common::send_as as send;
 use http::StatusCode;
 use sha2::Digest;
 
 fn app() -> App {
     common::uploads_app()
-}
-
-async fn send(
-    app: &App,
-    user: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, String)],
-    body: &[u8],
-) -> Response {
-    common::send_as(app, user, method, path, headers, body).await
 }
 
 fn content(len: usize) -> Vec<u8> {

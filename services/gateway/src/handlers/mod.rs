@@ -40,8 +40,8 @@ pub fn dispatch<'a>(
     let answered = |response| Either::Left(std::future::ready(response));
     let grant = request.extensions().get::<crate::access::LinkGrant>().cloned();
     if grant.is_none()
-        && !crate::http::paths::is_mounted()
         && let Some(dav) = crate::uploads::nextcloud::dav_path(gateway, request.uri().path())
+        && !crate::http::paths::is_mounted()
     {
         // Nextcloud's paths: its view of the tree, and its chunked uploads.
         use crate::uploads::nextcloud::{DavPath, answer, files_alias};

@@ -16,7 +16,7 @@ use crate::request::Principal;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
-use http::{HeaderName, Method, StatusCode};
+use http::{HeaderName, HeaderValue, Method, StatusCode};
 use kubedav_api::path::{RESERVED_AREA, VolumePath};
 
 /// What a PUT lands instead of a body: a finished upload of `length` bytes. Set on the
@@ -144,4 +144,13 @@ pub fn refused_for_good(status: StatusCode) -> bool {
                 | StatusCode::TOO_MANY_REQUESTS
                 | StatusCode::REQUEST_TIMEOUT
         )
+}
+
+/// A header's value as a number of bytes.
+pub(super) fn number(value: &HeaderValue, name: &str) -> Result<u64, HttpError> {
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .ok_or_else(|| HttpError::bad_request(format!("{name} is not a number of bytes")))
 }

@@ -156,7 +156,7 @@ async fn route(
         ([folder, chunk], Some(DavMethod::Put)) => {
             let folder = folder_name(folder)?;
             let (chunk, size) = chunk_of(chunk)?;
-            if let (Some(size), Some(sent)) = (size, content_length(asking)?)
+            if let (Some(size), Some(sent)) = (size, header_bytes(asking, "Content-Length")?)
                 && size != sent
             {
                 return Err(HttpError::bad_request(format!(
@@ -170,23 +170,11 @@ async fn route(
     }
 }
 
-fn content_length(asking: &Asking) -> Result<Option<u64>, HttpError> {
-    match asking.headers().get(header::CONTENT_LENGTH) {
-        None => Ok(None),
-        Some(value) => value
-            .to_str()
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map(Some)
-            .ok_or_else(|| HttpError::bad_request("Content-Length is not a number")),
-    }
-}
-
 /// MKCOL: a new upload named by the folder (201); 405 when it exists.
 async fn make(gateway: &Gateway, asking: &Asking, owner: String, folder: String) -> HttpResult {
     let uploads = gateway.uploads.clone().ok_or_else(absent_path)?;
     may_send(gateway, asking)?;
-    let length = total_length(asking)?;
+    let length = header_bytes(asking, "OC-Total-Length")?;
     if length.is_some_and(|length| length > super::tus::MAX_SIZE) {
         return Err(HttpError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -258,7 +246,7 @@ async fn put_chunk(
 ) -> HttpResult {
     let uploads = gateway.uploads.clone().ok_or_else(absent_path)?;
     may_send(gateway, asking)?;
-    let length = total_length(asking)?;
+    let length = header_bytes(asking, "OC-Total-Length")?;
     let limit = gateway.config.max_body_bytes;
     uploads
         .append(
@@ -293,7 +281,7 @@ async fn finish(gateway: &Gateway, asking: &Asking, id: String, owner: String) -
             ),
         ));
     }
-    let declared = total_length(asking)?.or(upload.length);
+    let declared = header_bytes(asking, "OC-Total-Length")?.or(upload.length);
     if let Some(declared) = declared
         && declared != upload.offset
     {
@@ -339,8 +327,9 @@ async fn cancel(gateway: &Gateway, id: String, owner: String) -> HttpResult {
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// PROPFIND: the upload folder as a collection (207), so a client sees it exists; its
-/// chunks are not listed (a client that sends them again has them replaced).
+/// PROPFIND: the upload folder as a collection (207), so a client sees it exists; with
+/// `Depth: 1` also the numbered chunks received, so a resuming client sends only the
+/// others.
 async fn describe(gateway: &Gateway, asking: &Asking, id: String, owner: String) -> HttpResult {
     let uploads = gateway.uploads.clone().ok_or_else(absent_path)?;
     let upload = uploads
@@ -355,7 +344,7 @@ async fn describe(gateway: &Gateway, asking: &Asking, id: String, owner: String)
         "<d:response><d:href>{}/</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype>\
          <d:getlastmodified>{modified}</d:getlastmodified></d:prop><d:status>HTTP/1.1 200 OK</d:status>\
          </d:propstat></d:response>",
-        xml_escape(folder)
+        crate::dav::xml::escape(folder)
     ));
     let depth_one = asking
         .headers()
@@ -366,7 +355,7 @@ async fn describe(gateway: &Gateway, asking: &Asking, id: String, owner: String)
             "<d:response><d:href>{}/{:05}</d:href><d:propstat><d:prop><d:resourcetype/>\
              <d:getcontentlength>{}</d:getcontentlength></d:prop><d:status>HTTP/1.1 200 OK</d:status>\
              </d:propstat></d:response>",
-            xml_escape(folder),
+            crate::dav::xml::escape(folder),
             chunk.key,
             chunk.size
         ));
@@ -378,12 +367,6 @@ async fn describe(gateway: &Gateway, asking: &Asking, id: String, owner: String)
         HeaderValue::from_static("application/xml; charset=utf-8"),
     );
     Ok(response)
-}
-
-fn xml_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// An upload folder's name, decoded.
@@ -440,17 +423,13 @@ pub fn chunk_of(name: &str) -> Result<(Chunk, Option<u64>), HttpError> {
     }
 }
 
-/// `OC-Total-Length`, the whole file's size.
-fn total_length(asking: &Asking) -> Result<Option<u64>, HttpError> {
-    match asking.headers().get("oc-total-length") {
-        None => Ok(None),
-        Some(value) => value
-            .to_str()
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .map(Some)
-            .ok_or_else(|| HttpError::bad_request("OC-Total-Length is not a number of bytes")),
-    }
+/// The header `name` as a number of bytes, if sent.
+fn header_bytes(asking: &Asking, name: &str) -> Result<Option<u64>, HttpError> {
+    asking
+        .headers()
+        .get(name)
+        .map(|value| super::number(value, name))
+        .transpose()
 }
 
 /// The file `Destination` names: below the files alias of the asking user (as the

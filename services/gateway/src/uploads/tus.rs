@@ -6,7 +6,7 @@
 //! target when its last byte arrived (docs/uploads.md).
 
 use super::checks::{parent_exists, room_for};
-use super::{Asking, Landing, land, may_put, owner_of, refused_for_good};
+use super::{Asking, Landing, land, may_put, number, owner_of, refused_for_good};
 use crate::Gateway;
 use crate::http::errors::{HttpError, HttpResult};
 use crate::request::Principal;
@@ -415,15 +415,6 @@ fn status_error(status: tonic::Status, limit: Option<u64>) -> HttpError {
         ),
         _ => status.into(),
     }
-}
-
-/// A header's value as a number of bytes.
-fn number(value: &HeaderValue, name: &str) -> Result<u64, HttpError> {
-    value
-        .to_str()
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .ok_or_else(|| HttpError::bad_request(format!("{name} is not a number of bytes")))
 }
 
 /// Whether the request has a body to read.
