@@ -62,8 +62,8 @@ pub fn retain(volume: &Volume, keeping: &Keeping) -> Result<Retained, Status> {
                 continue;
             };
             for id in kept_names(&dir, &folder)? {
-                if made_at(&id).is_some_and(|made| made < oldest_kept) {
-                    remove_file(&dir, &id, &folder)?;
+                // Counted by the replica whose unlink removed it.
+                if made_at(&id).is_some_and(|made| made < oldest_kept) && remove_file(&dir, &id, &folder)? {
                     retained.versions += 1;
                 }
             }

@@ -213,10 +213,11 @@ pub fn keep_version(
     // makes the link durable with it (see the module's documentation).
     let names = kept_names(&versions, &folder)?;
     let excess = names.len().saturating_sub(keeping.versions_max as usize);
+    let mut removed = 0;
     for old in &names[..excess] {
-        remove_file(&versions, old, &folder)?;
+        removed += u64::from(remove_file(&versions, old, &folder)?);
     }
-    crate::metrics::purged("count", excess as u64);
+    crate::metrics::purged("count", removed);
     Ok(())
 }
 
@@ -570,9 +571,12 @@ pub(super) fn remove_tree_at(volume: &Volume, relative: &str) -> Result<(), Stat
     }
 }
 
-pub(super) fn remove_file(dir: &OwnedFd, name: &str, folder: &str) -> Result<(), Status> {
+/// Removes the file `name` of `dir`; true when this call removed it, false when it was
+/// gone already (another replica's retention, say).
+pub(super) fn remove_file(dir: &OwnedFd, name: &str, folder: &str) -> Result<bool, Status> {
     match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
-        Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::NOENT) => Ok(false),
         Err(e) => Err(reserved_failed("remove", &format!("{folder}/{name}"), e)),
     }
 }

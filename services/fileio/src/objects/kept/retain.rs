@@ -178,6 +178,8 @@ impl BucketKeeper {
                 }
                 Thing::Version { key } => {
                     if self.keeping.versions() && thing.kept_unix_ns < before(self.keeping.versions_for) {
+                        // S3's DELETE answers alike whether the key was there, so two
+                        // replicas' passes at once may both count this version.
                         self.s3.delete(key).await?;
                         retained.versions += 1;
                         continue;
