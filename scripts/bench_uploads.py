@@ -6,7 +6,11 @@ numbered chunks (MKCOL, PUTs, MOVE .file). Prints each way's throughput
 of each kubedav process over its RSS before the round (docs/benchmarks.md).
 
     python3 scripts/bench_uploads.py [BINARY] [--size-mib 1024] [--rounds 3]
-        [--modes all,microservices] [--pin]
+        [--modes all,microservices] [--pin] [--s3]
+
+With --s3, kubedav stores into a bucket of versitygw (posix backend, loopback;
+scripts/need-versitygw.sh, or KUBEDAV_VERSITYGW): every way then ends as S3 multipart
+uploads. The CPU figures are kubedav's; versitygw's are printed beside them.
 
 The client is Python's http.client reading the file in 1 MiB pieces: the same client
 for every way, so the ratio is the servers'."""
@@ -16,6 +20,8 @@ import base64
 import hashlib
 import http.client
 import os
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -139,6 +145,31 @@ WAYS = {
 }
 
 
+def versitygw(work):
+    """versitygw on a free loopback port over `work`/s3, with the bucket `bench`: the
+    process, and the environment that points kubedav at it."""
+    binary = os.environ.get("KUBEDAV_VERSITYGW") or subprocess.run(
+        ["bash", os.path.join(benchkit.REPO, "scripts/need-versitygw.sh")],
+        check=True, capture_output=True, text=True).stdout.strip()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.makedirs(os.path.join(work, "s3", "bench"))
+    proc = subprocess.Popen([binary, "--access", "bench", "--secret", "benchsecret", "--port", f"127.0.0.1:{port}",
+                             "posix", os.path.join(work, "s3")], stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(work, "versitygw.log"), "w"))
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    env = dict(os.environ, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_REGION="us-east-1",
+               AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="benchsecret")
+    return proc, env
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("binary", nargs="?", default=os.path.join(benchkit.REPO, "target/release/kubedav"))
@@ -146,6 +177,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="all,microservices")
     parser.add_argument("--pin", action="store_true")
+    parser.add_argument("--s3", action="store_true", help="store into a bucket of versitygw")
     args = parser.parse_args()
     if args.pin:
         benchkit.pin_servers()
@@ -155,14 +187,19 @@ def main():
     with open(source, "wb") as f:
         for _ in range(args.size_mib):
             f.write(os.urandom(1 << 20))
-    print(f"{args.size_mib} MiB, {args.rounds} rounds, alternating; binary {args.binary}")
+    s3, env = versitygw(work) if args.s3 else (None, None)
+    where = "in a bucket of versitygw" if args.s3 else "on a volume"
+    print(f"{args.size_mib} MiB, {args.rounds} rounds, alternating, {where}; binary {args.binary}")
     for mode in args.modes.split(","):
         root = os.path.join(work, f"root-{mode}")
         os.makedirs(root)
+        storage = f"s3://bench/{mode}" if args.s3 else None
         # No versions kept: every round overwrites the same four files, and keeping the
         # old contents would fill the disk with rounds × ways GiB.
-        kubedav = benchkit.Kubedav(args.binary, mode, work, root, extra=("--versions-max", "0"))
+        kubedav = benchkit.Kubedav(args.binary, mode, work, root, extra=("--versions-max", "0"),
+                                   storage=storage, env=env)
         results = {way: [] for way in WAYS}
+        s3_cpu = {way: [] for way in WAYS}
         try:
             for _ in range(args.rounds):
                 for way, run in WAYS.items():
@@ -170,22 +207,32 @@ def main():
                     peak = Peak(pids)
                     peak.start()
                     cpu = benchkit.cpu_seconds(pids)
+                    s3_before = benchkit.cpu_seconds([s3.pid]) if s3 else 0
                     started = time.monotonic()
                     run(kubedav.url, source, size)
                     seconds = time.monotonic() - started
                     cpu = benchkit.cpu_seconds(pids) - cpu
+                    if s3:
+                        s3_cpu[way].append((benchkit.cpu_seconds([s3.pid]) - s3_before) / (size / (1 << 30)))
                     results[way].append((size / seconds / 1e6, cpu / (size / (1 << 30)), peak.growth_mib()))
         finally:
             kubedav.stop()
         print(f"\n{mode}:")
-        print(f"{'way':<24} {'MB/s (median, range)':<26} {'CPU s/GiB':>10} {'RSS growth MiB':>15} {'vs PUT':>7}")
+        s3_column = f" {'S3 CPU s/GiB':>13}" if s3 else ""
+        print(f"{'way':<24} {'MB/s (median, range)':<26} {'CPU s/GiB':>10} {'RSS growth MiB':>15} {'vs PUT':>7}"
+              + s3_column)
         put_median = sorted(r[0] for r in results["one PUT"])[args.rounds // 2]
         for way, rows in results.items():
             rates = sorted(r[0] for r in rows)
             median = rates[args.rounds // 2]
             cpu = sorted(r[1] for r in rows)[args.rounds // 2]
             rss = max(r[2] for r in rows)
-            print(f"{way:<24} {median:7.1f} ({rates[0]:.1f}-{rates[-1]:.1f}){'':<8} {cpu:10.2f} {rss:15.1f} {median / put_median:7.2f}x")
+            s3_figure = f" {sorted(s3_cpu[way])[args.rounds // 2]:13.2f}" if s3 else ""
+            print(f"{way:<24} {median:7.1f} ({rates[0]:.1f}-{rates[-1]:.1f}){'':<8} {cpu:10.2f} {rss:15.1f} "
+                  f"{median / put_median:7.2f}x" + s3_figure)
+    if s3:
+        s3.terminate()
+        s3.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -31,13 +31,13 @@ def pin_servers():
     return SERVER_CPUS, load
 
 
-def start(binary, log, args):
+def start(binary, log, args, env=None):
     """Starts `binary args`, logging to `log`, on SERVER_CPUS when set."""
     out = open(log, "w")
     cpus = SERVER_CPUS
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     return subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL,
-                            preexec_fn=pin)
+                            preexec_fn=pin, env=env)
 
 
 def announced(log, what, timeout=30):
@@ -85,21 +85,24 @@ def cpu_seconds(pids):
 
 class Kubedav:
     """kubedav in one run mode (`all`, or `microservices`: gateway, fileio and locks as
-    processes) over `root`, with `extra` arguments for the process that runs fileio."""
+    processes) over `root`, with `extra` arguments for the process that runs fileio; on
+    the storage `storage` names instead (`s3://bucket/prefix`, with `env` saying where
+    the S3 server is) when given."""
 
-    def __init__(self, binary, mode, work, root, extra=()):
+    def __init__(self, binary, mode, work, root, extra=(), storage=None, env=None):
         self.procs = []
         self.root = root
         admin = ["--admin-listen", "127.0.0.1:0"]
+        where = ["--storage", storage] if storage else ["--root", root]
         if mode == "all":
             log = os.path.join(work, "all.log")
             self.procs.append(start(binary, log, [
-                "--target=all", "--root", root, "--listen", "127.0.0.1:0", *admin, *extra]))
+                "--target=all", *where, "--listen", "127.0.0.1:0", *admin, *extra], env))
             self.url = "http://" + announced(log, "gateway HTTP")
             return
         log = os.path.join(work, "fileio.log")
         self.procs.append(start(binary, log, [
-            "--target=fileio", "--root", root, "--grpc-listen", "127.0.0.1:0", *admin, *extra]))
+            "--target=fileio", *where, "--grpc-listen", "127.0.0.1:0", *admin, *extra], env))
         fileio = announced(log, "fileio gRPC")
         log = os.path.join(work, "locks.log")
         self.procs.append(start(binary, log, ["--target=locks", "--grpc-listen", "127.0.0.1:0", *admin]))

@@ -22,6 +22,7 @@ use std::time::Duration;
 use tonic::Status;
 
 mod answers;
+mod copies;
 mod replies;
 
 use answers::{Completion, ErrorBody};
@@ -200,57 +201,6 @@ impl S3Client {
                 Err(refused("GetObject", key, status, &answer))
             }
         }
-    }
-
-    /// Copies the object `source` to `destination` inside the bucket, with no byte
-    /// passing through this process (CopyObject: up to 5 GiB); the copy's ETag.
-    /// Gives the object `key`, while its ETag is still `etag`, the modification time
-    /// `modified_unix_ns` (`x-amz-meta-mtime`): a CopyObject onto itself that replaces
-    /// its metadata, the only way S3 changes it. The object's new ETag (S3 may give the
-    /// copy another); ABORTED if the object changed meanwhile.
-    pub async fn restamp(&self, key: &str, etag: &str, modified_unix_ns: i64) -> Result<String, Status> {
-        let copy_source = format!(
-            "/{}/{}",
-            self.bucket.name(),
-            percent_encoding::utf8_percent_encode(key, KEY_IN_HEADER)
-        );
-        let mtime = mtime_metadata(modified_unix_ns);
-        let quoted = format!("\"{etag}\"");
-        let headers = [
-            ("x-amz-copy-source", copy_source.as_str()),
-            ("x-amz-copy-source-if-match", quoted.as_str()),
-            ("x-amz-metadata-directive", "REPLACE"),
-            (MTIME_HEADER, mtime.as_str()),
-        ];
-        let mut action = PutObject::new(&self.bucket, Some(&self.credentials), key);
-        for (name, value) in headers {
-            action.headers_mut().insert(name, value);
-        }
-        let url = action.sign(SIGNED_FOR);
-        let (_, body) = self
-            .succeed("CopyObject", key, Method::PUT, url, &headers, Bytes::new())
-            .await?;
-        completed("CopyObject", key, &body)
-    }
-
-    /// Copies the object `source` to `destination` (CopyObject), metadata and all;
-    /// the new object's ETag.
-    pub async fn copy(&self, source: &str, destination: &str) -> Result<String, Status> {
-        let copy_source = format!(
-            "/{}/{}",
-            self.bucket.name(),
-            percent_encoding::utf8_percent_encode(source, KEY_IN_HEADER)
-        );
-        let mut action = PutObject::new(&self.bucket, Some(&self.credentials), destination);
-        action
-            .headers_mut()
-            .insert("x-amz-copy-source", copy_source.clone());
-        let url = action.sign(SIGNED_FOR);
-        let headers = [("x-amz-copy-source", copy_source.as_str())];
-        let (_, body) = self
-            .succeed("CopyObject", source, Method::PUT, url, &headers, Bytes::new())
-            .await?;
-        completed("CopyObject", source, &body)
     }
 
     /// The whole object `key`; NOT_FOUND when there is none.

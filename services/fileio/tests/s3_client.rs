@@ -318,3 +318,36 @@ async fn keys_escaped_in_xml_come_back_exactly() {
     let missing = s3.copy("no such &<'\".txt", "x").await.unwrap_err();
     assert_eq!(missing.code(), Code::NotFound, "{missing:?}");
 }
+
+/// A copy larger than one CopyObject may copy goes as ranges of a multipart upload
+/// (UploadPartCopy; here 5 MiB ranges of an 11 MiB object, the last one short): the
+/// copy is the same bytes, with the modification time asked for, and no upload is left.
+#[tokio::test]
+async fn a_copy_in_parts_is_the_same_object() {
+    let server = S3Server::start("files");
+    let s3 = client(&server, S3_SECRET_KEY);
+    let data: Vec<u8> = (0..(11u32 << 20)).map(|i| (i % 251) as u8).collect();
+    s3.put("a/big.bin", Bytes::from(data.clone())).await.unwrap();
+    let modified = 1_700_000_000_123_456_789;
+    s3.copy_in_parts(
+        "a/big.bin",
+        "b/big copy.bin",
+        data.len() as u64,
+        Some(modified),
+        5 << 20,
+    )
+    .await
+    .unwrap();
+    assert!(s3.get("b/big copy.bin").await.unwrap() == data);
+    let info = s3.head("b/big copy.bin").await.unwrap().unwrap();
+    assert_eq!(info.size, data.len() as u64);
+    assert_eq!(info.modified_unix_ns / 1000, modified / 1000);
+    assert!(s3.uploads("").await.unwrap().is_empty());
+    // The same by one CopyObject, the time replaced.
+    s3.copy_whole("a/big.bin", "c.bin", data.len() as u64, Some(modified))
+        .await
+        .unwrap();
+    assert!(s3.get("c.bin").await.unwrap() == data);
+    let info = s3.head("c.bin").await.unwrap().unwrap();
+    assert_eq!(info.modified_unix_ns / 1000, modified / 1000);
+}

@@ -1,7 +1,9 @@
-//! Uploads in many requests on a volume, through the ports (docs/uploads.md): what a
-//! broken or damaged append keeps, two appends at once, the cap per owner, expiry on a
-//! clock the test moves (10,000 abandoned uploads included), landing through a write,
-//! whole or not at all, and Nextcloud chunks assembled in the order of their keys.
+//! Uploads in many requests, through the ports (docs/uploads.md), on a volume and in a
+//! bucket of a real S3 server (versitygw): what a broken or damaged append keeps, two
+//! appends at once, the cap per owner, expiry on a clock the test moves (abandoned
+//! uploads by the thousand included), landing through a write, whole or not at all, and
+//! Nextcloud chunks assembled in the order of their keys. In a bucket, each upload is
+//! one multipart upload, and none is left after a landing, a cancel or an expiry.
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -12,29 +14,169 @@ use kubedav_api::uploads::{
     AbortUploadRequest, AppendHeader, Chunk, CreateUploadRequest, GetUploadRequest, ListUploadsRequest,
     Uploads,
 };
+use kubedav_fileio::objects::config::Storage;
+use kubedav_fileio::objects::sweep::Sweep;
+use kubedav_fileio::s3::{S3Client, S3Config};
 use kubedav_fileio::uploads::UploadSettings;
-use kubedav_fileio::{Durability, LocalFileIo};
+use kubedav_fileio::{Durability, LocalFileIo, ObjectFileIo};
+use kubedav_testkit::{S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, S3Server};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tonic::{Code, Status};
 
 type Now = Arc<Mutex<SystemTime>>;
 
-fn volume(per_owner: u32) -> (tempfile::TempDir, LocalFileIo, Now) {
-    let root = tempfile::tempdir().unwrap();
-    let now: Now = Arc::new(Mutex::new(
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
-    ));
+/// The uploads under test, on one backend.
+struct Setup {
+    fileio: Arc<dyn FileIo>,
+    uploads: Arc<dyn Uploads>,
+    now: Now,
+    backend: Backend,
+}
+
+enum Backend {
+    Volume {
+        root: tempfile::TempDir,
+        fileio: Box<LocalFileIo>,
+    },
+    Bucket {
+        server: Box<S3Server>,
+        fileio: Box<ObjectFileIo>,
+        s3: Box<S3Client>,
+    },
+}
+
+/// The served prefix of the bucket.
+const PREFIX: &str = "served";
+
+fn settings(per_owner: u32, now: &Now) -> UploadSettings {
     let clock = now.clone();
-    let fileio = LocalFileIo::open_with(root.path(), Durability::None)
-        .unwrap()
-        .with_uploads(UploadSettings {
-            expiry: Duration::from_secs(24 * 3600),
-            per_owner,
-            sweep_every: Duration::ZERO,
-            clock: Arc::new(move || *clock.lock().unwrap()),
-        });
-    (root, fileio, now)
+    UploadSettings {
+        expiry: Duration::from_secs(24 * 3600),
+        per_owner,
+        sweep_every: Duration::ZERO,
+        clock: Arc::new(move || *clock.lock().unwrap()),
+    }
+}
+
+fn clock() -> Now {
+    Arc::new(Mutex::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+    ))
+}
+
+impl Setup {
+    fn volume(per_owner: u32) -> Setup {
+        let root = tempfile::tempdir().unwrap();
+        let now = clock();
+        let fileio = LocalFileIo::open_with(root.path(), Durability::None)
+            .unwrap()
+            .with_uploads(settings(per_owner, &now));
+        Setup {
+            fileio: Arc::new(fileio.clone()),
+            uploads: Arc::new(fileio.uploads()),
+            now,
+            backend: Backend::Volume {
+                root,
+                fileio: Box::new(fileio),
+            },
+        }
+    }
+
+    async fn bucket(per_owner: u32) -> Setup {
+        let server = S3Server::start("files");
+        let config = S3Config {
+            endpoint: server.endpoint().parse().unwrap(),
+            bucket: server.bucket().to_owned(),
+            region: S3_REGION.to_owned(),
+            access_key: S3_ACCESS_KEY.to_owned(),
+            secret_key: S3_SECRET_KEY.to_owned(),
+            path_style: true,
+            session_token: None,
+            ca_bundle: server.ca_bundle(),
+        };
+        let storage = Storage {
+            s3: config.clone(),
+            prefix: PREFIX.to_owned(),
+            sweep: Sweep {
+                idle: Duration::from_secs(3600),
+            },
+        };
+        let now = clock();
+        let fileio = ObjectFileIo::open(&storage)
+            .await
+            .unwrap()
+            .with_uploads(settings(per_owner, &now));
+        Setup {
+            fileio: Arc::new(fileio.clone()),
+            uploads: Arc::new(fileio.uploads()),
+            now,
+            backend: Backend::Bucket {
+                s3: Box::new(S3Client::new(&config).unwrap()),
+                server: Box::new(server),
+                fileio: Box::new(fileio),
+            },
+        }
+    }
+
+    /// Where the files are on disk (versitygw's posix backend keeps one file per object).
+    fn files(&self) -> PathBuf {
+        match &self.backend {
+            Backend::Volume { root, .. } => root.path().to_owned(),
+            Backend::Bucket { server, .. } => server.bucket_dir().join(PREFIX),
+        }
+    }
+
+    /// The file `path`, if there is one.
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.files().join(path)).ok()
+    }
+
+    /// The names of the files left in kubedav's uploads area.
+    fn leftovers(&self) -> Vec<String> {
+        let mut names: Vec<String> = walk(&self.files().join(".kubedav/uploads"))
+            .into_iter()
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The multipart uploads under way in the bucket (none on a volume).
+    async fn multiparts(&self) -> usize {
+        match &self.backend {
+            Backend::Volume { .. } => 0,
+            Backend::Bucket { s3, .. } => s3.uploads(&format!("{PREFIX}/")).await.unwrap().len(),
+        }
+    }
+
+    /// Removes the expired uploads now; how many went.
+    async fn expire(&self) -> usize {
+        match &self.backend {
+            Backend::Volume { fileio, .. } => fileio.uploads().expire(),
+            Backend::Bucket { fileio, .. } => fileio.uploads().expire().await,
+        }
+    }
+
+    fn in_bucket(&self) -> bool {
+        matches!(self.backend, Backend::Bucket { .. })
+    }
+}
+
+/// Runs `test` on a volume and in a bucket, as two tests.
+macro_rules! on_both {
+    ($name:ident, $volume:ident, $bucket:ident, $per_owner:expr) => {
+        #[tokio::test]
+        async fn $volume() {
+            $name(Setup::volume($per_owner)).await;
+        }
+
+        #[tokio::test]
+        async fn $bucket() {
+            $name(Setup::bucket($per_owner).await).await;
+        }
+    };
 }
 
 fn body(chunks: Vec<Result<&'static [u8], Status>>) -> BoxStream<Bytes> {
@@ -94,18 +236,17 @@ fn empty() -> BoxStream<Bytes> {
 /// A body that breaks off keeps what arrived; with a checksum it keeps nothing, and a
 /// wrong checksum keeps nothing; a landing before the last byte is refused and leaves
 /// the upload; a landing whose checksum is wrong too; the right one lands it whole.
-#[tokio::test]
-async fn appends_keep_what_they_should_and_a_landing_is_whole_or_nothing() {
-    let (root, fileio, _) = volume(10);
-    let uploads = fileio.uploads();
-    let id = create(&uploads, "alice", "f.txt", 11).await;
+async fn appends_keep_what_they_should_and_a_landing_is_whole_or_nothing(s: Setup) {
+    let (fileio, uploads) = (&s.fileio, &*s.uploads);
+    let id = create(uploads, "alice", "f.txt", 11).await;
+    assert_eq!(s.multiparts().await, usize::from(s.in_bucket()));
     let broke = Status::cancelled("the client went away");
     let refused = uploads
         .append(at(&id, "alice", 0), body(vec![Ok(b"hello"), Err(broke.clone())]))
         .await
         .unwrap_err();
     assert_eq!(refused.code(), Code::Cancelled);
-    assert_eq!(offset(&uploads, &id, "alice").await, Ok(5));
+    assert_eq!(offset(uploads, &id, "alice").await, Ok(5));
 
     let sha1_of_world = "7c211433f02071597741e6ff5a8ea34789abbf43";
     let mut checked = at(&id, "alice", 5);
@@ -118,20 +259,20 @@ async fn appends_keep_what_they_should_and_a_landing_is_whole_or_nothing() {
         .await
         .unwrap_err();
     assert_eq!(broken_checked.code(), Code::Cancelled);
-    assert_eq!(offset(&uploads, &id, "alice").await, Ok(5));
+    assert_eq!(offset(uploads, &id, "alice").await, Ok(5));
     let damaged = uploads
         .append(checked, body(vec![Ok(b" WORLD")]))
         .await
         .unwrap_err();
     assert_eq!(damaged.code(), Code::InvalidArgument);
-    assert_eq!(offset(&uploads, &id, "alice").await, Ok(5));
+    assert_eq!(offset(uploads, &id, "alice").await, Ok(5));
 
     let early = fileio
         .write(landing("f.txt", &id, "alice", 11), empty())
         .await
         .unwrap_err();
     assert_eq!(early.code(), Code::FailedPrecondition);
-    assert!(!root.path().join("f.txt").exists());
+    assert!(s.read("f.txt").is_none());
 
     uploads
         .append(at(&id, "alice", 5), body(vec![Ok(b" world")]))
@@ -143,9 +284,15 @@ async fn appends_keep_what_they_should_and_a_landing_is_whole_or_nothing() {
         hex: sha1_of_world.into(),
     }];
     let wrong = fileio.write(wrong_sum, empty()).await.unwrap_err();
-    assert_eq!(wrong.code(), Code::InvalidArgument);
-    assert!(!root.path().join("f.txt").exists());
-    assert_eq!(offset(&uploads, &id, "alice").await, Ok(11));
+    // In a bucket, bytes that went straight to their file cannot be read back before
+    // they land: such an upload's checksums are checked per append.
+    let refused_as = match s.in_bucket() {
+        true => Code::FailedPrecondition,
+        false => Code::InvalidArgument,
+    };
+    assert_eq!(wrong.code(), refused_as, "{}", wrong.message());
+    assert!(s.read("f.txt").is_none());
+    assert_eq!(offset(uploads, &id, "alice").await, Ok(11));
 
     let theirs = fileio
         .write(landing("f.txt", &id, "bob", 11), empty())
@@ -158,9 +305,18 @@ async fn appends_keep_what_they_should_and_a_landing_is_whole_or_nothing() {
     let landed = fileio.write(right, empty()).await.unwrap();
     assert!(landed.created);
     assert_eq!(landed.checksums[0].algorithm, "SHA256");
-    assert_eq!(std::fs::read(root.path().join("f.txt")).unwrap(), b"hello world");
-    assert_eq!(offset(&uploads, &id, "alice").await, Err(Code::NotFound));
+    assert_eq!(s.read("f.txt").unwrap(), b"hello world");
+    assert_eq!(offset(uploads, &id, "alice").await, Err(Code::NotFound));
+    assert_eq!(s.multiparts().await, 0);
+    assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
 }
+
+on_both!(
+    appends_keep_what_they_should_and_a_landing_is_whole_or_nothing,
+    appends_and_landings_on_a_volume,
+    appends_and_landings_in_a_bucket,
+    10
+);
 
 fn chunk(id: &str, key: u64, by_offset: bool) -> AppendHeader {
     AppendHeader {
@@ -175,17 +331,7 @@ fn chunk(id: &str, key: u64, by_offset: bool) -> AppendHeader {
     }
 }
 
-/// The names left in an upload's folder (its bytes, its state, chunks kept aside).
-fn leftovers(root: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = walk(&root.join(".kubedav/uploads"))
-        .into_iter()
-        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
-    names
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
@@ -203,10 +349,8 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// landing is refused while one is missing; a broken chunk keeps nothing; a chunk sent
 /// again replaces itself (and may not change its size); chunks of the other naming are
 /// refused; a cancelled upload leaves nothing behind.
-#[tokio::test]
-async fn chunks_are_assembled_by_their_keys_whatever_their_order() {
-    let (root, fileio, _) = volume(10);
-    let uploads = fileio.uploads();
+async fn chunks_are_assembled_by_their_keys_whatever_their_order(s: Setup) {
+    let (fileio, uploads) = (&s.fileio, &*s.uploads);
     let named = CreateUploadRequest {
         owner: "alice".into(),
         name: "web-file-upload-1".into(),
@@ -241,15 +385,16 @@ async fn chunks_are_assembled_by_their_keys_whatever_their_order() {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), Code::Cancelled);
-    assert_eq!(offset(&uploads, &id, "alice").await, Ok(0));
+    assert_eq!(offset(uploads, &id, "alice").await, Ok(0));
     let placed = uploads
         .append(chunk(&id, 1, false), body(vec![Ok(b"abc")]))
         .await
         .unwrap();
     assert_eq!((placed.offset, placed.missing_chunk), (9, None));
-    assert!(!leftovers(root.path()).iter().any(|n| n.starts_with("chunk.")));
+    assert!(!s.leftovers().iter().any(|n| n.starts_with("chunk.")));
 
-    // Chunk 2 again replaces itself; it may not change its size; offset naming is refused.
+    // Chunk 2 again replaces itself (on a volume; in a bucket its bytes are not sent
+    // twice); it may not change its size; offset naming is refused.
     uploads
         .append(chunk(&id, 2, false), body(vec![Ok(b"DEF")]))
         .await
@@ -268,8 +413,12 @@ async fn chunks_are_assembled_by_their_keys_whatever_their_order() {
         .write(landing("c.txt", &id, "alice", 9), empty())
         .await
         .unwrap();
-    assert_eq!(std::fs::read(root.path().join("c.txt")).unwrap(), b"abcDEFghi");
-    assert!(leftovers(root.path()).is_empty(), "{:?}", leftovers(root.path()));
+    let landed: &[u8] = match s.in_bucket() {
+        true => b"abcdefghi",
+        false => b"abcDEFghi",
+    };
+    assert_eq!(s.read("c.txt").unwrap(), landed);
+    assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
 
     // START-END chunks: placed by offset; one ahead waits; cancelling removes all.
     let id = uploads
@@ -291,7 +440,7 @@ async fn chunks_are_assembled_by_their_keys_whatever_their_order() {
         .await
         .unwrap_err();
     assert_eq!(past.code(), Code::OutOfRange);
-    assert!(leftovers(root.path()).contains(&"chunk.3".to_owned()));
+    assert!(s.leftovers().contains(&"chunk.3".to_owned()));
     uploads
         .abort(AbortUploadRequest {
             id: id.clone(),
@@ -299,15 +448,21 @@ async fn chunks_are_assembled_by_their_keys_whatever_their_order() {
         })
         .await
         .unwrap();
-    assert!(leftovers(root.path()).is_empty(), "{:?}", leftovers(root.path()));
+    assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+    assert_eq!(s.multiparts().await, 0);
 }
+
+on_both!(
+    chunks_are_assembled_by_their_keys_whatever_their_order,
+    chunks_on_a_volume,
+    chunks_in_a_bucket,
+    10
+);
 
 /// While one append is sending, a second on the same upload is ABORTED and changes
 /// nothing; the first completes.
-#[tokio::test]
-async fn two_appends_at_once_cannot_both_write() {
-    let (_root, fileio, _) = volume(10);
-    let uploads = Arc::new(fileio.uploads());
+async fn two_appends_at_once_cannot_both_write(s: Setup) {
+    let uploads = s.uploads.clone();
     let id = create(&*uploads, "alice", "f.txt", 8).await;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Status>>(1);
     let slow = tokio_stream_from(rx);
@@ -330,6 +485,13 @@ async fn two_appends_at_once_cannot_both_write() {
     assert_eq!(done.offset, 8);
 }
 
+on_both!(
+    two_appends_at_once_cannot_both_write,
+    two_appends_at_once_on_a_volume,
+    two_appends_at_once_in_a_bucket,
+    10
+);
+
 fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, Status>>) -> BoxStream<Bytes> {
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
 }
@@ -337,13 +499,11 @@ fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, Status>>)
 /// One owner may hold `per_owner` unfinished uploads: one more is RESOURCE_EXHAUSTED
 /// while others' are not counted; they expire a day after their last append, on the
 /// clock the test moves (an append renews it), and then free their places.
-#[tokio::test]
-async fn the_cap_per_owner_holds_and_expiry_frees_it() {
-    let (_root, fileio, now) = volume(3);
-    let uploads = fileio.uploads();
+async fn the_cap_per_owner_holds_and_expiry_frees_it(s: Setup) {
+    let (uploads, now) = (s.uploads.clone(), &s.now);
     let ids: Vec<String> = futures_util::future::join_all((0..3).map(|i| {
         let uploads = uploads.clone();
-        async move { create(&uploads, "alice", &format!("f{i}"), 4).await }
+        async move { create(&*uploads, "alice", &format!("f{i}"), 4).await }
     }))
     .await;
     let over = uploads
@@ -358,7 +518,7 @@ async fn the_cap_per_owner_holds_and_expiry_frees_it() {
         .unwrap_err();
     assert_eq!(over.code(), Code::ResourceExhausted);
     assert!(over.message().contains("unfinished uploads"));
-    create(&uploads, "bob", "b", 1).await;
+    create(&*uploads, "bob", "b", 1).await;
 
     *now.lock().unwrap() += Duration::from_secs(20 * 3600);
     uploads
@@ -371,8 +531,8 @@ async fn the_cap_per_owner_holds_and_expiry_frees_it() {
         .await
         .unwrap();
     *now.lock().unwrap() += Duration::from_secs(5 * 3600);
-    assert_eq!(offset(&uploads, &ids[0], "alice").await, Ok(2));
-    assert_eq!(offset(&uploads, &ids[1], "alice").await, Err(Code::NotFound));
+    assert_eq!(offset(&*uploads, &ids[0], "alice").await, Ok(2));
+    assert_eq!(offset(&*uploads, &ids[1], "alice").await, Err(Code::NotFound));
     let listed = uploads
         .list(ListUploadsRequest {
             owner: "alice".into(),
@@ -381,31 +541,168 @@ async fn the_cap_per_owner_holds_and_expiry_frees_it() {
         .unwrap()
         .uploads;
     assert_eq!(listed.len(), 1);
-    assert_eq!(uploads.expire(), 3, "alice's other two and bob's one");
-    create(&uploads, "alice", "g", 1).await;
+    assert_eq!(s.expire().await, 3, "alice's other two and bob's one");
+    assert_eq!(s.multiparts().await, usize::from(s.in_bucket()));
+    create(&*uploads, "alice", "g", 1).await;
 }
 
-/// 10,000 uploads abandoned by 100 users (the cap each) cost nothing in the process:
-/// their state is on the volume; a day later one sweep removes every one of them.
-#[tokio::test]
-async fn ten_thousand_abandoned_uploads_are_swept() {
-    let (root, fileio, now) = volume(100);
-    let uploads = fileio.uploads();
-    for owner in 0..100 {
+on_both!(
+    the_cap_per_owner_holds_and_expiry_frees_it,
+    the_cap_per_owner_on_a_volume,
+    the_cap_per_owner_in_a_bucket,
+    3
+);
+
+/// Uploads abandoned by `users` users, 100 each (the cap), cost nothing in the process:
+/// their state is with the data; a day later one sweep removes every one of them (and,
+/// in a bucket, aborts their multipart uploads). 10,000 on a volume; 1,000 in a bucket,
+/// where each costs a few requests to versitygw.
+async fn abandoned_uploads_are_swept(s: Setup, users: usize) {
+    let uploads = &*s.uploads;
+    for owner in 0..users {
         let owner = format!("user{owner}");
         for i in 0..100 {
-            create(&uploads, &owner, &format!("f{i}"), 1 << 30).await;
+            create(uploads, &owner, &format!("f{i}"), 1 << 30).await;
         }
     }
-    let area = root.path().join(".kubedav/uploads");
-    let count = || -> usize {
-        std::fs::read_dir(&area)
-            .unwrap()
-            .map(|owner| std::fs::read_dir(owner.unwrap().path()).unwrap().count())
-            .sum()
-    };
-    assert_eq!(count(), 10_000);
-    *now.lock().unwrap() += Duration::from_secs(25 * 3600);
-    assert_eq!(uploads.expire(), 10_000);
+    let count = || s.leftovers().iter().filter(|name| *name == "state.json").count();
+    assert_eq!(count(), users * 100);
+    if s.in_bucket() {
+        assert_eq!(s.multiparts().await, users * 100);
+    }
+    *s.now.lock().unwrap() += Duration::from_secs(25 * 3600);
+    assert_eq!(s.expire().await, users * 100);
     assert_eq!(count(), 0);
+    assert_eq!(s.multiparts().await, 0);
+}
+
+#[tokio::test]
+async fn ten_thousand_abandoned_uploads_are_swept_on_a_volume() {
+    abandoned_uploads_are_swept(Setup::volume(100), 100).await;
+}
+
+#[tokio::test]
+async fn a_thousand_abandoned_uploads_are_swept_in_a_bucket() {
+    abandoned_uploads_are_swept(Setup::bucket(100).await, 10).await;
+}
+
+/// `len` pseudo-random bytes (no two parts alike, so a part out of place shows).
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    (0..len).map(|_| rng.u8(..)).collect()
+}
+
+fn sha1_hex(data: &[u8]) -> String {
+    use sha1::Digest;
+    kubedav_api::checksums::to_hex(&sha1::Sha1::digest(data))
+}
+
+/// A 21 MiB file in appends of odd sizes (so parts fill across appends and bytes wait
+/// in the buffer between them) lands byte for byte, straight to its file; the same
+/// bytes as numbered chunks, some out of order, land through an upload of their own
+/// with their checksum verified and their time kept. Each upload is one multipart
+/// upload while it lasts, and none is left after.
+async fn large_uploads_land_byte_for_byte(s: Setup) {
+    let (fileio, uploads) = (&s.fileio, &*s.uploads);
+    let data = random_bytes((21 << 20) + 123, 7);
+    let id = create(uploads, "alice", "big.bin", data.len() as u64).await;
+    let mut sent = 0;
+    for piece in data.chunks((3 << 20) + 7) {
+        let appended = uploads
+            .append(at(&id, "alice", sent), body_of(piece))
+            .await
+            .unwrap();
+        sent += piece.len() as u64;
+        assert_eq!(appended.offset, sent);
+    }
+    assert_eq!(s.multiparts().await, usize::from(s.in_bucket()));
+    let landed = fileio
+        .write(landing("big.bin", &id, "alice", data.len() as u64), empty())
+        .await
+        .unwrap();
+    assert!(landed.created);
+    assert!(
+        s.read("big.bin").unwrap() == data,
+        "the file landed is not the file sent"
+    );
+
+    let id = uploads
+        .create(CreateUploadRequest {
+            owner: "alice".into(),
+            name: "nextcloud-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id;
+    let pieces: Vec<&[u8]> = data.chunks(6 << 20).collect();
+    for key in [2u64, 1, 4, 3] {
+        uploads
+            .append(chunk(&id, key, false), body_of(pieces[key as usize - 1]))
+            .await
+            .unwrap();
+    }
+    let mut checked = landing("copy.bin", &id, "alice", data.len() as u64);
+    checked.modified_unix_ns = Some(1_700_000_000_000_000_000);
+    checked.checksums = vec![Checksum {
+        algorithm: "SHA1".into(),
+        hex: sha1_hex(&data),
+    }];
+    let landed = fileio.write(checked, empty()).await.unwrap();
+    assert!(landed.created);
+    assert!(
+        s.read("copy.bin").unwrap() == data,
+        "the chunks landed are not the chunks sent"
+    );
+    let info = fileio
+        .stat(kubedav_api::fileio::StatRequest {
+            path: "copy.bin".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(info.modified_unix_ns, 1_700_000_000_000_000_000);
+    assert_eq!(s.multiparts().await, 0);
+    assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+}
+
+on_both!(
+    large_uploads_land_byte_for_byte,
+    large_uploads_on_a_volume,
+    large_uploads_in_a_bucket,
+    10
+);
+
+fn body_of(data: &[u8]) -> BoxStream<Bytes> {
+    let chunks: Vec<Result<Bytes, Status>> = data
+        .chunks(256 << 10)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    futures_util::stream::iter(chunks).boxed()
+}
+
+/// The sweep of abandoned multipart uploads (`--abandoned-upload-seconds`, here with no
+/// idle time at all) aborts one that no upload holds, and leaves an unfinished upload's
+/// alone: that one still lands.
+#[tokio::test]
+async fn the_sweep_of_abandoned_multipart_uploads_spares_unfinished_uploads() {
+    let s = Setup::bucket(10).await;
+    let Backend::Bucket { s3, .. } = &s.backend else {
+        unreachable!()
+    };
+    let id = create(&*s.uploads, "alice", "kept.txt", 5).await;
+    s.uploads
+        .append(at(&id, "alice", 0), body(vec![Ok(b"hello")]))
+        .await
+        .unwrap();
+    s3.start_upload(&format!("{PREFIX}/stray.bin")).await.unwrap();
+    assert_eq!(s.multiparts().await, 2);
+    let aborted =
+        kubedav_fileio::objects::sweep::abandoned_uploads(s3, &format!("{PREFIX}/"), Duration::ZERO).await;
+    assert_eq!(aborted, 1);
+    assert_eq!(s.multiparts().await, 1);
+    s.fileio
+        .write(landing("kept.txt", &id, "alice", 5), empty())
+        .await
+        .unwrap();
+    assert_eq!(s.read("kept.txt").unwrap(), b"hello");
 }

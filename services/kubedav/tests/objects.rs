@@ -10,24 +10,13 @@ mod common;
 
 use bytes::Bytes;
 use common::{BACKEND, Backend, Mode, S3_PREFIX, Server, client};
-use kubedav_fileio::s3::{S3Client, S3Config};
+use kubedav_fileio::s3::S3Client;
 use reqwest::{Method, StatusCode};
 use std::time::Duration;
 
 /// A client of the test server's bucket, as another tool writing into it would be.
 fn bucket(server: &Server) -> S3Client {
-    let s3 = server.s3.as_ref().expect("a server on S3");
-    S3Client::new(&S3Config {
-        endpoint: s3.endpoint().parse().unwrap(),
-        bucket: s3.bucket().to_owned(),
-        region: kubedav_testkit::S3_REGION.to_owned(),
-        access_key: kubedav_testkit::S3_ACCESS_KEY.to_owned(),
-        secret_key: kubedav_testkit::S3_SECRET_KEY.to_owned(),
-        session_token: None,
-        path_style: true,
-        ca_bundle: s3.ca_bundle(),
-    })
-    .unwrap()
+    common::bucket_client(server.s3.as_ref().expect("a server on S3"))
 }
 
 fn key(path: &str) -> String {

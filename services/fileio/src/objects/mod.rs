@@ -39,6 +39,8 @@ pub struct ObjectFileIo {
     keys: Keys,
     /// What deletes and overwrites keep, when anything is kept.
     kept: Option<kept::BucketKeeper>,
+    /// Uploads in many requests, kept in the bucket.
+    uploads: crate::uploads::bucket::BucketUploads,
 }
 
 impl std::fmt::Debug for ObjectFileIo {
@@ -68,7 +70,14 @@ impl ObjectFileIo {
             );
         }
         let keys = Keys::new(&storage.prefix);
-        let core = Self { s3, keys, kept: None };
+        let uploads =
+            crate::uploads::bucket::BucketUploads::new(s3.clone(), keys.clone(), Default::default());
+        let core = Self {
+            s3,
+            keys,
+            kept: None,
+            uploads,
+        };
         core.check().await.map_err(|e| {
             format!(
                 "{e} (check --storage, AWS_ENDPOINT_URL and the credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
@@ -91,6 +100,20 @@ impl ObjectFileIo {
             keeper.clone().retain_in_background();
         }
         self
+    }
+
+    /// Keeps uploads in many requests as `settings` say, expired ones removed in the
+    /// background (on the current Tokio runtime).
+    pub fn with_uploads(mut self, settings: crate::uploads::UploadSettings) -> Self {
+        self.uploads =
+            crate::uploads::bucket::BucketUploads::new(self.s3.clone(), self.keys.clone(), settings);
+        self.uploads.sweep_in_background();
+        self
+    }
+
+    /// The uploads in many requests kept in this bucket, as the uploads port.
+    pub fn uploads(&self) -> crate::uploads::bucket::BucketUploads {
+        self.uploads.clone()
     }
 
     /// The trash and versions this bucket keeps, as the keep port (made on a Tokio
@@ -186,12 +209,10 @@ impl FileIo for ObjectFileIo {
 
     #[tracing::instrument(skip_all, name = "fileio.write", fields(path = %header.path))]
     async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
-        if header.from_upload.is_some() {
-            return Err(Status::unimplemented(
-                "uploads in many requests are not kept on object storage yet (docs/uploads.md)",
-            ));
-        }
         let path = parse(&header.path)?;
+        if let Some(from) = &header.from_upload {
+            return self.uploads.land(from, &path, &header, self.kept.as_ref()).await;
+        }
         write::write(&self.s3, &self.keys, &path, &header, body, self.kept.as_ref()).await
     }
 

@@ -3,7 +3,9 @@
 //! upload under its prefix that has stored nothing for an idle time: begun that long
 //! ago, and with no part since. An upload in flight, of this process or of another
 //! replica over the same bucket, stores a part at least every few seconds and is left
-//! alone. A bucket lifecycle rule (AbortIncompleteMultipartUpload) is the belt to these
+//! alone, and so is the multipart upload of an unfinished upload in many requests
+//! (TUS, Nextcloud chunking: `crate::uploads::bucket`), which its expiry aborts. A bucket
+//! lifecycle rule (AbortIncompleteMultipartUpload) is the belt to these
 //! braces; docs/architecture.md shows one.
 
 use crate::s3::S3Client;
@@ -57,6 +59,9 @@ pub async fn abandoned_uploads(s3: &S3Client, prefix: &str, idle: Duration) -> u
     };
     let quiet_since = now_ns() - idle.as_nanos() as i64;
     let mut aborted = 0;
+    // The multipart uploads of unfinished uploads in many requests: their expiry
+    // aborts them, not their idle time (asked once, when an upload is old enough).
+    let mut in_use = None;
     for (key, id, began) in uploads {
         // Begun within the idle time: in flight whatever its parts say.
         if began > quiet_since {
@@ -70,6 +75,18 @@ pub async fn abandoned_uploads(s3: &S3Client, prefix: &str, idle: Duration) -> u
                 tracing::warn!(target: "kubedav", %key, error = %status.message(), "could not read the parts of an upload left incomplete");
                 continue;
             }
+        }
+        if in_use.is_none() {
+            match crate::uploads::bucket::multiparts_in_use(s3, prefix).await {
+                Ok(ids) => in_use = Some(ids),
+                Err(status) => {
+                    tracing::warn!(target: "kubedav", error = %status.message(), "could not read the uploads in progress; the next sweep tries again");
+                    return aborted;
+                }
+            }
+        }
+        if in_use.as_ref().is_some_and(|ids| ids.contains(&id)) {
+            continue;
         }
         match s3.abort_upload(&key, &id).await {
             Ok(()) => aborted += 1,

@@ -28,27 +28,8 @@ pub async fn write(
     mut body: BoxStream<Bytes>,
     keeper: Option<&super::kept::BucketKeeper>,
 ) -> Result<WriteResponse, Status> {
-    if path.is_root() {
-        return Err(Status::failed_precondition(
-            "the root is a collection; a file cannot replace it",
-        ));
-    }
+    let (key, existing) = target(s3, keys, path, header).await?;
     let mut digester = crate::digest::Digester::for_write(header)?;
-    let key = keys.object(path);
-    let children = keys.children(path);
-    let (parent, existing, below) = tokio::join!(
-        require_parent(s3, keys, path),
-        s3.head(&key),
-        s3.first_under(&children)
-    );
-    parent?;
-    let existing = existing?;
-    if below?.is_some() {
-        return Err(Status::failed_precondition(format!(
-            "{path} is a collection; a file cannot replace it"
-        )));
-    }
-    check(header, path, existing.as_ref())?;
     let mut part = BytesMut::new();
     let mut multipart: Option<Multipart> = None;
     let mut received = 0u64;
@@ -138,12 +119,44 @@ pub async fn write(
     })
 }
 
+/// The key a write of `path` makes, and the object it replaces: refused when `path` is
+/// a collection (the root among them), its parent is not one, or `header`'s
+/// preconditions do not hold.
+pub(crate) async fn target(
+    s3: &S3Client,
+    keys: &Keys,
+    path: &VolumePath,
+    header: &WriteHeader,
+) -> Result<(String, Option<ObjectInfo>), Status> {
+    if path.is_root() {
+        return Err(Status::failed_precondition(
+            "the root is a collection; a file cannot replace it",
+        ));
+    }
+    let key = keys.object(path);
+    let children = keys.children(path);
+    let (parent, existing, below) = tokio::join!(
+        require_parent(s3, keys, path),
+        s3.head(&key),
+        s3.first_under(&children)
+    );
+    parent?;
+    let existing = existing?;
+    if below?.is_some() {
+        return Err(Status::failed_precondition(format!(
+            "{path} is a collection; a file cannot replace it"
+        )));
+    }
+    check(header, path, existing.as_ref())?;
+    Ok((key, existing))
+}
+
 /// Keeps what a listing cannot learn from the bucket in the property index of the
 /// file's collection, named by the etag of the content (`kubedav_api::checksums`): its
 /// checksums, and the modification time the client gave (HEAD and GET read that from
 /// the object's own metadata; a listing has only the index). A failure here fails the
 /// write, which was already made: the client sends it again.
-async fn keep_content_record(
+pub(crate) async fn keep_content_record(
     s3: &S3Client,
     keys: &Keys,
     path: &VolumePath,
@@ -177,7 +190,11 @@ async fn keep_content_record(
 
 /// The preconditions of `header` against what is stored: ABORTED for an If-Match that
 /// no longer holds, ALREADY_EXISTS for a create-only write onto a file.
-fn check(header: &WriteHeader, path: &VolumePath, existing: Option<&ObjectInfo>) -> Result<(), Status> {
+pub(crate) fn check(
+    header: &WriteHeader,
+    path: &VolumePath,
+    existing: Option<&ObjectInfo>,
+) -> Result<(), Status> {
     if let Some(wanted) = &header.if_match
         && existing.is_none_or(|object| &object.etag != wanted)
     {
@@ -192,7 +209,7 @@ fn check(header: &WriteHeader, path: &VolumePath, existing: Option<&ObjectInfo>)
 }
 
 /// A refused conditional PutObject, in the terms of the header's preconditions.
-fn conflict(status: Status, header: &WriteHeader, path: &VolumePath) -> Status {
+pub(crate) fn conflict(status: Status, header: &WriteHeader, path: &VolumePath) -> Status {
     if status.code() == tonic::Code::Aborted && header.if_match.is_none() && header.create_only {
         return Status::already_exists(format!("{path} exists"));
     }

@@ -35,7 +35,7 @@ impl ErrorBody {
     }
 }
 
-/// What a 200 answer of CopyObject or CompleteMultipartUpload says: S3 may send the
+/// What a 200 answer of CopyObject, UploadPartCopy or CompleteMultipartUpload says: S3 may send the
 /// status first and fail later, with an `<Error>` for the body.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Completion {
@@ -49,7 +49,9 @@ impl Completion {
     /// Reads a CopyObject or CompleteMultipartUpload answer.
     pub(super) fn parse(body: &[u8]) -> Result<Self, DeError> {
         Ok(match quick_xml::de::from_reader::<_, Root>(body)? {
-            Root::CopyObjectResult(result) | Root::CompleteMultipartUploadResult(result) => {
+            Root::CopyObjectResult(result)
+            | Root::CopyPartResult(result)
+            | Root::CompleteMultipartUploadResult(result) => {
                 Self::Done(result.etag.trim_matches('"').to_owned())
             }
             Root::Error(error) => Self::Failed(error),
@@ -112,6 +114,7 @@ fn url_decoded(text: &str) -> String {
 enum Root {
     Error(ErrorBody),
     CopyObjectResult(Etagged),
+    CopyPartResult(Etagged),
     CompleteMultipartUploadResult(Etagged),
     ListMultipartUploadsResult(UploadsListing),
 }

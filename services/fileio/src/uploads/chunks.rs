@@ -85,13 +85,19 @@ pub(super) enum Place {
     },
 }
 
-/// Where a chunk's bytes go, given the upload's chunks so far: refused when its naming
-/// is not theirs.
-pub(super) fn place_chunk(
-    folder: &OwnedFd,
-    record: &Record,
-    chunk: &kubedav_api::uploads::Chunk,
-) -> Result<Place, Status> {
+/// A chunk's turn, given the upload's chunks so far.
+pub(super) enum Turn {
+    /// Its key is the next one: its bytes come next.
+    Next,
+    /// Ahead of its turn: it waits aside.
+    Ahead,
+    /// Placed already, at `at`, with `length` when numbered: sent again.
+    Again { at: u64, length: Option<u64> },
+}
+
+/// The turn of `chunk` in `record`'s upload: refused when its naming is not that of the
+/// upload's chunks, or the upload received bytes without chunks.
+pub(super) fn turn_of(record: &Record, chunk: &kubedav_api::uploads::Chunk) -> Result<Turn, Status> {
     let fresh;
     let chunks = match &record.chunks {
         Some(chunks) if chunks.by_offset != chunk.by_offset => {
@@ -118,22 +124,38 @@ pub(super) fn place_chunk(
             &fresh
         }
     };
-    let next = chunks.next_key(record.offset);
-    if chunk.key == next {
+    if chunk.key == chunks.next_key(record.offset) {
+        return Ok(Turn::Next);
+    }
+    Ok(match chunks.placed_at(chunk.key, record.offset) {
+        Some((at, length)) => Turn::Again { at, length },
+        None => Turn::Ahead,
+    })
+}
+
+/// Where a chunk's bytes go on a volume, given the upload's chunks so far (see
+/// [`turn_of`]).
+pub(super) fn place_chunk(
+    folder: &OwnedFd,
+    record: &Record,
+    chunk: &kubedav_api::uploads::Chunk,
+) -> Result<Place, Status> {
+    let turn = turn_of(record, chunk)?;
+    if let Turn::Next = turn {
         return Ok(Place::Next { chunk: true });
     }
     let flags = OFlags::RDWR | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let file = rustix::fs::openat(folder, CHUNK_NEW, flags, Mode::from_raw_mode(0o600))
         .map(File::from)
         .map_err(|e| reserved_failed("make", "a chunk's file", e))?;
-    Ok(match chunks.placed_at(chunk.key, record.offset) {
-        Some((at, length)) => Place::Again {
+    Ok(match turn {
+        Turn::Again { at, length } => Place::Again {
             key: chunk.key,
             at,
             length,
             file,
         },
-        None => Place::Aside { key: chunk.key, file },
+        _ => Place::Aside { key: chunk.key, file },
     })
 }
 

@@ -7,6 +7,7 @@
 //! through any replica. It lands through a `Write` with `from_upload`, which checks and
 //! commits it as a body that arrived at once. [`volume`] keeps them on a volume.
 
+pub mod bucket;
 mod chunks;
 mod folder;
 pub mod volume;
@@ -183,6 +184,110 @@ fn check_new(owner: &str, target: &str, metadata: &HashMap<String, String>) -> R
     if size > MAX_METADATA_BYTES {
         return Err(Status::invalid_argument(format!(
             "the upload's metadata is larger than {MAX_METADATA_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// Admits an append described by `header` to the upload `record`, on any backend: a
+/// plain append must start at the offset, a length once declared cannot change (and
+/// is taken when first given), and an upload holds at most [`MAX_CHUNKS`] chunks (a
+/// chunk sent `again`, or replacing one kept aside, is not a new one).
+fn admit(
+    record: &mut Record,
+    header: &kubedav_api::uploads::AppendHeader,
+    again: bool,
+) -> Result<(), Status> {
+    if header.chunk.is_none() && header.offset != record.offset {
+        return Err(Status::failed_precondition(format!(
+            "the upload is at offset {}, not {}: send from there (HEAD tells it)",
+            record.offset, header.offset
+        )));
+    }
+    match (record.length, header.length) {
+        (Some(had), Some(now)) if had != now => {
+            return Err(Status::invalid_argument(format!(
+                "the upload's length is {had}; it cannot change to {now}"
+            )));
+        }
+        (None, Some(now)) if now < record.offset => {
+            return Err(Status::invalid_argument(format!(
+                "the upload already has {} bytes, more than the length {now}",
+                record.offset
+            )));
+        }
+        (None, Some(now)) => record.length = Some(now),
+        _ => {}
+    }
+    if let Some(chunk) = &header.chunk {
+        let chunks = record.chunks.get_or_insert_with(|| Chunks {
+            by_offset: chunk.by_offset,
+            ..Chunks::default()
+        });
+        if chunks.placed.len() + chunks.aside.len() >= MAX_CHUNKS
+            && !again
+            && !chunks.aside.contains_key(&chunk.key)
+        {
+            return Err(Status::resource_exhausted(format!(
+                "an upload may have at most {MAX_CHUNKS} chunks; send larger ones"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The bounds every append's bytes are held to: an upload's largest size, and its
+/// declared length. `end` is where the bytes received so far end in the upload.
+fn check_end(end: u64, length: Option<u64>, most: u64) -> Result<(), Status> {
+    if end > most {
+        return Err(Status::out_of_range(format!(
+            "an upload's length may be at most {most} bytes here; none of these was kept"
+        )));
+    }
+    if let Some(length) = length
+        && end > length
+    {
+        return Err(Status::out_of_range(format!(
+            "the data goes past the upload's length of {length} bytes; none of it was kept"
+        )));
+    }
+    Ok(())
+}
+
+/// RESOURCE_EXHAUSTED: an owner with `unfinished` uploads may start no other.
+fn too_many(unfinished: u32, settings: &UploadSettings) -> Status {
+    Status::resource_exhausted(format!(
+        "you have {unfinished} unfinished uploads, the most this server keeps for one user; \
+         finish or cancel one first (unfinished uploads expire {} hours after their last data)",
+        settings.expiry.as_secs() / 3600
+    ))
+}
+
+/// Refuses to land an upload that is not complete (a chunk missing, or bytes short of
+/// its length), or not of the size `header` declares.
+fn check_landing(record: &Record, header: &kubedav_api::fileio::WriteHeader) -> Result<(), Status> {
+    let offset = record.offset;
+    if let Some(chunks) = &record.chunks
+        && let Some(first) = chunks.aside.keys().next()
+    {
+        let missing = chunks.next_key(offset);
+        return Err(Status::failed_precondition(format!(
+            "chunk {missing} has not arrived, so chunk {first} and those after it cannot be \
+             assembled; send it before the upload can land"
+        )));
+    }
+    if let Some(length) = record.length
+        && length != offset
+    {
+        return Err(Status::failed_precondition(format!(
+            "the upload has {offset} of its {length} bytes; send the rest before it can land"
+        )));
+    }
+    if let Some(declared) = header.expected_size
+        && declared != offset
+    {
+        return Err(Status::failed_precondition(format!(
+            "the upload has {offset} bytes, not the {declared} declared"
         )));
     }
     Ok(())

@@ -17,7 +17,7 @@ use super::folder::{
     BATCH_BYTES, CHUNK_NEW, DATA, aside_name, busy, copy_into, io_error, names, older_than, open_folder,
     read_record, read_through, remove, write_record,
 };
-use super::{Chunks, MAX_CHUNKS, Record, UploadSettings, check_id, check_new, new_id, not_found, owner_key};
+use super::{Record, UploadSettings, check_id, check_new, new_id, not_found, owner_key};
 use crate::digest::Digester;
 use crate::errors::{blocking, join_status};
 use crate::volume::{Volume, reserved_failed};
@@ -236,11 +236,7 @@ impl VolumeUploads {
             }
         }
         if unfinished >= self.settings.per_owner {
-            return Err(Status::resource_exhausted(format!(
-                "you have {unfinished} unfinished uploads, the most this server keeps for one user; \
-                 finish or cancel one first (unfinished uploads expire {} hours after their last data)",
-                self.settings.expiry.as_secs() / 3600
-            )));
+            return Err(super::too_many(unfinished, &self.settings));
         }
         let id = new_id(&request.owner, &request.name)?;
         match rustix::fs::mkdirat(&owners, id.as_str(), Mode::from_raw_mode(0o700)) {
@@ -283,46 +279,12 @@ impl VolumeUploads {
             Some(chunk) => place_chunk(&opened.folder, &opened.record, chunk)?,
             None => Place::Next { chunk: false },
         };
-        let record = &mut opened.record;
-        if header.chunk.is_none() && header.offset != record.offset {
-            return Err(Status::failed_precondition(format!(
-                "the upload is at offset {}, not {}: send from there (HEAD tells it)",
-                record.offset, header.offset
-            )));
-        }
-        match (record.length, header.length) {
-            (Some(had), Some(now)) if had != now => {
-                return Err(Status::invalid_argument(format!(
-                    "the upload's length is {had}; it cannot change to {now}"
-                )));
-            }
-            (None, Some(now)) if now < record.offset => {
-                return Err(Status::invalid_argument(format!(
-                    "the upload already has {} bytes, more than the length {now}",
-                    record.offset
-                )));
-            }
-            (None, Some(now)) => record.length = Some(now),
-            _ => {}
-        }
+        let again = matches!(place, Place::Again { .. });
+        super::admit(&mut opened.record, header, again)?;
         let digester = match &header.checksum {
             Some(sum) => Digester::for_checksums(std::slice::from_ref(sum), &[])?,
             None => None,
         };
-        if let Some(chunk) = &header.chunk {
-            let chunks = record.chunks.get_or_insert_with(|| Chunks {
-                by_offset: chunk.by_offset,
-                ..Chunks::default()
-            });
-            if chunks.placed.len() + chunks.aside.len() >= MAX_CHUNKS
-                && !matches!(place, Place::Again { .. })
-                && !chunks.aside.contains_key(&chunk.key)
-            {
-                return Err(Status::resource_exhausted(format!(
-                    "an upload may have at most {MAX_CHUNKS} chunks; send larger ones"
-                )));
-            }
-        }
         Ok(Appending {
             opened,
             durability: self.volume.durability(),
@@ -357,30 +319,8 @@ impl VolumeUploads {
                 tonic::Code::Aborted => Status::unavailable(status.message().to_owned()),
                 _ => status,
             })?;
+        super::check_landing(&record, header)?;
         let offset = record.offset;
-        if let Some(chunks) = &record.chunks
-            && let Some(first) = chunks.aside.keys().next()
-        {
-            let missing = chunks.next_key(offset);
-            return Err(Status::failed_precondition(format!(
-                "chunk {missing} has not arrived, so chunk {first} and those after it cannot be \
-                 assembled; send it before the upload can land"
-            )));
-        }
-        if let Some(length) = record.length
-            && length != offset
-        {
-            return Err(Status::failed_precondition(format!(
-                "the upload has {offset} of its {length} bytes; send the rest before it can land"
-            )));
-        }
-        if let Some(declared) = header.expected_size
-            && declared != offset
-        {
-            return Err(Status::failed_precondition(format!(
-                "the upload has {offset} bytes, not the {declared} declared"
-            )));
-        }
         data.set_len(offset)
             .map_err(|e| Status::internal(format!("cannot trim the upload's bytes: {e}")))?;
         let (dir, name) = self.volume.open_parent(&path)?;
@@ -445,19 +385,7 @@ impl Appending {
             let end = start
                 .saturating_add(self.written)
                 .saturating_add(chunk.len() as u64);
-            if end > super::MAX_LENGTH {
-                return Err(Status::out_of_range(format!(
-                    "an upload may hold at most {} bytes; none of these was kept",
-                    super::MAX_LENGTH
-                )));
-            }
-            if let Some(length) = record.length
-                && end > length
-            {
-                return Err(Status::out_of_range(format!(
-                    "the data goes past the upload's length of {length} bytes; none of it was kept"
-                )));
-            }
+            super::check_end(end, record.length, super::MAX_LENGTH)?;
             file.write_all_at(chunk, in_file + self.written)
                 .map_err(|e| io_error(e, &record.target))?;
             if let Some(digester) = &mut self.digester {

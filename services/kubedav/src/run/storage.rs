@@ -91,7 +91,8 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
         let core = ObjectFileIo::open(&storage)
             .await
             .map_err(RunError::Storage)?
-            .with_keeping(keeping);
+            .with_keeping(keeping)
+            .with_uploads(upload_settings(cli));
         tracing::info!(
             target: "kubedav",
             "serving s3://{}/{} at {}",
@@ -109,7 +110,7 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
             records: Arc::new(core.records()),
             keep: keep.clone().map(|keep| keep as Arc<dyn Keep>),
             kept: keep.map(|keep| keep as Arc<dyn Kept>),
-            uploads: None,
+            uploads: Some(Arc::new(core.uploads())),
             fileio: Arc::new(core),
             ready,
         });

@@ -16,7 +16,15 @@ headers = {}
 if os.environ.get("TUS_AUTHORIZATION"):
     headers["Authorization"] = os.environ["TUS_AUTHORIZATION"]
 uploader = client.TusClient(endpoint, headers=headers).uploader(
-    path, url=url, chunk_size=int(chunk), metadata={"path": target}, upload_checksum=True
+    path,
+    url=url,
+    chunk_size=int(chunk),
+    metadata={"path": target},
+    upload_checksum=True,
+    # As tus-js-client does by default: a chunk refused while a replica that died
+    # still holds the upload in a bucket (423, for up to 8 s) is sent again.
+    retries=4,
+    retry_delay=3,
 )
 if not uploader.url:
     uploader.set_url(uploader.create_url())

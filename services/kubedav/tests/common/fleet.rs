@@ -15,24 +15,42 @@ pub(crate) struct Fleet {
     /// The admin addresses of the processes that verify credentials for each gateway
     /// (the all-in-one process, or that gateway's auth).
     pub auth_admins: [SocketAddr; 2],
-    _s3: Option<kubedav_testkit::S3Server>,
+    /// Where the served tree is on disk: the root, or versitygw's directory of the prefix.
+    root: std::path::PathBuf,
+    s3: Option<kubedav_testkit::S3Server>,
+}
+
+impl Fleet {
+    /// The file or folder `relative` of the served tree, on disk.
+    pub(crate) fn disk(&self, relative: &str) -> std::path::PathBuf {
+        self.root.join(relative)
+    }
+
+    /// The multipart uploads under way in the bucket (none on a volume).
+    pub(crate) async fn multipart_uploads(&self) -> usize {
+        match &self.s3 {
+            Some(s3) => super::bucket_client(s3).uploads("").await.unwrap().len(),
+            None => 0,
+        }
+    }
 }
 
 /// Starts a fleet with `envs` (the Redis URL, users, policy, identity provider: whatever
 /// the test needs) for every process, and a root or bucket of its own in `dir`.
 pub(crate) async fn fleet(mode: Mode, mut envs: Vec<(String, String)>, dir: &Path) -> Fleet {
-    let s3 = match super::backend() {
+    let (s3, root) = match super::backend() {
         Backend::Volume => {
             let root = dir.join("root");
             std::fs::create_dir_all(&root).unwrap();
             envs.push(("KUBEDAV_ROOT".into(), root.display().to_string()));
-            None
+            (None, root)
         }
         _ => {
             let s3 = kubedav_testkit::S3Server::start("files");
             envs.extend(super::s3_envs(&s3));
             envs.push(("KUBEDAV_STORAGE".into(), format!("s3://{}/fleet", s3.bucket())));
-            Some(s3)
+            let root = s3.bucket_dir().join("fleet");
+            (Some(s3), root)
         }
     };
     let mut processes = Vec::new();
@@ -85,6 +103,7 @@ pub(crate) async fn fleet(mode: Mode, mut envs: Vec<(String, String)>, dir: &Pat
         processes,
         gateways: [url(gateways[0]), url(gateways[1])],
         auth_admins: [auth_admins[0], auth_admins[1]],
-        _s3: s3,
+        root,
+        s3,
     }
 }

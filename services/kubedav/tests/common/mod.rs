@@ -514,6 +514,21 @@ impl Server {
     }
 }
 
+/// A client of `s3`'s bucket, as kubedav's fileio talks to it.
+pub(crate) fn bucket_client(s3: &kubedav_testkit::S3Server) -> kubedav_fileio::s3::S3Client {
+    kubedav_fileio::s3::S3Client::new(&kubedav_fileio::s3::S3Config {
+        endpoint: s3.endpoint().parse().unwrap(),
+        bucket: s3.bucket().to_owned(),
+        region: kubedav_testkit::S3_REGION.to_owned(),
+        access_key: kubedav_testkit::S3_ACCESS_KEY.to_owned(),
+        secret_key: kubedav_testkit::S3_SECRET_KEY.to_owned(),
+        session_token: None,
+        path_style: true,
+        ca_bundle: s3.ca_bundle(),
+    })
+    .unwrap()
+}
+
 /// The environment that points fileio at `s3`: endpoint, region, credentials, and the
 /// CA bundle of a TLS server.
 pub(crate) fn s3_envs(s3: &kubedav_testkit::S3Server) -> Vec<(String, String)> {

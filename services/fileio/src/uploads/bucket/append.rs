@@ -1,0 +1,322 @@
+//! An append to an upload in a bucket: its bytes go to the upload's multipart upload as
+//! parts (after what waited in the buffer), or, for a Nextcloud chunk ahead of its turn,
+//! to an object of their own until the chunks before it came. Only the state written at
+//! the end makes them count: parts sent by an append that failed are numbered past the
+//! counted ones, so the next append sends over them and the completion leaves them out.
+
+use super::BucketUploads;
+use super::parts::{MAX_BUCKET_LENGTH, Parts};
+use super::state::{self, Loaded};
+use crate::digest::Digester;
+use crate::s3::S3Client;
+use crate::uploads::UploadSettings;
+use crate::uploads::chunks::{Turn, turn_of};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::BodyExt;
+use kubedav_api::BoxStream;
+use kubedav_api::uploads::{AppendHeader, Upload};
+use tonic::Status;
+
+/// Where an append's bytes go.
+enum Sink {
+    /// After the bytes counted: into the upload's parts.
+    Next(Parts),
+    /// A chunk ahead of its turn, into the object of its own.
+    Ahead { key: u64, parts: Parts },
+    /// A chunk placed already, sent again: its bytes are counted, not kept (see
+    /// docs/uploads.md).
+    Again { at: u64, length: Option<u64> },
+}
+
+impl BucketUploads {
+    pub(super) async fn append_now(
+        &self,
+        header: AppendHeader,
+        mut data: BoxStream<Bytes>,
+    ) -> Result<Upload, Status> {
+        let mut loaded = state::load(&self.s3, &self.base, &self.settings, &header.id, &header.owner).await?;
+        if loaded.leased(&self.settings) {
+            return Err(state::busy());
+        }
+        let before = loaded.state.clone();
+        let turn = match &header.chunk {
+            Some(chunk) => Some(turn_of(&loaded.state.record, chunk)?),
+            None => None,
+        };
+        crate::uploads::admit(
+            &mut loaded.state.record,
+            &header,
+            matches!(turn, Some(Turn::Again { .. })),
+        )?;
+        let digester = match &header.checksum {
+            Some(sum) => Digester::for_checksums(std::slice::from_ref(sum), &[])?,
+            None => None,
+        };
+        loaded.take(&self.s3, &self.settings).await?;
+        match self
+            .receive(
+                &mut loaded,
+                &header,
+                turn,
+                &mut data,
+                digester,
+                before.record.length,
+            )
+            .await
+        {
+            // A body that broke off keeps what arrived (without a checksum), and the
+            // client learns that it broke.
+            Ok((_, Some(broke))) => Err(broke),
+            Ok((upload, None)) => Ok(upload),
+            Err(status) => {
+                // Nothing of it counts: the state goes back as it was, its lease given up.
+                let mut back = loaded;
+                back.state = before;
+                back.release(&self.s3).await;
+                Err(status)
+            }
+        }
+    }
+
+    /// Receives the append's bytes under the lease, and writes the state that counts
+    /// them: the upload, and how the body broke off if it did.
+    async fn receive(
+        &self,
+        loaded: &mut Loaded,
+        header: &AppendHeader,
+        turn: Option<Turn>,
+        data: &mut BoxStream<Bytes>,
+        mut digester: Option<Digester>,
+        length_before: Option<u64>,
+    ) -> Result<(Upload, Option<Status>), Status> {
+        let (s3, settings) = (&self.s3, &*self.settings);
+        let record = &loaded.state.record;
+        let (mut sink, start) = match turn {
+            None | Some(Turn::Next) => {
+                let pending = self.buffered(loaded).await?;
+                let parts = Parts::new(
+                    s3,
+                    loaded.state.key.clone(),
+                    Some(loaded.state.multipart.clone()),
+                    loaded.state.parts.len(),
+                    pending,
+                );
+                (Sink::Next(parts), record.offset)
+            }
+            Some(Turn::Ahead) => {
+                let key = header.chunk.as_ref().map_or(0, |chunk| chunk.key);
+                let chunks = record.chunks.clone().unwrap_or_default();
+                // By offset a chunk's key says where it lies; a numbered one's place is
+                // not known yet, so what is kept aside together must still fit.
+                let start = match chunks.by_offset {
+                    true => key,
+                    false => {
+                        let aside: u64 = chunks
+                            .aside
+                            .iter()
+                            .filter(|(k, _)| **k != key)
+                            .map(|(_, v)| v)
+                            .sum();
+                        record.offset.saturating_add(aside)
+                    }
+                };
+                let parts = Parts::new(s3, loaded.folder.aside(key), None, 0, Bytes::new());
+                (Sink::Ahead { key, parts }, start)
+            }
+            Some(Turn::Again { at, length }) => (Sink::Again { at, length }, at),
+        };
+        let mut written = 0u64;
+        let mut broke = None;
+        while let Some(item) = data.next().await {
+            let bytes = match item {
+                Ok(bytes) => bytes,
+                Err(status) => {
+                    broke = Some(status);
+                    break;
+                }
+            };
+            let end = start.saturating_add(written).saturating_add(bytes.len() as u64);
+            crate::uploads::check_end(end, loaded.state.record.length, MAX_BUCKET_LENGTH)?;
+            if let Some(digester) = &mut digester {
+                digester.update(&bytes);
+            }
+            match &mut sink {
+                Sink::Next(parts) | Sink::Ahead { parts, .. } => parts.push(&bytes).await?,
+                Sink::Again { .. } => {}
+            }
+            written += bytes.len() as u64;
+            loaded.renew(s3, settings).await?;
+        }
+        let complete = broke.is_none();
+        // From here `broke` is only reported: what arrived counts when it may.
+        if let Some(digester) = digester {
+            if !complete {
+                return Err(Status::cancelled(
+                    "the data broke off; none of it was kept, since it named a checksum",
+                ));
+            }
+            digester.finish(&loaded.state.record.target)?;
+        }
+        let chunk = header.chunk.is_some();
+        if chunk && !complete {
+            return Err(Status::cancelled(
+                "the chunk broke off; none of it was kept: send it again",
+            ));
+        }
+        if let Some(size) = header.chunk.as_ref().and_then(|c| c.size)
+            && size != written
+        {
+            return Err(Status::invalid_argument(format!(
+                "the chunk's name says {size} bytes, but {written} arrived; none of it was kept"
+            )));
+        }
+        let old_buffer = loaded
+            .state
+            .buffered
+            .gt(&0)
+            .then(|| loaded.folder.buffer(loaded.state.in_parts));
+        let mut consumed = Vec::new();
+        match sink {
+            Sink::Next(mut parts) => {
+                let state = &mut loaded.state;
+                state.record.offset += written;
+                let chunks_now = state.record.chunks.as_ref().filter(|_| chunk).is_some();
+                if chunks_now {
+                    consumed = self.assemble(loaded, &mut parts, written).await?;
+                }
+                let (mut parts, tail) = parts.finish().await?;
+                let state = &mut loaded.state;
+                state.parts.append(&mut parts.etags);
+                state.in_parts += parts.sent;
+                state.buffered = tail.len() as u64;
+                if !tail.is_empty() {
+                    s3.put(&loaded.folder.buffer(state.in_parts), tail).await?;
+                }
+            }
+            Sink::Ahead { key, parts } => {
+                parts.into_object().await?;
+                if let Some(chunks) = loaded.state.record.chunks.as_mut() {
+                    chunks.aside.insert(key, written);
+                }
+            }
+            Sink::Again { at, length } => {
+                if length.is_some_and(|length| length != written) || at + written > loaded.state.record.offset
+                {
+                    let key = header.chunk.as_ref().map_or(0, |c| c.key);
+                    return Err(Status::invalid_argument(format!(
+                        "chunk {key} arrived before with other bounds than these {written} bytes; \
+                         a chunk cannot change its size (start a new upload)"
+                    )));
+                }
+            }
+        }
+        let state = &mut loaded.state;
+        // Only data renews the expiry: empty requests cannot keep an upload forever.
+        if written > 0 || chunk || state.record.length != length_before {
+            state.record.touched_unix_ns = settings.now_ns();
+        }
+        state.lease = None;
+        loaded.save(s3).await?;
+        let new_buffer = loaded.folder.buffer(loaded.state.in_parts);
+        for key in old_buffer
+            .filter(|old| loaded.state.buffered == 0 || *old != new_buffer)
+            .into_iter()
+            .chain(consumed)
+        {
+            let _ = s3.delete(&key).await;
+        }
+        Ok((settings.describe(&loaded.id, &loaded.state.record), broke))
+    }
+
+    /// The bytes waiting in the upload's buffer.
+    pub(super) async fn buffered(&self, loaded: &Loaded) -> Result<Bytes, Status> {
+        let wanted = loaded.state.buffered as usize;
+        if wanted == 0 {
+            return Ok(Bytes::new());
+        }
+        let key = loaded.folder.buffer(loaded.state.in_parts);
+        let data = self.s3.get(&key).await?;
+        if data.len() < wanted {
+            return Err(Status::internal(format!(
+                "the upload's buffer {key} holds {} bytes, not {wanted}: cancel the upload and start again",
+                data.len()
+            )));
+        }
+        Ok(data.slice(..wanted))
+    }
+
+    /// Sends into `parts` the chunks kept aside that are next now, in order, and counts
+    /// them as placed (`placed` bytes of the chunk just received placed before them):
+    /// the keys of their objects, to remove once the state no longer lists them. An
+    /// object that is gone counts as not arrived.
+    async fn assemble(
+        &self,
+        loaded: &mut Loaded,
+        parts: &mut Parts,
+        placed: u64,
+    ) -> Result<Vec<String>, Status> {
+        let mut consumed = Vec::new();
+        let Some(mut chunks) = loaded.state.record.chunks.take() else {
+            return Ok(consumed);
+        };
+        if !chunks.by_offset {
+            chunks.placed.push(placed);
+        }
+        let result = async {
+            while let Some(length) = chunks
+                .aside
+                .get(&chunks.next_key(loaded.state.record.offset))
+                .copied()
+            {
+                let key = chunks.next_key(loaded.state.record.offset);
+                let object = loaded.folder.aside(key);
+                if !stream_into(&self.s3, &object, length, parts, loaded, &self.settings).await? {
+                    chunks.aside.remove(&key);
+                    break;
+                }
+                chunks.aside.remove(&key);
+                if !chunks.by_offset {
+                    chunks.placed.push(length);
+                }
+                loaded.state.record.offset += length;
+                consumed.push(object);
+            }
+            Ok::<_, Status>(())
+        }
+        .await;
+        loaded.state.record.chunks = Some(chunks);
+        result.map(|()| consumed)
+    }
+}
+
+/// Sends the `length` bytes of the object `key` into `parts`, renewing `loaded`'s lease
+/// as they go; false when there is no such object.
+async fn stream_into(
+    s3: &S3Client,
+    key: &str,
+    length: u64,
+    parts: &mut Parts,
+    loaded: &mut Loaded,
+    settings: &UploadSettings,
+) -> Result<bool, Status> {
+    let Some(opened) = s3.open(key, None, None).await? else {
+        return Ok(false);
+    };
+    if opened.info.size != length {
+        return Err(Status::internal(format!(
+            "the chunk kept as {key} has {} bytes, not {length}: cancel the upload and start again",
+            opened.info.size
+        )));
+    }
+    let mut body = opened.body;
+    while let Some(frame) = body.frame().await {
+        let frame = frame
+            .map_err(|e| Status::unavailable(format!("reading {key} from the S3 server broke off: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            parts.push(&data).await?;
+            loaded.renew(s3, settings).await?;
+        }
+    }
+    Ok(true)
+}
