@@ -389,15 +389,28 @@ impl S3Client {
         etags: &[String],
         expected: Option<&str>,
     ) -> Result<String, Status> {
+        let numbered: Vec<(u16, &str)> = (1u16..).zip(etags.iter().map(String::as_str)).collect();
+        self.complete_numbered(key, upload, &numbered, expected).await
+    }
+
+    /// [`S3Client::complete_upload`] from parts named by their numbers, ascending (S3
+    /// allows gaps between them).
+    pub async fn complete_numbered(
+        &self,
+        key: &str,
+        upload: &str,
+        parts: &[(u16, &str)],
+        expected: Option<&str>,
+    ) -> Result<String, Status> {
         let action = CompleteMultipartUpload::new(
             &self.bucket,
             Some(&self.credentials),
             key,
             upload,
-            etags.iter().map(String::as_str),
+            std::iter::empty::<&str>(),
         );
         let url = action.sign(SIGNED_FOR);
-        let body = Bytes::from(action.body());
+        let body = Bytes::from(answers::completion_body(parts));
         let condition = Condition::new(expected);
         let (_, answer) = self
             .succeed(
@@ -453,43 +466,52 @@ impl S3Client {
         }
     }
 
-    /// The multipart uploads under way below `prefix` (the first 1,000): each one's key,
-    /// id and start in nanoseconds since the epoch (ListMultipartUploads).
+    /// The multipart uploads under way below `prefix`, every page of them: each one's
+    /// key, id and start in nanoseconds since the epoch (ListMultipartUploads).
     pub async fn uploads(&self, prefix: &str) -> Result<Vec<(String, String, i64)>, Status> {
-        let url = rusty_s3::signing::sign(
-            &jiff::Timestamp::now(),
-            rusty_s3::Method::Get,
-            self.bucket.base_url().clone(),
-            self.credentials.key(),
-            self.credentials.secret(),
-            self.credentials.token(),
-            self.bucket.region(),
-            SIGNED_FOR.as_secs(),
-            [("prefix", prefix), ("uploads", "")].into_iter(),
-            std::iter::empty(),
-        );
-        let (_, body) = self
-            .succeed(
-                "ListMultipartUploads",
-                prefix,
-                Method::GET,
-                url,
-                &[],
-                Bytes::new(),
-            )
-            .await?;
-        let uploads = answers::uploads(&body).map_err(|e| {
-            Status::internal(format!(
-                "the S3 server's uploads under {prefix} did not parse: {e}"
-            ))
-        })?;
-        Ok(uploads
-            .into_iter()
-            .map(|upload| {
+        let mut all = Vec::new();
+        let mut from: Option<(String, String)> = None;
+        loop {
+            let mut query = vec![("prefix", prefix), ("uploads", "")];
+            if let Some((key, id)) = &from {
+                query.extend([("key-marker", key.as_str()), ("upload-id-marker", id.as_str())]);
+            }
+            let url = rusty_s3::signing::sign(
+                &jiff::Timestamp::now(),
+                rusty_s3::Method::Get,
+                self.bucket.base_url().clone(),
+                self.credentials.key(),
+                self.credentials.secret(),
+                self.credentials.token(),
+                self.bucket.region(),
+                SIGNED_FOR.as_secs(),
+                query.into_iter(),
+                std::iter::empty(),
+            );
+            let (_, body) = self
+                .succeed(
+                    "ListMultipartUploads",
+                    prefix,
+                    Method::GET,
+                    url,
+                    &[],
+                    Bytes::new(),
+                )
+                .await?;
+            let (page, next) = answers::uploads(&body).map_err(|e| {
+                Status::internal(format!(
+                    "the S3 server's uploads under {prefix} did not parse: {e}"
+                ))
+            })?;
+            all.extend(page.into_iter().map(|upload| {
                 let started = rfc3339_ns(&upload.initiated);
                 (upload.key, upload.id, started)
-            })
-            .collect())
+            }));
+            match next {
+                Some(next) if from.as_ref() != Some(&next) => from = Some(next),
+                _ => return Ok(all),
+            }
+        }
     }
 
     /// Sends one signed read of `key` (GET or HEAD): `None` when there is no such

@@ -706,3 +706,50 @@ async fn the_sweep_of_abandoned_multipart_uploads_spares_unfinished_uploads() {
         .unwrap();
     assert_eq!(s.read("kept.txt").unwrap(), b"hello");
 }
+
+/// In a bucket, a request that hung past its lease (here: the clock moved on while it
+/// held the upload) loses the upload to the next, and cannot spoil it afterwards: the
+/// part it sends late has a number the new holder never uses, so what lands is the new
+/// holder's bytes; the late request itself gets ABORTED.
+#[tokio::test]
+async fn a_request_that_lost_its_lease_cannot_spoil_the_upload() {
+    let s = Setup::bucket(10).await;
+    let uploads = s.uploads.clone();
+    let late_bytes = random_bytes(17 << 20, 1);
+    let kept_bytes = random_bytes(17 << 20, 2);
+    let id = create(&*uploads, "alice", "f.bin", kept_bytes.len() as u64).await;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Status>>(1);
+    let late = {
+        let (uploads, id) = (uploads.clone(), id.clone());
+        tokio::spawn(async move { uploads.append(at(&id, "alice", 0), tokio_stream_from(rx)).await })
+    };
+    // The first request holds the upload and has sent its first part...
+    tx.send(Ok(Bytes::copy_from_slice(&late_bytes[..9 << 20])))
+        .await
+        .unwrap();
+    tx.send(Ok(Bytes::new())).await.unwrap();
+    // ...then stalls past its lease: another request takes the upload over.
+    *s.now.lock().unwrap() += Duration::from_secs(9);
+    let taken = uploads
+        .append(at(&id, "alice", 0), body_of(&kept_bytes))
+        .await
+        .unwrap();
+    assert_eq!(taken.offset, kept_bytes.len() as u64);
+    // The first request wakes up and sends another part, then ends.
+    tx.send(Ok(Bytes::copy_from_slice(&late_bytes[9 << 20..])))
+        .await
+        .unwrap();
+    drop(tx);
+    let refused = late.await.unwrap().unwrap_err();
+    assert_eq!(refused.code(), Code::Aborted, "{}", refused.message());
+    s.fileio
+        .write(landing("f.bin", &id, "alice", kept_bytes.len() as u64), empty())
+        .await
+        .unwrap();
+    assert!(
+        s.read("f.bin").unwrap() == kept_bytes,
+        "the late request spoiled the upload"
+    );
+    assert_eq!(s.multiparts().await, 0);
+    assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+}

@@ -75,15 +75,26 @@ pub(super) struct Upload {
     pub initiated: String,
 }
 
+/// Where the next page of a ListMultipartUploads starts: its key and upload id markers.
+pub(super) type NextUploads = Option<(String, String)>;
+
 /// The uploads of a ListMultipartUploads answer (the page it holds), their keys
-/// URL-decoded when the server says it encoded them (`<EncodingType>url`).
-pub(super) fn uploads(body: &[u8]) -> Result<Vec<Upload>, DeError> {
+/// URL-decoded when the server says it encoded them (`<EncodingType>url`), and where the
+/// next page starts when there is one.
+pub(super) fn uploads(body: &[u8]) -> Result<(Vec<Upload>, NextUploads), DeError> {
     let listing = match quick_xml::de::from_reader::<_, Root>(body)? {
         Root::ListMultipartUploadsResult(listing) => listing,
         _ => return Err(DeError::Custom("no <ListMultipartUploadsResult>".to_owned())),
     };
     let url_encoded = listing.encoding_type.as_deref() == Some("url");
-    Ok(listing
+    let next = listing.is_truncated.then(|| {
+        let key = match url_encoded {
+            true => url_decoded(&listing.next_key_marker),
+            false => listing.next_key_marker.clone(),
+        };
+        (key, listing.next_upload_id_marker.clone())
+    });
+    let page = listing
         .uploads
         .into_iter()
         .map(|upload| Upload {
@@ -95,7 +106,28 @@ pub(super) fn uploads(body: &[u8]) -> Result<Vec<Upload>, DeError> {
             id: upload.upload_id,
             initiated: upload.initiated,
         })
-        .collect())
+        .collect();
+    Ok((page, next))
+}
+
+/// The body of a CompleteMultipartUpload naming each part by its number and ETag.
+pub(super) fn completion_body(parts: &[(u16, &str)]) -> String {
+    let mut body = String::from("<CompleteMultipartUpload>");
+    for (number, etag) in parts {
+        body.push_str("<Part><ETag>");
+        for c in etag.chars() {
+            match c {
+                '&' => body.push_str("&amp;"),
+                '<' => body.push_str("&lt;"),
+                '>' => body.push_str("&gt;"),
+                '"' => body.push_str("&quot;"),
+                c => body.push(c),
+            }
+        }
+        body.push_str(&format!("</ETag><PartNumber>{number}</PartNumber></Part>"));
+    }
+    body.push_str("</CompleteMultipartUpload>");
+    body
 }
 
 /// A key as S3 gives it with `encoding-type=url`: percent-encoded, and a space as `+`
@@ -133,6 +165,12 @@ struct UploadsListing {
     uploads: Vec<ListedUpload>,
     #[serde(default)]
     encoding_type: Option<String>,
+    #[serde(default)]
+    is_truncated: bool,
+    #[serde(default)]
+    next_key_marker: String,
+    #[serde(default)]
+    next_upload_id_marker: String,
 }
 
 #[derive(Deserialize)]
@@ -168,7 +206,7 @@ mod tests {
   <Upload><Key><![CDATA[served/<raw> & "cdata".txt]]></Key><UploadId>id-3</UploadId><Initiated>2026-01-02T03:04:05Z</Initiated></Upload>
 </ListMultipartUploadsResult>"#;
         assert_eq!(
-            uploads(body).unwrap(),
+            uploads(body).unwrap().0,
             vec![
                 Upload {
                     key: "served/a&b <c> \"d\" it's \"e\" 'f' 100% a+b gr\u{fc}\u{df}e \u{65e5}\u{672c}.txt"
@@ -195,7 +233,7 @@ mod tests {
         let body = br#"<ListMultipartUploadsResult><EncodingType>url</EncodingType>
   <Upload><Key>served/a%26b+c%2B%25%20%C3%BC.txt</Key><UploadId>u</UploadId></Upload>
 </ListMultipartUploadsResult>"#;
-        let listed = uploads(body).unwrap();
+        let listed = uploads(body).unwrap().0;
         assert_eq!(listed[0].key, "served/a&b c+% \u{fc}.txt");
     }
 
@@ -203,8 +241,16 @@ mod tests {
     fn no_uploads_is_an_empty_list() {
         let body = br#"<?xml version="1.0" encoding="UTF-8"?>
 <ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>b</Bucket><IsTruncated>false</IsTruncated></ListMultipartUploadsResult>"#;
-        assert_eq!(uploads(body).unwrap(), vec![]);
-        assert_eq!(uploads(br#"<ListMultipartUploadsResult/>"#).unwrap(), vec![]);
+        assert_eq!(uploads(body).unwrap(), (vec![], None));
+        assert_eq!(
+            uploads(br#"<ListMultipartUploadsResult/>"#).unwrap(),
+            (vec![], None)
+        );
+        let truncated = br#"<ListMultipartUploadsResult><IsTruncated>true</IsTruncated><NextKeyMarker>a/b</NextKeyMarker><NextUploadIdMarker>x1</NextUploadIdMarker></ListMultipartUploadsResult>"#;
+        assert_eq!(
+            uploads(truncated).unwrap().1,
+            Some(("a/b".to_owned(), "x1".to_owned()))
+        );
         assert!(uploads(b"<Error><Code>AccessDenied</Code></Error>").is_err());
         assert!(uploads(b"not xml at all").is_err());
     }

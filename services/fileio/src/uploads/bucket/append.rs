@@ -71,9 +71,7 @@ impl BucketUploads {
             Ok((upload, None)) => Ok(upload),
             Err(status) => {
                 // Nothing of it counts: the state goes back as it was, its lease given up.
-                let mut back = loaded;
-                back.state = before;
-                back.release(&self.s3).await;
+                loaded.put_back(&self.s3, before).await;
                 Err(status)
             }
         }
@@ -99,7 +97,7 @@ impl BucketUploads {
                     s3,
                     loaded.state.key.clone(),
                     Some(loaded.state.multipart.clone()),
-                    loaded.state.parts.len(),
+                    loaded.lease().first_part,
                     pending,
                 );
                 (Sink::Next(parts), record.offset)
@@ -121,14 +119,14 @@ impl BucketUploads {
                         record.offset.saturating_add(aside)
                     }
                 };
-                let parts = Parts::new(s3, loaded.folder.aside(key), None, 0, Bytes::new());
+                let parts = Parts::new(s3, loaded.folder.aside(key), None, 1, Bytes::new());
                 (Sink::Ahead { key, parts }, start)
             }
             Some(Turn::Again { at, length }) => (Sink::Again { at, length }, at),
         };
         let mut written = 0u64;
         let mut broke = None;
-        while let Some(item) = data.next().await {
+        while let Some(item) = loaded.held(s3, settings, data.next()).await? {
             let bytes = match item {
                 Ok(bytes) => bytes,
                 Err(status) => {
@@ -142,11 +140,16 @@ impl BucketUploads {
                 digester.update(&bytes);
             }
             match &mut sink {
-                Sink::Next(parts) | Sink::Ahead { parts, .. } => parts.push(&bytes).await?,
+                Sink::Next(parts) => {
+                    loaded
+                        .reserve(s3, settings, parts.highest_after(bytes.len()))
+                        .await?;
+                    loaded.held(s3, settings, parts.push(&bytes)).await??;
+                }
+                Sink::Ahead { parts, .. } => loaded.held(s3, settings, parts.push(&bytes)).await??,
                 Sink::Again { .. } => {}
             }
             written += bytes.len() as u64;
-            loaded.renew(s3, settings).await?;
         }
         let complete = broke.is_none();
         // From here `broke` is only reported: what arrived counts when it may.
@@ -171,31 +174,22 @@ impl BucketUploads {
                 "the chunk's name says {size} bytes, but {written} arrived; none of it was kept"
             )));
         }
-        let old_buffer = loaded
-            .state
-            .buffered
-            .gt(&0)
-            .then(|| loaded.folder.buffer(loaded.state.in_parts));
-        let mut consumed = Vec::new();
+        // Objects that the state written at the end no longer names.
+        let mut unnamed = Vec::new();
         match sink {
             Sink::Next(mut parts) => {
-                let state = &mut loaded.state;
-                state.record.offset += written;
-                let chunks_now = state.record.chunks.as_ref().filter(|_| chunk).is_some();
-                if chunks_now {
-                    consumed = self.assemble(loaded, &mut parts, written).await?;
+                loaded.state.record.offset += written;
+                if chunk {
+                    unnamed = self.assemble(loaded, &mut parts, written).await?;
                 }
-                let (mut parts, tail) = parts.finish().await?;
+                let (parts, tail) = loaded.held(s3, settings, parts.finish()).await??;
+                self.keep_tail(loaded, &parts, tail, &mut unnamed).await?;
                 let state = &mut loaded.state;
-                state.parts.append(&mut parts.etags);
+                state.parts.extend(parts.sent_parts.iter().cloned());
                 state.in_parts += parts.sent;
-                state.buffered = tail.len() as u64;
-                if !tail.is_empty() {
-                    s3.put(&loaded.folder.buffer(state.in_parts), tail).await?;
-                }
             }
             Sink::Ahead { key, parts } => {
-                parts.into_object().await?;
+                loaded.held(s3, settings, parts.into_object()).await??;
                 if let Some(chunks) = loaded.state.record.chunks.as_mut() {
                     chunks.aside.insert(key, written);
                 }
@@ -218,32 +212,58 @@ impl BucketUploads {
         }
         state.lease = None;
         loaded.save(s3).await?;
-        let new_buffer = loaded.folder.buffer(loaded.state.in_parts);
-        for key in old_buffer
-            .filter(|old| loaded.state.buffered == 0 || *old != new_buffer)
-            .into_iter()
-            .chain(consumed)
-        {
+        for key in unnamed {
             let _ = s3.delete(&key).await;
         }
         Ok((settings.describe(&loaded.id, &loaded.state.record), broke))
     }
 
-    /// The bytes waiting in the upload's buffer.
+    /// Keeps what is left under a part at the end of a request in the buffer: when a
+    /// part went, the buffer held before is in it, and the tail (all new bytes, as the
+    /// buffer held under a part) is its new first piece; otherwise the new bytes are one
+    /// more piece after the pieces held. So a byte is written at most twice.
+    async fn keep_tail(
+        &self,
+        loaded: &mut Loaded,
+        parts: &Parts,
+        tail: Bytes,
+        unnamed: &mut Vec<String>,
+    ) -> Result<(), Status> {
+        let held = loaded.state.buffered();
+        let new = match parts.sent_parts.is_empty() {
+            true => tail.slice(usize::try_from(held).unwrap_or(usize::MAX).min(tail.len())..),
+            false => {
+                unnamed.extend(loaded.state.buffer.drain(..).map(|(key, _)| key));
+                tail
+            }
+        };
+        if !new.is_empty() {
+            let at = loaded.state.record.offset - new.len() as u64;
+            let key = loaded.folder.buffer_piece(&loaded.lease().holder, at);
+            let size = new.len() as u64;
+            loaded
+                .held(&self.s3, &self.settings, self.s3.put(&key, new))
+                .await??;
+            loaded.state.buffer.push((key, size));
+        }
+        Ok(())
+    }
+
+    /// The bytes waiting in the upload's buffer, its pieces in order.
     pub(super) async fn buffered(&self, loaded: &Loaded) -> Result<Bytes, Status> {
-        let wanted = loaded.state.buffered as usize;
-        if wanted == 0 {
-            return Ok(Bytes::new());
+        let mut all = bytes::BytesMut::new();
+        for (key, size) in &loaded.state.buffer {
+            let data = self.s3.get(key).await?;
+            let wanted = usize::try_from(*size).unwrap_or(usize::MAX);
+            if data.len() != wanted {
+                return Err(Status::internal(format!(
+                    "the upload's buffer {key} holds {} bytes, not {wanted}: cancel the upload and start again",
+                    data.len()
+                )));
+            }
+            all.extend_from_slice(&data);
         }
-        let key = loaded.folder.buffer(loaded.state.in_parts);
-        let data = self.s3.get(&key).await?;
-        if data.len() < wanted {
-            return Err(Status::internal(format!(
-                "the upload's buffer {key} holds {} bytes, not {wanted}: cancel the upload and start again",
-                data.len()
-            )));
-        }
-        Ok(data.slice(..wanted))
+        Ok(all.freeze())
     }
 
     /// Sends into `parts` the chunks kept aside that are next now, in order, and counts
@@ -290,8 +310,8 @@ impl BucketUploads {
     }
 }
 
-/// Sends the `length` bytes of the object `key` into `parts`, renewing `loaded`'s lease
-/// as they go; false when there is no such object.
+/// Sends the `length` bytes of the object `key` into `parts`, under `loaded`'s lease;
+/// false when there is no such object.
 async fn stream_into(
     s3: &S3Client,
     key: &str,
@@ -310,12 +330,14 @@ async fn stream_into(
         )));
     }
     let mut body = opened.body;
-    while let Some(frame) = body.frame().await {
+    while let Some(frame) = loaded.held(s3, settings, body.frame()).await? {
         let frame = frame
             .map_err(|e| Status::unavailable(format!("reading {key} from the S3 server broke off: {e}")))?;
         if let Ok(data) = frame.into_data() {
-            parts.push(&data).await?;
-            loaded.renew(s3, settings).await?;
+            loaded
+                .reserve(s3, settings, parts.highest_after(data.len()))
+                .await?;
+            loaded.held(s3, settings, parts.push(&data)).await??;
         }
     }
     Ok(true)

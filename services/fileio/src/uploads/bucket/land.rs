@@ -11,6 +11,7 @@ use crate::objects::find::file_info;
 use crate::objects::kept::BucketKeeper;
 use crate::objects::write::{check, conflict, keep_content_record, target};
 use crate::s3::{ObjectInfo, S3Client};
+use crate::uploads::UploadSettings;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use kubedav_api::fileio::{FromUpload, WriteHeader, WriteResponse};
@@ -49,6 +50,7 @@ impl BucketUploads {
             ));
         }
         let (_, existing) = target(&self.s3, &self.keys, path, header).await?;
+        let lease_before = loaded.state.lease.clone();
         loaded
             .take(&self.s3, &self.settings)
             .await
@@ -93,7 +95,7 @@ impl BucketUploads {
                 // Not landed: the upload stays as it was (the gateway cancels one that
                 // can never land).
                 let mut back = loaded;
-                back.state.lease = None;
+                back.state.lease = lease_before;
                 if let Err(e) = back.save(&self.s3).await {
                     tracing::debug!(error = %e.message(), "an upload's lease could not be given back; it lapses");
                 }
@@ -145,15 +147,42 @@ impl Landing<'_> {
             s3.abort_upload(&state.key, &state.multipart).await?;
             return s3.put_if(&state.key, Bytes::new(), condition).await;
         }
-        let mut etags = state.parts.clone();
-        if state.buffered > 0 {
+        let mut parts = state.parts.clone();
+        if state.buffered() > 0 {
             let last = self.uploads.buffered(loaded).await?;
-            let number =
-                u16::try_from(etags.len() + 1).map_err(|_| Status::out_of_range("too many parts"))?;
-            etags.push(s3.upload_part(&state.key, &state.multipart, number, last).await?);
+            // The lease reserved this number: no other request's part has it.
+            let number = loaded.lease().first_part;
+            parts.push((
+                number,
+                s3.upload_part(&state.key, &state.multipart, number, last).await?,
+            ));
         }
-        s3.complete_upload(&state.key, &state.multipart, &etags, condition)
+        let numbered: Vec<(u16, &str)> = parts.iter().map(|(n, e)| (*n, e.as_str())).collect();
+        s3.complete_numbered(&state.key, &state.multipart, &numbered, condition)
             .await
+    }
+
+    /// [`Landing::complete`] of an upload with a key of its own, once: an upload whose
+    /// completion went through but whose state could not say so (the save failed or
+    /// was lost) is found whole by its object, of its size.
+    async fn complete_own(&self, loaded: &mut Loaded, settings: &UploadSettings) -> Result<(), Status> {
+        if loaded.state.whole {
+            return Ok(());
+        }
+        let snapshot = loaded.clone();
+        let completed = loaded
+            .held(self.s3(), settings, self.complete(&snapshot, None))
+            .await?;
+        if let Err(status) = completed {
+            let whole = self.s3().head(&loaded.state.key).await?;
+            if status.code() != tonic::Code::NotFound
+                || whole.is_none_or(|object| object.size != loaded.state.record.offset)
+            {
+                return Err(status);
+            }
+        }
+        loaded.state.whole = true;
+        loaded.save(self.s3()).await
     }
 
     /// Lands an upload that went straight to its file: completed there, the
@@ -168,9 +197,11 @@ impl Landing<'_> {
         if condition.is_some() {
             check(self.header, self.path, self.s3().head(self.key).await?.as_ref())?;
         }
-        let mut etag = self
-            .complete(loaded, condition)
-            .await
+        let settings = &*self.uploads.settings;
+        let snapshot = loaded.clone();
+        let mut etag = loaded
+            .held(self.s3(), settings, self.complete(&snapshot, condition))
+            .await?
             .map_err(|status| conflict(status, self.header, self.path))?;
         // Landed: what is left of the upload goes, whatever follows.
         loaded.state.whole = true;
@@ -191,26 +222,26 @@ impl Landing<'_> {
         &self,
         loaded: &mut Loaded,
     ) -> Result<(ObjectInfo, Vec<kubedav_api::checksums::Checksum>), Status> {
-        if !loaded.state.whole {
-            self.complete(loaded, None).await?;
-            loaded.state.whole = true;
-            loaded.save(self.s3()).await?;
-        }
+        let settings = &*self.uploads.settings;
+        self.complete_own(loaded, settings).await?;
         let own = loaded.state.key.clone();
         let size = loaded.state.record.offset;
         // A mismatch returns here: nothing is copied.
         let checksums = match Digester::for_write(self.header)? {
-            Some(digester) => read_through(self.s3(), &own, digester, self.path).await?,
+            Some(digester) => {
+                let read = read_through(self.s3(), &own, digester, self.path);
+                loaded.held(self.s3(), settings, read).await??
+            }
             None => Vec::new(),
         };
         self.keep_replaced().await?;
         // The precondition, checked just before the copy: a window of one request, as
         // for servers that ignore conditional completion (docs/architecture.md).
         check(self.header, self.path, self.s3().head(self.key).await?.as_ref())?;
-        let etag = self
+        let copy = self
             .s3()
-            .copy_whole(&own, self.key, size, self.header.modified_unix_ns)
-            .await?;
+            .copy_whole(&own, self.key, size, self.header.modified_unix_ns);
+        let etag = loaded.held(self.s3(), settings, copy).await??;
         let _ = self.uploads.remove(&loaded.folder, Some(&loaded.state)).await;
         Ok((self.object(etag, size), checksums))
     }

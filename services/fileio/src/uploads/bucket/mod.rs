@@ -173,6 +173,26 @@ impl BucketUploads {
         self.s3.delete(&state_key).await
     }
 
+    /// Removes the upload of `folder` if it expired and no request holds it; whether it
+    /// did.
+    async fn remove_if_expired(&self, folder: &Folder) -> Result<bool, Status> {
+        let Some((data, _)) = self.s3.get_versioned(&folder.state()).await? else {
+            return Ok(false);
+        };
+        let Ok(state) = state::parse(&data) else {
+            return Ok(false);
+        };
+        let idle = state
+            .lease
+            .as_ref()
+            .is_none_or(|lease| lease.until_unix_ns <= self.settings.now_ns());
+        if !(self.settings.expired(&state.record) && idle) {
+            return Ok(false);
+        }
+        self.remove(folder, Some(&state)).await?;
+        Ok(true)
+    }
+
     /// `owner`'s uploads: each one's id and state (an error where it cannot be read).
     async fn of_owner(&self, owner: &str) -> Result<Vec<(String, Result<State, Status>)>, Status> {
         let under = format!("{}{}/", self.base, owner_key(owner));
@@ -252,13 +272,25 @@ impl BucketUploads {
             multipart,
             parts: Vec::new(),
             in_parts: 0,
-            buffered: 0,
+            buffer: Vec::new(),
             whole: false,
             lease: None,
         };
         let json = serde_json::to_vec(&state)
             .map_err(|e| Status::internal(format!("an upload's state could not be written: {e}")))?;
-        if let Err(status) = self.s3.put_if(&folder.state(), Bytes::from(json), Some("")).await {
+        let mut made = self
+            .s3
+            .put_if(&folder.state(), Bytes::from(json.clone()), Some(""))
+            .await;
+        if made
+            .as_ref()
+            .is_err_and(|status| status.code() == tonic::Code::Aborted)
+            && self.remove_if_expired(&folder).await?
+        {
+            // A named upload that expired and was not swept yet: its name is free.
+            made = self.s3.put_if(&folder.state(), Bytes::from(json), Some("")).await;
+        }
+        if let Err(status) = made {
             let _ = self.s3.abort_upload(&state.key, &state.multipart).await;
             return Err(match status.code() {
                 tonic::Code::Aborted => Status::already_exists(format!(
@@ -279,8 +311,14 @@ pub async fn multiparts_in_use(s3: &S3Client, prefix: &str) -> Result<HashSet<St
     let uploads = BucketUploads::new(s3.clone(), Keys::new(prefix), UploadSettings::default());
     let mut ids = HashSet::new();
     for (key, _) in uploads.state_keys(&uploads.base).await? {
-        if let Ok(state) = s3.get(&key).await.and_then(|data| state::parse(&data)) {
-            ids.insert(state.multipart);
+        match s3.get(&key).await.and_then(|data| state::parse(&data)) {
+            Ok(state) => {
+                ids.insert(state.multipart);
+            }
+            // Gone since the listing (landed or cancelled), or unreadable for good.
+            Err(status) if matches!(status.code(), tonic::Code::NotFound | tonic::Code::Internal) => {}
+            // The bucket did not answer: no multipart upload may be judged on this pass.
+            Err(status) => return Err(status),
         }
     }
     Ok(ids)

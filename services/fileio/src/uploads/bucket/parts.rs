@@ -1,6 +1,7 @@
 //! Bytes on their way into a multipart upload: gathered into parts of [`PART_BYTES`],
 //! one part sent while the next gathers (at most two parts in memory, 16 MiB), and what
-//! is left under S3's smallest part at the end handed back to be kept in the buffer.
+//! is left under a part at the end handed back to be kept in the buffer. Every part but
+//! an upload's last is [`PART_BYTES`], so 10,000 parts hold [`MAX_BUCKET_LENGTH`].
 
 use crate::objects::write::PART_BYTES;
 use crate::s3::S3Client;
@@ -8,9 +9,6 @@ use bytes::{Bytes, BytesMut};
 use tokio::task::JoinHandle;
 use tonic::Status;
 
-/// S3's smallest part but for the last: what is left under it after a request waits in
-/// the buffer object for the next.
-pub(super) const MIN_PART_BYTES: usize = 5 << 20;
 /// S3's most parts of one upload.
 pub(super) const MAX_PARTS: usize = 10_000;
 /// The most bytes an upload in a bucket may hold: 10,000 parts of [`PART_BYTES`].
@@ -25,26 +23,25 @@ pub(super) struct Parts {
     upload: Option<String>,
     /// Whether the writer began the upload (and so aborts it if dropped unfinished).
     began: bool,
-    /// Parts counted before this writer.
-    before: usize,
-    /// The ETags of the parts this writer sent.
-    pub(super) etags: Vec<String>,
+    /// The number of the next part.
+    next: u16,
+    /// The parts this writer sent: each one's number and ETag.
+    pub(super) sent_parts: Vec<(u16, String)>,
     /// The bytes in them.
     pub(super) sent: u64,
     pending: BytesMut,
-    in_flight: Option<JoinHandle<Result<String, Status>>>,
-    done: bool,
+    in_flight: Option<JoinHandle<Result<(u16, String), Status>>>,
 }
 
 impl Parts {
-    /// Parts after the `before` ones of the upload `upload` of `key`, starting with the
+    /// Parts numbered from `first` of the upload `upload` of `key`, starting with the
     /// bytes `pending`; a new upload of `key`, begun at the first part, when `upload` is
     /// `None`.
     pub(super) fn new(
         s3: &S3Client,
         key: String,
         upload: Option<String>,
-        before: usize,
+        first: u16,
         pending: Bytes,
     ) -> Self {
         Self {
@@ -52,13 +49,18 @@ impl Parts {
             key,
             upload,
             began: false,
-            before,
-            etags: Vec::new(),
+            next: first,
+            sent_parts: Vec::new(),
             sent: 0,
             pending: BytesMut::from(&pending[..]),
             in_flight: None,
-            done: false,
         }
+    }
+
+    /// The highest part number sending `extra` more bytes may use.
+    pub(super) fn highest_after(&self, extra: usize) -> u16 {
+        let parts = u16::try_from((self.pending.len() + extra) / PART_BYTES).unwrap_or(u16::MAX);
+        self.next.saturating_add(parts).saturating_sub(1)
     }
 
     /// Adds `data`, sending each part that fills.
@@ -74,8 +76,8 @@ impl Parts {
     /// Waits for the part in flight, then sends `part`.
     async fn send(&mut self, part: Bytes) -> Result<(), Status> {
         self.settle().await?;
-        let number = self.before + self.etags.len() + 1;
-        if number > MAX_PARTS {
+        let number = self.next;
+        if usize::from(number) > MAX_PARTS {
             return Err(Status::out_of_range(format!(
                 "an upload's length on object storage may be at most {MAX_BUCKET_LENGTH} bytes \
                  ({MAX_PARTS} parts of {} MiB)",
@@ -92,46 +94,29 @@ impl Parts {
             }
         };
         self.sent += part.len() as u64;
+        self.next += 1;
         let (s3, key) = (self.s3.clone(), self.key.clone());
         self.in_flight = Some(tokio::spawn(async move {
-            s3.upload_part(&key, &upload, number as u16, part).await
+            let etag = s3.upload_part(&key, &upload, number, part).await?;
+            Ok((number, etag))
         }));
         Ok(())
     }
 
-    /// Waits for the part in flight and keeps its ETag.
+    /// Waits for the part in flight and keeps its number and ETag.
     async fn settle(&mut self) -> Result<(), Status> {
         if let Some(part) = self.in_flight.take() {
-            let etag = part.await.map_err(crate::errors::join_status)??;
-            self.etags.push(etag);
+            let sent = part.await.map_err(crate::errors::join_status)??;
+            self.sent_parts.push(sent);
         }
         Ok(())
     }
 
-    /// Sends what is left when it makes a part of S3's smallest size, and waits for every
-    /// part: what is left under it, to keep in the buffer.
+    /// Waits for every part: what is left under a part, to keep in the buffer.
     pub(super) async fn finish(mut self) -> Result<(Self, Bytes), Status> {
-        if self.pending.len() >= MIN_PART_BYTES {
-            let part = self.pending.split().freeze();
-            self.send(part).await?;
-        }
         self.settle().await?;
-        self.done = true;
         let tail = self.pending.split().freeze();
         Ok((self, tail))
-    }
-
-    /// Sends everything left as the last part and waits for every part; the upload's id,
-    /// `None` when no part was sent (then nothing was begun).
-    pub(super) async fn finish_last(mut self) -> Result<(Self, Option<String>), Status> {
-        if !self.pending.is_empty() {
-            let part = self.pending.split().freeze();
-            self.send(part).await?;
-        }
-        self.settle().await?;
-        self.done = true;
-        let upload = self.upload.clone();
-        Ok((self, upload))
     }
 
     /// Makes the bytes pushed the object `key`: one PutObject when no part went, else
@@ -139,23 +124,20 @@ impl Parts {
     pub(super) async fn into_object(mut self) -> Result<(), Status> {
         if self.upload.is_none() {
             let data = self.pending.split().freeze();
-            self.done = true;
             return self.s3.put(&self.key, data).await.map(drop);
         }
-        let (mut this, upload) = self.finish_last().await?;
-        if let Some(upload) = upload {
-            this.s3
-                .complete_upload(&this.key, &upload, &this.etags, None)
-                .await?;
+        if !self.pending.is_empty() {
+            let part = self.pending.split().freeze();
+            self.send(part).await?;
         }
-        this.keep();
-        Ok(())
-    }
-
-    /// Keeps the upload this writer began, once it is recorded: it is no longer the
-    /// writer's to abort.
-    pub(super) fn keep(&mut self) {
+        self.settle().await?;
+        let upload = self.upload.clone().unwrap_or_default();
+        let parts: Vec<(u16, &str)> = self.sent_parts.iter().map(|(n, e)| (*n, e.as_str())).collect();
+        self.s3
+            .complete_numbered(&self.key, &upload, &parts, None)
+            .await?;
         self.began = false;
+        Ok(())
     }
 }
 

@@ -1,9 +1,14 @@
 //! An upload's state in the bucket: one small object, `state.json`, beside the upload's
 //! other objects, replaced whole and only conditionally (If-Match on the ETag it was read
 //! with), so two replicas never both change one upload. A request that changes the
-//! upload holds a lease written into it, renewed while it runs: a second request meets
-//! the lease (ABORTED), and a replica that died holding one loses it after
-//! [`LEASE_FOR`].
+//! upload holds a lease written into it, renewed every [`RENEW_AFTER_NS`] while it runs
+//! (whether bytes arrive or not): a second request meets the lease (ABORTED), and a
+//! replica that died holding one loses it after [`LEASE_FOR_NS`].
+//!
+//! A request that lost its lease (it hung past it) may still be writing. Its writes can
+//! never be taken for another's: its buffer objects carry its holder's name, and the
+//! part numbers it may use are reserved in its lease ahead of use, so a request that
+//! takes an upload over from a lapsed lease numbers its parts past them.
 
 use super::super::{Record, UploadSettings, not_found, owner_key};
 use crate::s3::S3Client;
@@ -17,6 +22,10 @@ use tonic::Status;
 pub(super) const LEASE_FOR_NS: i64 = 8_000_000_000;
 /// How often a request renews its lease.
 pub(super) const RENEW_AFTER_NS: i64 = 2_000_000_000;
+/// Part numbers a lease reserves ahead of use (512 MiB of parts): a takeover skips them.
+const RESERVE_PARTS: u16 = 64;
+/// S3's highest part number.
+pub(super) const MAX_PART_NUMBER: u16 = 10_000;
 
 /// The state of an upload in a bucket.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -27,15 +36,17 @@ pub(super) struct State {
     pub(super) key: String,
     /// The S3 id of that multipart upload.
     pub(super) multipart: String,
-    /// The ETags of the parts counted, part `n` at `n - 1`.
+    /// The parts counted, in order: each one's number (ascending, with gaps where a
+    /// takeover skipped a lapsed lease's reservation) and ETag.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(super) parts: Vec<String>,
+    pub(super) parts: Vec<(u16, String)>,
     /// The bytes in those parts.
     #[serde(default)]
     pub(super) in_parts: u64,
-    /// The bytes after them, kept in the buffer object until a part is full.
-    #[serde(default)]
-    pub(super) buffered: u64,
+    /// The bytes after them, in order, in small objects of the upload's folder until a
+    /// part is full: each one's name and size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) buffer: Vec<(String, u64)>,
     /// Whether the multipart upload completed (to the upload's own key, before it was
     /// checked and copied to its file): the bytes are one object now.
     #[serde(default)]
@@ -45,6 +56,18 @@ pub(super) struct State {
     pub(super) lease: Option<Lease>,
 }
 
+impl State {
+    /// The bytes waiting in the buffer.
+    pub(super) fn buffered(&self) -> u64 {
+        self.buffer.iter().map(|(_, size)| size).sum()
+    }
+
+    /// The number after the last part counted.
+    fn next_part(&self) -> u16 {
+        self.parts.last().map_or(1, |(number, _)| number + 1)
+    }
+}
+
 /// A request's hold on an upload.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub(super) struct Lease {
@@ -52,6 +75,10 @@ pub(super) struct Lease {
     pub(super) holder: String,
     /// Until when, in nanoseconds since the epoch by the uploads' clock.
     pub(super) until_unix_ns: i64,
+    /// The first part number the holder may use.
+    pub(super) first_part: u16,
+    /// The last part number reserved for it.
+    pub(super) reserved: u16,
 }
 
 /// Where one upload's objects are: `{base}{owner key}/{id}/`.
@@ -72,10 +99,10 @@ impl Folder {
         format!("{}data", self.0)
     }
 
-    /// The buffer of the bytes after the first `in_parts`: named by where it starts, so
-    /// a state written before the buffer changed still finds its own.
-    pub(super) fn buffer(&self, in_parts: u64) -> String {
-        format!("{}buffer.{in_parts}", self.0)
+    /// The object of a piece of the buffer: named by its holder and where it starts in
+    /// the upload, so no other request's writes reach it.
+    pub(super) fn buffer_piece(&self, holder: &str, at: u64) -> String {
+        format!("{}buffer.{holder}.{at}", self.0)
     }
 
     /// A chunk kept aside until the chunks before it came.
@@ -91,6 +118,8 @@ pub(super) struct Loaded {
     pub(super) id: String,
     pub(super) state: State,
     pub(super) etag: String,
+    /// When the lease held is renewed next.
+    renew_at: tokio::time::Instant,
 }
 
 impl Loaded {
@@ -117,36 +146,91 @@ impl Loaded {
         Ok(())
     }
 
-    /// Takes the lease for a request, or ABORTED while another holds it.
+    /// Takes the lease for a request, or ABORTED while another holds it. Its part
+    /// numbers start after the parts counted, and after what a lapsed lease reserved.
     pub(super) async fn take(&mut self, s3: &S3Client, settings: &UploadSettings) -> Result<(), Status> {
         if self.leased(settings) {
             return Err(busy());
         }
+        let lapsed = self.state.lease.as_ref().map_or(0, |lease| lease.reserved);
+        let first_part = self.state.next_part().max(lapsed.saturating_add(1));
         self.state.lease = Some(Lease {
             holder: format!("{:016x}", fastrand::u64(..)),
             until_unix_ns: settings.now_ns().saturating_add(LEASE_FOR_NS),
+            first_part,
+            reserved: first_part.saturating_add(RESERVE_PARTS),
         });
         self.save(s3).await.map_err(|status| match status.code() {
             tonic::Code::Aborted => busy(),
             _ => status,
-        })
+        })?;
+        self.renew_at = tokio::time::Instant::now() + std::time::Duration::from_nanos(RENEW_AFTER_NS as u64);
+        Ok(())
     }
 
-    /// Renews the lease when it is due.
-    pub(super) async fn renew(&mut self, s3: &S3Client, settings: &UploadSettings) -> Result<(), Status> {
+    /// The lease held: the request's own (it took it).
+    pub(super) fn lease(&self) -> &Lease {
+        self.state
+            .lease
+            .as_ref()
+            .expect("a request that holds the upload")
+    }
+
+    /// Renews the lease, reserving part numbers up to `part` at least.
+    async fn renew(&mut self, s3: &S3Client, settings: &UploadSettings, part: u16) -> Result<(), Status> {
         let now = settings.now_ns();
-        if let Some(lease) = &mut self.state.lease
-            && lease.until_unix_ns - now < LEASE_FOR_NS - RENEW_AFTER_NS
-        {
+        if let Some(lease) = &mut self.state.lease {
             lease.until_unix_ns = now.saturating_add(LEASE_FOR_NS);
+            if part > lease.reserved {
+                lease.reserved = part.saturating_add(RESERVE_PARTS).min(MAX_PART_NUMBER);
+            }
             self.save(s3).await?;
+        }
+        self.renew_at = tokio::time::Instant::now() + std::time::Duration::from_nanos(RENEW_AFTER_NS as u64);
+        Ok(())
+    }
+
+    /// Reserves part numbers up to `part` (renewing the lease) unless they are.
+    pub(super) async fn reserve(
+        &mut self,
+        s3: &S3Client,
+        settings: &UploadSettings,
+        part: u16,
+    ) -> Result<(), Status> {
+        if part > MAX_PART_NUMBER {
+            return Err(Status::out_of_range(format!(
+                "the upload's length on object storage may be at most {MAX_PART_NUMBER} parts \
+                 (fewer after a request was taken over); none of these was kept"
+            )));
+        }
+        if part > self.lease().reserved {
+            self.renew(s3, settings, part).await?;
         }
         Ok(())
     }
 
-    /// Gives the lease back, the rest of the state as it was when taken.
-    pub(super) async fn release(mut self, s3: &S3Client) {
-        self.state.lease = None;
+    /// Runs `work` while the lease is held, renewing it on time however long `work`
+    /// takes (a client that pauses, a slow part): ABORTED as soon as a renewal finds
+    /// the lease taken over.
+    pub(super) async fn held<T>(
+        &mut self,
+        s3: &S3Client,
+        settings: &UploadSettings,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, Status> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return Ok(out),
+                () = tokio::time::sleep_until(self.renew_at) => self.renew(s3, settings, 0).await?,
+            }
+        }
+    }
+
+    /// Gives the lease back: the state as it was before it was taken (so a lapsed
+    /// lease's reservation, if one was taken over, still holds).
+    pub(super) async fn put_back(mut self, s3: &S3Client, before: State) {
+        self.state = before;
         if let Err(status) = self.save(s3).await {
             tracing::debug!(error = %status.message(), "an upload's lease could not be given back; it lapses");
         }
@@ -174,6 +258,7 @@ pub(super) async fn load(
         id: id.to_owned(),
         state,
         etag,
+        renew_at: tokio::time::Instant::now(),
     })
 }
 
