@@ -24,6 +24,7 @@ use tonic::Status;
 mod answers;
 mod copies;
 mod replies;
+mod streaming;
 
 use answers::{Completion, ErrorBody};
 use replies::{
@@ -103,6 +104,8 @@ pub struct S3Client {
     bucket: Bucket,
     credentials: Credentials,
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// The same connections' kind, for bodies sent as they arrive.
+    streaming: Client<HttpsConnector<HttpConnector>, streaming::Body>,
 }
 
 impl S3Client {
@@ -134,7 +137,8 @@ impl S3Client {
             .https_or_http()
             .enable_http1()
             .build();
-        let http = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        let http = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector.clone());
+        let streaming = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
         Ok(Self {
             bucket,
             credentials: match &config.session_token {
@@ -146,6 +150,7 @@ impl S3Client {
                 None => Credentials::new(config.access_key.clone(), config.secret_key.clone()),
             },
             http,
+            streaming,
         })
     }
 

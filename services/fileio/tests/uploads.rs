@@ -597,24 +597,50 @@ fn sha1_hex(data: &[u8]) -> String {
     kubedav_api::checksums::to_hex(&sha1::Sha1::digest(data))
 }
 
-/// A 21 MiB file in appends of odd sizes (so parts fill across appends and bytes wait
-/// in the buffer between them) lands byte for byte, straight to its file; the same
+/// A 37 MiB file in appends of odd sizes (so parts fill across appends and bytes wait
+/// in the buffer between them; some say their size, so their parts go as they arrive,
+/// and one of those breaks off in the middle of a part) lands byte for byte, straight to
+/// its file; the same
 /// bytes as numbered chunks, some out of order, land through an upload of their own
 /// with their checksum verified and their time kept. Each upload is one multipart
 /// upload while it lasts, and none is left after.
 async fn large_uploads_land_byte_for_byte(s: Setup) {
     let (fileio, uploads) = (&s.fileio, &*s.uploads);
-    let data = random_bytes((21 << 20) + 123, 7);
+    let data = random_bytes((37 << 20) + 123, 7);
     let id = create(uploads, "alice", "big.bin", data.len() as u64).await;
     let mut sent = 0;
-    for piece in data.chunks((3 << 20) + 7) {
-        let appended = uploads
-            .append(at(&id, "alice", sent), body_of(piece))
-            .await
-            .unwrap();
+    // Requests of odd sizes, every other one saying its size (so its parts go as they
+    // arrive)...
+    for (i, piece) in data[..21 << 20].chunks((3 << 20) + 7).enumerate() {
+        let mut header = at(&id, "alice", sent);
+        header.bytes = (i % 2 == 1).then_some(piece.len() as u64);
+        let appended = uploads.append(header, body_of(piece)).await.unwrap();
         sent += piece.len() as u64;
         assert_eq!(appended.offset, sent);
     }
+    // ...one that says 16 MiB but breaks off in the middle of a part: what arrived is
+    // kept...
+    let mut header = at(&id, "alice", sent);
+    header.bytes = Some(16 << 20);
+    let mut cut: Vec<Result<Bytes, Status>> = data[sent as usize..(sent + (11 << 20)) as usize]
+        .chunks(256 << 10)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    cut.push(Err(Status::cancelled("the client went away")));
+    let broke = uploads
+        .append(header, futures_util::stream::iter(cut).boxed())
+        .await
+        .unwrap_err();
+    assert_eq!(broke.code(), Code::Cancelled);
+    sent += 11 << 20;
+    assert_eq!(offset(uploads, &id, "alice").await, Ok(sent));
+    // ...and the rest in one request that says its size.
+    let mut header = at(&id, "alice", sent);
+    header.bytes = Some(data.len() as u64 - sent);
+    uploads
+        .append(header, body_of(&data[sent as usize..]))
+        .await
+        .unwrap();
     assert_eq!(s.multiparts().await, usize::from(s.in_bucket()));
     let landed = fileio
         .write(landing("big.bin", &id, "alice", data.len() as u64), empty())
@@ -636,11 +662,12 @@ async fn large_uploads_land_byte_for_byte(s: Setup) {
         .unwrap()
         .id;
     let pieces: Vec<&[u8]> = data.chunks(6 << 20).collect();
-    for key in [2u64, 1, 4, 3] {
-        uploads
-            .append(chunk(&id, key, false), body_of(pieces[key as usize - 1]))
-            .await
-            .unwrap();
+    assert_eq!(pieces.len(), 7);
+    for key in [2u64, 1, 4, 3, 5, 7, 6] {
+        let piece = pieces[key as usize - 1];
+        let mut header = chunk(&id, key, false);
+        header.bytes = (key % 2 == 1).then_some(piece.len() as u64);
+        uploads.append(header, body_of(piece)).await.unwrap();
     }
     let mut checked = landing("copy.bin", &id, "alice", data.len() as u64);
     checked.modified_unix_ns = Some(1_700_000_000_000_000_000);

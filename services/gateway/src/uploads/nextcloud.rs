@@ -257,6 +257,7 @@ async fn put_chunk(
                 checksum: None,
                 length,
                 chunk: Some(chunk),
+                bytes: header_bytes(asking, "Content-Length")?,
             },
             crate::handlers::put::limited_body(body, limit),
         )

@@ -314,6 +314,7 @@ async fn append(
                 checksum,
                 length: None,
                 chunk: None,
+                bytes: declared,
             },
             data,
         )

@@ -93,13 +93,14 @@ impl BucketUploads {
         let (mut sink, start) = match turn {
             None | Some(Turn::Next) => {
                 let pending = self.buffered(loaded).await?;
-                let parts = Parts::new(
+                let mut parts = Parts::new(
                     s3,
                     loaded.state.key.clone(),
                     Some(loaded.state.multipart.clone()),
                     loaded.lease().first_part,
                     pending,
                 );
+                parts.expect(header.bytes);
                 (Sink::Next(parts), record.offset)
             }
             Some(Turn::Ahead) => {
@@ -144,9 +145,9 @@ impl BucketUploads {
                     loaded
                         .reserve(s3, settings, parts.highest_after(bytes.len()))
                         .await?;
-                    loaded.held(s3, settings, parts.push(&bytes)).await??;
+                    loaded.held(s3, settings, parts.push(bytes.clone())).await??;
                 }
-                Sink::Ahead { parts, .. } => loaded.held(s3, settings, parts.push(&bytes)).await??,
+                Sink::Ahead { parts, .. } => loaded.held(s3, settings, parts.push(bytes.clone())).await??,
                 Sink::Again { .. } => {}
             }
             written += bytes.len() as u64;
@@ -337,7 +338,7 @@ async fn stream_into(
             loaded
                 .reserve(s3, settings, parts.highest_after(data.len()))
                 .await?;
-            loaded.held(s3, settings, parts.push(&data)).await??;
+            loaded.held(s3, settings, parts.push(data)).await??;
         }
     }
     Ok(true)
