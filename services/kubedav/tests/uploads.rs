@@ -264,19 +264,25 @@ async fn a_killed_client_and_a_killed_replica_resume_through_a_proxy(mode: Mode)
     if mode == Mode::Microservices {
         assert!(!second.done, "the upload went on without fileio");
         fleet.processes[0].restart().await;
-        // Ready again once the upload answers through the proxy (the gateways reconnect
-        // to fileio with a backoff of their own).
-        let answers = common::eventually_async(std::time::Duration::from_secs(30), || async {
-            client()
-                .head(&url)
-                .basic_auth("alice", Some("pw"))
-                .header("tus-resumable", "1.0.0")
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == StatusCode::OK)
-        })
-        .await;
-        assert!(answers, "the upload does not answer after fileio restarted");
+        // Ready again once the upload answers through each gateway (they reconnect to
+        // fileio with a backoff of their own, and nginx may send the client to either).
+        let path = url.strip_prefix(&proxy.url).unwrap().to_owned();
+        for gateway in &fleet.gateways {
+            let answers = common::eventually_async(std::time::Duration::from_secs(30), || async {
+                client()
+                    .head(format!("{gateway}{path}"))
+                    .basic_auth("alice", Some("pw"))
+                    .header("tus-resumable", "1.0.0")
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status() == StatusCode::OK)
+            })
+            .await;
+            assert!(
+                answers,
+                "the upload does not answer at {gateway} after fileio restarted"
+            );
+        }
     }
     if !second.done {
         let third = tuspy(&proxy.url, &file, "/big.bin", Some(&url), u64::MAX, |_| async {}).await;
