@@ -114,7 +114,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), RunError> {
             let beside = grpc::Beside::new()
                 .with(RecordsGrpc::new(records).into_service())
                 .with_some(keep)
-                .with_some(uploads.map(|uploads| UploadsGrpc::new(uploads).into_service()));
+                .with(UploadsGrpc::new(uploads).into_service());
             match registry(&cli, "fileio")? {
                 Some(registry) => {
                     let service = service.into_service();
@@ -224,7 +224,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
         markdown,
         records: Some(records_for_gateway),
         keep,
-        uploads,
+        uploads: Some(uploads),
     })
 }
 

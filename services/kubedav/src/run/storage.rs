@@ -27,8 +27,8 @@ pub(super) struct Storage {
     pub keep: Option<Arc<dyn Keep>>,
     /// The same, as the quotas count it and make room from it.
     pub kept: Option<Arc<dyn Kept>>,
-    /// Uploads in many requests, where they are kept (a volume).
-    pub uploads: Option<Arc<dyn Uploads>>,
+    /// Uploads in many requests, kept with the data (on a volume or in a bucket).
+    pub uploads: Arc<dyn Uploads>,
     /// Whether the storage answers.
     pub ready: ReadinessCheck,
 }
@@ -110,7 +110,7 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
             records: Arc::new(core.records()),
             keep: keep.clone().map(|keep| keep as Arc<dyn Keep>),
             kept: keep.map(|keep| keep as Arc<dyn Kept>),
-            uploads: Some(Arc::new(core.uploads())),
+            uploads: Arc::new(core.uploads()),
             fileio: Arc::new(core),
             ready,
         });
@@ -129,7 +129,7 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
         records: Arc::new(core.records()),
         keep: keep.clone().map(|keep| keep as Arc<dyn Keep>),
         kept: keep.map(|keep| keep as Arc<dyn Kept>),
-        uploads: Some(Arc::new(core.uploads())),
+        uploads: Arc::new(core.uploads()),
         fileio: Arc::new(core),
         ready,
     })

@@ -187,7 +187,6 @@ impl BucketUploads {
                 self.keep_tail(loaded, &parts, tail, &mut unnamed).await?;
                 let state = &mut loaded.state;
                 state.parts.extend(parts.sent_parts.iter().cloned());
-                state.in_parts += parts.sent;
             }
             Sink::Ahead { key, parts } => {
                 loaded.held(s3, settings, parts.into_object()).await??;

@@ -94,30 +94,11 @@ impl BucketUploads {
         });
     }
 
-    /// Every state object below `under`: its key, and when it was written.
-    async fn state_keys(&self, under: &str) -> Result<Vec<(String, i64)>, Status> {
-        let mut keys = Vec::new();
-        let mut from = None;
-        loop {
-            let page = self.s3.list_all(under, from.as_deref()).await?;
-            keys.extend(
-                page.objects
-                    .into_iter()
-                    .filter(|object| object.key.ends_with("/state.json"))
-                    .map(|object| (object.key, object.modified_unix_ns)),
-            );
-            match page.next {
-                Some(next) => from = Some(next),
-                None => return Ok(keys),
-            }
-        }
-    }
-
     /// Removes every expired upload that no request holds (their multipart uploads
     /// aborted), and states that cannot be read once older than an expiry; how many
     /// went. Failures are logged: the next pass tries again.
     pub async fn expire(&self) -> usize {
-        let keys = match self.state_keys(&self.base).await {
+        let keys = match state_keys(&self.s3, &self.base).await {
             Ok(keys) => keys,
             Err(status) => {
                 tracing::warn!(target: "kubedav", error = %status.message(), "could not list the uploads to expire; the next pass tries again");
@@ -197,7 +178,7 @@ impl BucketUploads {
     async fn of_owner(&self, owner: &str) -> Result<Vec<(String, Result<State, Status>)>, Status> {
         let under = format!("{}{}/", self.base, owner_key(owner));
         let mut uploads = Vec::new();
-        for (key, _) in self.state_keys(&under).await? {
+        for (key, _) in state_keys(&self.s3, &under).await? {
             let id = key[under.len()..].trim_end_matches("/state.json").to_owned();
             let state = match self.s3.get(&key).await {
                 Ok(data) => state::parse(&data),
@@ -214,7 +195,7 @@ impl BucketUploads {
     /// expires. Two creations at once may pass the cap by one.
     async fn check_room(&self, owner: &str) -> Result<(), Status> {
         let under = format!("{}{}/", self.base, owner_key(owner));
-        if self.state_keys(&under).await?.len() < self.settings.per_owner as usize {
+        if state_keys(&self.s3, &under).await?.len() < self.settings.per_owner as usize {
             return Ok(());
         }
         let mut unfinished = 0;
@@ -271,7 +252,6 @@ impl BucketUploads {
             key,
             multipart,
             parts: Vec::new(),
-            in_parts: 0,
             buffer: Vec::new(),
             whole: false,
             lease: None,
@@ -305,12 +285,30 @@ impl BucketUploads {
     }
 }
 
+/// Every state object below `under`: its key, and when it was written.
+async fn state_keys(s3: &S3Client, under: &str) -> Result<Vec<(String, i64)>, Status> {
+    let mut keys = Vec::new();
+    let mut from = None;
+    loop {
+        let page = s3.list_all(under, from.as_deref()).await?;
+        keys.extend(
+            page.objects
+                .into_iter()
+                .filter(|object| object.key.ends_with("/state.json"))
+                .map(|object| (object.key, object.modified_unix_ns)),
+        );
+        match page.next {
+            Some(next) => from = Some(next),
+            None => return Ok(keys),
+        }
+    }
+}
+
 /// The multipart uploads that unfinished uploads below `prefix` hold: the sweep of
 /// abandoned multipart uploads leaves them alone (their expiry aborts them).
 pub async fn multiparts_in_use(s3: &S3Client, prefix: &str) -> Result<HashSet<String>, Status> {
-    let uploads = BucketUploads::new(s3.clone(), Keys::new(prefix), UploadSettings::default());
     let mut ids = HashSet::new();
-    for (key, _) in uploads.state_keys(&uploads.base).await? {
+    for (key, _) in state_keys(s3, &base_of(prefix)).await? {
         match s3.get(&key).await.and_then(|data| state::parse(&data)) {
             Ok(state) => {
                 ids.insert(state.multipart);

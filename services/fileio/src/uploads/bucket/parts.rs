@@ -22,8 +22,8 @@ pub(crate) const MAX_BUCKET_LENGTH: u64 = MAX_PARTS as u64 * PART_BYTES as u64;
 /// Pieces of a streamed part waiting for the S3 connection.
 const STREAM_DEPTH: usize = 8;
 
-/// A part sent: its number, ETag and size.
-type Sent = (u16, String, u64);
+/// A part sent: its number and ETag.
+type Sent = (u16, String);
 
 /// A writer of parts into one multipart upload of `key` (begun when its first part goes,
 /// when it has none yet). Dropped unfinished, the part in flight is abandoned; an upload
@@ -38,8 +38,6 @@ pub(super) struct Parts {
     next: u16,
     /// The parts this writer sent: each one's number and ETag.
     pub(super) sent_parts: Vec<(u16, String)>,
-    /// The bytes in them.
-    pub(super) sent: u64,
     /// The bytes of the part being gathered or streamed, in order.
     pending: VecDeque<Bytes>,
     pending_len: usize,
@@ -69,7 +67,6 @@ impl Parts {
             began: false,
             next: first,
             sent_parts: Vec::new(),
-            sent: 0,
             pending: VecDeque::from_iter((!pending.is_empty()).then_some(pending)),
             pending_len,
             expected: None,
@@ -167,7 +164,7 @@ impl Parts {
         let size = PART_BYTES as u64;
         self.in_flight = Some(tokio::spawn(async move {
             let etag = s3.upload_part_streamed(&key, &upload, number, size, rx).await?;
-            Ok((number, etag, size))
+            Ok((number, etag))
         }));
         for piece in self.pending.iter().cloned() {
             if tx.send(piece).await.is_err() {
@@ -204,9 +201,8 @@ impl Parts {
         let (number, upload) = (self.number()?, self.upload().await?);
         let (s3, key) = (self.s3.clone(), self.key.clone());
         self.in_flight = Some(tokio::spawn(async move {
-            let size = part.len() as u64;
             let etag = s3.upload_part(&key, &upload, number, part).await?;
-            Ok((number, etag, size))
+            Ok((number, etag))
         }));
         Ok(())
     }
@@ -214,9 +210,8 @@ impl Parts {
     /// Waits for the part in flight and keeps its number and ETag.
     async fn settle(&mut self) -> Result<(), Status> {
         if let Some(part) = self.in_flight.take() {
-            let (number, etag, size) = part.await.map_err(crate::errors::join_status)??;
-            self.sent_parts.push((number, etag));
-            self.sent += size;
+            let sent = part.await.map_err(crate::errors::join_status)??;
+            self.sent_parts.push(sent);
         }
         Ok(())
     }

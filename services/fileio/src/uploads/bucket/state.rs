@@ -40,9 +40,6 @@ pub(super) struct State {
     /// takeover skipped a lapsed lease's reservation) and ETag.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) parts: Vec<(u16, String)>,
-    /// The bytes in those parts.
-    #[serde(default)]
-    pub(super) in_parts: u64,
     /// The bytes after them, in order, in small objects of the upload's folder until a
     /// part is full: each one's name and size.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
