@@ -1,7 +1,8 @@
 """One large file sent four ways to the same kubedav, in alternating rounds: one PUT,
 TUS in 8 MiB PATCHes (each with its sha1 Upload-Checksum, as tuspy sends them), TUS
 without checksums (as tus-js-client sends them), and Nextcloud chunking in 8 MiB
-numbered chunks (MKCOL, PUTs, MOVE .file). Prints each way's throughput
+numbered chunks (MKCOL, PUTs, MOVE .file), without and with the whole file's SHA-1 in
+the MOVE's OC-Checksum (as rclone's nextcloud vendor sends it). Prints each way's throughput
 (MB/s, wall clock of the client), the servers' CPU seconds per GiB, and the peak RSS
 of each kubedav process over its RSS before the round (docs/benchmarks.md).
 
@@ -115,7 +116,12 @@ def tus(url, path, size, checksums):
             offset += length
 
 
-def nextcloud(url, path, size):
+# The whole file's SHA-1 for each source path, learnt before the rounds (rclone learns it
+# while it reads the file to send it).
+WHOLE_SHA1 = {}
+
+
+def nextcloud(url, path, size, checksum=False):
     conn = connect(url)
     folder = f"/remote.php/dav/uploads/bench/bench-{time.monotonic_ns()}"
     conn.request("MKCOL", folder)
@@ -129,8 +135,10 @@ def nextcloud(url, path, size):
             length = min(CHUNK, size - offset)
             send_body(conn, "PUT", f"{folder}/{number:05}", {}, f, offset, length)
             offset, number = offset + length, number + 1
-    conn.request("MOVE", f"{folder}/.file", headers={
-        "Destination": f"{url}/nc.bin", "OC-Total-Length": str(size)})
+    headers = {"Destination": f"{url}/nc.bin", "OC-Total-Length": str(size)}
+    if checksum:
+        headers["OC-Checksum"] = "SHA1:" + WHOLE_SHA1[path]
+    conn.request("MOVE", f"{folder}/.file", headers=headers)
     response = conn.getresponse()
     response.read()
     if response.status >= 300:
@@ -142,6 +150,7 @@ WAYS = {
     "TUS, 8 MiB, sha1 each": lambda url, path, size: tus(url, path, size, True),
     "TUS, 8 MiB": lambda url, path, size: tus(url, path, size, False),
     "Nextcloud, 8 MiB": nextcloud,
+    "Nextcloud, 8 MiB, SHA1": lambda url, path, size: nextcloud(url, path, size, True),
 }
 
 
@@ -187,6 +196,8 @@ def main():
     with open(source, "wb") as f:
         for _ in range(args.size_mib):
             f.write(os.urandom(1 << 20))
+    with open(source, "rb") as f:
+        WHOLE_SHA1[source] = hashlib.file_digest(f, "sha1").hexdigest()
     s3, env = versitygw(work) if args.s3 else (None, None)
     where = "in a bucket of versitygw" if args.s3 else "on a volume"
     print(f"{args.size_mib} MiB, {args.rounds} rounds, alternating, {where}; binary {args.binary}")

@@ -126,6 +126,90 @@ impl Digester {
     }
 }
 
+impl Digester {
+    /// Runs on from `carried`, the SHA-1 of every byte before the next `update`, instead
+    /// of from the start: true when SHA-1 is the one algorithm this digester runs (then
+    /// the bytes before need not be read again), false and unchanged otherwise.
+    pub fn continue_from(&mut self, carried: sha1::Sha1) -> bool {
+        match self.running.as_mut_slice() {
+            [(Algorithm::Sha1, running)] => {
+                *running = Running::Sha1(carried);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The SHA-1 of an upload's first `at` bytes, kept in its state between requests
+/// (docs/uploads.md, "The whole file's SHA-1"): a Nextcloud client names the whole
+/// file's SHA-1 only with its last request, and the landing then reads no byte again.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct CarriedSha1 {
+    /// How many bytes it covers, from the start.
+    pub at: u64,
+    /// The hasher's state (RustCrypto's serialized state), in hex.
+    pub state: String,
+}
+
+impl CarriedSha1 {
+    /// What `hasher` has taken in, the first `at` bytes.
+    pub fn keep(hasher: &sha1::Sha1, at: u64) -> Self {
+        use sha1::digest::common::hazmat::SerializableState;
+        CarriedSha1 {
+            at,
+            state: to_hex(&hasher.serialize()),
+        }
+    }
+
+    /// The hasher again, when it covers the first `at` bytes and its state reads back.
+    pub fn resume(&self, at: u64) -> Option<sha1::Sha1> {
+        use sha1::digest::common::hazmat::SerializableState;
+        if self.at != at || !self.state.len().is_multiple_of(2) {
+            return None;
+        }
+        let bytes: Option<Vec<u8>> = (0..self.state.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(self.state.get(i..i + 2)?, 16).ok())
+            .collect();
+        let state = bytes?.as_slice().try_into().ok()?;
+        sha1::Sha1::deserialize(&state).ok()
+    }
+}
+
+/// The SHA-1 an append runs on over the bytes it adds in order, from where the upload's
+/// state left it.
+pub struct RunningSha1 {
+    hasher: sha1::Sha1,
+    at: u64,
+}
+
+impl RunningSha1 {
+    /// From the start of an empty upload, or on from `carried` when it covers the
+    /// `offset` bytes the upload holds; `None` when it does not (then the landing reads
+    /// the bytes again, if it needs their SHA-1).
+    pub fn resume(carried: Option<&CarriedSha1>, offset: u64) -> Option<Self> {
+        let hasher = match carried {
+            None if offset == 0 => sha1::Sha1::new(),
+            None => return None,
+            Some(carried) => carried.resume(offset)?,
+        };
+        Some(RunningSha1 { hasher, at: offset })
+    }
+
+    /// Takes in the next bytes.
+    pub fn update(&mut self, data: &[u8]) {
+        self.hasher.update(data);
+        self.at += data.len() as u64;
+    }
+
+    /// What to keep in the state of an upload holding `offset` bytes: `None` unless this
+    /// took in exactly those.
+    pub fn carried(&self, offset: u64) -> Option<CarriedSha1> {
+        (self.at == offset).then(|| CarriedSha1::keep(&self.hasher, offset))
+    }
+}
+
 fn known(name: &str) -> Result<Algorithm, Status> {
     Algorithm::from_name(name).ok_or_else(|| {
         Status::invalid_argument(format!(
@@ -169,6 +253,33 @@ mod tests {
             hex("SHA256"),
             "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
         );
+    }
+
+    #[test]
+    fn a_carried_sha1_goes_on_where_it_stopped() {
+        let mut hasher = sha1::Sha1::new();
+        hasher.update(b"hello ");
+        let carried = CarriedSha1::keep(&hasher, 6);
+        let json = serde_json::to_string(&carried).unwrap();
+        let carried: CarriedSha1 = serde_json::from_str(&json).unwrap();
+        assert!(carried.resume(5).is_none(), "it covers 6 bytes, not 5");
+        let expected = [("SHA1", "2aae6c35c94fcfb415dbe95f408b9ce91ee846ed")];
+        let mut digester = Digester::for_write(&header(&expected, &[])).unwrap().unwrap();
+        assert!(digester.continue_from(carried.resume(6).unwrap()));
+        digester.update(b"world");
+        assert_eq!(digester.finish("f").unwrap()[0].hex, expected[0].1);
+        let mut two = Digester::for_write(&header(&expected, &["MD5"]))
+            .unwrap()
+            .unwrap();
+        assert!(
+            !two.continue_from(carried.resume(6).unwrap()),
+            "MD5 needs every byte"
+        );
+        let damaged = CarriedSha1 {
+            state: "zz".repeat(carried.state.len() / 2),
+            ..carried
+        };
+        assert!(damaged.resume(6).is_none());
     }
 
     #[test]

@@ -118,7 +118,8 @@ static UPLOADS: LazyLock<CounterFamily> = LazyLock::new(|| {
     CounterFamily::new(
         "kubedav_fileio_uploads_total",
         "Uploads in many requests (TUS, Nextcloud chunking), by event: created, expired \
-         (removed unfinished, --upload-expiry-hours after their last data).",
+         (removed unfinished, --upload-expiry-hours after their last data), reread (a \
+         landing read every byte again for a checksum its requests did not carry).",
         &["event"],
     )
 });
@@ -131,6 +132,11 @@ pub fn uploads_created(n: u64) {
 /// Counts `n` unfinished uploads removed by their expiry.
 pub fn uploads_expired(n: u64) {
     UPLOADS.with_label_values(&["expired"]).inc_by(n);
+}
+
+/// Counts a landing that read its upload's bytes again for a checksum.
+pub fn upload_reread() {
+    UPLOADS.with_label_values(&["reread"]).inc();
 }
 
 /// Counts bytes read.

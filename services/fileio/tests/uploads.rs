@@ -409,16 +409,52 @@ async fn chunks_are_assembled_by_their_keys_whatever_their_order(s: Setup) {
         .await
         .unwrap_err();
     assert_eq!(mixed.code(), Code::FailedPrecondition);
-    fileio
-        .write(landing("c.txt", &id, "alice", 9), empty())
-        .await
-        .unwrap();
     let landed: &[u8] = match s.in_bucket() {
         true => b"abcdefghi",
         false => b"abcDEFghi",
     };
+    // The whole file's SHA-1 is checked at the landing, whether it was carried over the
+    // chunks (in a bucket) or the bytes are read again (on a volume, where chunk 2 was
+    // written over).
+    let wrong = fileio
+        .write(
+            with_sha1(landing("c.txt", &id, "alice", 9), b"abcdefgh!"),
+            empty(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(wrong.code(), Code::InvalidArgument, "{}", wrong.message());
+    assert_eq!(offset(uploads, &id, "alice").await, Ok(9), "the upload stays");
+    fileio
+        .write(with_sha1(landing("c.txt", &id, "alice", 9), landed), empty())
+        .await
+        .unwrap();
     assert_eq!(s.read("c.txt").unwrap(), landed);
     assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+
+    // START-END chunks out of order: the SHA-1 is carried over the chunk that waited too.
+    let id = uploads
+        .create(CreateUploadRequest {
+            owner: "alice".into(),
+            name: "rclone-chunked-upload-y".into(),
+            length: Some(6),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id;
+    for (key, bytes) in [(3, b"def"), (0, b"abc")] {
+        uploads
+            .append(chunk(&id, key, true), body(vec![Ok(bytes)]))
+            .await
+            .unwrap();
+    }
+    let written = fileio
+        .write(with_sha1(landing("d.txt", &id, "alice", 6), b"abcdef"), empty())
+        .await
+        .unwrap();
+    assert_eq!(written.checksums[0].hex, sha1_hex(b"abcdef"));
+    assert_eq!(s.read("d.txt").unwrap(), b"abcdef");
 
     // START-END chunks: placed by offset; one ahead waits; cancelling removes all.
     let id = uploads
@@ -590,6 +626,15 @@ async fn a_thousand_abandoned_uploads_are_swept_in_a_bucket() {
 fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut rng = fastrand::Rng::with_seed(seed);
     (0..len).map(|_| rng.u8(..)).collect()
+}
+
+/// `header` with the SHA-1 of `data` to check.
+fn with_sha1(mut header: WriteHeader, data: &[u8]) -> WriteHeader {
+    header.checksums = vec![Checksum {
+        algorithm: "SHA1".into(),
+        hex: sha1_hex(data),
+    }];
+    header
 }
 
 fn sha1_hex(data: &[u8]) -> String {

@@ -308,7 +308,8 @@ async fn nothing_left(fleet: &Fleet) {
 
 /// rclone's `nextcloud` vendor copies the 1 GiB file through the proxy in 4 MiB chunks
 /// (`START-END` names, MOVE .file with its modification time and SHA-1): the file
-/// landed is the file sent, with its time, and nothing of the upload is left.
+/// landed is the file sent, with its time, and nothing of the upload is left. The SHA-1
+/// was carried over the chunks: the landing read no byte again.
 async fn rclone_copies_a_large_file_in_nextcloud_chunks_through_a_proxy(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
     let users = common::users_file(dir.path(), &[("alice", "pw")]);
@@ -355,6 +356,11 @@ async fn rclone_copies_a_large_file_in_nextcloud_chunks_through_a_proxy(mode: Mo
     let seconds = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     assert_eq!(seconds(sent), seconds(got), "X-OC-Mtime was not applied");
     nothing_left(&fleet).await;
+    assert_eq!(
+        rereads(&fleet).await,
+        0.0,
+        "the landing read the file again to learn its SHA-1"
+    );
     let check = common::tools::run(
         &rclone,
         &[
@@ -371,6 +377,21 @@ async fn rclone_copies_a_large_file_in_nextcloud_chunks_through_a_proxy(mode: Mo
     )
     .await;
     assert!(check.contains("0 differences found"), "{check}");
+}
+
+/// How many landings read their upload's bytes again for a checksum, in every process
+/// that serves the storage.
+async fn rereads(fleet: &Fleet) -> f64 {
+    let mut total = 0.0;
+    for admin in &fleet.fileio_admins {
+        total += common::metric_text(*admin)
+            .await
+            .lines()
+            .filter(|line| line.starts_with(r#"kubedav_fileio_uploads_total{event="reread"}"#))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    total
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

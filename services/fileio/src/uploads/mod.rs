@@ -122,6 +122,9 @@ pub struct Record {
     /// How its chunks are placed, once a chunk arrived (Nextcloud chunking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<Chunks>,
+    /// The SHA-1 of its bytes so far, while they came in order (Nextcloud chunking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<crate::digest::CarriedSha1>,
 }
 
 /// Longest target path, metadata and number of metadata keys an upload may carry: its

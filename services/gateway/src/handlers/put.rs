@@ -75,10 +75,14 @@ pub(super) async fn put(gateway: &Gateway, request: Request) -> HttpResult {
             .is_some_and(|v| v.as_bytes() == b"*"),
         modified_unix_ns: modified,
         checksums: checks.expected.clone(),
+        // A landing computes only what it checks and what the operator asks of every
+        // write: its bytes arrived before, and any other algorithm would read them all
+        // again (the SHA-1 a Nextcloud client checks is carried over its chunks).
         compute: checks
             .compute
             .iter()
             .copied()
+            .filter(|_| landing.is_none())
             .chain(gateway.config.upload_digests.iter().map(|a| a.name()))
             .map(str::to_owned)
             .collect(),

@@ -15,6 +15,9 @@ pub(crate) struct Fleet {
     /// The admin addresses of the processes that verify credentials for each gateway
     /// (the all-in-one process, or that gateway's auth).
     pub auth_admins: [SocketAddr; 2],
+    /// The admin addresses of the processes that serve the storage (both all-in-one
+    /// processes, or the one fileio).
+    pub fileio_admins: Vec<SocketAddr>,
     /// Where the served tree is on disk: the root, or versitygw's directory of the prefix.
     root: std::path::PathBuf,
     s3: Option<kubedav_testkit::S3Server>,
@@ -56,6 +59,7 @@ pub(crate) async fn fleet(mode: Mode, mut envs: Vec<(String, String)>, dir: &Pat
     let mut processes = Vec::new();
     let mut gateways = Vec::new();
     let mut auth_admins = Vec::new();
+    let mut fileio_admins = Vec::new();
     match mode {
         Mode::AllInOne => {
             for name in ["all-a", "all-b"] {
@@ -64,12 +68,15 @@ pub(crate) async fn fleet(mode: Mode, mut envs: Vec<(String, String)>, dir: &Pat
                     .to_vec();
                 let mut process = Process::spawn(name, &args, &envs);
                 gateways.push(process.listening("gateway HTTP").await);
-                auth_admins.push(process.listening("all admin").await);
+                let admin = process.listening("all admin").await;
+                auth_admins.push(admin);
+                fileio_admins.push(admin);
                 processes.push(process);
             }
         }
         Mode::Microservices => {
-            let (fileio, fileio_grpc, _) = start_service("fileio", "fileio", &[], &envs).await;
+            let (fileio, fileio_grpc, fileio_admin) = start_service("fileio", "fileio", &[], &envs).await;
+            fileio_admins.push(fileio_admin);
             let (locks, locks_grpc, _) = start_service("locks", "locks", &[], &envs).await;
             processes.extend([fileio, locks]);
             let fileio_url = format!("http://{fileio_grpc}");
@@ -103,6 +110,7 @@ pub(crate) async fn fleet(mode: Mode, mut envs: Vec<(String, String)>, dir: &Pat
         processes,
         gateways: [url(gateways[0]), url(gateways[1])],
         auth_admins: [auth_admins[0], auth_admins[1]],
+        fileio_admins,
         root,
         s3,
     }

@@ -7,7 +7,7 @@
 use super::BucketUploads;
 use super::parts::{MAX_BUCKET_LENGTH, Parts};
 use super::state::{self, Loaded};
-use crate::digest::Digester;
+use crate::digest::{Digester, RunningSha1};
 use crate::s3::S3Client;
 use crate::uploads::UploadSettings;
 use crate::uploads::chunks::{Turn, turn_of};
@@ -90,6 +90,12 @@ impl BucketUploads {
     ) -> Result<(Upload, Option<Status>), Status> {
         let (s3, settings) = (&self.s3, &*self.settings);
         let record = &loaded.state.record;
+        // A chunk carries the upload's SHA-1 on over the bytes it adds in order (one sent
+        // again changes no byte here: see Sink::Again).
+        let mut sha1 = match header.chunk {
+            Some(_) => RunningSha1::resume(record.sha1.as_ref(), record.offset),
+            None => None,
+        };
         let (mut sink, start) = match turn {
             None | Some(Turn::Next) => {
                 let pending = self.buffered(loaded).await?;
@@ -142,6 +148,9 @@ impl BucketUploads {
             }
             match &mut sink {
                 Sink::Next(parts) => {
+                    if let Some(sha1) = &mut sha1 {
+                        sha1.update(&bytes);
+                    }
                     loaded
                         .reserve(s3, settings, parts.highest_after(bytes.len()))
                         .await?;
@@ -181,7 +190,7 @@ impl BucketUploads {
             Sink::Next(mut parts) => {
                 loaded.state.record.offset += written;
                 if chunk {
-                    unnamed = self.assemble(loaded, &mut parts, written).await?;
+                    unnamed = self.assemble(loaded, &mut parts, written, sha1.as_mut()).await?;
                 }
                 let (parts, tail) = loaded.held(s3, settings, parts.finish()).await??;
                 self.keep_tail(loaded, &parts, tail, &mut unnamed).await?;
@@ -206,6 +215,7 @@ impl BucketUploads {
             }
         }
         let state = &mut loaded.state;
+        state.record.sha1 = sha1.and_then(|sha1| sha1.carried(state.record.offset));
         // Only data renews the expiry: empty requests cannot keep an upload forever.
         if written > 0 || chunk || state.record.length != length_before {
             state.record.touched_unix_ns = settings.now_ns();
@@ -275,6 +285,7 @@ impl BucketUploads {
         loaded: &mut Loaded,
         parts: &mut Parts,
         placed: u64,
+        mut sha1: Option<&mut RunningSha1>,
     ) -> Result<Vec<String>, Status> {
         let mut consumed = Vec::new();
         let Some(mut chunks) = loaded.state.record.chunks.take() else {
@@ -291,7 +302,11 @@ impl BucketUploads {
             {
                 let key = chunks.next_key(loaded.state.record.offset);
                 let object = loaded.folder.aside(key);
-                if !stream_into(&self.s3, &object, length, parts, loaded, &self.settings).await? {
+                let into = Into {
+                    parts: &mut *parts,
+                    sha1: sha1.as_deref_mut(),
+                };
+                if !stream_into(&self.s3, &object, length, into, loaded, &self.settings).await? {
                     chunks.aside.remove(&key);
                     break;
                 }
@@ -310,13 +325,19 @@ impl BucketUploads {
     }
 }
 
-/// Sends the `length` bytes of the object `key` into `parts`, under `loaded`'s lease;
+/// Where a chunk kept aside goes when its turn came.
+struct Into<'a> {
+    parts: &'a mut Parts,
+    sha1: Option<&'a mut RunningSha1>,
+}
+
+/// Sends the `length` bytes of the object `key` into `into`, under `loaded`'s lease;
 /// false when there is no such object.
 async fn stream_into(
     s3: &S3Client,
     key: &str,
     length: u64,
-    parts: &mut Parts,
+    into: Into<'_>,
     loaded: &mut Loaded,
     settings: &UploadSettings,
 ) -> Result<bool, Status> {
@@ -329,11 +350,15 @@ async fn stream_into(
             opened.info.size
         )));
     }
+    let Into { parts, mut sha1 } = into;
     let mut body = opened.body;
     while let Some(frame) = loaded.held(s3, settings, body.frame()).await? {
         let frame = frame
             .map_err(|e| Status::unavailable(format!("reading {key} from the S3 server broke off: {e}")))?;
         if let Ok(data) = frame.into_data() {
+            if let Some(sha1) = sha1.as_deref_mut() {
+                sha1.update(&data);
+            }
             loaded
                 .reserve(s3, settings, parts.highest_after(data.len()))
                 .await?;

@@ -228,9 +228,21 @@ impl Landing<'_> {
         let size = loaded.state.record.offset;
         // A mismatch returns here: nothing is copied.
         let checksums = match Digester::for_write(self.header)? {
-            Some(digester) => {
-                let read = read_through(self.s3(), &own, digester, self.path);
-                loaded.held(self.s3(), settings, read).await??
+            Some(mut digester) => {
+                // The SHA-1 carried over the chunks spares reading them again.
+                let carried = loaded
+                    .state
+                    .record
+                    .sha1
+                    .as_ref()
+                    .and_then(|sha1| sha1.resume(size));
+                match carried.is_some_and(|sha1| digester.continue_from(sha1)) {
+                    true => digester.finish(self.path.as_str())?,
+                    false => {
+                        let read = read_through(self.s3(), &own, digester, self.path);
+                        loaded.held(self.s3(), settings, read).await??
+                    }
+                }
             }
             None => Vec::new(),
         };
@@ -267,6 +279,7 @@ async fn read_through(
     mut digester: Digester,
     path: &VolumePath,
 ) -> Result<Vec<kubedav_api::checksums::Checksum>, Status> {
+    crate::metrics::upload_reread();
     let opened = s3
         .open(key, None, None)
         .await?

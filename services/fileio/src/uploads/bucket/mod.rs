@@ -248,6 +248,7 @@ impl BucketUploads {
                 touched_unix_ns: now,
                 metadata: request.metadata.into_iter().collect(),
                 chunks: None,
+                sha1: None,
             },
             key,
             multipart,
