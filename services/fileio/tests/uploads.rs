@@ -414,8 +414,8 @@ async fn chunks_are_assembled_by_their_keys_whatever_their_order(s: Setup) {
         false => b"abcDEFghi",
     };
     // The whole file's SHA-1 is checked at the landing, whether it was carried over the
-    // chunks (in a bucket) or the bytes are read again (on a volume, where chunk 2 was
-    // written over).
+    // chunks (in a bucket, where chunk 2 sent again changed no byte) or the bytes are
+    // read again (on a volume).
     let wrong = fileio
         .write(
             with_sha1(landing("c.txt", &id, "alice", 9), b"abcdefgh!"),
@@ -432,7 +432,8 @@ async fn chunks_are_assembled_by_their_keys_whatever_their_order(s: Setup) {
     assert_eq!(s.read("c.txt").unwrap(), landed);
     assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
 
-    // START-END chunks out of order: the SHA-1 is carried over the chunk that waited too.
+    // START-END chunks out of order: in a bucket the SHA-1 is carried over the chunk
+    // that waited too.
     let id = uploads
         .create(CreateUploadRequest {
             owner: "alice".into(),

@@ -308,8 +308,9 @@ async fn nothing_left(fleet: &Fleet) {
 
 /// rclone's `nextcloud` vendor copies the 1 GiB file through the proxy in 4 MiB chunks
 /// (`START-END` names, MOVE .file with its modification time and SHA-1): the file
-/// landed is the file sent, with its time, and nothing of the upload is left. The SHA-1
-/// was carried over the chunks: the landing read no byte again.
+/// landed is the file sent, with its time, and nothing of the upload is left. In a
+/// bucket the SHA-1 was carried over the chunks, so the landing read no byte again; on a
+/// volume it read the file once.
 async fn rclone_copies_a_large_file_in_nextcloud_chunks_through_a_proxy(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
     let users = common::users_file(dir.path(), &[("alice", "pw")]);
@@ -356,10 +357,14 @@ async fn rclone_copies_a_large_file_in_nextcloud_chunks_through_a_proxy(mode: Mo
     let seconds = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     assert_eq!(seconds(sent), seconds(got), "X-OC-Mtime was not applied");
     nothing_left(&fleet).await;
+    let expected = match common::backend() {
+        common::Backend::Volume => 1.0,
+        _ => 0.0,
+    };
     assert_eq!(
         rereads(&fleet).await,
-        0.0,
-        "the landing read the file again to learn its SHA-1"
+        expected,
+        "landings that read the file again to learn its SHA-1"
     );
     let check = common::tools::run(
         &rclone,

@@ -5,7 +5,6 @@
 
 use super::Record;
 use super::folder::{CHUNK_NEW, aside_name, copy_into};
-use crate::digest::RunningSha1;
 use crate::volume::reserved_failed;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -170,7 +169,6 @@ pub(super) fn assemble(
     chunks: &mut Chunks,
     offset: &mut u64,
     target: &str,
-    mut sha1: Option<&mut RunningSha1>,
 ) -> Result<Vec<String>, Status> {
     let mut consumed = Vec::new();
     while let Some(length) = chunks.aside.get(&chunks.next_key(*offset)).copied() {
@@ -185,7 +183,7 @@ pub(super) fn assemble(
             }
             Err(e) => return Err(reserved_failed("open", "a chunk kept aside", e)),
         };
-        copy_into(&file, length, data, *offset, target, sha1.as_deref_mut())?;
+        copy_into(&file, length, data, *offset, target)?;
         chunks.aside.remove(&key);
         if !chunks.by_offset {
             chunks.placed.push(length);

@@ -2,7 +2,7 @@
 //! bytes and the chunks kept aside, listing and removing them.
 
 use super::{Record, not_found};
-use crate::digest::{Digester, RunningSha1};
+use crate::digest::Digester;
 use crate::errors::{Op, io_status};
 use crate::volume::reserved_failed;
 use kubedav_api::path::VolumePath;
@@ -159,15 +159,8 @@ pub(super) fn read_through(
     Ok(())
 }
 
-/// Copies the first `length` bytes of `from` into `to` at `at`, and into `sha1`.
-pub(super) fn copy_into(
-    from: &File,
-    length: u64,
-    to: &File,
-    at: u64,
-    target: &str,
-    mut sha1: Option<&mut RunningSha1>,
-) -> Result<(), Status> {
+/// Copies the first `length` bytes of `from` into `to` at `at`.
+pub(super) fn copy_into(from: &File, length: u64, to: &File, at: u64, target: &str) -> Result<(), Status> {
     let mut buffer = vec![0u8; BATCH_BYTES.min(usize::try_from(length).unwrap_or(BATCH_BYTES))];
     let mut done = 0u64;
     while done < length {
@@ -182,9 +175,6 @@ pub(super) fn copy_into(
         }
         to.write_all_at(&buffer[..read], at + done)
             .map_err(|e| io_error(e, target))?;
-        if let Some(sha1) = sha1.as_deref_mut() {
-            sha1.update(&buffer[..read]);
-        }
         done += read as u64;
     }
     Ok(())

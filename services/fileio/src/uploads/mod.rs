@@ -122,7 +122,8 @@ pub struct Record {
     /// How its chunks are placed, once a chunk arrived (Nextcloud chunking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<Chunks>,
-    /// The SHA-1 of its bytes so far, while they came in order (Nextcloud chunking).
+    /// The SHA-1 of its bytes so far, while they came in order (Nextcloud chunking in a
+    /// bucket; docs/uploads.md, "The whole file's SHA-1").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha1: Option<crate::digest::CarriedSha1>,
 }

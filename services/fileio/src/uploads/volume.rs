@@ -18,7 +18,7 @@ use super::folder::{
     read_record, read_through, remove, write_record,
 };
 use super::{Record, UploadSettings, check_id, check_new, new_id, not_found, owner_key};
-use crate::digest::{Digester, RunningSha1};
+use crate::digest::Digester;
 use crate::errors::{blocking, join_status};
 use crate::volume::{Volume, reserved_failed};
 use crate::write;
@@ -71,8 +71,6 @@ struct Appending {
     written: u64,
     /// Its checksum, if it named one.
     digester: Option<Digester>,
-    /// The upload's SHA-1 carried on over the bytes it adds in order (a chunk).
-    sha1: Option<RunningSha1>,
     /// The declared length before this append (which may declare it).
     length_before: Option<u64>,
 }
@@ -288,12 +286,6 @@ impl VolumeUploads {
             Some(sum) => Digester::for_checksums(std::slice::from_ref(sum), &[])?,
             None => None,
         };
-        // A chunk sent again rewrites bytes the SHA-1 took in already: it is not carried
-        // on past it (the landing reads the bytes again if it needs it).
-        let sha1 = match header.chunk.is_some() && !again {
-            true => RunningSha1::resume(opened.record.sha1.as_ref(), opened.record.offset),
-            false => None,
-        };
         Ok(Appending {
             opened,
             durability: self.volume.durability(),
@@ -301,7 +293,6 @@ impl VolumeUploads {
             size: header.chunk.as_ref().and_then(|c| c.size),
             written: 0,
             digester,
-            sha1,
             length_before,
         })
     }
@@ -338,11 +329,10 @@ impl VolumeUploads {
         write::refuse_collection(&self.volume, &dir, &name, &path)?;
         let digester = match Digester::for_write(header)? {
             Some(mut digester) => {
-                let carried = record.sha1.as_ref().and_then(|sha1| sha1.resume(offset));
-                if !carried.is_some_and(|sha1| digester.continue_from(sha1)) {
-                    read_through(&data, offset, &mut digester, &path)?;
-                    crate::metrics::upload_reread();
-                }
+                // Read once, in large batches from the page cache: cheaper here than a
+                // SHA-1 carried over the chunks (docs/uploads.md, "The whole file's SHA-1").
+                read_through(&data, offset, &mut digester, &path)?;
+                crate::metrics::upload_reread();
                 Some(digester)
             }
             None => None,
@@ -405,9 +395,6 @@ impl Appending {
             if let Some(digester) = &mut self.digester {
                 digester.update(chunk);
             }
-            if let (Some(sha1), Place::Next { .. }) = (&mut self.sha1, &self.place) {
-                sha1.update(chunk);
-            }
             self.written += chunk.len() as u64;
         }
         // As a PUT does: the disk starts on this batch while the next arrives, so the
@@ -469,14 +456,7 @@ impl Appending {
                     if !chunks.by_offset {
                         chunks.placed.push(written);
                     }
-                    consumed = assemble(
-                        &folder,
-                        &data,
-                        chunks,
-                        &mut record.offset,
-                        &record.target,
-                        self.sha1.as_mut(),
-                    )?;
+                    consumed = assemble(&folder, &data, chunks, &mut record.offset, &record.target)?;
                     if !consumed.is_empty() {
                         sync(&data, &record)?;
                     }
@@ -503,11 +483,10 @@ impl Appending {
                          a chunk cannot change its size (start a new upload)"
                     )));
                 }
-                copy_into(&file, written, &data, at, &record.target, None)?;
+                copy_into(&file, written, &data, at, &record.target)?;
                 sync(&data, &record)?;
             }
         }
-        record.sha1 = self.sha1.and_then(|sha1| sha1.carried(record.offset));
         // Only data renews the expiry: empty requests cannot keep an upload forever.
         if written > 0 || chunk || record.length != self.length_before {
             record.touched_unix_ns = settings.now_ns();
