@@ -21,6 +21,7 @@ import base64
 import hashlib
 import http.client
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -244,6 +245,8 @@ def main():
     if s3:
         s3.terminate()
         s3.wait(timeout=30)
+    # Several GiB per mode: the disk is not this run's to keep.
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
