@@ -32,7 +32,7 @@ run: build
 # control plane). Release build: the suites move gigabytes. The scripts after them run
 # the build users run (target/dist, `make build`), as `make run` and `make bench` do.
 test: build
-	bash scripts/need.sh curl:curl strace:strace redis-server:redis-server prometheus:prometheus rclone:rclone cadaver:cadaver mount.davfs:davfs2 gio:libglib2.0-bin dbus-run-session:dbus /usr/libexec/gvfsd-dav:gvfs-backends nginx:nginx
+	bash scripts/need.sh curl:curl strace:strace redis-server:redis-server redis-sentinel:redis-sentinel prometheus:prometheus rclone:rclone cadaver:cadaver mount.davfs:davfs2 gio:libglib2.0-bin dbus-run-session:dbus /usr/libexec/gvfsd-dav:gvfs-backends nginx:nginx
 	KUBEDAV_VERSITYGW="$$(bash scripts/need-versitygw.sh)" KUBEDAV_OIDC_PROVIDER="$$(bash scripts/need-oidc-provider.sh)" KUBEDAV_WEBDAV4_PYTHON="$$(bash scripts/need-webdav4.sh)" KUBEDAV_BROWSER_PYTHON="$$(bash scripts/need-browser.sh)" KUBEDAV_TUSPY_PYTHON="$$(bash scripts/need-tuspy.sh)" KUBEDAV_RCLONE="$$(bash scripts/need-rclone.sh)" $(CARGO) test --release --locked --workspace
 	bash scripts/litmus.sh
 	$(MAKE) --no-print-directory loadtest SCENARIO=smoke MODE=all

@@ -125,9 +125,19 @@ impl View {
 }
 
 impl Registry {
-    /// The registry at `url` (a Redis URL), under `<prefix><service>:replicas`.
-    pub fn connect(url: &str, prefix: &str, service: &'static str) -> Result<Self, String> {
-        Ok(Self::on(crate::redis::connect(url)?, prefix, service))
+    /// The registry at `url` (a Redis URL; TLS trusting `ca_file` when given), under
+    /// `<prefix><service>:replicas`.
+    pub fn connect(
+        url: &str,
+        ca_file: Option<&std::path::Path>,
+        prefix: &str,
+        service: &'static str,
+    ) -> Result<Self, String> {
+        Ok(Self::on(
+            crate::redis::connect_trusting(url, ca_file)?,
+            prefix,
+            service,
+        ))
     }
 
     /// The same Redis, for the replicas of another service.

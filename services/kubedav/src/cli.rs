@@ -425,6 +425,12 @@ pub(crate) struct ReplicaArgs {
     /// `<prefix>fileio:replicas`. Give deployments sharing a Redis their own.
     #[arg(long, env = "KUBEDAV_REDIS_PREFIX", default_value = "kubedav:")]
     pub redis_prefix: String,
+
+    /// PEM file of the CA certificates a `rediss://` Redis is checked against, instead of
+    /// the public CAs (a managed Redis with a CA of its own, as Memorystore's); for every
+    /// Redis URL of the process.
+    #[arg(long, env = "KUBEDAV_REDIS_CA_FILE")]
+    pub redis_ca_file: Option<std::path::PathBuf>,
 }
 
 /// The lock manager.
@@ -432,7 +438,9 @@ pub(crate) struct ReplicaArgs {
 #[command(next_help_heading = "Locks (targets all, locks)")]
 pub(crate) struct LocksArgs {
     /// Where locks are kept (targets all, locks): `memory` (this process only) or a Redis
-    /// URL, redis://host:port/db (shared by every locks replica, kept across restarts).
+    /// URL, redis://host:port/db (shared by every locks replica, kept across restarts);
+    /// redis+sentinel://host:port,host:port/MASTER/db follows the master Sentinel names
+    /// (docs/deploy.md), as every Redis URL here does.
     #[arg(long, env = "KUBEDAV_LOCK_STORE", default_value = "memory", value_parser = Redacting(LockStore::parse))]
     pub lock_store: LockStore,
 

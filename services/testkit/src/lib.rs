@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod idp;
+pub mod sentinel;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -63,17 +64,47 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    /// Further arguments (`--replicaof` for a replica).
+    args: Vec<String>,
+    /// The password of a server that speaks only TLS (see [`RedisServer::start_tls`]).
+    tls_password: Option<String>,
 }
 
 impl RedisServer {
     /// Starts a server and waits until it accepts connections.
     pub fn start() -> RedisServer {
+        Self::start_with(Vec::new())
+    }
+
+    /// Starts a replica of the server on loopback port `master`, and waits until it
+    /// accepts connections.
+    pub fn start_replica_of(master: u16) -> RedisServer {
+        Self::start_with(vec!["--replicaof".into(), "127.0.0.1".into(), master.to_string()])
+    }
+
+    /// Starts a server that speaks only TLS, with a certificate for `127.0.0.1` issued by
+    /// a CA made for it ([`RedisServer::ca_file`]) and the password `password`, as a
+    /// managed Redis is; waits until it accepts connections.
+    pub fn start_tls(password: &str) -> RedisServer {
+        Self::start_as(Vec::new(), Some(password.to_owned()))
+    }
+
+    fn start_with(args: Vec<String>) -> RedisServer {
+        Self::start_as(args, None)
+    }
+
+    fn start_as(args: Vec<String>, tls_password: Option<String>) -> RedisServer {
         for _ in 0..5 {
             let mut server = RedisServer {
                 child: None,
                 port: free_port(),
                 dir: tempfile::tempdir().expect("a temporary directory"),
+                args: args.clone(),
+                tls_password: tls_password.clone(),
             };
+            if server.tls_password.is_some() {
+                write_certificates(server.dir.path());
+            }
             if server.spawn() {
                 return server;
             }
@@ -90,6 +121,8 @@ impl RedisServer {
             .arg(self.dir.path())
             .args(["--save", "", "--appendonly", "yes", "--appendfsync", "always"])
             .args(["--protected-mode", "no", "--daemonize", "no"])
+            .args(&self.args)
+            .args(self.tls_args())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -121,9 +154,49 @@ impl RedisServer {
         ready
     }
 
-    /// The URL of database `db`.
+    /// The URL of database `db` (`rediss://` with the password for a TLS server).
     pub fn url(&self, db: u32) -> String {
-        format!("redis://127.0.0.1:{}/{db}", self.port)
+        match &self.tls_password {
+            Some(password) => format!("rediss://:{password}@127.0.0.1:{}/{db}", self.port),
+            None => format!("redis://127.0.0.1:{}/{db}", self.port),
+        }
+    }
+
+    /// The PEM file of the CA that issued a TLS server's certificate.
+    pub fn ca_file(&self) -> std::path::PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// The arguments that make a server speak only TLS and ask for its password (the
+    /// later `--port 0` turns off the plain port given before).
+    fn tls_args(&self) -> Vec<String> {
+        let Some(password) = &self.tls_password else {
+            return Vec::new();
+        };
+        let file = |name: &str| self.dir.path().join(name).display().to_string();
+        [
+            "--port",
+            "0",
+            "--tls-port",
+            &self.port.to_string(),
+            "--tls-cert-file",
+            &file("server.pem"),
+            "--tls-key-file",
+            &file("server.key"),
+            "--tls-ca-cert-file",
+            &file("ca.pem"),
+            "--tls-auth-clients",
+            "no",
+            "--requirepass",
+            password,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    /// Its loopback port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Kills the server (SIGKILL, as a crash or an evicted pod would).

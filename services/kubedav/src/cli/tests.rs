@@ -40,7 +40,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 98] = [
+const FLAGS: [(&str, Option<&str>); 99] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -132,6 +132,7 @@ const FLAGS: [(&str, Option<&str>); 98] = [
     ("lock-max-timeout-seconds", Some("3600")),
     ("lock-store", Some("memory")),
     ("redis-prefix", Some("kubedav:")),
+    ("redis-ca-file", None),
     ("registry", Some("")),
     ("advertise-address", None),
     ("propfind-depth-infinity", None),
@@ -301,6 +302,7 @@ fn a_malformed_structured_value_fails_naming_its_flag() {
         &["--registry", "redis//host"],
         &["--auth-cache-redis", "http://host"],
         &["--lock-store", "redis://h:notaport/0"],
+        &["--lock-store", "redis+sentinel://s1:26379,s2:26379"],
         &["--trusted-proxies", "10.0.0.0/33"],
     ] {
         let message = refused(args);
@@ -324,6 +326,8 @@ fn a_redis_password_stays_out_of_the_message() {
         let message = refused(&[flag, "redis://user:s3cret@"]);
         assert!(!message.contains("s3cret"), "{message}");
         assert!(message.contains("redis://user:***@"), "{message}");
+        let message = refused(&[flag, "redis+sentinel://:s3cr@t@s1:port/m"]);
+        assert!(!message.contains("s3cr"), "{message}");
     }
 }
 
@@ -344,6 +348,7 @@ fn structured_values_are_read_into_their_types() {
     let cli = parsed(&[
         "--lock-store=redis://:pw@redis:6379/0",
         "--registry=redis+unix:///run/redis.sock",
+        "--auth-cache-redis=redis+sentinel://:pw@s-0:26379,s-1:26379/mymaster/1",
         "--auth-url=http://auth:9092",
         "--markdown-url=",
         "--storage=s3://files/team/a/",
@@ -361,6 +366,10 @@ fn structured_values_are_read_into_their_types() {
     assert_eq!(
         cli.replicas.registry.get().map(RedisUrl::as_str),
         Some("redis+unix:///run/redis.sock")
+    );
+    assert_eq!(
+        cli.auth.auth_cache_redis.get().map(|url| url.to_string()),
+        Some("redis+sentinel://:***@s-0:26379,s-1:26379/mymaster/1".to_owned())
     );
     assert_eq!(
         cli.remote.auth_url.get().map(ServiceUrl::as_str),

@@ -132,7 +132,8 @@ impl LockStore {
         if !value.contains("://") {
             return Err(
                 "expected `memory` or a Redis URL such as redis://127.0.0.1:6379/0 \
-                        (rediss:// for TLS, redis+unix:///path/to/redis.sock for a socket)"
+                        (redis+sentinel://s1:26379,s2:26379/MASTER/0 behind Sentinel, \
+                        redis+unix:///path/to/redis.sock for a socket)"
                     .into(),
             );
         }

@@ -18,7 +18,8 @@ pub(super) fn registry(
         return Ok(None);
     };
     let prefix = &cli.replicas.redis_prefix;
-    let registry = kubedav_kit::registry::Registry::connect(url.as_str(), prefix, service)
+    let ca_file = cli.replicas.redis_ca_file.as_deref();
+    let registry = kubedav_kit::registry::Registry::connect(url.as_str(), ca_file, prefix, service)
         .map_err(RunError::Registry)?;
     tracing::info!(
         target: "kubedav",

@@ -6,6 +6,7 @@
 use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use ::redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use std::future::Future;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,30 +15,46 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long connecting to Redis may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
+mod sentinel;
+
 /// A connection to one Redis, shared by clones: redis's `ConnectionManager`, which
 /// reconnects by itself after an I/O error, replaced by a new one after any other failure
 /// that is not Redis's answer to the command. The manager keeps such a failure of its
 /// connection attempt (a peer that does not speak Redis's protocol, as a Service address
 /// before kube-proxy has programmed it can be; a refused handshake) and returns it to
-/// every later command without trying again; this type tries again.
+/// every later command without trying again; this type tries again. Behind Sentinel,
+/// the manager is of the server the Sentinels call master, and is dropped for a new
+/// question to them when that server goes away or answers as a replica.
 #[derive(Clone)]
 pub struct Redis {
-    client: ::redis::Client,
+    target: Arc<Target>,
     current: Arc<Mutex<Generation>>,
 }
 
-/// The manager in use, and how many were replaced before it.
+/// Which server a [`Redis`] talks to.
+enum Target {
+    /// The one a `redis://` URL names.
+    Direct(::redis::Client),
+    /// The master the Sentinels of a `redis+sentinel://` URL name.
+    Sentinel(sentinel::Sentinels),
+}
+
+/// The manager in use (none yet behind Sentinel, until they named the master), and how
+/// many were replaced before it.
 #[derive(Clone)]
 struct Generation {
     number: u64,
-    manager: ConnectionManager,
+    manager: Option<ConnectionManager>,
 }
 
 impl Redis {
-    fn new(client: ::redis::Client) -> Result<Self, RedisError> {
-        let manager = manager(&client)?;
+    fn new(target: Target) -> Result<Self, RedisError> {
+        let manager = match &target {
+            Target::Direct(client) => Some(manager(client)?),
+            Target::Sentinel(_) => None,
+        };
         Ok(Self {
-            client,
+            target: Arc::new(target),
             current: Arc::new(Mutex::new(Generation { number: 0, manager })),
         })
     }
@@ -52,6 +69,10 @@ impl Redis {
         F: Future<Output = RedisResult<T>>,
     {
         let Generation { number, manager } = self.current();
+        let manager = match manager {
+            Some(manager) => manager,
+            None => self.resolve(number).await?,
+        };
         let result = send(manager).await;
         if let Err(e) = &result {
             self.replace_after(number, e);
@@ -59,26 +80,57 @@ impl Redis {
         result
     }
 
+    /// Asks the Sentinels which server is master, and makes generation `number`'s
+    /// manager of it (unless another command did meanwhile: then that one).
+    async fn resolve(&self, number: u64) -> RedisResult<ConnectionManager> {
+        let Target::Sentinel(sentinels) = &*self.target else {
+            unreachable!("a direct connection always has its manager")
+        };
+        let client = sentinels.master(CONNECT_TIMEOUT * 2).await?;
+        let made = manager(&client)?;
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        match (&current.manager, current.number == number) {
+            (Some(theirs), _) => Ok(theirs.clone()),
+            (None, true) => {
+                current.manager = Some(made.clone());
+                Ok(made)
+            }
+            // Replaced meanwhile and not named yet: this one serves this command.
+            (None, false) => Ok(made),
+        }
+    }
+
     /// Replaces generation `number`'s manager if `error` is one it does not recover from
-    /// and no other command has replaced it meanwhile.
+    /// (behind Sentinel: also one that says the master may have moved) and no other
+    /// command has replaced it meanwhile.
     fn replace_after(&self, number: u64, error: &RedisError) {
-        if !leaves_manager_stuck(error) {
+        let replace = match &*self.target {
+            Target::Direct(_) => leaves_manager_stuck(error),
+            Target::Sentinel(_) => leaves_manager_stuck(error) || sentinel::master_may_have_moved(error),
+        };
+        if !replace {
             return;
         }
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if current.number != number {
             return;
         }
-        match manager(&self.client) {
-            Ok(manager) => {
-                tracing::debug!(%error, "Redis connection replaced");
-                *current = Generation {
-                    number: number + 1,
-                    manager,
-                };
-            }
-            Err(e) => tracing::warn!("cannot set up a new Redis connection: {e}"),
-        }
+        let manager = match &*self.target {
+            Target::Direct(client) => match manager(client) {
+                Ok(manager) => Some(manager),
+                Err(e) => {
+                    tracing::warn!("cannot set up a new Redis connection: {e}");
+                    return;
+                }
+            },
+            // The next command asks the Sentinels.
+            Target::Sentinel(_) => None,
+        };
+        tracing::debug!(%error, "Redis connection replaced");
+        *current = Generation {
+            number: number + 1,
+            manager,
+        };
     }
 }
 
@@ -119,26 +171,67 @@ impl ConnectionLike for Redis {
     }
 
     fn get_db(&self) -> i64 {
-        self.current().manager.get_db()
+        match (&*self.target, self.current().manager) {
+            (Target::Sentinel(sentinels), _) => sentinels.db,
+            (Target::Direct(_), Some(manager)) => manager.get_db(),
+            (Target::Direct(client), None) => client.get_connection_info().redis_settings().db(),
+        }
     }
 }
 
-/// A connection to `url` (`redis://[user:password@]host:port/db`, or `rediss://` for TLS
-/// when built with it). It connects on first use; when Redis goes away or answers
-/// garbage, the failing command returns an error at once and the next one reconnects, so
-/// service resumes by itself when Redis is back.
+/// A connection to `url` (`redis://[user:password@]host:port/db`, `rediss://` for TLS
+/// with the public CAs, `redis+sentinel://` behind Sentinel). It connects on first use;
+/// when Redis goes away or answers garbage, the failing command returns an error at once
+/// and the next one reconnects, so service resumes by itself when Redis is back.
 pub fn connect(url: &str) -> Result<Redis, String> {
-    let client = ::redis::Client::open(url).map_err(|e| format!("{} is {}", redacted(url), unusable(e)))?;
-    Redis::new(client).map_err(|e| format!("cannot set up the Redis connection to {}: {e}", redacted(url)))
+    connect_trusting(url, None)
+}
+
+/// [`connect`], trusting for `rediss://` the CA certificates of the PEM file `ca_file`
+/// instead of the public CAs (a managed Redis whose CA is its own, as Memorystore's).
+pub fn connect_trusting(url: &str, ca_file: Option<&Path>) -> Result<Redis, String> {
+    let target = match url.starts_with(sentinel::SCHEME) {
+        true => {
+            let parsed = sentinel::parse(url)
+                .map_err(|e| format!("{} is not a usable Sentinel URL: {e}", redacted(url)))?;
+            Target::Sentinel(
+                sentinel::Sentinels::new(&parsed)
+                    .map_err(|e| format!("cannot set up the Sentinels of {}: {e}", redacted(url)))?,
+            )
+        }
+        false => Target::Direct(client(url, ca_file)?),
+    };
+    Redis::new(target).map_err(|e| format!("cannot set up the Redis connection to {}: {e}", redacted(url)))
+}
+
+/// The client of the one server `url` names, trusting `ca_file` when given.
+fn client(url: &str, ca_file: Option<&Path>) -> Result<::redis::Client, String> {
+    let Some(ca_file) = ca_file else {
+        return ::redis::Client::open(url).map_err(|e| format!("{} is {}", redacted(url), unusable(e)));
+    };
+    let pem = std::fs::read(ca_file)
+        .map_err(|e| format!("cannot read the Redis CA file {}: {e}", ca_file.display()))?;
+    let certificates = ::redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem),
+    };
+    ::redis::Client::build_with_tls(url, certificates).map_err(|e| {
+        format!(
+            "{} with the CA file {} is {}",
+            redacted(url),
+            ca_file.display(),
+            unusable(e)
+        )
+    })
 }
 
 /// Why a URL is no Redis URL (`redis`'s parse error holds no part of the URL).
 fn unusable(error: ::redis::RedisError) -> String {
-    format!("not a usable Redis URL: {error} (expected redis://host:port/db)")
+    format!("not a usable Redis URL: {error} (expected redis://host:port/db, rediss:// for TLS)")
 }
 
 /// A Redis URL that parses as one (`redis://[user:password@]host:port/db`, `rediss://`
-/// for TLS when built with it, `redis+unix:///path/to/redis.sock`), checked as a flag is
+/// for TLS, `redis+unix:///path/to/redis.sock`, `redis+sentinel://` behind Sentinel), checked as a flag is
 /// read so that a mistyped one stops the process at start, before anything connects.
 /// Shown (`Display`, `Debug`) with its password redacted ([`redacted`]).
 #[derive(Clone, PartialEq, Eq)]
@@ -147,7 +240,10 @@ pub struct RedisUrl(String);
 impl RedisUrl {
     /// `url` if it parses as a Redis URL; the error says why, without the URL.
     pub fn parse(url: &str) -> Result<Self, String> {
-        ::redis::Client::open(url).map_err(unusable)?;
+        match url.starts_with(sentinel::SCHEME) {
+            true => drop(sentinel::parse(url)?),
+            false => drop(::redis::Client::open(url).map_err(unusable)?),
+        }
         Ok(Self(url.to_owned()))
     }
 
@@ -174,7 +270,8 @@ pub fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    match rest.split_once('@') {
+    // The last '@': a password may hold one.
+    match rest.rsplit_once('@') {
         Some((credentials, host)) => {
             let user = credentials.split(':').next().unwrap_or_default();
             format!("{scheme}://{user}:***@{host}")
