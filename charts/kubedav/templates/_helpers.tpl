@@ -74,7 +74,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Redis: "external", "bundled" or "" (none). */}}
 {{- define "kubedav.redisKind" -}}
-{{- if or .Values.redis.url .Values.redis.existingSecret -}}external
+{{- if or .Values.redis.url .Values.redis.existingSecret .Values.redis.sentinel.hosts -}}external
 {{- else if .Values.redis.bundled.enabled -}}bundled
 {{- end -}}
 {{- end -}}
@@ -91,6 +91,22 @@ app.kubernetes.io/component: {{ .component }}
 {{- else if $root.Values.redis.url }}
 - name: {{ .name }}
   value: {{ $root.Values.redis.url | quote }}
+{{- else if $root.Values.redis.sentinel.hosts }}
+{{- /* Behind Sentinel: the password, if any, from its Secret, spliced into the URL. */}}
+{{- $sentinel := $root.Values.redis.sentinel }}
+{{- $where := printf "%s/%s/%d" (join "," $sentinel.hosts) $sentinel.masterName (int $sentinel.db) }}
+{{- if $sentinel.existingSecret }}
+- name: {{ printf "%s_PASSWORD" .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $sentinel.existingSecret }}
+      key: {{ $sentinel.existingSecretKey }}
+- name: {{ .name }}
+  value: {{ printf "redis+sentinel://:$(%s_PASSWORD)@%s" .name $where | quote }}
+{{- else }}
+- name: {{ .name }}
+  value: {{ printf "redis+sentinel://%s" $where | quote }}
+{{- end }}
 {{- else }}
 {{- /* The bundled Valkey: its password from its Secret, spliced into the URL. */}}
 - name: {{ printf "%s_PASSWORD" .name }}
