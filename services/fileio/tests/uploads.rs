@@ -57,6 +57,15 @@ fn settings(per_owner: u32, now: &Now) -> UploadSettings {
         per_owner,
         sweep_every: Duration::ZERO,
         clock: Arc::new(move || *clock.lock().unwrap()),
+        ..Default::default()
+    }
+}
+
+/// [`settings`] with leases renewed every `renewal`.
+fn renewing(per_owner: u32, now: &Now, renewal: Duration) -> UploadSettings {
+    UploadSettings {
+        lease_renewal: renewal,
+        ..settings(per_owner, now)
     }
 }
 
@@ -85,6 +94,11 @@ impl Setup {
     }
 
     async fn bucket(per_owner: u32) -> Setup {
+        Self::bucket_renewing(per_owner, Duration::from_secs(2)).await
+    }
+
+    /// A bucket whose uploads' leases are renewed every `renewal`.
+    async fn bucket_renewing(per_owner: u32, renewal: Duration) -> Setup {
         let server = S3Server::start("files");
         let config = S3Config {
             endpoint: server.endpoint().parse().unwrap(),
@@ -107,7 +121,7 @@ impl Setup {
         let fileio = ObjectFileIo::open(&storage)
             .await
             .unwrap()
-            .with_uploads(settings(per_owner, &now));
+            .with_uploads(renewing(per_owner, &now, renewal));
         Setup {
             fileio: Arc::new(fileio.clone()),
             uploads: Arc::new(fileio.uploads()),
@@ -825,4 +839,74 @@ async fn a_request_that_lost_its_lease_cannot_spoil_the_upload() {
     );
     assert_eq!(s.multiparts().await, 0);
     assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+}
+
+/// In a bucket, a renewal of a request's lease writes the state the request last saved,
+/// never bytes it counted but has not finished: renewed every millisecond here, so
+/// renewals fall everywhere in the request, no state written while the lease is held
+/// counts more than before the request (were the replica to die right after such a
+/// renewal, the upload would claim bytes that no part or buffer holds, and land with a
+/// hole). Chunk 1 arrives after chunk 2, so its request also assembles chunk 2.
+#[tokio::test]
+async fn a_renewal_never_writes_what_the_request_has_not_finished() {
+    let s = Setup::bucket_renewing(10, Duration::from_millis(1)).await;
+    let uploads = s.uploads.clone();
+    let data = random_bytes(18 << 20, 3);
+    let id = uploads
+        .create(CreateUploadRequest {
+            owner: "alice".into(),
+            name: "renewed".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id;
+    uploads
+        .append(chunk(&id, 2, false), body_of(&data[9 << 20..]))
+        .await
+        .unwrap();
+    let state = walk(&s.files().join(".kubedav/uploads"))
+        .into_iter()
+        .find(|p| p.ends_with("state.json"))
+        .expect("the upload's state");
+    // Every state seen on disk while the lease is held: its offset.
+    let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let watcher = {
+        let watching = watching.clone();
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while watching.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(text) = std::fs::read(&state) else { continue };
+                let Ok(json) = serde_json::from_slice::<serde_json::Value>(&text) else {
+                    continue;
+                };
+                if !json["lease"].is_null() {
+                    seen.push(json["record"]["offset"].as_u64().unwrap());
+                }
+            }
+            seen
+        })
+    };
+    let placed = uploads
+        .append(chunk(&id, 1, false), body_of(&data[..9 << 20]))
+        .await
+        .unwrap();
+    watching.store(false, std::sync::atomic::Ordering::Relaxed);
+    let seen = watcher.join().unwrap();
+    assert_eq!(placed.offset, data.len() as u64);
+    assert!(!seen.is_empty(), "no state written under a lease was seen");
+    let ahead: Vec<u64> = seen.iter().copied().filter(|offset| *offset != 0).collect();
+    assert!(
+        ahead.is_empty(),
+        "{} of {} states written under the lease count bytes the request had not saved \
+         (offset up to {:?})",
+        ahead.len(),
+        seen.len(),
+        ahead.iter().max()
+    );
+    s.fileio
+        .write(landing("r.bin", &id, "alice", data.len() as u64), empty())
+        .await
+        .unwrap();
+    assert!(s.read("r.bin").unwrap() == data, "the landed file differs");
 }

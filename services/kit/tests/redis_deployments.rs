@@ -81,6 +81,58 @@ async fn commands_follow_a_failover_to_the_new_master() {
     assert_eq!(role(new).as_deref(), Some("master"));
 }
 
+/// A hung master (SIGSTOP: connections to it open, and nothing answers) costs each
+/// command a bounded wait, however many wait together. The Sentinels here take 4 s to
+/// judge it down (bitnami's take 60), so for seconds they still name it: rounds of 20
+/// commands at once run until a replica is master, and each ends within the bound
+/// docs/deploy.md states (asking the Sentinels and checking the master 2 s, connecting
+/// 1 s, the answer 2 s); then writes go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_master_costs_each_command_a_bounded_wait() {
+    let mut group = SentinelGroup::start_noticing_after(Duration::from_secs(4));
+    let redis = connect(&group.url(0)).expect("a Sentinel URL");
+    set(&redis, "before", "1").await.expect("a write to the master");
+    let bound = Duration::from_secs(5) + Duration::from_millis(500);
+    let failed_over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let frozen = {
+        let (redis, failed_over) = (redis.clone(), failed_over.clone());
+        tokio::spawn(async move {
+            let mut waits = Vec::new();
+            let mut round = 0;
+            while !failed_over.load(std::sync::atomic::Ordering::Relaxed) {
+                let commands = (0..20).map(|n| {
+                    let redis = redis.clone();
+                    async move {
+                        let started = Instant::now();
+                        let _ = set(&redis, &format!("k{round}.{n}"), "v").await;
+                        started.elapsed()
+                    }
+                });
+                waits.extend(futures_util::future::join_all(commands).await);
+                round += 1;
+            }
+            waits
+        })
+    };
+    let recovered_in = tokio::task::block_in_place(|| group.freeze_master());
+    failed_over.store(true, std::sync::atomic::Ordering::Relaxed);
+    let waits = frozen.await.unwrap();
+    let longest = waits.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "hung master: failover in {recovered_in:?}; longest of {} commands {longest:?}",
+        waits.len()
+    );
+    assert!(longest <= bound, "a command waited {longest:?}, past {bound:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while set(&redis, "after", "2").await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "no write went through after the failover"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A managed Redis's way: TLS with a CA of its own and a password. With the CA file the
 /// commands go through; without it the server's certificate is refused, and the error
 /// says the connection failed, not that the URL is wrong.

@@ -204,6 +204,17 @@ impl RedisServer {
         kill(&mut self.child);
     }
 
+    /// Freezes the server (SIGSTOP, as a hung node or a partition looks from outside):
+    /// its port still accepts connections, and nothing answers on them. Killing it
+    /// ([`RedisServer::stop`], or the drop) ends it.
+    pub fn freeze(&mut self) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill")
+                .args(["-STOP", &child.id().to_string()])
+                .status();
+        }
+    }
+
     /// Starts the server again on the same port with the same data, and waits until it
     /// accepts connections.
     pub fn restart(&mut self) {

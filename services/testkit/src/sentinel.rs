@@ -22,6 +22,12 @@ impl SentinelGroup {
     /// Sentinel knows both replicas and the two other Sentinels (until then a failover
     /// could not be agreed on).
     pub fn start() -> SentinelGroup {
+        Self::start_noticing_after(Duration::from_secs(1))
+    }
+
+    /// [`SentinelGroup::start`], with Sentinels that judge a silent master down after
+    /// `down_after` (`down-after-milliseconds`; bitnami's chart waits 60 s).
+    pub fn start_noticing_after(down_after: Duration) -> SentinelGroup {
         let master = RedisServer::start();
         let servers = vec![
             RedisServer::start_replica_of(master.port()),
@@ -30,7 +36,10 @@ impl SentinelGroup {
         let servers = std::iter::once(master).chain(servers).collect::<Vec<_>>();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let sentinels = (0..3)
-            .map(|n| spawn_sentinel(&dir.path().join(format!("sentinel-{n}")), servers[0].port()))
+            .map(|n| {
+                let dir = dir.path().join(format!("sentinel-{n}"));
+                spawn_sentinel(&dir, servers[0].port(), down_after)
+            })
             .collect();
         let group = SentinelGroup {
             servers,
@@ -76,10 +85,20 @@ impl SentinelGroup {
     /// Kills the master (SIGKILL, as a crashed node), and waits until the Sentinels made
     /// a replica master and it answers as one: how long that took.
     pub fn kill_master(&mut self) -> Duration {
+        self.fail_master(RedisServer::stop)
+    }
+
+    /// Freezes the master (SIGSTOP: a hung node, whose port still takes connections that
+    /// nothing answers), and waits as [`SentinelGroup::kill_master`] does.
+    pub fn freeze_master(&mut self) -> Duration {
+        self.fail_master(RedisServer::freeze)
+    }
+
+    fn fail_master(&mut self, fail: impl FnOnce(&mut RedisServer)) -> Duration {
         let old = self.master_port().expect("a master");
         let started = Instant::now();
         if let Some(server) = self.servers.iter_mut().find(|s| s.port() == old) {
-            server.stop();
+            fail(server);
         }
         self.wait_until(Duration::from_secs(60), "a replica became master", |group| {
             group
@@ -122,7 +141,7 @@ fn dead_child() -> Child {
 
 /// Starts a Sentinel watching the master on `master`, its config in `dir` (Sentinel
 /// rewrites it), and waits until it monitors it.
-fn spawn_sentinel(dir: &std::path::Path, master: u16) -> (Child, u16) {
+fn spawn_sentinel(dir: &std::path::Path, master: u16, down_after: Duration) -> (Child, u16) {
     std::fs::create_dir_all(dir).expect("the Sentinel's directory");
     for _ in 0..5 {
         let port = free_port();
@@ -132,10 +151,11 @@ fn spawn_sentinel(dir: &std::path::Path, master: u16) -> (Child, u16) {
             format!(
                 "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir {}\n\
                  sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n\
-                 sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+                 sentinel down-after-milliseconds {MASTER_NAME} {}\n\
                  sentinel failover-timeout {MASTER_NAME} 10000\n\
                  sentinel parallel-syncs {MASTER_NAME} 1\n",
-                dir.display()
+                dir.display(),
+                down_after.as_millis()
             ),
         )
         .expect("sentinel.conf");

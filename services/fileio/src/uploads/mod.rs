@@ -33,6 +33,9 @@ pub struct UploadSettings {
     pub sweep_every: Duration,
     /// The time uploads are stamped with and expire by.
     pub clock: WallClock,
+    /// How often a request renews its lease on an upload in a bucket (a test makes it
+    /// short, so renewals fall everywhere in a request).
+    pub lease_renewal: Duration,
 }
 
 /// The default of `--upload-expiry-hours`.
@@ -48,6 +51,7 @@ impl Default for UploadSettings {
             per_owner: DEFAULT_PER_OWNER,
             sweep_every: Duration::from_secs(600),
             clock: kubedav_kit::clock::system(),
+            lease_renewal: Duration::from_secs(2),
         }
     }
 }

@@ -68,10 +68,12 @@ impl Redis {
     where
         F: Future<Output = RedisResult<T>>,
     {
-        let Generation { number, manager } = self.current();
-        let manager = match manager {
-            Some(manager) => manager,
-            None => self.resolve(number).await?,
+        let (number, manager) = match self.current() {
+            Generation {
+                number,
+                manager: Some(manager),
+            } => (number, manager),
+            Generation { manager: None, .. } => self.resolve().await?,
         };
         let result = send(manager).await;
         if let Err(e) = &result {
@@ -80,24 +82,35 @@ impl Redis {
         result
     }
 
-    /// Asks the Sentinels which server is master, and makes generation `number`'s
-    /// manager of it (unless another command did meanwhile: then that one).
-    async fn resolve(&self, number: u64) -> RedisResult<ConnectionManager> {
+    /// The manager of the server the Sentinels call master, and its generation: one
+    /// another command made meanwhile if there is one. One command at a time asks the
+    /// Sentinels, and a command waits for that, the question and the check of the master
+    /// together at most twice the connection timeout.
+    async fn resolve(&self) -> RedisResult<(u64, ConnectionManager)> {
         let Target::Sentinel(sentinels) = &*self.target else {
             unreachable!("a direct connection always has its manager")
         };
-        let client = sentinels.master(CONNECT_TIMEOUT * 2).await?;
-        let made = manager(&client)?;
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        match (&current.manager, current.number == number) {
-            (Some(theirs), _) => Ok(theirs.clone()),
-            (None, true) => {
-                current.manager = Some(made.clone());
-                Ok(made)
+        let asked = tokio::time::timeout(CONNECT_TIMEOUT * 2, async {
+            let mut asking = sentinels.ask().await;
+            if let Generation {
+                number,
+                manager: Some(manager),
+            } = self.current()
+            {
+                return Ok((number, manager));
             }
-            // Replaced meanwhile and not named yet: this one serves this command.
-            (None, false) => Ok(made),
-        }
+            let made = manager(&asking.async_get_client().await?)?;
+            let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+            let manager = current.manager.get_or_insert(made).clone();
+            Ok((current.number, manager))
+        })
+        .await;
+        asked.unwrap_or_else(|_| {
+            Err(RedisError::from((
+                ErrorKind::Io,
+                "no Sentinel named the master in time",
+            )))
+        })
     }
 
     /// Replaces generation `number`'s manager if `error` is one it does not recover from
@@ -271,12 +284,28 @@ pub fn redacted(url: &str) -> String {
         return url.to_owned();
     };
     // The last '@': a password may hold one.
-    match rest.rsplit_once('@') {
+    let shown = match rest.rsplit_once('@') {
         Some((credentials, host)) => {
             let user = credentials.split(':').next().unwrap_or_default();
             format!("{scheme}://{user}:***@{host}")
         }
         None => url.to_owned(),
+    };
+    // A socket URL's password is a query parameter (`redis+unix:///s.sock?pass=…`).
+    match shown.split_once('?') {
+        Some((before, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some(("pass" | "password", _)) => {
+                        format!("{}=***", pair.split('=').next().unwrap_or_default())
+                    }
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{before}?{}", query.join("&"))
+        }
+        None => shown,
     }
 }
 
@@ -304,6 +333,10 @@ mod tests {
         );
         assert_eq!(super::redacted("redis://u:s3cret@h/1"), "redis://u:***@h/1");
         assert_eq!(super::redacted("redis://h:6379/0"), "redis://h:6379/0");
+        assert_eq!(
+            super::redacted("redis+unix:///run/r.sock?db=1&pass=s3cret"),
+            "redis+unix:///run/r.sock?db=1&pass=***"
+        );
         let error = super::connect("redis://:s3cret@").err().unwrap_or_default();
         assert!(!error.contains("s3cret"), "{error}");
         let error = super::RedisUrl::parse("redis://:s3cret@")

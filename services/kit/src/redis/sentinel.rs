@@ -5,10 +5,12 @@
 //!
 //! `redis+sentinel://[user:password@]host:port[,host:port…]/MASTER[/DB]`: the user and
 //! password (percent-encoded, as in a `redis://` URL) are sent to the master and to the
-//! Sentinels alike, as bitnami's and Valkey's charts set them up.
+//! Sentinels alike, as bitnami's and Valkey's charts set them up. The master's name is
+//! percent-decoded too; an `@` in it must be written `%40` (the credentials end at the
+//! last `@`, since a password may hold one).
 
 use ::redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
-use ::redis::{Client, ConnectionAddr, ErrorKind, RedisError, RedisResult};
+use ::redis::{ConnectionAddr, ErrorKind, RedisError, RedisResult};
 use percent_encoding::percent_decode_str;
 
 /// The scheme of a Sentinel URL.
@@ -123,17 +125,10 @@ impl Sentinels {
         })
     }
 
-    /// A client of the server the Sentinels call master now (checked with ROLE), within
-    /// `limit`.
-    pub(super) async fn master(&self, limit: std::time::Duration) -> RedisResult<Client> {
-        let mut client = self.client.lock().await;
-        match tokio::time::timeout(limit, client.async_get_client()).await {
-            Ok(found) => found,
-            Err(_) => Err(RedisError::from((
-                ErrorKind::Io,
-                "no Sentinel named the master in time",
-            ))),
-        }
+    /// The Sentinels' client, once no other command is asking them: its
+    /// `async_get_client` names the master (checked with ROLE).
+    pub(super) async fn ask(&self) -> tokio::sync::MutexGuard<'_, SentinelClient> {
+        self.client.lock().await
     }
 }
 

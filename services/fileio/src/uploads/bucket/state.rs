@@ -1,9 +1,11 @@
 //! An upload's state in the bucket: one small object, `state.json`, beside the upload's
 //! other objects, replaced whole and only conditionally (If-Match on the ETag it was read
 //! with), so two replicas never both change one upload. A request that changes the
-//! upload holds a lease written into it, renewed every [`RENEW_AFTER_NS`] while it runs
-//! (whether bytes arrive or not): a second request meets the lease (ABORTED), and a
-//! replica that died holding one loses it after [`LEASE_FOR_NS`].
+//! upload holds a lease written into it, renewed every
+//! [`UploadSettings::lease_renewal`] (2 s) while it runs, whether bytes arrive or not: a
+//! second request meets the lease (ABORTED), and a replica that died holding one loses
+//! it after [`LEASE_FOR_NS`]. A renewal writes the state as last saved with the new
+//! lease, never what the request counted but has not saved.
 //!
 //! A request that lost its lease (it hung past it) may still be writing. Its writes can
 //! never be taken for another's: its buffer objects carry its holder's name, and the
@@ -20,8 +22,6 @@ use tonic::Status;
 /// its upload this long at most (a client's retries outlast it: tus-js-client's take
 /// 9 s).
 pub(super) const LEASE_FOR_NS: i64 = 8_000_000_000;
-/// How often a request renews its lease.
-pub(super) const RENEW_AFTER_NS: i64 = 2_000_000_000;
 /// Part numbers a lease reserves ahead of use (512 MiB of parts): a takeover skips them.
 const RESERVE_PARTS: u16 = 64;
 /// S3's highest part number.
@@ -113,7 +113,12 @@ impl Folder {
 pub(super) struct Loaded {
     pub(super) folder: Folder,
     pub(super) id: String,
+    /// The state as the request changes it; it counts once [`Loaded::save`] wrote it.
     pub(super) state: State,
+    /// The state as last read or saved: what a renewal writes, with the lease renewed,
+    /// so a request that dies after a renewal leaves nothing counted that it did not
+    /// finish (its offset moved on before its parts were listed, say).
+    committed: State,
     pub(super) etag: String,
     /// When the lease held is renewed next.
     renew_at: tokio::time::Instant,
@@ -131,7 +136,15 @@ impl Loaded {
     /// Writes the state, if it is still the one read (ABORTED otherwise: another
     /// request took the upload over).
     pub(super) async fn save(&mut self, s3: &S3Client) -> Result<(), Status> {
-        let json = serde_json::to_vec(&self.state)
+        let state = self.state.clone();
+        self.write(s3, &state).await?;
+        self.committed = state;
+        Ok(())
+    }
+
+    /// Replaces the state object with `state`, if it is still the one read.
+    async fn write(&mut self, s3: &S3Client, state: &State) -> Result<(), Status> {
+        let json = serde_json::to_vec(state)
             .map_err(|e| Status::internal(format!("an upload's state could not be written: {e}")))?;
         self.etag = s3
             .put_if(&self.folder.state(), Bytes::from(json), Some(&self.etag))
@@ -161,7 +174,7 @@ impl Loaded {
             tonic::Code::Aborted => busy(),
             _ => status,
         })?;
-        self.renew_at = tokio::time::Instant::now() + std::time::Duration::from_nanos(RENEW_AFTER_NS as u64);
+        self.renew_at = tokio::time::Instant::now() + settings.lease_renewal;
         Ok(())
     }
 
@@ -173,7 +186,8 @@ impl Loaded {
             .expect("a request that holds the upload")
     }
 
-    /// Renews the lease, reserving part numbers up to `part` at least.
+    /// Renews the lease, reserving part numbers up to `part` at least: the state last
+    /// saved is written again with the new lease, nothing this request has not saved.
     async fn renew(&mut self, s3: &S3Client, settings: &UploadSettings, part: u16) -> Result<(), Status> {
         let now = settings.now_ns();
         if let Some(lease) = &mut self.state.lease {
@@ -181,9 +195,12 @@ impl Loaded {
             if part > lease.reserved {
                 lease.reserved = part.saturating_add(RESERVE_PARTS).min(MAX_PART_NUMBER);
             }
-            self.save(s3).await?;
+            let mut renewed = self.committed.clone();
+            renewed.lease = self.state.lease.clone();
+            self.write(s3, &renewed).await?;
+            self.committed = renewed;
         }
-        self.renew_at = tokio::time::Instant::now() + std::time::Duration::from_nanos(RENEW_AFTER_NS as u64);
+        self.renew_at = tokio::time::Instant::now() + settings.lease_renewal;
         Ok(())
     }
 
@@ -253,6 +270,7 @@ pub(super) async fn load(
     Ok(Loaded {
         folder,
         id: id.to_owned(),
+        committed: state.clone(),
         state,
         etag,
         renew_at: tokio::time::Instant::now(),
