@@ -3,7 +3,8 @@
 //! through Redis), one fileio, and one or two auth replicas. A lock taken through one
 //! gateway binds the other, survives restarts of the locks replicas and expires at its
 //! timeout; racing LOCKs have one winner; a Redis outage fails writes closed while reads
-//! go on, and service resumes by itself; auth replicas share verifications.
+//! go on, and service resumes by itself; auth replicas share verifications. Locks kept
+//! behind Sentinel follow a failover.
 
 mod common;
 
@@ -478,4 +479,85 @@ async fn all_in_one_replicas_share_locks_through_redis() {
         StatusCode::LOCKED,
         "replica B honours replica A's lock"
     );
+}
+
+/// Locks in a Redis behind Sentinel (`redis+sentinel://`): two all-in-one replicas share
+/// them through the master the Sentinels name; when it is killed, writes fail closed
+/// (503) until a replica is master (each replica's first command after it meets the
+/// dead master once), then LOCK and PUT work again without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_follow_a_sentinel_failover() {
+    let mut group = kubedav_testkit::sentinel::SentinelGroup::start();
+    let dir = tempfile::tempdir().unwrap();
+    let envs = [("KUBEDAV_LOCK_STORE".to_owned(), group.url(0))];
+    let mut replicas = Vec::new();
+    for name in ["all-a", "all-b"] {
+        let args: Vec<String> = [
+            "--target=all",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--root",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([dir.path().display().to_string()])
+        .collect();
+        let mut process = Process::spawn(name, &args, &envs);
+        let http = process.listening("gateway HTTP").await;
+        replicas.push((process, http));
+    }
+    let url = |i: usize, name: &str| format!("http://{}/{name}", replicas[i].1);
+    let c = client();
+    let lock = |i: usize, name: &str| {
+        c.request(Method::from_bytes(b"LOCK").unwrap(), url(i, name))
+            .body(LOCKINFO)
+            .send()
+    };
+    assert_eq!(lock(0, "a.txt").await.unwrap().status(), StatusCode::CREATED);
+    let put = c.put(url(1, "a.txt")).body("from b").send().await.unwrap();
+    assert_eq!(put.status(), StatusCode::LOCKED, "replica B honours A's lock");
+
+    let failed_over_in = tokio::task::block_in_place(|| group.kill_master());
+    let mut refused = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = lock(0, "b.txt").await.unwrap().status();
+        if status == StatusCode::CREATED {
+            break;
+        }
+        assert_eq!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "a write fails closed meanwhile"
+        );
+        refused += 1;
+        assert!(std::time::Instant::now() < deadline, "LOCK still refused");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // B's own connection meets the dead master once (503), then asks the Sentinels.
+    let put = loop {
+        let status = c
+            .put(url(1, "b.txt"))
+            .body("from b")
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if status != StatusCode::SERVICE_UNAVAILABLE {
+            break status;
+        }
+        refused += 1;
+        assert!(std::time::Instant::now() < deadline, "PUT still refused");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        put,
+        StatusCode::LOCKED,
+        "B sees the lock taken after the failover"
+    );
+    let free = c.put(url(1, "c.txt")).body("free").send().await.unwrap();
+    assert_eq!(free.status(), StatusCode::CREATED);
+    eprintln!("locks: failover in {failed_over_in:?}; {refused} writes refused (503) meanwhile");
 }
