@@ -439,13 +439,9 @@ async fn metric_text_line(admin: SocketAddr, sample: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// All-in-one mode takes `--lock-store` too: two monolithic replicas on one volume and
-/// one Redis share their locks.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn all_in_one_replicas_share_locks_through_redis() {
-    let redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let envs = [("KUBEDAV_LOCK_STORE".to_owned(), redis.url(0))];
+/// Two all-in-one replicas over the volume `root`, with `envs`: each process, and where
+/// its gateway listens.
+async fn all_in_one_pair(root: &std::path::Path, envs: &[(String, String)]) -> Vec<(Process, SocketAddr)> {
     let mut replicas = Vec::new();
     for name in ["all-a", "all-b"] {
         let args: Vec<String> = [
@@ -458,12 +454,23 @@ async fn all_in_one_replicas_share_locks_through_redis() {
         ]
         .into_iter()
         .map(str::to_owned)
-        .chain([dir.path().display().to_string()])
+        .chain([root.display().to_string()])
         .collect();
-        let mut process = Process::spawn(name, &args, &envs);
+        let mut process = Process::spawn(name, &args, envs);
         let http = process.listening("gateway HTTP").await;
         replicas.push((process, http));
     }
+    replicas
+}
+
+/// All-in-one mode takes `--lock-store` too: two monolithic replicas on one volume and
+/// one Redis share their locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_in_one_replicas_share_locks_through_redis() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let envs = [("KUBEDAV_LOCK_STORE".to_owned(), redis.url(0))];
+    let replicas = all_in_one_pair(dir.path(), &envs).await;
     let url = |i: usize| format!("http://{}/shared.txt", replicas[i].1);
     let c = client();
     let lock = c
@@ -490,24 +497,7 @@ async fn locks_follow_a_sentinel_failover() {
     let mut group = kubedav_testkit::sentinel::SentinelGroup::start();
     let dir = tempfile::tempdir().unwrap();
     let envs = [("KUBEDAV_LOCK_STORE".to_owned(), group.url(0))];
-    let mut replicas = Vec::new();
-    for name in ["all-a", "all-b"] {
-        let args: Vec<String> = [
-            "--target=all",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--root",
-        ]
-        .into_iter()
-        .map(str::to_owned)
-        .chain([dir.path().display().to_string()])
-        .collect();
-        let mut process = Process::spawn(name, &args, &envs);
-        let http = process.listening("gateway HTTP").await;
-        replicas.push((process, http));
-    }
+    let replicas = all_in_one_pair(dir.path(), &envs).await;
     let url = |i: usize, name: &str| format!("http://{}/{name}", replicas[i].1);
     let c = client();
     let lock = |i: usize, name: &str| {
