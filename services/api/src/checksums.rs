@@ -194,6 +194,14 @@ pub fn parse_hex(algorithm: Algorithm, hex: &str) -> Option<Vec<u8>> {
     if hex.len() != algorithm.value_len() * 2 {
         return None;
     }
+    from_hex(hex)
+}
+
+/// `hex` as bytes, if it is hex digits in pairs.
+pub fn from_hex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
     (0..hex.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())

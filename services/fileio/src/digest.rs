@@ -124,9 +124,7 @@ impl Digester {
         }
         Ok(sums)
     }
-}
 
-impl Digester {
     /// Runs on from `carried`, the SHA-1 of every byte before the next `update`, instead
     /// of from the start: true when SHA-1 is the one algorithm this digester runs (then
     /// the bytes before need not be read again), false and unchanged otherwise.
@@ -165,14 +163,13 @@ impl CarriedSha1 {
     /// The hasher again, when it covers the first `at` bytes and its state reads back.
     pub fn resume(&self, at: u64) -> Option<sha1::Sha1> {
         use sha1::digest::common::hazmat::SerializableState;
-        if self.at != at || !self.state.len().is_multiple_of(2) {
+        if self.at != at {
             return None;
         }
-        let bytes: Option<Vec<u8>> = (0..self.state.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(self.state.get(i..i + 2)?, 16).ok())
-            .collect();
-        let state = bytes?.as_slice().try_into().ok()?;
+        let state = kubedav_api::checksums::from_hex(&self.state)?
+            .as_slice()
+            .try_into()
+            .ok()?;
         sha1::Sha1::deserialize(&state).ok()
     }
 }

@@ -13,7 +13,7 @@ pub const MASTER_NAME: &str = "kubedav";
 /// Three servers and three Sentinels on free loopback ports; stopped when dropped.
 pub struct SentinelGroup {
     servers: Vec<RedisServer>,
-    sentinels: Vec<(Child, u16)>,
+    sentinels: Vec<(Option<Child>, u16)>,
     _dir: tempfile::TempDir,
 }
 
@@ -126,22 +126,14 @@ impl SentinelGroup {
 impl Drop for SentinelGroup {
     fn drop(&mut self) {
         for (child, _) in &mut self.sentinels {
-            let mut child = Some(std::mem::replace(child, dead_child()));
-            kill(&mut child);
+            kill(child);
         }
     }
 }
 
-/// A child that has already exited, to leave in place of one taken to be killed.
-fn dead_child() -> Child {
-    let mut child = Command::new("true").spawn().expect("true runs");
-    let _ = child.wait();
-    child
-}
-
 /// Starts a Sentinel watching the master on `master`, its config in `dir` (Sentinel
 /// rewrites it), and waits until it monitors it.
-fn spawn_sentinel(dir: &std::path::Path, master: u16, down_after: Duration) -> (Child, u16) {
+fn spawn_sentinel(dir: &std::path::Path, master: u16, down_after: Duration) -> (Option<Child>, u16) {
     std::fs::create_dir_all(dir).expect("the Sentinel's directory");
     for _ in 0..5 {
         let port = free_port();
@@ -181,7 +173,7 @@ fn spawn_sentinel(dir: &std::path::Path, master: u16, down_after: Duration) -> (
             }
         });
         if ready_rx.recv_timeout(Duration::from_secs(20)).is_ok() {
-            return (child, port);
+            return (Some(child), port);
         }
         kill(&mut Some(child));
     }

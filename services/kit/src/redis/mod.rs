@@ -184,10 +184,9 @@ impl ConnectionLike for Redis {
     }
 
     fn get_db(&self) -> i64 {
-        match (&*self.target, self.current().manager) {
-            (Target::Sentinel(sentinels), _) => sentinels.db,
-            (Target::Direct(_), Some(manager)) => manager.get_db(),
-            (Target::Direct(client), None) => client.get_connection_info().redis_settings().db(),
+        match &*self.target {
+            Target::Sentinel(sentinels) => sentinels.db,
+            Target::Direct(client) => client.get_connection_info().redis_settings().db(),
         }
     }
 }
