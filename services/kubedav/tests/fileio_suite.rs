@@ -190,6 +190,8 @@ struct Subject {
     fileio: Arc<dyn FileIo>,
     /// What the wrapper wraps (`None` for a bare core).
     probe: Option<Arc<Probe>>,
+    /// The quota wrapper, for its readiness (`None` without one).
+    quota: Option<Arc<QuotaFileIo>>,
     backend: Backend,
     wrapper: Wrapper,
     _dir: Option<tempfile::TempDir>,
@@ -221,17 +223,24 @@ impl Subject {
         };
         let probe = Arc::new(Probe::new(core.clone()));
         let under: Arc<dyn FileIo> = probe.clone();
-        let quota = |inner| Arc::new(QuotaFileIo::new(inner, QUOTA_BYTES, Duration::from_secs(3600)));
-        let fileio: Arc<dyn FileIo> = match wrapper {
-            Wrapper::Bare => core,
-            Wrapper::Quota => quota(under),
-            Wrapper::Leased => Arc::new(LeasedFileIo::new(under)),
-            Wrapper::Cached => Arc::new(cached(LeasedFileIo::new(under))),
-            Wrapper::CachedQuota => Arc::new(cached(LeasedFileIo::new(quota(under)))),
+        let quota = wrapper.has_quota().then(|| {
+            Arc::new(QuotaFileIo::new(
+                under.clone(),
+                QUOTA_BYTES,
+                Duration::from_secs(3600),
+            ))
+        });
+        let fileio: Arc<dyn FileIo> = match (wrapper, &quota) {
+            (Wrapper::Quota, Some(quota)) => quota.clone(),
+            (Wrapper::CachedQuota, Some(quota)) => Arc::new(cached(LeasedFileIo::new(quota.clone()))),
+            (Wrapper::Leased, _) => Arc::new(LeasedFileIo::new(under)),
+            (Wrapper::Cached, _) => Arc::new(cached(LeasedFileIo::new(under))),
+            _ => core,
         };
         Subject {
             fileio,
             probe: (wrapper != Wrapper::Bare).then_some(probe),
+            quota,
             backend,
             wrapper,
             _dir: dir,
@@ -1736,7 +1745,9 @@ async fn usage_and_quota(fio: &Subject) {
         return;
     }
     // The count starts from a listing, in the background: let it end first.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    if let Some(quota) = &fio.quota {
+        quota.counts_finished(1).await;
+    }
     let start = done(usage().await, "Usage").used_bytes;
     put(&**fio, "q1", &pattern(1000)).await;
     let usage_now = done(usage().await, "Usage");
