@@ -3,7 +3,7 @@ CARGO ?= cargo
 ROOT ?= ./data
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run build test test-real-node lint fmt bench clean markdown-corpus image image-test chart-readme loadtest fuzz rolling-restart replica-kill
+.PHONY: run build test test-real-node lint fmt bench clean markdown-corpus image image-test chart-readme loadtest fuzz rolling-restart replica-kill redis-failover
 
 # The `dist` profile (Cargo.toml): release, linked as one unit. The test binaries stay
 # on `release`; everything run from target/dist is the build users run.
@@ -26,6 +26,8 @@ run: build
 # tests against both modes with their thresholds, a rolling restart of two gateways
 # behind nginx under k6 with no request lost (scripts/rolling-restart.sh), a fileio replica
 # on S3 killed with SIGKILL under k6 with no request lost (scripts/replica-kill.sh), the
+# Redis master behind three Sentinels killed under k6 with no request failed, no stale
+# read and no lock lost (scripts/redis-failover.sh), the
 # container image built from the Dockerfile with podman and run as the chart runs it
 # (scripts/image-test.sh), then the Helm chart checks (scripts/chart-test.sh:
 # lint, schema, offline validation, checkov, wiring, and a live install on a local
@@ -41,6 +43,7 @@ test: build
 	$(MAKE) --no-print-directory loadtest SCENARIO=webdav-mixed MODE=microservices DURATION=30s LATENCY_SCALE=4
 	bash scripts/rolling-restart.sh
 	bash scripts/replica-kill.sh
+	bash scripts/redis-failover.sh
 	bash scripts/image-test.sh
 	bash scripts/chart-test.sh
 
@@ -71,6 +74,13 @@ rolling-restart: build
 # (must be 0), and the calls each replica served.
 replica-kill: build
 	bash scripts/replica-kill.sh
+
+# The Redis master behind three real Sentinels killed with SIGKILL under k6, in
+# microservices mode with two gateways over two fileio replicas on S3: prints the
+# requests made, refused with 503 + Retry-After, failed, the stale reads and lost locks
+# (must be 0), and how long the failover took.
+redis-failover: build
+	bash scripts/redis-failover.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

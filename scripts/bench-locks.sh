@@ -8,6 +8,9 @@
 #   PUT 4 KiB          requests/s and p99 ms over CONNS connections: every PUT asks the
 #                      lock manager first
 #
+# locks=redis+WAIT is the Redis store answering each lock change only once a replica has
+# it (--redis-replica-acks 1, the default behind Sentinel), against a real replica.
+#
 # Env (defaults): DURATION=10 THREADS=2 CONNS=64 PEERS_DIR=../shared/peers.
 # Needs wrk and Apache (make bench installs them) and redis-server (make test does).
 set -euo pipefail
@@ -20,6 +23,7 @@ PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   [ -n "${REDIS_PID:-}" ] && kill "$REDIS_PID" 2>/dev/null || true
+  [ -n "${REPLICA_PID:-}" ] && kill "$REPLICA_PID" 2>/dev/null || true
   [ -n "${APACHE_STARTED:-}" ] && bash "$PEERS_DIR/peerctl.sh" stop apache >/dev/null 2>&1 || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
@@ -36,6 +40,16 @@ redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/redis" --save "" --app
   > "$WORK/redis.log" 2>&1 < /dev/null &
 REDIS_PID=$!
 for _ in $(seq 1 100); do redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+# Its replica, for the store that waits for one to acknowledge each change (as behind
+# Sentinel: --redis-replica-acks 1).
+replica_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$WORK/replica"
+redis-server --port "$replica_port" --bind 127.0.0.1 --dir "$WORK/replica" --save "" --appendonly no \
+  --replicaof 127.0.0.1 "$port" --daemonize no > "$WORK/replica.log" 2>&1 < /dev/null &
+REPLICA_PID=$!
+for _ in $(seq 1 100); do redis-cli -p "$replica_port" info replication 2>/dev/null | grep -q "master_link_status:up" && break; sleep 0.1; done
+# The stores: a name, --lock-store, and --redis-replica-acks.
+STORES=("memory memory 0" "redis redis://127.0.0.1:$port/0 0" "redis+WAIT redis://127.0.0.1:$port/0 1")
 
 # measure NAME BASE_URL DOCROOT [OWNER]
 measure() {
@@ -56,30 +70,34 @@ measure() {
   read -r prps pp50 pp99 _ <<< "$pairs"
   read -r crps cp50 cp99 _ <<< "$cycles"
   read -r urps _ up99 _ <<< "$puts"
-  printf '%-26s %9.0f %7.2f %7.2f %9.0f %7.2f %7.2f %9.0f %7.2f %s\n' "$name" \
+  printf '%-30s %9.0f %7.2f %7.2f %9.0f %7.2f %7.2f %9.0f %7.2f %s\n' "$name" \
     "$(awk -v r="$prps" 'BEGIN {print r / 2}')" "$pp50" "$pp99" \
     "$(awk -v r="$crps" 'BEGIN {print r / 3}')" "$cp50" "$cp99" "$urps" "$up99" "$notes"
 }
 
 echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo); $(redis-server --version | awk '{print $1, $2, $3}')"
 echo "load: wrk -t$THREADS, ${DURATION}s; lock scenarios 1 connection per thread, PUT $CONNS connections"
-printf '%-26s %9s %7s %7s %9s %7s %7s %9s %7s\n' "server" "LOCK+UN/s" "p50 ms" "p99 ms" "edit/s" "p50 ms" "p99 ms" "PUT4K r/s" "p99 ms"
+printf '%-30s %9s %7s %7s %9s %7s %7s %9s %7s\n' "server" "LOCK+UN/s" "p50 ms" "p99 ms" "edit/s" "p50 ms" "p99 ms" "PUT4K r/s" "p99 ms"
 
-for store in memory "redis://127.0.0.1:$port/0"; do
-  root="$WORK/all-${store%%:*}"; mkdir -p "$root"
-  start_kubedav "$WORK/all.log" --target=all --lock-store "$store" --root "$root" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
-  measure "kubedav all locks=${store%%:*}" "http://$(announced "gateway HTTP" "$WORK/all.log")" "$root"
+for entry in "${STORES[@]}"; do
+  read -r name store acks <<< "$entry"
+  root="$WORK/all-$name"; mkdir -p "$root"
+  start_kubedav "$WORK/all.log" --target=all --lock-store "$store" --redis-replica-acks "$acks" --root "$root" \
+    --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+  measure "kubedav all locks=$name" "http://$(announced "gateway HTTP" "$WORK/all.log")" "$root"
   stop_all
 done
-for store in memory "redis://127.0.0.1:$port/0"; do
-  root="$WORK/micro-${store%%:*}"; mkdir -p "$root"
+for entry in "${STORES[@]}"; do
+  read -r name store acks <<< "$entry"
+  root="$WORK/micro-$name"; mkdir -p "$root"
   start_kubedav "$WORK/fileio.log" --target=fileio --root "$root" --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
   grpc=$(announced "fileio gRPC" "$WORK/fileio.log")
-  start_kubedav "$WORK/locks.log" --target=locks --lock-store "$store" --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+  start_kubedav "$WORK/locks.log" --target=locks --lock-store "$store" --redis-replica-acks "$acks" \
+    --grpc-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
   locks=$(announced "locks gRPC" "$WORK/locks.log")
   start_kubedav "$WORK/gateway.log" --target=gateway --fileio-url "http://$grpc" --locks-url "http://$locks" \
     --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
-  measure "kubedav micro locks=${store%%:*}" "http://$(announced "gateway HTTP" "$WORK/gateway.log")" "$root"
+  measure "kubedav micro locks=$name" "http://$(announced "gateway HTTP" "$WORK/gateway.log")" "$root"
   stop_all
 done
 

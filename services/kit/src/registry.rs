@@ -33,25 +33,46 @@ pub const POLL: Duration = Duration::from_millis(250);
 /// The allowance for two clocks running at slightly different rates.
 const CLOCK_MARGIN: Duration = Duration::from_millis(100);
 
-/// Adds or renews a member, dropping the lapsed ones; answers whether it was there.
-static REGISTER: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"local t = redis.call('TIME')
+/// What both scripts begin with: Redis's time in milliseconds (`now`), and the registry's
+/// epoch (`epoch`, `<began ms>:<master replication id>`), begun anew (and kept in
+/// `KEYS[2]`) when the key is gone (`FLUSHALL`, a master that restarted empty) or
+/// another server is master (a failover: a promoted replica takes a new replication id).
+/// Registrations made in an earlier epoch may be lost, so what was read of the registry
+/// then is not relied on until [`TTL`] into the new one.
+const EPOCH: &str = r"local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local info = redis.pcall('INFO', 'replication')
+local replid = type(info) == 'string' and string.match(info, 'master_replid:(%w+)') or ''
+local epoch = redis.call('GET', KEYS[2])
+local began, of = nil, nil
+if epoch then began, of = string.match(epoch, '^(%d+):(%w*)$') end
+if not began or of ~= replid then
+  epoch = now .. ':' .. replid
+  redis.call('SET', KEYS[2], epoch)
+end
+";
+
+/// Adds or renews a member, dropping the lapsed ones; answers whether it was there, and
+/// the epoch.
+static REGISTER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{EPOCH}
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local present = redis.call('ZSCORE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 2)
-if present then return 1 else return 0 end",
-    )
+if present then return {{1, epoch}} else return {{0, epoch}} end"
+    ))
 });
-/// The members whose registration has not lapsed.
+/// The epoch, Redis's time, and the members whose registration has not lapsed.
 static MEMBERS: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')",
-    )
+    Script::new(&format!(
+        r"{EPOCH}
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+table.insert(members, 1, tostring(now))
+table.insert(members, 1, epoch)
+return members"
+    ))
 });
 
 /// The replicas of one service registered in one Redis under one key prefix.
@@ -62,6 +83,8 @@ pub struct Registry {
     service: &'static str,
     /// `<prefix><service>:replicas`.
     key: String,
+    /// `<prefix>registry:epoch`, shared by every service's registry.
+    epoch_key: String,
 }
 
 /// A replica's standing: when it may answer changes.
@@ -115,54 +138,80 @@ pub struct View {
     pub addresses: Vec<String>,
     /// Until then the addresses may be relied on; `None` before the first read.
     pub fresh_until: Option<Instant>,
+    /// Counts the registry epochs this gateway has seen (1 after the first read): a new
+    /// one may have lost registrations (a failover, `FLUSHALL`).
+    pub epoch: u64,
+    /// Not relied on before then: [`TTL`] into the epoch, when every replica that may
+    /// still answer changes has renewed its registration in it.
+    pub settled_from: Instant,
 }
 
 impl View {
     /// Whether the view may be relied on at `now`.
     pub fn fresh_at(&self, now: Instant) -> bool {
-        self.fresh_until.is_some_and(|until| now < until)
+        self.fresh_until.is_some_and(|until| now < until) && self.settled_from <= now
     }
 }
 
-impl Registry {
-    /// The registry at `url` (a Redis URL; TLS trusting `ca_file` when given), under
-    /// `<prefix><service>:replicas`.
-    pub fn connect(
-        url: &str,
-        ca_file: Option<&std::path::Path>,
-        prefix: &str,
-        service: &'static str,
-    ) -> Result<Self, String> {
-        Ok(Self::on(
-            crate::redis::connect_trusting(url, ca_file)?,
-            prefix,
-            service,
-        ))
-    }
+/// One read of the registry: its epoch, how long it has run, and the members.
+struct Read {
+    epoch: String,
+    epoch_age: Duration,
+    addresses: Vec<String>,
+}
 
+/// When a view of an epoch that had run `age` when Redis answered at `answered` may be
+/// relied on: [`TTL`] into the epoch, by then every replica answering changes has renewed
+/// its registration in it (a registration lasts [`TTL`]; one renewed in the epoch before
+/// has lapsed, and the replica stopped answering changes, if it has not renewed since).
+fn settled_from(answered: Instant, age: Duration) -> Instant {
+    match TTL.checked_sub(age) {
+        Some(left) => answered + left + CLOCK_MARGIN,
+        None => answered,
+    }
+}
+
+fn malformed(what: &'static str) -> ::redis::RedisError {
+    ::redis::RedisError::from((
+        ::redis::ErrorKind::UnexpectedReturnType,
+        "the registry script answered",
+        what.to_owned(),
+    ))
+}
+
+impl Registry {
     /// The same Redis, for the replicas of another service.
     pub fn of(&self, service: &'static str) -> Self {
         Self::on(self.connection.clone(), &self.prefix, service)
     }
 
-    fn on(connection: Redis, prefix: &str, service: &'static str) -> Self {
+    /// The registry of `service` on `connection`, under `<prefix><service>:replicas`.
+    pub fn on(connection: Redis, prefix: &str, service: &'static str) -> Self {
         Self {
             connection,
             prefix: prefix.to_owned(),
             service,
             key: format!("{prefix}{service}:replicas"),
+            epoch_key: format!("{prefix}registry:epoch"),
         }
     }
 
-    async fn register(&self, address: &str) -> Result<bool, ::redis::RedisError> {
-        let mut connection = self.connection.clone();
-        let present: i64 = REGISTER
-            .key(&self.key)
-            .arg(address)
-            .arg(TTL.as_millis() as u64)
-            .invoke_async(&mut connection)
+    /// Adds or renews `address`: whether it was there, and the epoch. Behind Sentinel
+    /// (or with `--redis-replica-acks`) the renewal counts only once a replica has it, so
+    /// that a failover keeps it and a master cut off from its replicas renews nothing.
+    async fn register(&self, address: &str) -> Result<(bool, String), ::redis::RedisError> {
+        let (present, epoch): (i64, String) = self
+            .connection
+            .eval_acknowledged(
+                &REGISTER,
+                &[&self.key, &self.epoch_key],
+                &[
+                    address.as_bytes().to_vec(),
+                    TTL.as_millis().to_string().into_bytes(),
+                ],
+            )
             .await?;
-        Ok(present == 1)
+        Ok((present == 1, epoch))
     }
 
     /// Removes `address` at once (a replica stopping), so gateways stop waiting for it.
@@ -183,10 +232,31 @@ impl Registry {
 
     /// The addresses registered now.
     pub async fn members(&self) -> Result<Vec<String>, ::redis::RedisError> {
+        Ok(self.read().await?.addresses)
+    }
+
+    async fn read(&self) -> Result<Read, ::redis::RedisError> {
         let mut connection = self.connection.clone();
-        let mut members: Vec<String> = MEMBERS.key(&self.key).invoke_async(&mut connection).await?;
-        members.sort_unstable();
-        Ok(members)
+        let reply: Vec<String> = MEMBERS
+            .key(&self.key)
+            .key(&self.epoch_key)
+            .invoke_async(&mut connection)
+            .await?;
+        let mut reply = reply.into_iter();
+        let (Some(epoch), Some(now)) = (reply.next(), reply.next()) else {
+            return Err(malformed("no epoch and time"));
+        };
+        let began = epoch.split(':').next().and_then(|ms| ms.parse::<u64>().ok());
+        let (Some(began), Ok(now)) = (began, now.parse::<u64>()) else {
+            return Err(malformed("an epoch or time that is not a number"));
+        };
+        let mut addresses: Vec<String> = reply.collect();
+        addresses.sort_unstable();
+        Ok(Read {
+            epoch,
+            epoch_age: Duration::from_millis(now.saturating_sub(began)),
+            addresses,
+        })
     }
 
     /// Registers the address `address` gives (`host:port`; `None`: not at all) and keeps
@@ -210,6 +280,7 @@ impl Registry {
             let Some(address) = address.await else { return };
             let _ = known.set(address.clone());
             let mut told_failure = false;
+            let mut epoch = String::new();
             loop {
                 let asked = Instant::now();
                 let renewed = tokio::select! {
@@ -217,10 +288,21 @@ impl Registry {
                     _ = publish.closed() => return,
                 };
                 match renewed {
-                    Ok(present) => {
+                    Ok((present, now_epoch)) => {
                         let answered = Instant::now();
                         let current = *publish.borrow();
-                        let anew = current.generation == 0 || !present || asked >= current.open_until;
+                        // In a new epoch gateways may have read the registry without this
+                        // replica: it begins anew even where its registration survived.
+                        let new_epoch = now_epoch != epoch;
+                        if new_epoch && current.generation != 0 {
+                            tracing::info!(
+                                "the {} registry began a new epoch (a Redis failover, or its data lost)",
+                                registry.service
+                            );
+                        }
+                        epoch = now_epoch;
+                        let anew =
+                            current.generation == 0 || !present || new_epoch || asked >= current.open_until;
                         let next = Standing {
                             generation: current.generation + u64::from(anew),
                             open_from: if anew {
@@ -269,29 +351,49 @@ impl Registry {
         let (publish, view) = watch::channel(View {
             addresses: Vec::new(),
             fresh_until: None,
+            epoch: 0,
+            settled_from: Instant::now(),
         });
         let registry = self.clone();
         tokio::spawn(async move {
             let mut told_failure = false;
+            let mut epoch = String::new();
             loop {
                 let asked = Instant::now();
                 let read = tokio::select! {
-                    read = registry.members() => read,
+                    read = registry.read() => read,
                     _ = publish.closed() => return,
                 };
                 match read {
-                    Ok(addresses) => {
+                    Ok(read) => {
                         told_failure = false;
+                        let answered = Instant::now();
+                        let new_epoch = read.epoch != epoch;
+                        if new_epoch {
+                            epoch = read.epoch;
+                        }
                         publish.send_if_modified(|view| {
-                            let changed = view.addresses != addresses;
+                            let changed = view.addresses != read.addresses;
                             if changed {
-                                tracing::info!(replicas = ?addresses, "{} replicas", registry.service);
+                                tracing::info!(replicas = ?read.addresses, "{} replicas", registry.service);
                             }
-                            view.addresses = addresses;
+                            if new_epoch {
+                                view.epoch += 1;
+                                view.settled_from = settled_from(answered, read.epoch_age);
+                                if view.epoch > 1 {
+                                    tracing::info!(
+                                        "the {} registry began a new epoch (a Redis failover, or its data \
+                                         lost): nothing kept is served until {:?} from now",
+                                        registry.service,
+                                        view.settled_from.saturating_duration_since(answered)
+                                    );
+                                }
+                            }
+                            view.addresses = read.addresses;
                             view.fresh_until = Some(asked + VIEW_FRESHNESS);
                             // Freshness alone is read where it is used: wake the
-                            // followers only for a change of members.
-                            changed
+                            // followers only for a change of members or epoch.
+                            changed || new_epoch
                         });
                     }
                     Err(e) if !told_failure => {

@@ -431,6 +431,25 @@ pub(crate) struct ReplicaArgs {
     /// Redis URL of the process.
     #[arg(long, env = "KUBEDAV_REDIS_CA_FILE")]
     pub redis_ca_file: Option<std::path::PathBuf>,
+
+    /// How many Redis replicas must acknowledge a lock change or a replica's registration
+    /// (WAIT) before it counts; without them it is refused with 503, so that a failover
+    /// never loses what was answered. Defaults to 1 with a redis+sentinel:// URL and 0
+    /// (the master alone) with one server; 0 turns the wait off.
+    #[arg(long, env = "KUBEDAV_REDIS_REPLICA_ACKS")]
+    pub redis_replica_acks: Option<u32>,
+}
+
+impl ReplicaArgs {
+    /// A connection to the Redis at `url`, with this process's CA file and
+    /// acknowledgements.
+    pub(crate) fn redis(&self, url: &RedisUrl) -> Result<kubedav_kit::redis::Redis, String> {
+        let connection = kubedav_kit::redis::connect_trusting(url.as_str(), self.redis_ca_file.as_deref())?;
+        Ok(match self.redis_replica_acks {
+            Some(acks) => connection.with_replica_acks(acks),
+            None => connection,
+        })
+    }
 }
 
 /// The lock manager.

@@ -460,9 +460,7 @@ fn auth_core(cli: &Cli) -> Result<AuthCore, RunError> {
             .auth_cache_secret
             .as_deref()
             .ok_or(RunError::AuthCacheWithoutSecret)?;
-        let ca_file = cli.replicas.redis_ca_file.as_deref();
-        let connection =
-            kubedav_kit::redis::connect_trusting(url.as_str(), ca_file).map_err(RunError::AuthCacheRedis)?;
+        let connection = cli.replicas.redis(url).map_err(RunError::AuthCacheRedis)?;
         let cache = kubedav_auth::shared::SharedCache::new(
             connection,
             secret.as_bytes(),
@@ -521,9 +519,7 @@ fn lock_store(cli: &Cli) -> Result<(Arc<dyn Locks>, ReadinessCheck), RunError> {
         LockStore::Redis(url) => url,
     };
     let prefix = &cli.replicas.redis_prefix;
-    let ca_file = cli.replicas.redis_ca_file.as_deref();
-    let connection =
-        kubedav_kit::redis::connect_trusting(url.as_str(), ca_file).map_err(RunError::LockStore)?;
+    let connection = cli.replicas.redis(url).map_err(RunError::LockStore)?;
     let store = Arc::new(
         RedisLocks::new(connection, prefix, max_timeout)
             .with_max_locks_per_principal(locks.max_locks_per_principal),

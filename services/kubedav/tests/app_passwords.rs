@@ -601,7 +601,92 @@ async fn the_file_manager_makes_and_revokes_app_passwords(mode: Mode) {
     assert!(shots.join("app-passwords-made.png").exists() && shots.join("app-passwords-list.png").exists());
 }
 
+/// A revocation does not go through Redis: an app password revoked while the Redis
+/// master behind Sentinel is killed (locks kept there) is refused through both gateways
+/// within a second, and stays refused once a replica is master.
+async fn a_revocation_holds_across_a_redis_failover(mode: Mode) {
+    let group = kubedav_testkit::sentinel::SentinelGroup::start();
+    let dir = tempfile::tempdir().unwrap();
+    let users = users_file(dir.path(), &[("carol", "carol-password")]);
+    let envs: Vec<(String, String)> = vec![
+        ("KUBEDAV_SECRET_KEY".into(), SECRET_KEY.into()),
+        ("KUBEDAV_LOCK_STORE".into(), group.url(0)),
+        ("KUBEDAV_USERS_FILE".into(), users.display().to_string()),
+    ];
+    let fleet = common::fleet::fleet(mode, envs, dir.path()).await;
+    let [a, b] = fleet.gateways.clone();
+    let carol = ("carol", "carol-password");
+    let (status, made) = create(&a, carol, json!({"name": "revoked in a failover"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let (id, password) = (
+        made["id"].as_str().unwrap().to_owned(),
+        made["password"].as_str().unwrap().to_owned(),
+    );
+    for gateway in [&a, &b] {
+        let status = status_with(&format!("{gateway}/"), "PROPFIND", "carol", &password).await;
+        assert_eq!(status.as_u16(), 207);
+    }
+
+    let mut group = group;
+    let failover = tokio::task::spawn_blocking(move || {
+        let took = group.kill_master();
+        (group, took)
+    });
+    let revoked = client()
+        .delete(format!("{a}/.kubedav/app-passwords/{id}"))
+        .basic_auth(carol.0, Some(carol.1))
+        .header("x-kubedav-request", "1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        revoked.status(),
+        StatusCode::NO_CONTENT,
+        "a revocation waited for Redis"
+    );
+    let at = Instant::now();
+    let mut refused_everywhere = None;
+    while !failover.is_finished() || refused_everywhere.is_none() {
+        let mut accepted = Vec::new();
+        for gateway in [&a, &b] {
+            let status = status_with(&format!("{gateway}/"), "PROPFIND", "carol", &password).await;
+            if !refused(status) {
+                accepted.push((gateway.clone(), status));
+            }
+        }
+        match (&refused_everywhere, accepted.is_empty()) {
+            (None, true) => refused_everywhere = Some(at.elapsed()),
+            (None, false) => assert!(
+                at.elapsed() < Duration::from_secs(1),
+                "still answered {accepted:?} {:?} after the revocation",
+                at.elapsed()
+            ),
+            (Some(_), false) => panic!("a revoked app password was accepted again: {accepted:?}"),
+            (Some(_), true) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_group, took) = failover.await.unwrap();
+    eprintln!(
+        "revoked while the Redis master died (a replica master {took:?} later): refused \
+         through both gateways {:?} after the revocation",
+        refused_everywhere.unwrap()
+    );
+    // Once a replica is master, still refused.
+    for gateway in [&a, &b] {
+        let status = status_with(&format!("{gateway}/"), "PROPFIND", "carol", &password).await;
+        assert!(refused(status), "{status}");
+    }
+}
+
+/// Whether a credential was refused: 401, or 429 once its failures locked the account
+/// out for a while (each failure after the revocation counts).
+fn refused(status: StatusCode) -> bool {
+    status == StatusCode::UNAUTHORIZED || status == StatusCode::TOO_MANY_REQUESTS
+}
+
 in_both_modes!(
+    a_revocation_holds_across_a_redis_failover,
     made_listed_scoped_and_revoked_through_the_api,
     davfs2_and_cadaver_use_one_and_every_gateway_drops_it_within_a_second,
     a_session_works_through_every_gateway_and_while_the_provider_is_down,

@@ -21,7 +21,11 @@ pub type OpenAt =
 /// was kept may be served only while the view is fresh and each of its replicas' leases
 /// holds. A replica's announcement drops copies whichever replica they came from, since
 /// copies are dropped by path. A replica joining the view holds nothing up: its lease
-/// starts invalid, and when it starts, everything kept is dropped.
+/// starts invalid, and when it starts, everything kept is dropped. A new registry epoch
+/// (a Redis failover, or its data lost) drops everything when it is seen and again when
+/// it settles (`View::settled_from`), and nothing is served in between: a replica whose
+/// registration was lost may have answered changes meanwhile without this gateway's
+/// lease.
 pub struct ReplicaLeases {
     epoch: Arc<AtomicU64>,
     view: watch::Receiver<View>,
@@ -59,8 +63,22 @@ impl ReplicaLeases {
         let members = Arc::downgrade(&members);
         let mut view = view;
         tokio::spawn(async move {
+            let mut seen_epoch = 0;
+            // When a new registry epoch settles: what was fetched before may have been
+            // changed by a replica this gateway did not know of, so it is dropped then.
+            let mut settles: Option<Instant> = None;
             loop {
-                let addresses = view.borrow_and_update().addresses.clone();
+                let (addresses, registry_epoch, settled_from) = {
+                    let view = view.borrow_and_update();
+                    (view.addresses.clone(), view.epoch, view.settled_from)
+                };
+                if registry_epoch != seen_epoch {
+                    if seen_epoch != 0 {
+                        drop_everything(&epoch, &*drop_kept);
+                    }
+                    seen_epoch = registry_epoch;
+                    settles = (settled_from > Instant::now()).then_some(settled_from);
+                }
                 let Some(members) = members.upgrade() else { return };
                 {
                     let mut members = members.write().unwrap_or_else(|p| p.into_inner());
@@ -82,13 +100,31 @@ impl ReplicaLeases {
                     }
                 }
                 drop(members);
-                if view.changed().await.is_err() {
-                    return;
+                let settled = async {
+                    match settles {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    changed = view.changed() => if changed.is_err() {
+                        return;
+                    },
+                    _ = settled => {
+                        settles = None;
+                        drop_everything(&epoch, &*drop_kept);
+                    }
                 }
             }
         });
         this
     }
+}
+
+/// Makes every copy kept so far unusable and drops them all.
+fn drop_everything(epoch: &AtomicU64, drop_kept: &(dyn Fn(&Invalidation) + Send + Sync)) {
+    epoch.fetch_add(1, Ordering::SeqCst);
+    drop_kept(&Invalidation::everything());
 }
 
 impl ReplicaLeases {

@@ -187,6 +187,8 @@ async fn two_replicas() -> (
     let fresh = || View {
         addresses: vec!["a".to_owned(), "b".to_owned()],
         fresh_until: Some(Instant::now() + Duration::from_secs(3600)),
+        epoch: 1,
+        settled_from: Instant::now(),
     };
     let (publish, view) = watch::channel(fresh());
     let services = HashMap::from([("a".to_owned(), a.clone()), ("b".to_owned(), b.clone())]);
@@ -244,6 +246,36 @@ async fn copies_are_kept_only_under_a_lease_from_every_replica_and_a_fresh_view(
         !replicas.valid(),
         "served copies before holding the new replica's lease"
     );
+    drop(a);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_registry_epoch_serves_nothing_until_it_settles_and_drops_what_came_before() {
+    let (a, _b, publish, replicas, _) = two_replicas().await;
+    until(|| replicas.valid(), "valid with both leases").await;
+    let kept_before = replicas.epoch();
+    // A failover: registrations may be lost, and a replica this gateway no longer sees
+    // may still answer changes until its registration lapses.
+    let settles = Instant::now() + Duration::from_secs(3);
+    publish.send_modify(|view| {
+        view.epoch = 2;
+        view.settled_from = settles;
+    });
+    until(
+        || replicas.epoch() != kept_before,
+        "copies dropped when the epoch is seen",
+    )
+    .await;
+    assert!(!replicas.valid(), "served copies before the new epoch settled");
+    // What is fetched meanwhile is dropped too once it settles.
+    let fetched_meanwhile = replicas.epoch();
+    tokio::time::sleep_until(settles).await;
+    until(|| replicas.valid(), "valid once the epoch settled").await;
+    until(
+        || replicas.epoch() != fetched_meanwhile,
+        "what was fetched before the epoch settled dropped",
+    )
+    .await;
     drop(a);
 }
 

@@ -92,7 +92,7 @@ impl RedisLocks {
         Ok(())
     }
 
-    /// Runs a script with the prefix and `args`.
+    /// Runs a script that reads, with the prefix and `args`.
     async fn run(&self, script: &Script, operation: &str, args: Vec<Vec<u8>>) -> Result<Reply, Status> {
         let mut invocation = script.prepare_invoke();
         invocation.arg(&self.prefix);
@@ -103,15 +103,51 @@ impl RedisLocks {
             .invoke_async(&mut self.connection.clone())
             .instrument(kubedav_kit::redis::span("EVALSHA", operation))
             .await
-            .map_err(|e| {
-                STORE_ERRORS.with_label_values(&[operation]).inc();
-                if first_this_second() {
-                    tracing::warn!(operation, error = %e, "lock store (Redis) unreachable: failing closed");
-                }
-                Status::unavailable(format!(
-                    "the lock store (Redis) cannot be reached ({e}); lock decisions are refused until it is back"
-                ))
-            })
+            .map_err(|e| self.unavailable(operation, &e))
+    }
+
+    /// Runs a script that changes locks, with the prefix and `args`: answered once as
+    /// many replicas as `--redis-replica-acks` asks have the change, so that a failover
+    /// never loses a change that was answered. A change they did not acknowledge is
+    /// refused (`UNAVAILABLE`), and may or may not have been made.
+    async fn change(&self, script: &Script, operation: &str, args: Vec<Vec<u8>>) -> Result<Reply, Status> {
+        self.change_unmapped(script, operation, args)
+            .await
+            .map_err(|e| self.unavailable(operation, &e))
+    }
+
+    async fn change_unmapped(
+        &self,
+        script: &Script,
+        operation: &str,
+        args: Vec<Vec<u8>>,
+    ) -> redis::RedisResult<Reply> {
+        let mut all = Vec::with_capacity(args.len() + 1);
+        all.push(self.prefix.as_bytes().to_vec());
+        all.extend(args);
+        self.connection
+            .eval_acknowledged(script, &[], &all)
+            .instrument(kubedav_kit::redis::span("EVALSHA", operation))
+            .await
+    }
+
+    fn unavailable(&self, operation: &str, error: &redis::RedisError) -> Status {
+        STORE_ERRORS.with_label_values(&[operation]).inc();
+        if kubedav_kit::redis::unacknowledged(error) {
+            if first_this_second() {
+                tracing::warn!(operation, %error, "lock change not acknowledged by Redis replicas: refused");
+            }
+            return Status::unavailable(format!(
+                "the lock store (Redis) could not confirm that a replica has this change ({error}); \
+                 try again"
+            ));
+        }
+        if first_this_second() {
+            tracing::warn!(operation, %error, "lock store (Redis) unreachable: failing closed");
+        }
+        Status::unavailable(format!(
+            "the lock store (Redis) cannot be reached ({error}); lock decisions are refused until it is back"
+        ))
     }
 }
 
@@ -200,6 +236,7 @@ impl Locks for RedisLocks {
     async fn lock(&self, request: LockRequest) -> Result<LockResponse, Status> {
         let timeout = grant(request.timeout_seconds, self.max_timeout);
         let principal = request.principal.clone();
+        let path = request.path.clone();
         let args = vec![
             request.path.into_bytes(),
             request.scope.to_string().into_bytes(),
@@ -211,7 +248,20 @@ impl Locks for RedisLocks {
             timeout.as_millis().to_string().into_bytes(),
             self.max_per_principal.to_string().into_bytes(),
         ];
-        let reply = self.run(&LOCK, "lock", args).await?;
+        let token = args[3].clone();
+        let reply = match self.change_unmapped(&LOCK, "lock", args).await {
+            Ok(reply) => reply,
+            Err(e) if kubedav_kit::redis::unacknowledged(&e) => {
+                // The master made it, but the client is told it did not get it: it must
+                // not linger unseen until its timeout.
+                let undo = vec![token, path.into_bytes(), principal.clone().into_bytes()];
+                if let Err(undone) = self.run(&UNLOCK, "unlock", undo).await {
+                    tracing::warn!(error = %undone.message(), "a refused lock could not be taken back");
+                }
+                return Err(self.unavailable("lock", &e));
+            }
+            Err(e) => return Err(self.unavailable("lock", &e)),
+        };
         if status_of(&reply) == "toomany" {
             let held = reply
                 .first()
@@ -250,7 +300,7 @@ impl Locks for RedisLocks {
             timeout.as_millis().to_string().into_bytes(),
             request.principal.into_bytes(),
         ];
-        let reply = self.run(&REFRESH, "refresh", args).await?;
+        let reply = self.change(&REFRESH, "refresh", args).await?;
         Self::refusal(&reply, &request.token)?;
         Ok(RefreshResponse {
             lock: parse_locks(reply.get(1..).unwrap_or_default())?
@@ -265,7 +315,7 @@ impl Locks for RedisLocks {
             request.path.into_bytes(),
             request.principal.into_bytes(),
         ];
-        let reply = self.run(&UNLOCK, "unlock", args).await?;
+        let reply = self.change(&UNLOCK, "unlock", args).await?;
         Self::refusal(&reply, &request.token)?;
         ACTIVE.dec();
         Ok(UnlockResponse {})
@@ -286,7 +336,7 @@ impl Locks for RedisLocks {
 
     async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status> {
         let reply = self
-            .run(&RELEASE, "release", vec![request.path.into_bytes()])
+            .change(&RELEASE, "release", vec![request.path.into_bytes()])
             .await?;
         let released = status_of(&reply).parse::<u64>().unwrap_or_default();
         ACTIVE.dec_by(released as i64);

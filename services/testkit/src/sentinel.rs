@@ -94,6 +94,17 @@ impl SentinelGroup {
         self.fail_master(RedisServer::freeze)
     }
 
+    /// Has the Sentinels hand the master's role to a replica at once (`SENTINEL
+    /// FAILOVER`, as an operator does before maintenance: nothing is lost, and it takes
+    /// well under a registration's lifetime), and waits as [`SentinelGroup::kill_master`]
+    /// does.
+    pub fn hand_over(&mut self) -> Duration {
+        let port = self.sentinels[0].1;
+        self.fail_master(|_| {
+            sentinel_query(port, &["SENTINEL", "FAILOVER", MASTER_NAME]).expect("SENTINEL FAILOVER");
+        })
+    }
+
     fn fail_master(&mut self, fail: impl FnOnce(&mut RedisServer)) -> Duration {
         let old = self.master_port().expect("a master");
         let started = Instant::now();

@@ -14,6 +14,17 @@ use std::time::Duration;
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long connecting to Redis may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// What [`Redis::eval_acknowledged`]'s error for too few acknowledgements says.
+const UNACKNOWLEDGED: &str = "a write was not acknowledged by enough replicas";
+
+/// Whether `error` is [`Redis::eval_acknowledged`]'s for a write too few replicas
+/// acknowledged: the master made it, and it may or may not survive a failover.
+pub fn unacknowledged(error: &RedisError) -> bool {
+    error.kind() == ErrorKind::Client && error.to_string().contains(UNACKNOWLEDGED)
+}
+
+/// How long a write waits for its replicas' acknowledgement ([`Redis::eval_acknowledged`]).
+pub const REPLICA_ACK_TIMEOUT: Duration = Duration::from_millis(250);
 
 mod sentinel;
 
@@ -29,6 +40,10 @@ mod sentinel;
 pub struct Redis {
     target: Arc<Target>,
     current: Arc<Mutex<Generation>>,
+    /// How many replicas must acknowledge a write made with [`Redis::eval_acknowledged`].
+    replica_acks: u32,
+    /// Whether a task is asking the Sentinels whether the master moved.
+    rechecking: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Which server a [`Redis`] talks to.
@@ -45,7 +60,17 @@ enum Target {
 struct Generation {
     number: u64,
     manager: Option<ConnectionManager>,
+    /// Behind Sentinel: the address of the master the manager talks to, and when the
+    /// Sentinels were last asked whether it still is.
+    /// Shared, as the generation is cloned for every command.
+    master: Option<(Arc<str>, tokio::time::Instant)>,
 }
+
+/// How often a connection behind Sentinel asks them whether its server is still master.
+/// A failover the Sentinels are asked for (`SENTINEL FAILOVER`) leaves the old master
+/// answering as master until the Sentinels reconfigure it (seconds), and writes made
+/// there meanwhile are lost: each connection notices within this instead.
+pub const MASTER_RECHECK: Duration = Duration::from_secs(1);
 
 impl Redis {
     fn new(target: Target) -> Result<Self, RedisError> {
@@ -53,10 +78,80 @@ impl Redis {
             Target::Direct(client) => Some(manager(client)?),
             Target::Sentinel(_) => None,
         };
+        // Behind Sentinel a failover promotes a replica: a write counts once one has it.
+        let replica_acks = u32::from(matches!(target, Target::Sentinel(_)));
         Ok(Self {
             target: Arc::new(target),
-            current: Arc::new(Mutex::new(Generation { number: 0, manager })),
+            current: Arc::new(Mutex::new(Generation {
+                number: 0,
+                manager,
+                master: None,
+            })),
+            rechecking: Arc::default(),
+            replica_acks,
         })
+    }
+
+    /// The same connection, with writes made through [`Redis::eval_acknowledged`] counted
+    /// only once `acks` replicas acknowledged them (0: once the master has them). The
+    /// default is 1 behind Sentinel, 0 for one server.
+    pub fn with_replica_acks(mut self, acks: u32) -> Self {
+        self.replica_acks = acks;
+        self
+    }
+
+    /// Runs `script` with `keys` and `args`, and then, when writes must reach replicas
+    /// ([`Redis::with_replica_acks`]), `WAIT` in the same pipeline on the same connection:
+    /// the reply is returned only once that many replicas have everything the script
+    /// wrote, within [`REPLICA_ACK_TIMEOUT`]; otherwise an error says so, and the write
+    /// may or may not survive a failover.
+    pub async fn eval_acknowledged<T: ::redis::FromRedisValue>(
+        &self,
+        script: &::redis::Script,
+        keys: &[&str],
+        args: &[Vec<u8>],
+    ) -> RedisResult<T> {
+        let mut connection = self.clone();
+        if self.replica_acks == 0 {
+            let mut invocation = script.prepare_invoke();
+            for key in keys {
+                invocation.key(*key);
+            }
+            for arg in args {
+                invocation.arg(arg);
+            }
+            return invocation.invoke_async(&mut connection).await;
+        }
+        let mut pipeline = ::redis::pipe();
+        pipeline
+            .cmd("EVALSHA")
+            .arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args)
+            .cmd("WAIT")
+            .arg(self.replica_acks)
+            .arg(REPLICA_ACK_TIMEOUT.as_millis() as u64);
+        let sent = pipeline.query_async::<(T, u32)>(&mut connection).await;
+        let (reply, acknowledged) = match sent {
+            Err(e) if e.kind() == ErrorKind::Server(::redis::ServerErrorKind::NoScript) => {
+                script.prepare_invoke().load_async(&mut connection).await?;
+                pipeline.query_async::<(T, u32)>(&mut connection).await?
+            }
+            sent => sent?,
+        };
+        if acknowledged < self.replica_acks {
+            return Err(RedisError::from((
+                ErrorKind::Client,
+                UNACKNOWLEDGED,
+                format!(
+                    "{acknowledged} of {} replicas acknowledged it within {REPLICA_ACK_TIMEOUT:?}; \
+                     are the master's replicas connected? (--redis-replica-acks sets how many must)",
+                    self.replica_acks
+                ),
+            )));
+        }
+        Ok(reply)
     }
 
     fn current(&self) -> Generation {
@@ -72,7 +167,15 @@ impl Redis {
             Generation {
                 number,
                 manager: Some(manager),
-            } => (number, manager),
+                master,
+            } => {
+                if let Some((address, checked)) = master
+                    && checked.elapsed() >= MASTER_RECHECK
+                {
+                    self.recheck(number, address);
+                }
+                (number, manager)
+            }
             Generation { manager: None, .. } => self.resolve().await?,
         };
         let result = send(manager).await;
@@ -95,12 +198,16 @@ impl Redis {
             if let Generation {
                 number,
                 manager: Some(manager),
+                ..
             } = self.current()
             {
                 return Ok((number, manager));
             }
-            let made = manager(&asking.async_get_client().await?)?;
+            let client = asking.async_get_client().await?;
+            let address: Arc<str> = client.get_connection_info().addr().to_string().into();
+            let made = manager(&client)?;
             let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+            current.master = Some((address, tokio::time::Instant::now()));
             let manager = current.manager.get_or_insert(made).clone();
             Ok((current.number, manager))
         })
@@ -111,6 +218,47 @@ impl Redis {
                 "no Sentinel named the master in time",
             )))
         })
+    }
+
+    /// Asks the Sentinels, in a task of its own, whether generation `number`'s server
+    /// (at `address`) is still the master, and drops its manager if not: the next
+    /// command asks them again. One task at a time, at most every [`MASTER_RECHECK`].
+    fn recheck(&self, number: u64, address: Arc<str>) {
+        use std::sync::atomic::Ordering;
+        if self.rechecking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let named = tokio::time::timeout(CONNECT_TIMEOUT * 2, async {
+                let Target::Sentinel(sentinels) = &*this.target else {
+                    return None;
+                };
+                let client = sentinels.ask().await.async_get_client().await.ok()?;
+                Some(client.get_connection_info().addr().to_string())
+            })
+            .await
+            .ok()
+            .flatten();
+            let mut current = this.current.lock().unwrap_or_else(|e| e.into_inner());
+            if current.number == number {
+                match named {
+                    Some(named) if *named != *address => {
+                        tracing::info!(old = %address, new = %named, "the Sentinels name another Redis master");
+                        *current = Generation {
+                            number: number + 1,
+                            manager: None,
+                            master: None,
+                        };
+                    }
+                    // Still master, or the Sentinels did not answer: asked again later
+                    // (a master that went away fails its commands meanwhile).
+                    _ => current.master = Some((address, tokio::time::Instant::now())),
+                }
+            }
+            drop(current);
+            this.rechecking.store(false, Ordering::Release);
+        });
     }
 
     /// Replaces generation `number`'s manager if `error` is one it does not recover from
@@ -143,6 +291,7 @@ impl Redis {
         *current = Generation {
             number: number + 1,
             manager,
+            master: None,
         };
     }
 }

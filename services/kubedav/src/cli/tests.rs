@@ -40,7 +40,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 99] = [
+const FLAGS: [(&str, Option<&str>); 100] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -133,6 +133,7 @@ const FLAGS: [(&str, Option<&str>); 99] = [
     ("lock-store", Some("memory")),
     ("redis-prefix", Some("kubedav:")),
     ("redis-ca-file", None),
+    ("redis-replica-acks", None),
     ("registry", Some("")),
     ("advertise-address", None),
     ("propfind-depth-infinity", None),

@@ -18,9 +18,8 @@ pub(super) fn registry(
         return Ok(None);
     };
     let prefix = &cli.replicas.redis_prefix;
-    let ca_file = cli.replicas.redis_ca_file.as_deref();
-    let registry = kubedav_kit::registry::Registry::connect(url.as_str(), ca_file, prefix, service)
-        .map_err(RunError::Registry)?;
+    let connection = cli.replicas.redis(url).map_err(RunError::Registry)?;
+    let registry = kubedav_kit::registry::Registry::on(connection, prefix, service);
     tracing::info!(
         target: "kubedav",
         "{service} replicas registered in Redis at {url} under {prefix}{service}:"
