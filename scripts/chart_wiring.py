@@ -9,7 +9,8 @@ Service host names and listen addresses become 127.0.0.1 on free ports, mount pa
 become temporary directories, and the bundled Redis image becomes a local
 redis-server. A workload of several replicas (its replicas, or its autoscaler's minimum,
 two at most) runs that many processes, each on its own ports and announcing its own
-address (status.podIP is 127.0.0.1), sharing the workload's volumes. Then it runs the
+address (status.podIP is 127.0.0.1), sharing the workload's volumes; a
+PersistentVolumeClaim is one directory for every workload that mounts it. Then it runs the
 chart's `helm test` pod (`kubedav smoke ...`) the same way.
 
 usage: chart_wiring.py MANIFESTS.yaml KUBEDAV_BINARY [EXISTING.yaml...]
@@ -210,9 +211,12 @@ class Wiring:
         volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"].get("volumes", [])}
         out = {}
         for vm in container.get("volumeMounts", []):
-            local = os.path.join(self.work, name, vm["name"])
-            os.makedirs(local, exist_ok=True)
             volume = volumes.get(vm["name"], {})
+            claim = volume.get("persistentVolumeClaim", {}).get("claimName")
+            # A claim is one directory wherever it is mounted (the gateways mount
+            # fileio's shared volume too); any other volume is the workload's own.
+            local = os.path.join(self.work, "claims", claim) if claim else os.path.join(self.work, name, vm["name"])
+            os.makedirs(local, exist_ok=True)
             if "secret" in volume:
                 secret = volume["secret"]["secretName"]
                 for item in volume["secret"].get("items", []):

@@ -196,6 +196,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- if has "ReadWriteMany" .Values.fileio.persistence.accessModes -}}true{{- end -}}
 {{- end -}}
 
+{{/* Whether the gateways mount fileio's volume too, read only, and send large files from
+     it (--fileio-volume; docs/architecture.md, "Large files from the gateway's mount"):
+     microservices mode on a ReadWriteMany volume of the chart's or of yours, unless
+     gateway.sendFromFileioVolume is false. A ReadWriteOnce volume is never mounted
+     twice: a gateway holding it on one node would keep fileio from starting on another. */}}
+{{- define "kubedav.gatewayMountsVolume" -}}
+{{- if and (eq .Values.deploymentMode "microservices") (not (include "kubedav.onS3" .)) .Values.fileio.persistence.enabled (include "kubedav.sharedVolume" .) .Values.gateway.sendFromFileioVolume -}}true{{- end -}}
+{{- end -}}
+
+{{/* The claim of fileio's shared volume (a claim of yours, or the chart's). */}}
+{{- define "kubedav.fileioClaim" -}}
+{{- .Values.fileio.persistence.existingClaim | default (printf "%s-data" (include "kubedav.componentName" (dict "root" . "component" "fileio"))) -}}
+{{- end -}}
+
 {{/* Whether fileio runs as a Deployment of replicas registered in Redis (microservices
      mode on a bucket, or on a ReadWriteMany volume), rather than as the one owner of a
      ReadWriteOnce volume. */}}

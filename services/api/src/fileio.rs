@@ -75,3 +75,49 @@ pub trait FileIo: Send + Sync + 'static {
         None
     }
 }
+
+/// Files a gateway opens itself, from its own mount of fileio's volume
+/// (`--fileio-volume`), to send with `sendfile` once fileio names the version opened.
+/// Implemented by fileio's `direct::VolumeReader`; used by the gateway's `DirectReads`
+/// (docs/architecture.md, "Large files from the gateway's mount").
+pub trait MountedVolume: Send + Sync + 'static {
+    /// The file `request` asks for, opened on the mount to be sent, or `None` when
+    /// fileio should answer instead (a version, a small file, one changed in the last
+    /// moments, one the mount cannot open, one whose page cache the kernel would not
+    /// report to this process as it does not own it). Blocking: call it on the blocking
+    /// pool.
+    fn open_to_send(&self, request: &ReadRequest, map_above: u64) -> Option<OpenedFile>;
+}
+
+/// A file opened by a [`MountedVolume`], with the validator of the version opened
+/// (never empty).
+pub struct OpenedFile {
+    /// What `Stat` must name ([`same_version`]) for this reply to be sent.
+    pub validator: String,
+    /// The header as the mount shows it, and chunks that are mappings of the file.
+    pub reply: ReadReply,
+}
+
+impl OpenedFile {
+    /// The size of the file opened.
+    pub fn size(&self) -> u64 {
+        self.reply.header.info.as_ref().map_or(0, |info| info.size)
+    }
+}
+
+/// Whether two validators (`FileInfo.validator`: `<device major>.<device minor>.<the
+/// version>`, as fileio makes them) name the same version of a file as seen through two
+/// mounts of one shared filesystem: the same inode, birth time and change time, whatever
+/// device number each mount was given (NFS and CephFS number each mount of their own,
+/// per node). A file with the same inode and times holds the same bytes, on that
+/// filesystem or on a snapshot of it; another filesystem would have to give another
+/// file the same inode number and both times to the nanosecond. Empty validators name
+/// nothing.
+pub fn same_version(a: &str, b: &str) -> bool {
+    fn beyond_device(validator: &str) -> Option<&str> {
+        let mut parts = validator.splitn(3, '.');
+        let (_major, _minor) = (parts.next()?, parts.next()?);
+        parts.next().filter(|rest| !rest.is_empty())
+    }
+    matches!((beyond_device(a), beyond_device(b)), (Some(a), Some(b)) if a == b)
+}

@@ -8,6 +8,7 @@
 pub mod cache;
 pub mod chunkpool;
 pub mod digest;
+pub mod direct;
 pub mod errors;
 pub mod keep;
 pub mod left_out;

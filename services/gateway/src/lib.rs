@@ -10,6 +10,7 @@ pub mod api;
 pub mod app;
 pub mod cache;
 pub mod dav;
+pub mod direct;
 pub mod edge;
 pub mod handlers;
 pub mod http;

@@ -366,6 +366,14 @@ pub(crate) struct RemoteArgs {
     #[arg(long, env = "KUBEDAV_FILEIO_URL", default_value = "http://127.0.0.1:9091")]
     pub fileio_url: ServiceUrl,
 
+    /// Where fileio's volume (its --root) is mounted in the gateway too, read only is
+    /// enough (target gateway). Set, a GET of a large file no gateway keeps is sent from
+    /// here with sendfile, as in one process, once fileio has named that very version
+    /// of the file; else fileio streams it over gRPC (docs/architecture.md, "Large
+    /// files from the gateway's mount"). The gateway does not start if it cannot open it.
+    #[arg(long, env = "KUBEDAV_FILEIO_VOLUME")]
+    pub fileio_volume: Option<std::path::PathBuf>,
+
     /// Where the gateway finds locks.
     #[arg(long, env = "KUBEDAV_LOCKS_URL", default_value = "http://127.0.0.1:9093")]
     pub locks_url: ServiceUrl,

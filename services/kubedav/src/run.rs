@@ -11,10 +11,13 @@ pub(crate) use error::RunError;
 use crate::cli::{Cli, LockStore, LogFormat, Target};
 use kubedav_api::auth::Auth;
 use kubedav_api::fileio::FileIo;
+use kubedav_api::fileio::MountedVolume;
 use kubedav_api::locks::Locks;
 use kubedav_api::markdown::Markdown;
 use kubedav_auth::AuthCore;
+use kubedav_fileio::direct::VolumeReader;
 use kubedav_gateway::cache::{CacheConfig, CachedFileIo, CachedLocks};
+use kubedav_gateway::direct::DirectReads;
 use kubedav_gateway::{Gateway, Ports};
 use kubedav_kit::admin::ReadinessCheck;
 use kubedav_kit::shutdown::Shutdown;
@@ -250,6 +253,17 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
         token,
     )?)
     .with_call_timeout(call_timeout);
+    // With --fileio-volume, large files no gateway keeps are sent from the mount, once
+    // fileio (through what the gateway keeps of its answers) names the version.
+    let mount = match &cli.remote.fileio_volume {
+        None => None,
+        Some(root) => Some((
+            Arc::new(VolumeReader::open(root).map_err(RunError::FileioVolume)?) as Arc<dyn MountedVolume>,
+            root.clone(),
+        )),
+    };
+    let fileio = DirectReads::new(fileio, mount);
+    let versions = fileio.versions();
     let locks = RemoteLocks::new(service_channel(
         "locks",
         cli.remote.locks_url.as_str(),
@@ -298,7 +312,10 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
                 cached
             }
         };
-        (Arc::new(fileio), Arc::new(locks))
+        // Large GETs sent from the mount ask this cache which version is current.
+        let fileio = Arc::new(fileio);
+        versions.set(&fileio);
+        (fileio, Arc::new(locks))
     };
     let auth = match cli.remote.auth_url.get() {
         None => None,

@@ -120,6 +120,7 @@ pub fn wait_past_ctime(stx: &Statx) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kubedav_api::fileio::same_version;
 
     #[test]
     fn a_change_or_a_new_inode_gives_another_version() {
@@ -138,6 +139,30 @@ mod tests {
         let other = dir.path().join("g");
         std::fs::write(&other, b"x").unwrap();
         assert_ne!(Identity::of(&stat_path(&other)), Identity::of(&stx));
+    }
+
+    #[test]
+    fn two_mounts_see_the_same_version_whatever_their_device_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let later = SystemTime::now() + SETTLED * 2;
+        let stx = stat_path(&file);
+        let here = validator(&stx, later);
+        let mut elsewhere = stx;
+        elsewhere.stx_dev_major += 1;
+        elsewhere.stx_dev_minor += 7;
+        let there = validator(&elsewhere, later);
+        assert_ne!(here, there, "the device is part of the validator");
+        assert!(same_version(&here, &there));
+        let mut changed = stx;
+        changed.stx_ctime.tv_nsec = (changed.stx_ctime.tv_nsec + 1) % 1_000_000_000;
+        assert!(!same_version(&here, &validator(&changed, later)));
+        let mut other = stx;
+        other.stx_ino += 1;
+        assert!(!same_version(&here, &validator(&other, later)));
+        assert!(!same_version("", ""), "no validator names nothing");
+        assert!(!same_version("1.2", "1.2"));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! under fileio's lease, or under a lease from each of its replicas.
 
 use super::admission::{AskedOnce, Filling};
+pub(super) use super::entries::MAX_LISTING_ENTRIES;
+use super::entries::{Dated, Kept, KeptFile, KeptListing, KeptResource, KeptStat, NEXT_COPY, Weight};
 use super::{CacheConfig, Lookups};
 use bytes::{Bytes, BytesMut};
 use futures_util::{StreamExt, TryStreamExt};
@@ -28,127 +30,6 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// Shards of the files' cache: each holds an equal part of the bound, and a file
 /// heavier than its shard's part is never kept, so few and large ones.
 const FILE_SHARDS: usize = 2;
-/// What an entry costs beyond its data and path, for the bound.
-const ENTRY_OVERHEAD_BYTES: u64 = 160;
-
-/// A whole small file as fileio read it.
-struct KeptFile {
-    info: FileInfo,
-    data: Bytes,
-    kept_at: Instant,
-}
-
-/// A resource with all its dead properties, as a Depth 0 listing returned it.
-struct KeptResource {
-    entry: ListEntry,
-    kept_at: Instant,
-    /// This copy's number ([`FileIo::kept_copy`]): unique in the process.
-    copy: u64,
-}
-
-/// The next [`KeptResource::copy`].
-static NEXT_COPY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-/// A collection and its members, each with all its dead properties, as a Depth 1
-/// listing returned them.
-struct KeptListing {
-    entries: Vec<ListEntry>,
-    kept_at: Instant,
-}
-
-/// When a kept answer was asked for (the freshness bound counts from then).
-trait Dated {
-    fn kept_at(&self) -> Instant;
-}
-
-impl Dated for KeptFile {
-    fn kept_at(&self) -> Instant {
-        self.kept_at
-    }
-}
-
-impl Dated for KeptResource {
-    fn kept_at(&self) -> Instant {
-        self.kept_at
-    }
-}
-
-impl Dated for KeptListing {
-    fn kept_at(&self) -> Instant {
-        self.kept_at
-    }
-}
-
-/// The largest listing kept (entries, the collection included): a larger one streams
-/// from fileio as it is read.
-pub(super) const MAX_LISTING_ENTRIES: usize = 4096;
-
-#[derive(Clone, Copy)]
-struct Weight;
-
-/// What an entry of a listing or a kept resource costs against the bound.
-fn entry_weight(entry: &ListEntry) -> u64 {
-    let properties: usize = entry
-        .properties
-        .iter()
-        .map(|p| p.namespace.len() + p.name.len() + p.value.len() + 32)
-        .sum();
-    let path = entry
-        .info
-        .as_ref()
-        .map_or(0, |info| info.path.len() + info.etag.len());
-    (properties + path) as u64 + ENTRY_OVERHEAD_BYTES
-}
-
-impl quick_cache::Weighter<String, Arc<KeptFile>> for Weight {
-    fn weight(&self, path: &String, kept: &Arc<KeptFile>) -> u64 {
-        (kept.data.len() + path.len()) as u64 + ENTRY_OVERHEAD_BYTES
-    }
-}
-
-impl quick_cache::Weighter<String, Arc<KeptResource>> for Weight {
-    fn weight(&self, path: &String, kept: &Arc<KeptResource>) -> u64 {
-        entry_weight(&kept.entry) + path.len() as u64
-    }
-}
-
-impl quick_cache::Weighter<String, Arc<KeptListing>> for Weight {
-    fn weight(&self, path: &String, kept: &Arc<KeptListing>) -> u64 {
-        kept.entries.iter().map(entry_weight).sum::<u64>() + path.len() as u64
-    }
-}
-
-/// What the gateway keeps of fileio under its lease.
-struct Kept {
-    files: Cache<String, Arc<KeptFile>, Weight>,
-    resources: Cache<String, Arc<KeptResource>, Weight>,
-    /// Depth 1 listings, by the collection's path. A change of a member names the
-    /// collection too (fileio announces a changed resource's parent), so it drops them.
-    listings: Cache<String, Arc<KeptListing>, Weight>,
-}
-
-impl Kept {
-    fn drop_invalidated(&self, invalidation: &Invalidation) {
-        if invalidation.everything || invalidation.trees.iter().any(String::is_empty) {
-            self.files.clear();
-            self.resources.clear();
-            self.listings.clear();
-            return;
-        }
-        for path in &invalidation.paths {
-            self.files.remove(path);
-            self.resources.remove(path);
-            self.listings.remove(path);
-        }
-        if !invalidation.trees.is_empty() {
-            // A tree's members are spread over the cache: one pass over what is kept.
-            self.files.retain(|path, _| !invalidation.covers(path));
-            self.resources.retain(|path, _| !invalidation.covers(path));
-            self.listings.retain(|path, _| !invalidation.covers(path));
-        }
-    }
-}
-
 /// [`FileIo`] that answers reads of files of up to 1 MiB, Depth 0 and Depth 1 listings
 /// and stats from what it kept while its lease from fileio holds; every other call, and
 /// every miss, goes to fileio: over gRPC or in this process ([`CachedFileIo::new`]), or
@@ -171,6 +52,7 @@ pub struct CachedFileIo {
     /// Stale file copies that fileio's `Stat` showed unchanged ([`Self::kept_file`]).
     revalidations: kubedav_metrics::Counter,
     resources: Lookups,
+    stats: Lookups,
     listings: Lookups,
 }
 
@@ -234,6 +116,9 @@ impl CachedFileIo {
         let kept = Arc::new(Kept {
             files,
             resources: Cache::with_weighter(items, third, Weight),
+            // A small share beyond the bound: a few hundred bytes per file sent from
+            // the gateway's mount.
+            stats: Cache::with_weighter((items / 16).max(16), (third / 16).max(64 << 10), Weight),
             listings: Cache::with_weighter((items / 64).max(16), third, Weight),
         });
         let dropper = kept.clone();
@@ -253,6 +138,7 @@ impl CachedFileIo {
             files: Lookups::of("file"),
             revalidations: kubedav_metrics::cache_lookups("gateway_file", "revalidated"),
             resources: Lookups::of("resource"),
+            stats: Lookups::of("stat"),
             listings: Lookups::of("listing"),
         }
     }
@@ -310,6 +196,41 @@ impl CachedFileIo {
         });
         self.keep_in(&self.kept.listings, epoch, path, &kept);
         Ok(batched(&kept.entries, &selection))
+    }
+
+    /// `Stat` of `path` with its validator (fileio's answer, kept or fetched): what a
+    /// GET sent from the gateway's mount of the volume compares the file it opened
+    /// with (`crate::direct`). Never from a kept resource: a listing carries no
+    /// validator.
+    pub async fn current_version(&self, path: &str) -> Result<FileInfo, Status> {
+        if let Some(kept) = self.kept_in(&self.kept.files, path) {
+            return Ok(kept.info.clone());
+        }
+        self.stat_or_keep(StatRequest {
+            path: path.to_owned(),
+        })
+        .await
+    }
+
+    /// `Stat` from what is kept of it, or from fileio, keeping the answer when it has a
+    /// validator (a file whose change time has settled; one changed in the last second
+    /// has none yet, and the next ask may find one) or is a collection's.
+    async fn stat_or_keep(&self, request: StatRequest) -> Result<FileInfo, Status> {
+        if let Some(kept) = self.stats.count(self.kept_in(&self.kept.stats, &request.path)) {
+            return Ok(kept.info.clone());
+        }
+        let epoch = self.lease.epoch();
+        let asked = Instant::now();
+        let path = request.path.clone();
+        let info = self.remote.stat(request).await?;
+        if !info.validator.is_empty() || info.is_collection {
+            let kept = Arc::new(KeptStat {
+                info: info.clone(),
+                kept_at: asked,
+            });
+            self.keep_in(&self.kept.stats, epoch, path, &kept);
+        }
+        Ok(info)
     }
 
     /// Keeps `value` at `path` in `cache`, if no announcement arrived since `epoch` (read
@@ -549,8 +470,8 @@ const LISTING_BATCH: usize = 256;
 #[async_trait::async_trait]
 #[deny(clippy::missing_trait_methods)]
 impl FileIo for CachedFileIo {
-    /// A hit counts for the cache that answered it; a miss is not counted, as nothing is
-    /// kept of a Stat.
+    /// A hit counts for the cache that answered it; past the kept files and resources,
+    /// the kept `Stat` answers count hits and misses (`gateway_stat`).
     async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
         if let Some(kept) = self.kept_in(&self.kept.files, &request.path) {
             self.files.hits.inc();
@@ -560,7 +481,7 @@ impl FileIo for CachedFileIo {
             self.resources.hits.inc();
             return Ok(kept.entry.info.clone().unwrap_or_default());
         }
-        self.remote.stat(request).await
+        self.stat_or_keep(request).await
     }
 
     async fn list(&self, request: ListRequest) -> Result<BoxStream<ListResponse>, Status> {

@@ -1,6 +1,7 @@
 //! What a gateway keeps of the services' answers in microservices mode, under the
 //! services' leases (`kubedav_lease`): [`CachedFileIo`] (files of up to 1 MiB, single
-//! resources and collections' Depth 1 listings, with their dead properties) and
+//! resources and collections' Depth 1 listings, with their dead properties, and `Stat`
+//! answers with a validator or of a collection) and
 //! [`CachedLocks`] (lock discovery). Each implements its port around the remote adapter,
 //! so the gateway does not know they are there. Beside them, [`KeptAnswers`]: PROPFIND
 //! Depth 0 answers rendered from what `CachedFileIo` keeps, for as long as it keeps it.
@@ -13,6 +14,7 @@
 
 mod admission;
 pub mod answers;
+mod entries;
 mod fileio;
 mod locks;
 
@@ -64,7 +66,7 @@ impl Lookups {
 
 /// Registers the cache metrics, so they are exported (at 0) before the first lookup.
 pub fn register_metrics() {
-    for cache in ["file", "resource", "listing", "locks", "answer"] {
+    for cache in ["file", "resource", "stat", "listing", "locks", "answer"] {
         let _ = Lookups::of(cache);
     }
 }

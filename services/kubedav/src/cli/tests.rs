@@ -40,7 +40,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 100] = [
+const FLAGS: [(&str, Option<&str>); 101] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -63,6 +63,7 @@ const FLAGS: [(&str, Option<&str>); 100] = [
     ("gateway-cache-freshness-ms", Some("1000")),
     ("gateway-cache-dir", None),
     ("fileio-url", Some("http://127.0.0.1:9091")),
+    ("fileio-volume", None),
     ("auth-url", Some("")),
     ("users-file", None),
     ("allow-plaintext-passwords", None),

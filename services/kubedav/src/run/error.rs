@@ -100,6 +100,13 @@ pub(crate) enum RunError {
     #[error("{0} (set --root or KUBEDAV_ROOT to an existing directory)")]
     Root(String),
 
+    /// The directory of `--fileio-volume` could not be opened.
+    #[error(
+        "--fileio-volume: {0}; mount fileio's volume there (read only is enough), or leave \
+         --fileio-volume (KUBEDAV_FILEIO_VOLUME) unset to have fileio send every file"
+    )]
+    FileioVolume(String),
+
     /// The bucket of `--storage` could not be reached or used (the message names the
     /// flag or the `AWS_` variable to check).
     #[error("{0}")]
