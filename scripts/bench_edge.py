@@ -9,7 +9,10 @@ at the Ingress"). Starts kubedav all-in-one with authentication on free ports an
   3. an authenticated read-only user's costliest requests: a PROPFIND body of 20,000
      names (refused: at most 512), and the worst PROPFIND accepted, 512 names in a
      1 KB namespace on a Depth 1 listing of 1,000 files: CPU per request, response size,
-     and the gateway's peak RSS.
+     and the gateway's peak RSS;
+  4. issue 56's goal: memory per idle keep-alive connection after one GET, at 1,000 and
+     10,000 connections, in both modes (the gateway process's RSS growth per
+     connection; without authentication), against the goal of 8 KiB, met or NOT met.
 
 usage: bench_edge.py KUBEDAV_BINARY
 """
@@ -64,7 +67,10 @@ def start(binary, work, extra):
     raise SystemExit("kubedav did not start:\n" + open(os.path.join(work, "kubedav.log")).read())
 
 
-def connections_cost(pid, addr, count, opening):
+def connections_cost(pid, addr, count, opening, answered=False):
+    """RSS growth of process `pid` per connection, in KiB: `count` sockets that sent
+    `opening` and, when `answered`, read its whole answer (a keep-alive connection left
+    idle after one GET of a one-byte file)."""
     host, port = addr.rsplit(":", 1)
     time.sleep(0.5)
     before = status_kib(pid, "VmRSS")
@@ -74,12 +80,66 @@ def connections_cost(pid, addr, count, opening):
         if opening:
             s.sendall(opening)
         sockets.append(s)
+    for s in sockets if answered else ():
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.endswith(b"x"):
+            chunk = s.recv(4096)
+            if not chunk:
+                raise SystemExit("a keep-alive connection was closed after its GET")
+            answer += chunk
     time.sleep(1.0)
     after = status_kib(pid, "VmRSS")
     for s in sockets:
         s.close()
     time.sleep(0.5)
     return (after - before) / count
+
+
+def keepalive_goal(binary):
+    """Issue 56's idle keep-alive goal, both modes."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
+    limits = ["--max-connections", "20000", "--max-connections-per-address", "20000"]
+    print("idle keep-alive connections after one GET (issue 56's goal: at most 8 KiB each per gateway)")
+    for mode in ("all", "microservices"):
+        with tempfile.TemporaryDirectory(prefix="kubedav-keepalive-") as work:
+            root = os.path.join(work, "root")
+            os.makedirs(root)
+            with open(os.path.join(root, "small.txt"), "w") as f:
+                f.write("x")
+            procs = []
+
+            def launch(name, args):
+                log = open(os.path.join(work, f"{name}.log"), "w+")
+                procs.append(subprocess.Popen([binary, *args, "--admin-listen", "127.0.0.1:0"],
+                                              stdout=subprocess.DEVNULL, stderr=log))
+                deadline = time.time() + 30
+                while time.time() < deadline:
+                    log.seek(0)
+                    m = re.search(r"(?:gateway HTTP|fileio gRPC|locks gRPC) listening on (\S+)", log.read())
+                    if m:
+                        return m.group(1)
+                    time.sleep(0.1)
+                raise SystemExit(f"kubedav --{name} did not start")
+            try:
+                if mode == "all":
+                    addr = launch("all", ["--target=all", "--root", root, "--listen", "127.0.0.1:0", *limits])
+                else:
+                    fileio = launch("fileio", ["--target=fileio", "--root", root, "--grpc-listen", "127.0.0.1:0"])
+                    locks = launch("locks", ["--target=locks", "--grpc-listen", "127.0.0.1:0"])
+                    addr = launch("gateway", ["--target=gateway", "--fileio-url", f"http://{fileio}",
+                                              "--locks-url", f"http://{locks}", "--markdown-url", "",
+                                              "--listen", "127.0.0.1:0", *limits])
+                gateway = procs[-1].pid
+                for count in (1000, 10000):
+                    kib = connections_cost(gateway, addr, count, b"GET /small.txt HTTP/1.1\r\nHost: x\r\n\r\n", answered=True)
+                    verdict = "met" if kib <= 8 else "NOT met"
+                    print(f"  {mode:13} {count:6,} connections  {kib:6.1f} KiB each   <= 8   {verdict}")
+            finally:
+                for p in procs:
+                    p.terminate()
+                    p.wait(timeout=30)
 
 
 def wrk(url, seconds, script=None, headers=()):
@@ -152,6 +212,7 @@ def main():
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+    keepalive_goal(binary)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ class Kubedav:
     the storage `storage` names instead (`s3://bucket/prefix`, with `env` saying where
     the S3 server is) when given."""
 
-    def __init__(self, binary, mode, work, root, extra=(), storage=None, env=None):
+    def __init__(self, binary, mode, work, root, extra=(), storage=None, env=None, gateway_extra=()):
         self.procs = []
         self.root = root
         admin = ["--admin-listen", "127.0.0.1:0"]
@@ -110,7 +110,7 @@ class Kubedav:
         log = os.path.join(work, "gateway.log")
         self.procs.append(start(binary, log, [
             "--target=gateway", "--fileio-url", f"http://{fileio}", "--locks-url", f"http://{locks}",
-            "--listen", "127.0.0.1:0", *admin]))
+            "--listen", "127.0.0.1:0", *admin, *gateway_extra]))
         self.url = "http://" + announced(log, "gateway HTTP")
 
     def pids(self):
