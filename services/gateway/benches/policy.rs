@@ -147,6 +147,7 @@ fn setup_with(rules: Option<usize>, with_shares: Option<(usize, bool)>) -> Setup
         records: Some(records),
         keep: None,
         uploads: None,
+        readiness: None,
     };
     Setup {
         service: Gateway::new(ports, config).service(),

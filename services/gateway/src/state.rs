@@ -128,6 +128,9 @@ pub struct Ports {
     pub keep: Option<Arc<dyn kubedav_api::keep::Keep>>,
     /// Uploads in many requests (TUS, Nextcloud chunking); `None`: fileio keeps none.
     pub uploads: Option<Arc<dyn kubedav_api::uploads::Uploads>>,
+    /// The volume as `/readyz` asks it, past any cache of `fileio`, so that a fileio
+    /// that went away is seen at once, not after a kept answer; `None`: `fileio`.
+    pub readiness: Option<Arc<dyn FileIo>>,
 }
 
 /// The gateway's state: its ports to the services and its configuration.
@@ -147,6 +150,8 @@ pub struct Gateway {
     /// Whether fileio answered that it keeps them (over gRPC, a fileio on a bucket does
     /// not serve them yet): learnt once, at the first page that would offer them.
     uploads_served: std::sync::OnceLock<bool>,
+    /// The volume as `/readyz` asks it ([`Ports::readiness`]).
+    readiness: Arc<dyn FileIo>,
     /// Limits and settings.
     pub config: GatewayConfig,
     /// The access policy in force, if any (starts as [`GatewayConfig::policy`]).
@@ -191,7 +196,9 @@ impl Gateway {
             records,
             keep,
             uploads,
+            readiness,
         } = ports;
+        let readiness = readiness.unwrap_or_else(|| fileio.clone());
         let records = records.filter(|_| auth.is_some());
         let shares = records
             .clone()
@@ -218,6 +225,7 @@ impl Gateway {
             keep,
             uploads,
             uploads_served: std::sync::OnceLock::new(),
+            readiness,
             shares,
             links,
             link_uses,
@@ -295,12 +303,13 @@ impl Gateway {
         }
     }
 
-    /// Whether the gateway can serve: the volume answers. The lock manager is left out on
+    /// Whether the gateway can serve: the volume answers, asked past the gateway's
+    /// cache ([`Ports::readiness`]). The lock manager is left out on
     /// purpose: without it reads still work (writes get 503), and taking every gateway
     /// out of its Service during a lock store outage would turn a write outage into a
     /// total one. The locks service's own `/readyz` reports its store.
     pub async fn ready(&self) -> Result<(), String> {
-        self.fileio
+        self.readiness
             .stat(kubedav_api::fileio::StatRequest { path: String::new() })
             .await
             .map_err(|status| format!("fileio: {}", status.message()))?;

@@ -228,6 +228,7 @@ async fn local_ports(cli: &Cli) -> Result<Ports, RunError> {
         records: Some(records_for_gateway),
         keep,
         uploads: Some(uploads),
+        readiness: None,
     })
 }
 
@@ -253,6 +254,8 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
         token,
     )?)
     .with_call_timeout(call_timeout);
+    // /readyz asks fileio itself: a kept answer would say ready after fileio went away.
+    let readiness: Arc<dyn FileIo> = Arc::new(fileio.clone());
     // With --fileio-volume, large files no gateway keeps are sent from the mount, once
     // fileio (through what the gateway keeps of its answers) names the version.
     let mount = match &cli.remote.fileio_volume {
@@ -344,6 +347,7 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
         records: Some(Arc::new(records)),
         keep: Some(Arc::new(keep)),
         uploads: Some(Arc::new(uploads)),
+        readiness: Some(readiness),
     })
 }
 

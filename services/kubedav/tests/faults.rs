@@ -478,8 +478,35 @@ async fn stuck_services_give_504() {
         (status, started.elapsed())
     };
 
+    // The gateway holds its lease from fileio (it serves a kept copy), is ready, and
+    // would have kept fileio's answer for the root if the probe went through its cache.
+    let gateway_admin = server.admin_of("gateway");
+    let leased = kubedav_testkit::eventually(Duration::from_secs(10), || async {
+        client().get(server.url("/f.txt")).send().await.unwrap();
+        common::metric_text(gateway_admin).await.lines().any(|line| {
+            line.starts_with("kubedav_cache_lookups_total{cache=\"gateway_file\",result=\"hit\"}")
+                && !line.ends_with(" 0")
+        })
+    })
+    .await;
+    assert!(leased, "the gateway never served a kept copy");
+    let readyz = format!("http://{gateway_admin}/readyz");
+    let ready = |readyz: String| async move {
+        let response = tokio::time::timeout(Duration::from_secs(15), client().get(readyz).send())
+            .await
+            .expect("an answer, not a hung probe")
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap_or_default())
+    };
+    assert_eq!(ready(readyz.clone()).await.0, 200);
     let fileio = server.process("fileio").pid();
     stop(fileio);
+    // Not ready while fileio is stuck: the probe asks fileio itself, never what the
+    // gateway kept (which its lease lets it serve for another half second).
+    let (status, body) = ready(readyz).await;
+    assert_eq!(status, 503, "/readyz with fileio stuck: {body}");
+    assert!(body.contains("fileio"), "the reason names fileio: {body}");
     for (what, request) in [
         ("GET", client().get(server.url("/f.txt"))),
         (

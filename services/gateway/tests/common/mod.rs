@@ -123,6 +123,7 @@ impl App {
             records: Some(records),
             keep: Some(keep),
             uploads: Some(uploads),
+            readiness: None,
         };
         let clock = options
             .clock
