@@ -132,16 +132,25 @@ pub async fn serve(
                     }))
                 };
                 let (builder, idle, mut stopping) = (builder.clone(), config.header_read_timeout, stopping.clone());
-                threads.serve(stream, move |stream| async move {
+                threads.serve(stream, move |stream| {
                     // Counted here, so that a connection its thread could not take is
                     // never counted as open.
                     metrics::connection_opened();
-                    let connection = builder
-                        .serve_connection_with_upgrades(TokioIo::new(SendfileStream::new(stream)), service)
-                        .into_owned();
-                    watch_connection(connection, &activity, idle, &mut stopping).await;
-                    metrics::connection_closed();
-                    drop((slot, address_slot));
+                    // Made before the connection's future, and boxed: that future then
+                    // holds neither the builder nor a second copy of the connection (a
+                    // future keeps what it was given apart from what it moves it into).
+                    // It held 6 KiB per idle connection (docs/benchmarks.md, "Idle
+                    // keep-alive connections").
+                    let connection = Box::pin(
+                        builder
+                            .serve_connection_with_upgrades(TokioIo::new(SendfileStream::new(stream)), service)
+                            .into_owned(),
+                    );
+                    async move {
+                        watch_connection(connection, &activity, idle, &mut stopping).await;
+                        metrics::connection_closed();
+                        drop((slot, address_slot));
+                    }
                 });
             }
             _ = &mut shutdown => break,
@@ -163,14 +172,13 @@ pub async fn serve(
 /// (no request in flight) for `idle`, or when shutdown begins; a connection that does
 /// not finish closing within [`CLOSE_GRACE`] (shutdown: [`DRAIN_TIMEOUT`]) is dropped.
 async fn watch_connection<C>(
-    connection: C,
+    mut connection: Pin<Box<C>>,
     activity: &Activity,
     idle: Duration,
     stopping: &mut watch::Receiver<bool>,
 ) where
     C: Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + GracefulConnection,
 {
-    tokio::pin!(connection);
     let mut deadline = Instant::now() + idle;
     let mut closing = false;
     loop {

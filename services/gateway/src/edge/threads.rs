@@ -15,6 +15,7 @@
 //! A gateway process does without them by default: there they cost 9 % more CPU per
 //! small PUT, for a reason not yet found (docs/benchmarks.md, "2026-11-26 (6)").
 
+use futures_util::FutureExt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -95,14 +96,15 @@ impl ConnectionThreads {
             }
         };
         let held = Held::new(thread.held.clone());
-        let job: Job = Box::new(move || {
-            Box::pin(async move {
-                let _held = held;
-                match TcpStream::from_std(stream) {
-                    Ok(stream) => serve(stream).await,
-                    Err(e) => tracing::warn!("cannot register a connection on its thread: {e}"),
-                }
-            })
+        // The serving future is made here, on the thread, and counted until it ends: a
+        // combinator, not an `async` block awaiting it, which would hold the closure and
+        // the future it makes side by side for the connection's whole life.
+        let job: Job = Box::new(move || match TcpStream::from_std(stream) {
+            Ok(stream) => Box::pin(serve(stream).map(move |()| drop(held))),
+            Err(e) => {
+                tracing::warn!("cannot register a connection on its thread: {e}");
+                Box::pin(std::future::ready(()))
+            }
         });
         // A thread ends only when this is dropped, so the send cannot fail.
         let _ = thread.jobs.send(job);
