@@ -139,8 +139,8 @@ pub async fn serve(
                     // Made before the connection's future, and boxed: that future then
                     // holds neither the builder nor a second copy of the connection (a
                     // future keeps what it was given apart from what it moves it into).
-                    // It held 6 KiB per idle connection (docs/benchmarks.md, "Idle
-                    // keep-alive connections").
+                    // It held 6 KiB per idle connection (docs/benchmarks.md, "2026-12-05
+                    // (2), what an idle keep-alive connection holds").
                     let connection = Box::pin(
                         builder
                             .serve_connection_with_upgrades(TokioIo::new(SendfileStream::new(stream)), service)
