@@ -131,6 +131,30 @@ impl RedisLocks {
             .await
     }
 
+    /// Takes back the lock that `undo` (its token, path and principal) names: at once, and,
+    /// if Redis does not answer, again every [`TAKE_BACK_EVERY`] in the background until it
+    /// does (the lock is then gone, or was never made) or the lock has run out anyway.
+    async fn take_back(&self, undo: Vec<Vec<u8>>, timeout: Duration) {
+        let until = tokio::time::Instant::now() + timeout;
+        let Err(error) = unlock_with(&self.connection, &self.prefix, &undo).await else {
+            return;
+        };
+        tracing::warn!(%error, "a refused lock could not be taken back yet; trying again until Redis answers");
+        let (connection, prefix) = (self.connection.clone(), self.prefix.clone());
+        tokio::spawn(async move {
+            loop {
+                if tokio::time::Instant::now() + TAKE_BACK_EVERY >= until {
+                    return;
+                }
+                tokio::time::sleep(TAKE_BACK_EVERY).await;
+                if unlock_with(&connection, &prefix, &undo).await.is_ok() {
+                    tracing::info!("a refused lock was taken back once Redis answered");
+                    return;
+                }
+            }
+        });
+    }
+
     fn unavailable(&self, operation: &str, error: &redis::RedisError) -> Status {
         STORE_ERRORS.with_label_values(&[operation]).inc();
         if kubedav_kit::redis::unacknowledged(error) {
@@ -149,6 +173,23 @@ impl RedisLocks {
             "the lock store (Redis) cannot be reached ({error}); lock decisions are refused until it is back"
         ))
     }
+}
+
+/// How often a refused lock is tried to be taken back while Redis does not answer.
+const TAKE_BACK_EVERY: Duration = Duration::from_millis(250);
+
+/// Runs UNLOCK with `undo` (a token, its path and principal) on `connection`: a token
+/// that was never made, or is gone already, answers "missing", which is as good.
+async fn unlock_with(connection: &Redis, prefix: &str, undo: &[Vec<u8>]) -> redis::RedisResult<Reply> {
+    let mut invocation = UNLOCK.prepare_invoke();
+    invocation.arg(prefix);
+    for arg in undo {
+        invocation.arg(arg);
+    }
+    invocation
+        .invoke_async(&mut connection.clone())
+        .instrument(kubedav_kit::redis::span("EVALSHA", "unlock"))
+        .await
 }
 
 /// Whether this is the first call in the current second: an outage under load logs one
@@ -251,16 +292,15 @@ impl Locks for RedisLocks {
         let token = args[3].clone();
         let reply = match self.change_unmapped(&LOCK, "lock", args).await {
             Ok(reply) => reply,
-            Err(e) if kubedav_kit::redis::unacknowledged(&e) => {
-                // The master made it, but the client is told it did not get it: it must
-                // not linger unseen until its timeout.
-                let undo = vec![token, path.into_bytes(), principal.clone().into_bytes()];
-                if let Err(undone) = self.run(&UNLOCK, "unlock", undo).await {
-                    tracing::warn!(error = %undone.message(), "a refused lock could not be taken back");
-                }
+            Err(e) => {
+                // Redis may have made it (no replica acknowledged it, or the answer was
+                // lost), but the client is told it did not get it: it must not linger
+                // unseen until its timeout, where the client's next LOCK or a DELETE of
+                // the folder would meet it.
+                let undo = vec![token, path.into_bytes(), principal.into_bytes()];
+                self.take_back(undo, timeout).await;
                 return Err(self.unavailable("lock", &e));
             }
-            Err(e) => return Err(self.unavailable("lock", &e)),
         };
         if status_of(&reply) == "toomany" {
             let held = reply

@@ -87,3 +87,54 @@ async fn a_lock_no_replica_acknowledged_is_refused_and_taken_back() {
         .unwrap();
     assert_eq!(locks_on(&store, "/doc.odt").await, 0);
 }
+
+/// A lock Redis made whose answer never came back (the server froze while it waited for
+/// a replica) is refused, and taken back once Redis answers again, however long that
+/// takes: it does not linger until its timeout, where the client's next LOCK or a DELETE
+/// of the folder would meet it. Redis keeps it across the restart (fsynced on every write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_lock_whose_answer_was_lost_is_taken_back_once_redis_answers() {
+    let mut master = RedisServer::start();
+    let connection = kubedav_kit::redis::connect(&master.url(0))
+        .unwrap()
+        .with_replica_acks(1);
+    let store = std::sync::Arc::new(RedisLocks::new(connection, "test:", HOUR));
+    let locking = tokio::spawn({
+        let store = store.clone();
+        async move { store.lock(lock("/doc.odt")).await }
+    });
+    // The lock is made, and the master waits for a replica it does not have (250 ms):
+    // it freezes meanwhile, so the answer never comes.
+    let observer = kubedav_kit::redis::connect(&master.url(0)).unwrap();
+    let made = kubedav_testkit::eventually(Duration::from_secs(5), || {
+        let mut observer = observer.clone();
+        async move {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("test:locks:lock:*")
+                .query_async(&mut observer)
+                .await
+                .unwrap();
+            !keys.is_empty()
+        }
+    })
+    .await;
+    assert!(made, "the lock was never made");
+    master.freeze();
+    let refused = locking.await.unwrap().unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{}", refused.message());
+
+    master.restart();
+    // Until the store reconnects, a discovery fails: not gone yet.
+    let gone = kubedav_testkit::eventually(Duration::from_secs(10), || async {
+        let request = DiscoverRequest {
+            path: "/doc.odt".into(),
+            depth: 0,
+        };
+        store
+            .discover(request)
+            .await
+            .is_ok_and(|reply| reply.resources.iter().all(|r| r.locks.is_empty()))
+    })
+    .await;
+    assert!(gone, "a refused lock still holds /doc.odt an hour long");
+}
