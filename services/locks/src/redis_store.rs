@@ -94,14 +94,7 @@ impl RedisLocks {
 
     /// Runs a script that reads, with the prefix and `args`.
     async fn run(&self, script: &Script, operation: &str, args: Vec<Vec<u8>>) -> Result<Reply, Status> {
-        let mut invocation = script.prepare_invoke();
-        invocation.arg(&self.prefix);
-        for arg in args {
-            invocation.arg(arg);
-        }
-        invocation
-            .invoke_async(&mut self.connection.clone())
-            .instrument(kubedav_kit::redis::span("EVALSHA", operation))
+        invoke(&self.connection, &self.prefix, script, operation, &args)
             .await
             .map_err(|e| self.unavailable(operation, &e))
     }
@@ -178,18 +171,30 @@ impl RedisLocks {
 /// How often a refused lock is tried to be taken back while Redis does not answer.
 const TAKE_BACK_EVERY: Duration = Duration::from_millis(250);
 
-/// Runs UNLOCK with `undo` (a token, its path and principal) on `connection`: a token
-/// that was never made, or is gone already, answers "missing", which is as good.
-async fn unlock_with(connection: &Redis, prefix: &str, undo: &[Vec<u8>]) -> redis::RedisResult<Reply> {
-    let mut invocation = UNLOCK.prepare_invoke();
+/// Runs `script` on `connection` with `prefix` and `args`, as is: no replica is waited
+/// for.
+async fn invoke(
+    connection: &Redis,
+    prefix: &str,
+    script: &Script,
+    operation: &str,
+    args: &[Vec<u8>],
+) -> redis::RedisResult<Reply> {
+    let mut invocation = script.prepare_invoke();
     invocation.arg(prefix);
-    for arg in undo {
+    for arg in args {
         invocation.arg(arg);
     }
     invocation
         .invoke_async(&mut connection.clone())
-        .instrument(kubedav_kit::redis::span("EVALSHA", "unlock"))
+        .instrument(kubedav_kit::redis::span("EVALSHA", operation))
         .await
+}
+
+/// Runs UNLOCK with `undo` (a token, its path and principal) on `connection`: a token
+/// that was never made, or is gone already, answers "missing", which is as good.
+async fn unlock_with(connection: &Redis, prefix: &str, undo: &[Vec<u8>]) -> redis::RedisResult<Reply> {
+    invoke(connection, prefix, &UNLOCK, "unlock", undo).await
 }
 
 /// Whether this is the first call in the current second: an outage under load logs one
