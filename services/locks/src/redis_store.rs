@@ -115,13 +115,7 @@ impl RedisLocks {
         operation: &str,
         args: Vec<Vec<u8>>,
     ) -> redis::RedisResult<Reply> {
-        let mut all = Vec::with_capacity(args.len() + 1);
-        all.push(self.prefix.as_bytes().to_vec());
-        all.extend(args);
-        self.connection
-            .eval_acknowledged(script, &[], &all)
-            .instrument(kubedav_kit::redis::span("EVALSHA", operation))
-            .await
+        acknowledged(&self.connection, &self.prefix, script, operation, &args).await
     }
 
     /// Takes back the lock that `undo` (its token, path and principal) names: at once, and,
@@ -191,10 +185,30 @@ async fn invoke(
         .await
 }
 
-/// Runs UNLOCK with `undo` (a token, its path and principal) on `connection`: a token
-/// that was never made, or is gone already, answers "missing", which is as good.
+/// Runs `script` on `connection` with `prefix` and `args`, answered once as many Redis
+/// replicas as `--redis-replica-acks` asks have the change.
+async fn acknowledged(
+    connection: &Redis,
+    prefix: &str,
+    script: &Script,
+    operation: &str,
+    args: &[Vec<u8>],
+) -> redis::RedisResult<Reply> {
+    let mut all = Vec::with_capacity(args.len() + 1);
+    all.push(prefix.as_bytes().to_vec());
+    all.extend_from_slice(args);
+    connection
+        .eval_acknowledged(script, &[], &all)
+        .instrument(kubedav_kit::redis::span("EVALSHA", operation))
+        .await
+}
+
+/// Runs UNLOCK with `undo` (a token, its path and principal) on `connection`, answered
+/// once a Redis replica has it, as a lock change is: a take-back only the master had
+/// would be lost in a failover to a replica that had the lock. A token that was never
+/// made, or is gone already, answers "missing", which is as good.
 async fn unlock_with(connection: &Redis, prefix: &str, undo: &[Vec<u8>]) -> redis::RedisResult<Reply> {
-    invoke(connection, prefix, &UNLOCK, "unlock", undo).await
+    acknowledged(connection, prefix, &UNLOCK, "unlock", undo).await
 }
 
 /// Whether this is the first call in the current second: an outage under load logs one
