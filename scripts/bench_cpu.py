@@ -271,7 +271,7 @@ def main():
     parser.add_argument("--only", help="the workloads whose name contains this, e.g. PROPFIND")
     parser.add_argument("--durability", help="kubedav's --durability (fsync, the default, or none)")
     parser.add_argument("--grpc-only", action="store_true",
-                        help="microservices without --fileio-volume: fileio streams every file over gRPC")
+                        help="microservices without --fileio-volume and --fileio-incoming: every body crosses gRPC")
     options = parser.parse_args()
     for tool in ("wrk", "curl", "/usr/sbin/nginx", NGINX_MODULE):
         if not (shutil.which(tool) or os.path.exists(tool)):
@@ -302,8 +302,13 @@ def main():
                     servers[name] = Nginx(directory, root)
                 else:
                     # Microservices as the chart runs them on a volume: the gateway mounts
-                    # it too and sends large files from there (--fileio-volume).
-                    mount = ["--fileio-volume", root] if name == "microservices" and not options.grpc_only else []
+                    # it too and sends large files from there (--fileio-volume), and
+                    # writes large bodies into its incoming area (--fileio-incoming).
+                    mount = []
+                    if name == "microservices" and not options.grpc_only:
+                        incoming = os.path.join(root, ".kubedav", "incoming")
+                        os.makedirs(incoming, mode=0o700, exist_ok=True)
+                        mount = ["--fileio-volume", root, "--fileio-incoming", incoming]
                     servers[name] = Kubedav(options.binary, name, directory, root, extra, gateway_extra=mount)
             for server in servers.values():
                 subprocess.run(["wrk", "-t2", "-c16", "-d1s", server.url + "/bench/1k.bin"], capture_output=True)

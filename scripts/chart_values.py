@@ -131,6 +131,42 @@ def check_env_alone(chart, out, label, values, want, readers):
                 sys.exit(f"values: {mode} {label}: {o['metadata']['name']} should not have {got}")
 
 
+def check_gateway_mounts(chart, out, rwx):
+    """On a shared volume the gateways read it (read only) and write into its incoming area
+    (a read-write subPath, once an init container saw fileio make it); each can be turned
+    off, and on a ReadWriteOnce volume neither is mounted."""
+    def gateway_of(values, name):
+        spec = workload(render(chart, values, out, name), "gateway")["spec"]["template"]["spec"]
+        main = spec["containers"][0]
+        env = {e["name"]: e.get("value") for e in main.get("env", [])}
+        mounts = [m for m in main.get("volumeMounts", []) if m["name"] == "data"]
+        data = [v for v in spec.get("volumes", []) if v["name"] == "data"]
+        init = [c for c in spec.get("initContainers", []) if c["name"] == "await-incoming-area"]
+        return env, mounts, data, init
+    env, mounts, data, init = gateway_of(rwx, "gateway-mounts")
+    want = [{"name": "data", "mountPath": "/data", "readOnly": True},
+            {"name": "data", "mountPath": "/incoming", "subPath": ".kubedav/incoming"}]
+    if (env.get("KUBEDAV_FILEIO_VOLUME"), env.get("KUBEDAV_FILEIO_INCOMING")) != ("/data", "/incoming") \
+            or mounts != want or data[0]["persistentVolumeClaim"].get("readOnly") \
+            or len(init) != 1 or init[0]["args"][:2] != ["await-folder", "/data/.kubedav/incoming"] \
+            or init[0]["volumeMounts"] != [{"name": "data", "mountPath": "/data", "readOnly": True}]:
+        sys.exit(f"values: the gateway on a shared volume: env {env}, mounts {mounts}, volume {data}, init {init}")
+    print("ok  on a shared volume the gateways read it and write into its incoming area, after an init container")
+    off = {**rwx, "gateway": {"writeIntoFileioVolume": False}}
+    env, mounts, data, init = gateway_of(off, "gateway-mounts-read")
+    if "KUBEDAV_FILEIO_INCOMING" in env or mounts != want[:1] or not data[0]["persistentVolumeClaim"].get("readOnly") or init:
+        sys.exit(f"values: gateway.writeIntoFileioVolume false: env {env}, mounts {mounts}, volume {data}, init {init}")
+    off = {**rwx, "gateway": {"writeIntoFileioVolume": False, "sendFromFileioVolume": False}}
+    env, mounts, data, init = gateway_of(off, "gateway-mounts-none")
+    if "KUBEDAV_FILEIO_VOLUME" in env or mounts or data or init:
+        sys.exit(f"values: both gateway mounts off: env {env}, mounts {mounts}, volume {data}, init {init}")
+    env, mounts, data, init = gateway_of({}, "gateway-mounts-rwo")
+    if "KUBEDAV_FILEIO_INCOMING" in env or mounts or data or init:
+        sys.exit(f"values: on a ReadWriteOnce volume: env {env}, mounts {mounts}, volume {data}, init {init}")
+    print("ok  gateway.writeIntoFileioVolume and sendFromFileioVolume turn each mount off; "
+          "a ReadWriteOnce volume is never mounted")
+
+
 def main():
     chart, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
@@ -185,6 +221,7 @@ def main():
     if deployment["kind"] != "Deployment" or claims != ["shared"] or any(o["kind"] == "PersistentVolumeClaim" for o in objects):
         sys.exit(f"values: replicas on an existing ReadWriteMany claim: {deployment['kind']}, claims {claims}")
     print("ok  fileio replicas share the existing ReadWriteMany claim")
+    check_gateway_mounts(chart, out, rwx)
     # The OTLP protocol reaches every kubedav container.
     objects = render(chart, {"otel": {"endpoint": "http://collector:4318", "protocol": "http/protobuf"}},
                      out, "otel-http")

@@ -217,6 +217,13 @@ class Wiring:
             # fileio's shared volume too); any other volume is the workload's own.
             local = os.path.join(self.work, "claims", claim) if claim else os.path.join(self.work, name, vm["name"])
             os.makedirs(local, exist_ok=True)
+            if vm.get("subPath"):
+                # The folder must be there already: the chart's init container waits
+                # for it, as the kubelet would otherwise make it as root.
+                local = os.path.join(local, vm["subPath"])
+                if not os.path.isdir(local):
+                    raise SystemExit(f"wiring: {name} mounts {vm['subPath']} of {claim or vm['name']}, "
+                                     "which is not there")
             if "secret" in volume:
                 secret = volume["secret"]["secretName"]
                 for item in volume["secret"].get("items", []):
@@ -261,6 +268,15 @@ class Wiring:
             cmd += ["--port", str(port), "--bind", "127.0.0.1"]
             env = dict(os.environ)
         else:
+            # Init containers first, each to its end, as the kubelet runs them.
+            for init in workload["spec"]["template"]["spec"].get("initContainers", []):
+                init_mounts = self.mounts(workload, init)
+                init_cmd = [self.binary] + [self.paths(a, init_mounts) for a in init.get("args", [])]
+                print(f"wiring: init {pname}: {' '.join(init_cmd)}", flush=True)
+                done = subprocess.run(init_cmd, stdout=log, stderr=subprocess.STDOUT, timeout=120)
+                if done.returncode != 0:
+                    raise SystemExit(f"wiring: {pname}'s init container {init['name']} failed; log:\n" +
+                                     open(os.path.join(self.work, f"{pname}.log")).read())
             # Replicas share the workload's volumes, as pods share a ReadWriteMany claim.
             mounts = self.mounts(workload, container)
             cmd = [self.binary] + self.args(container.get("args", []), ports)
@@ -327,11 +343,13 @@ class Wiring:
                 for name, _ in self.processes:
                     print(f"--- {name} log ---\n" + open(os.path.join(self.work, f"{name}.log")).read())
                 raise SystemExit(f"wiring: the smoke test failed with {result.returncode}")
-        # Which fileio replicas registered (several, on a bucket or a shared volume), and
-        # which processes read an access policy (from the ConfigMap, mounted) and audit.
+        # Which fileio replicas registered (several, on a bucket or a shared volume), which
+        # gateways write into fileio's incoming area (a shared volume), and which
+        # processes read an access policy (from the ConfigMap, mounted) and audit.
         for name, _ in self.processes:
             for line in open(os.path.join(self.work, f"{name}.log")):
-                if "registered as fileio replica" in line or "access policy loaded" in line:
+                if any(needle in line for needle in ("registered as fileio replica", "access policy loaded",
+                                                     "written into fileio's incoming area")):
                     print(f"wiring: {name}: {line.strip()}")
                 if "identity provider unreachable" in line and name not in self.idp_noted:
                     self.idp_noted.add(name)

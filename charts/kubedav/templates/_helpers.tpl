@@ -205,6 +205,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and (eq .Values.deploymentMode "microservices") (not (include "kubedav.onS3" .)) .Values.fileio.persistence.enabled (include "kubedav.sharedVolume" .) .Values.gateway.sendFromFileioVolume -}}true{{- end -}}
 {{- end -}}
 
+{{/* Whether the gateways mount the incoming area of fileio's volume read-write and write
+     large bodies into it for fileio to land (--fileio-incoming; docs/architecture.md,
+     "Large uploads into the gateway's mount"): microservices mode on a ReadWriteMany
+     volume, unless gateway.writeIntoFileioVolume is false. */}}
+{{- define "kubedav.gatewayWritesVolume" -}}
+{{- if and (eq .Values.deploymentMode "microservices") (not (include "kubedav.onS3" .)) .Values.fileio.persistence.enabled (include "kubedav.sharedVolume" .) .Values.gateway.writeIntoFileioVolume -}}true{{- end -}}
+{{- end -}}
+
 {{/* The claim of fileio's shared volume (a claim of yours, or the chart's). */}}
 {{- define "kubedav.fileioClaim" -}}
 {{- .Values.fileio.persistence.existingClaim | default (printf "%s-data" (include "kubedav.componentName" (dict "root" . "component" "fileio"))) -}}
@@ -326,7 +334,8 @@ monolithic's, the others their own. */}}
 
 {{/* A workload's own pod-spec extension points, after kubedav.podSpecCommon: call with
 (dict "root" $ "values" WORKLOAD-VALUES). Templates (tpl) are allowed in
-topologySpreadConstraints, initContainers and sidecars' YAML. */}}
+topologySpreadConstraints, initContainers and sidecars' YAML; .builtinInit, the
+     chart's own init containers (YAML), run before yours. */}}
 {{- define "kubedav.podExtras" -}}
 {{- with .values.priorityClassName }}
 priorityClassName: {{ . }}
@@ -335,9 +344,14 @@ priorityClassName: {{ . }}
 topologySpreadConstraints:
   {{- tpl (toYaml .) $.root | nindent 2 }}
 {{- end }}
-{{- with .values.initContainers }}
+{{- if or .values.initContainers .builtinInit }}
 initContainers:
+{{- with .builtinInit }}
+  {{- . | nindent 2 }}
+{{- end }}
+{{- with .values.initContainers }}
   {{- tpl (toYaml .) $.root | nindent 2 }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -576,4 +590,20 @@ the cluster has the CRD, which `helm template` cannot see). */}}
 {{- define "kubedav.monitoringEnabled" -}}
 {{- $enabled := index . 0 -}}{{- $root := index . 1 -}}
 {{- if or (eq (toString $enabled) "true") (and (eq (toString $enabled) "auto") ($root.Capabilities.APIVersions.Has (index . 2))) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The gateway's init container that waits for fileio to make the incoming area of its
+     volume (kubedav await-folder), which the gateway then mounts as a subPath. */}}
+{{- define "kubedav.awaitIncoming" -}}
+- name: await-incoming-area
+  image: {{ include "kubedav.image" . }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  securityContext:
+    {{- toYaml .Values.containerSecurityContext | nindent 4 }}
+  args: ["await-folder", "/data/.kubedav/incoming", "--timeout-seconds=600"]
+  resources:
+    requests: {cpu: 10m, memory: 16Mi}
+    limits: {memory: 64Mi}
+  volumeMounts:
+    - {name: data, mountPath: /data, readOnly: true}
 {{- end -}}

@@ -78,7 +78,7 @@ pub trait FileIo: Send + Sync + 'static {
 
 /// Files a gateway opens itself, from its own mount of fileio's volume
 /// (`--fileio-volume`), to send with `sendfile` once fileio names the version opened.
-/// Implemented by fileio's `direct::VolumeReader`; used by the gateway's `DirectReads`
+/// Implemented by fileio's `direct::VolumeReader`; used by the gateway's `DirectIo`
 /// (docs/architecture.md, "Large files from the gateway's mount").
 pub trait MountedVolume: Send + Sync + 'static {
     /// The file `request` asks for, opened on the mount to be sent, or `None` when
@@ -87,6 +87,41 @@ pub trait MountedVolume: Send + Sync + 'static {
     /// report to this process as it does not own it). Blocking: call it on the blocking
     /// pool.
     fn open_to_send(&self, request: &ReadRequest, map_above: u64) -> Option<OpenedFile>;
+}
+
+/// The folder of kubedav's area on fileio's volume where a gateway that mounts it
+/// writes large bodies itself (`--fileio-incoming`): `.kubedav/` + this.
+pub const INCOMING_FOLDER: &str = "incoming";
+
+/// Whether `name` is a file name of the incoming area: 32 lowercase hex digits (128
+/// random bits) and `.part`. Nothing else is ever landed.
+pub fn is_incoming_name(name: &str) -> bool {
+    name.strip_suffix(".part")
+        .is_some_and(|stem| stem.len() == 32 && stem.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// The incoming area of fileio's volume, mounted read-write in a gateway
+/// (`--fileio-incoming`): the gateway writes a large PUT's body into a new file there,
+/// and fileio lands it (`WriteHeader.incoming`), so the bytes never cross gRPC.
+/// Implemented by fileio's `incoming::IncomingFolder`; used by the gateway's `DirectIo`
+/// (docs/architecture.md, "Large uploads into the gateway's mount").
+pub trait IncomingArea: Send + Sync + 'static {
+    /// A new, empty file of a fresh name ([`is_incoming_name`]). Blocking: call it on
+    /// the blocking pool.
+    fn create(&self) -> Result<Box<dyn IncomingFile>, Status>;
+}
+
+/// A file of the incoming area being written. Its name is removed when it is dropped,
+/// whatever happened to it (a landed file is no longer there).
+pub trait IncomingFile: Send + 'static {
+    /// The file's name in the area.
+    fn name(&self) -> &str;
+    /// Appends `chunks`. Blocking: call it on the blocking pool.
+    fn write_chunks(&mut self, chunks: &[Bytes]) -> Result<(), Status>;
+    /// Bytes written so far.
+    fn written(&self) -> u64;
+    /// Closes the file, so that fileio finds no writer holding it; its name stays.
+    fn close(&mut self);
 }
 
 /// A file opened by a [`MountedVolume`], with the validator of the version opened

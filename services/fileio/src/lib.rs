@@ -10,6 +10,7 @@ pub mod chunkpool;
 pub mod digest;
 pub mod direct;
 pub mod errors;
+pub mod incoming;
 pub mod keep;
 pub mod left_out;
 pub mod listing;
@@ -71,6 +72,8 @@ pub struct LocalFileIo {
     keeping: Option<Arc<keep::Keeping>>,
     /// The uploads that arrive in many requests, landed by writes.
     uploads: uploads::volume::VolumeUploads,
+    /// The incoming area, where gateways write large bodies (none unless set).
+    landings: Option<Arc<incoming::Landings>>,
 }
 
 /// A fixed set of mutexes a path hashes onto: serialises read-modify-write of one
@@ -129,7 +132,28 @@ impl LocalFileIo {
             scan_slots: scanslots::ScanSlots::for_this_machine(),
             keeping: None,
             uploads: uploads::volume::VolumeUploads::new(volume, uploads::UploadSettings::default()),
+            landings: None,
         })
+    }
+
+    /// Lands the large bodies gateways write into the volume's incoming area
+    /// (`.kubedav/incoming`, made here; [`incoming`]), and sweeps what they leave there.
+    /// A volume where it cannot be made (read only) goes without, with a warning: a
+    /// write that names a file there is then refused.
+    pub fn with_incoming_area(mut self) -> Self {
+        match incoming::Landings::open(&self.volume) {
+            Ok(landings) => {
+                let landings = Arc::new(landings);
+                incoming::keep_swept(&landings);
+                self.landings = Some(landings);
+            }
+            Err(status) => tracing::warn!(
+                target: "kubedav",
+                "no incoming area: {}; gateways' --fileio-incoming cannot be used",
+                status.message()
+            ),
+        }
+        self
     }
 
     /// Keeps uploads that arrive in many requests as `settings` say, and removes the
@@ -415,6 +439,21 @@ impl FileIo for LocalFileIo {
     async fn write(&self, header: WriteHeader, mut body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
         if let Some(from) = header.from_upload.clone() {
             return self.land(header, from, body).await;
+        }
+        if !header.incoming.is_empty() {
+            let Some(landings) = self.landings.clone() else {
+                return Err(Status::failed_precondition(
+                    "this fileio has no incoming area: start it with the volume writable, or leave \
+                     the gateway's --fileio-incoming unset",
+                ));
+            };
+            let landing = incoming::Landing {
+                landings,
+                volume: self.volume.clone(),
+                keeping: self.keeping.clone(),
+                keeper: self.keeper(""),
+            };
+            return landing.receive(header, body).await;
         }
         let path = parse(&header.path)?;
         let volume = self.volume.clone();

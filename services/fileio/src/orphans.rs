@@ -117,6 +117,21 @@ fn changed_at(stx: &rustix::fs::Statx) -> SystemTime {
         .unwrap_or(UNIX_EPOCH)
 }
 
+/// Removes the regular files of `dir` (not of its folders) that no writer holds and that
+/// nothing changed since `unchanged_since`; returns how many went. Used for the incoming
+/// area (`crate::incoming`), whose files are named by gateways.
+pub(crate) fn sweep_folder(dir: &OwnedFd, unchanged_since: SystemTime) -> usize {
+    let Ok(entries) = Dir::read_from(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|entry| entry.file_type() == FileType::RegularFile)
+        .filter_map(|entry| entry.file_name().to_str().ok().map(str::to_owned))
+        .filter(|name| remove_if_orphaned(dir, name, unchanged_since))
+        .count()
+}
+
 fn remove_if_orphaned(dir: &OwnedFd, name: &str, started: SystemTime) -> bool {
     let Ok(stx) = rustix::fs::statx(
         dir,
@@ -129,7 +144,9 @@ fn remove_if_orphaned(dir: &OwnedFd, name: &str, started: SystemTime) -> bool {
     if changed_at(&stx) >= started || FileType::from_raw_mode(stx.stx_mode.into()) != FileType::RegularFile {
         return false;
     }
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    // Open for writing: NFS emulates flock with byte-range locks, which an exclusive lock
+    // takes only on a descriptor open for writing.
+    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let Ok(file) = rustix::fs::openat(dir, name, flags, Mode::empty()) else {
         return false;
     };

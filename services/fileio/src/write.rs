@@ -86,6 +86,24 @@ pub fn refuse_collection(
     }
 }
 
+/// Reserves `size` bytes for the body of `path` in `file` (`fallocate` keeping the
+/// size), so a volume without room refuses the upload before a byte of it is sent rather
+/// than after most of it. A file system that cannot reserve skips this: a full disk then
+/// shows while writing, with the same answer.
+pub fn reserve(file: &impl rustix::fd::AsFd, size: u64, path: &VolumePath) -> Result<(), Status> {
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, size) {
+        Ok(()) => Ok(()),
+        Err(e @ (rustix::io::Errno::NOSPC | rustix::io::Errno::DQUOT | rustix::io::Errno::FBIG)) => {
+            let status = io_status(e, Op::Write, path);
+            Err(Status::resource_exhausted(format!(
+                "{}: there is no room for the {size} bytes of {path}",
+                status.message(),
+            )))
+        }
+        Err(_) => Ok(()),
+    }
+}
+
 impl Upload {
     /// Opens the target's parent (which must exist) and creates the temporary file, with
     /// room reserved for `expected_size` bytes when the size is declared.
@@ -104,23 +122,9 @@ impl Upload {
         Ok(upload)
     }
 
-    /// Reserves `size` bytes for the body (`fallocate` keeping the size), so a volume
-    /// without room refuses the upload before a byte of it is sent rather than after
-    /// most of it. A file system that cannot reserve skips this: a full disk then shows
-    /// while writing, with the same answer.
+    /// Reserves `size` bytes for the body ([`reserve`]).
     fn reserve(&self, size: u64) -> Result<(), Status> {
-        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, size) {
-            Ok(()) => Ok(()),
-            Err(e @ (rustix::io::Errno::NOSPC | rustix::io::Errno::DQUOT | rustix::io::Errno::FBIG)) => {
-                let status = io_status(e, Op::Write, &self.path);
-                Err(Status::resource_exhausted(format!(
-                    "{}: there is no room for the {size} bytes of {}",
-                    status.message(),
-                    self.path
-                )))
-            }
-            Err(_) => Ok(()),
-        }
+        reserve(&self.file, size, &self.path)
     }
 
     /// Creates the temporary file for `name` in the open directory `dir`; its commit

@@ -2,14 +2,14 @@
 
 mod commands;
 pub(crate) mod identity;
+mod remote;
 mod settings;
 mod values;
 
 pub(crate) use commands::Command;
+pub(crate) use remote::RemoteArgs;
 
-pub(crate) use values::{
-    Durability, HostPort, LockStore, LogFormat, MarkdownContent, OrEmpty, Origin, ServiceUrl,
-};
+pub(crate) use values::{Durability, HostPort, LockStore, LogFormat, MarkdownContent, OrEmpty, Origin};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kubedav_kit::redis::RedisUrl;
@@ -356,56 +356,6 @@ pub(crate) struct GatewayCacheArgs {
     /// memfds) instead (docs/architecture.md, "Large files with sendfile").
     #[arg(long, env = "KUBEDAV_GATEWAY_CACHE_DIR")]
     pub gateway_cache_dir: Option<std::path::PathBuf>,
-}
-
-/// Where a gateway finds the services, and how it calls them.
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Calls between services (target gateway; --grpc-token every target but all)")]
-pub(crate) struct RemoteArgs {
-    /// Where the gateway finds fileio.
-    #[arg(long, env = "KUBEDAV_FILEIO_URL", default_value = "http://127.0.0.1:9091")]
-    pub fileio_url: ServiceUrl,
-
-    /// Where fileio's volume (its --root) is mounted in the gateway too, read only is
-    /// enough (target gateway). Set, a GET of a large file no gateway keeps is sent from
-    /// here with sendfile, as in one process, once fileio has named that very version
-    /// of the file; else fileio streams it over gRPC (docs/architecture.md, "Large
-    /// files from the gateway's mount"). The gateway does not start if it cannot open it.
-    #[arg(long, env = "KUBEDAV_FILEIO_VOLUME")]
-    pub fileio_volume: Option<std::path::PathBuf>,
-
-    /// Where the gateway finds locks.
-    #[arg(long, env = "KUBEDAV_LOCKS_URL", default_value = "http://127.0.0.1:9093")]
-    pub locks_url: ServiceUrl,
-
-    /// Where the gateway finds auth (e.g. http://127.0.0.1:9092). Set, the gateway requires
-    /// credentials; empty, it serves without authentication.
-    #[arg(long, env = "KUBEDAV_AUTH_URL", default_value = "", value_parser = ServiceUrl::or_empty)]
-    pub auth_url: OrEmpty<ServiceUrl>,
-
-    /// Where the gateway finds markdown.
-    #[arg(
-        long,
-        env = "KUBEDAV_MARKDOWN_URL",
-        default_value = "http://127.0.0.1:9094",
-        value_parser = ServiceUrl::or_empty
-    )]
-    pub markdown_url: OrEmpty<ServiceUrl>,
-
-    /// Seconds the gateway gives a service to answer a call, or to send the next part of
-    /// a streamed answer (target gateway); DELETE, COPY and MOVE of trees get ten times
-    /// as long. A service that misses it gets the request 504.
-    #[arg(long, env = "KUBEDAV_RPC_TIMEOUT_SECONDS", default_value_t = 30)]
-    pub rpc_timeout_seconds: u64,
-
-    /// A shared token between the gateway and the gRPC services (targets gateway, auth,
-    /// locks, fileio, markdown): every call carries it, and a service refuses calls
-    /// without it (UNAUTHENTICATED; the gRPC health service stays open for probes). Give
-    /// every process the same one, through the environment (a flag's value shows in the
-    /// process list). Unset, the services trust whoever reaches them: then only a
-    /// NetworkPolicy keeps other pods out. Not used by --target=all.
-    #[arg(long, env = "KUBEDAV_GRPC_TOKEN", hide_env_values = true)]
-    pub grpc_token: Option<String>,
 }
 
 /// How replicas of fileio and locks find each other, and the Redis keys.

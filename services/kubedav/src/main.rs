@@ -26,6 +26,13 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Some(cli::Command::AwaitFolder {
+        folder,
+        timeout_seconds,
+    }) = &cli.command
+    {
+        return await_folder(folder, *timeout_seconds);
+    }
     if let Some(cli::Command::Convert {
         file,
         content_type,
@@ -185,5 +192,31 @@ fn convert(file: &std::path::Path, content_type: &str, options: &kubedav_markdow
             eprintln!("kubedav convert: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `kubedav await-folder`: checks once a second until `folder` is a directory.
+fn await_folder(folder: &std::path::Path, timeout_seconds: u64) -> ExitCode {
+    let started = std::time::Instant::now();
+    let mut said = false;
+    loop {
+        if folder.is_dir() {
+            return ExitCode::SUCCESS;
+        }
+        if timeout_seconds > 0 && started.elapsed().as_secs() >= timeout_seconds {
+            eprintln!(
+                "kubedav await-folder: {} did not appear within {timeout_seconds} s; is fileio running on this volume with it writable?",
+                folder.display()
+            );
+            return ExitCode::FAILURE;
+        }
+        if !said {
+            eprintln!(
+                "kubedav await-folder: waiting for {} (fileio makes it when it starts)",
+                folder.display()
+            );
+            said = true;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }

@@ -16,8 +16,9 @@ use kubedav_api::locks::Locks;
 use kubedav_api::markdown::Markdown;
 use kubedav_auth::AuthCore;
 use kubedav_fileio::direct::VolumeReader;
+use kubedav_fileio::incoming::IncomingFolder;
 use kubedav_gateway::cache::{CacheConfig, CachedFileIo, CachedLocks};
-use kubedav_gateway::direct::DirectReads;
+use kubedav_gateway::direct::DirectIo;
 use kubedav_gateway::{Gateway, Ports};
 use kubedav_kit::admin::ReadinessCheck;
 use kubedav_kit::shutdown::Shutdown;
@@ -265,7 +266,14 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
             root.clone(),
         )),
     };
-    let fileio = DirectReads::new(fileio, mount);
+    let mut fileio = DirectIo::new(fileio, mount);
+    // With --fileio-incoming, large bodies are written into fileio's incoming area here,
+    // and fileio lands them.
+    if let Some(root) = &cli.remote.fileio_incoming {
+        let area = IncomingFolder::open(root).map_err(RunError::FileioIncoming)?;
+        fileio = fileio.with_incoming(Arc::new(area));
+        tracing::info!(target: "kubedav", "large bodies are written into fileio's incoming area at {}", root.display());
+    }
     let versions = fileio.versions();
     let locks = RemoteLocks::new(service_channel(
         "locks",

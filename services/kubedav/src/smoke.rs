@@ -1,8 +1,10 @@
 //! `kubedav smoke URL`: the WebDAV smoke test that `helm test` runs against a release (and
 //! the chart's wiring test runs against processes started from the rendered manifests).
-//! In a fresh collection it runs MKCOL, PUT, PROPFIND, GET, LOCK, a PUT without the
-//! token (which must get 423), UNLOCK and DELETE, printing one line per step, and stops
-//! at the first answer that is not the expected one.
+//! In a fresh collection it runs MKCOL, PUT, PROPFIND, GET, a PUT and GET of 2 MiB (a
+//! body large enough to be written through the volume's incoming area and sent from the
+//! gateways' mount, where they mount it), LOCK, a PUT without the token (which must get
+//! 423), UNLOCK and DELETE, printing one line per step, and stops at the first answer
+//! that is not the expected one.
 
 use base64::Engine;
 use bytes::Bytes;
@@ -13,6 +15,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 const CONTENT: &str = "hello from kubedav smoke\n";
+/// The size of the large file PUT and read back.
+const LARGE_BYTES: usize = 2 << 20;
 const LOCKINFO: &str = r#"<?xml version="1.0" encoding="utf-8"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>kubedav smoke</D:owner></D:lockinfo>"#;
 
 struct Smoke {
@@ -150,6 +154,18 @@ pub(crate) async fn run(url: &str, user: Option<String>, password: Option<String
     let got = smoke.step("GET", &file, no, "", &[StatusCode::OK]).await?;
     if got.body != CONTENT {
         return Err(format!("GET {file} answered {:?}, not what was PUT", got.body));
+    }
+    let large_file = format!("{dir}/large.txt");
+    let large: String = CONTENT.repeat(LARGE_BYTES / CONTENT.len() + 1)[..LARGE_BYTES].to_owned();
+    smoke
+        .step("PUT", &large_file, no, &large, &[StatusCode::CREATED])
+        .await?;
+    let got = smoke.step("GET", &large_file, no, "", &[StatusCode::OK]).await?;
+    if got.body != large {
+        return Err(format!(
+            "GET {large_file} answered {} other bytes, not the {LARGE_BYTES} PUT",
+            got.body.len()
+        ));
     }
     let locked = smoke
         .step(

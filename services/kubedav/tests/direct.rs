@@ -237,19 +237,7 @@ async fn a_mount_showing_other_files_is_not_trusted() {
 /// A gateway told of a mount it cannot open does not start, and says what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_mount_stops_the_gateway_with_advice() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kubedav"))
-        .args([
-            "--target=gateway",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--fileio-volume", "/nonexistent/kubedav-volume"])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let said = String::from_utf8_lossy(&output.stderr);
+    let said = common::gateway_refusal(&["--fileio-volume", "/nonexistent/kubedav-volume"]);
     assert!(
         said.contains("--fileio-volume")
             && said.contains("/nonexistent/kubedav-volume")

@@ -23,12 +23,28 @@ pub fn begin_upload(
     size: Option<u64>,
     may_purge: bool,
 ) -> Result<Upload, Status> {
+    with_room(volume, keeping, &path, size, may_purge, || {
+        Upload::begin(volume, path.clone(), size)
+    })
+}
+
+/// What `reserve` gives (it reserves `size` bytes for a write to `path`); when it finds
+/// no room (RESOURCE_EXHAUSTED), removes the oldest things `keeping` keeps (if any, and
+/// if `may_purge`) and calls it once more.
+pub fn with_room<T>(
+    volume: &Volume,
+    keeping: Option<&Keeping>,
+    path: &VolumePath,
+    size: Option<u64>,
+    may_purge: bool,
+    reserve: impl Fn() -> Result<T, Status>,
+) -> Result<T, Status> {
     let (Some(keeping), Some(need), true) = (keeping, size, may_purge) else {
-        return Upload::begin(volume, path, size);
+        return reserve();
     };
-    let refused = match Upload::begin(volume, path.clone(), size) {
+    let refused = match reserve() {
         Err(refused) if refused.code() == Code::ResourceExhausted => refused,
-        begun => return begun,
+        reserved => return reserved,
     };
     let (freed, removed) = retain::make_room(volume, keeping, &VolumePath::root(), need)?;
     if removed == 0 {
@@ -41,5 +57,5 @@ pub fn begin_upload(
         removed,
         "the volume was full: removed its oldest trash items and versions to make room for {path}"
     );
-    Upload::begin(volume, path, size)
+    reserve()
 }

@@ -213,6 +213,11 @@ impl FileIo for ObjectFileIo {
         if let Some(from) = &header.from_upload {
             return self.uploads.land(from, &path, &header, self.kept.as_ref()).await;
         }
+        if !header.incoming.is_empty() {
+            return Err(Status::unimplemented(
+                "a bucket has no incoming area: leave the gateway's --fileio-incoming unset",
+            ));
+        }
         write::write(&self.s3, &self.keys, &path, &header, body, self.kept.as_ref()).await
     }
 

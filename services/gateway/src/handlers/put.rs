@@ -92,6 +92,8 @@ pub(super) async fn put(gateway: &Gateway, request: Request) -> HttpResult {
             id: landing.id,
             owner: landing.owner,
         }),
+        // Named by the port that writes the body into fileio's incoming area, if any.
+        incoming: String::new(),
     };
     let body = limited_body(request.into_body(), limit);
     match gateway.fileio.write(write, body).await {

@@ -26,6 +26,16 @@ pub(crate) enum Command {
         #[arg(long, env = "KUBEDAV_SMOKE_PASSWORD", hide_env_values = true)]
         password: Option<String>,
     },
+    /// Wait until the folder exists, then exit (an init container's step: a gateway pod
+    /// waits for fileio to make the incoming area it mounts, `--fileio-incoming`, since
+    /// the kubelet would make a missing one as root).
+    AwaitFolder {
+        /// The folder, e.g. /data/.kubedav/incoming.
+        folder: PathBuf,
+        /// Give up after this many seconds (0: never).
+        #[arg(long, default_value_t = 0)]
+        timeout_seconds: u64,
+    },
     /// Print the Markdown of a local HTML file (`-` for standard input), as agents get it,
     /// and write the token estimate to standard error.
     Convert {

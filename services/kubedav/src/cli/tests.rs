@@ -1,6 +1,7 @@
 //! The command line: flags, their variables and defaults, and the typed values a typo
 //! fails at start.
 
+use super::values::ServiceUrl;
 use super::*;
 use clap::CommandFactory;
 
@@ -40,7 +41,7 @@ fn every_flag_has_an_env_var() {
 /// its default as clap holds it: the grouping renamed, dropped and re-defaulted none.
 /// (`--grpc-listen`, `--admin-listen` and `--auth-workers` default per target or per
 /// machine, as their help says.)
-const FLAGS: [(&str, Option<&str>); 101] = [
+const FLAGS: [(&str, Option<&str>); 102] = [
     ("target", Some("all")),
     ("listen", Some("127.0.0.1:8080")),
     ("grpc-listen", None),
@@ -64,6 +65,7 @@ const FLAGS: [(&str, Option<&str>); 101] = [
     ("gateway-cache-dir", None),
     ("fileio-url", Some("http://127.0.0.1:9091")),
     ("fileio-volume", None),
+    ("fileio-incoming", None),
     ("auth-url", Some("")),
     ("users-file", None),
     ("allow-plaintext-passwords", None),

@@ -107,6 +107,14 @@ pub(crate) enum RunError {
     )]
     FileioVolume(String),
 
+    /// The directory of `--fileio-incoming` could not be written into.
+    #[error(
+        "--fileio-incoming: {0}; mount the incoming area of fileio's volume (its \
+         .kubedav/incoming, which fileio makes) there read-write, or leave \
+         --fileio-incoming (KUBEDAV_FILEIO_INCOMING) unset to stream every body to fileio"
+    )]
+    FileioIncoming(String),
+
     /// The bucket of `--storage` could not be reached or used (the message names the
     /// flag or the `AWS_` variable to check).
     #[error("{0}")]

@@ -116,9 +116,13 @@ async fn open_backend(cli: &Cli, keeping: Keeping) -> Result<Storage, RunError> 
         });
     }
     let keeps = keeping.trashes() || keeping.versions();
-    let core = open_volume(cli)?
+    let mut core = open_volume(cli)?
         .with_keeping(keeping)
         .with_uploads(upload_settings(cli));
+    // Gateways of their own may write large bodies into the volume (--fileio-incoming).
+    if cli.target == crate::cli::Target::Fileio {
+        core = core.with_incoming_area();
+    }
     let checked = core.clone();
     let ready: ReadinessCheck = Arc::new(move || {
         let core = checked.clone();

@@ -767,3 +767,21 @@ pub(crate) fn stop(pid: u32) {
         std::thread::yield_now();
     }
 }
+
+/// What a gateway started with `args` (beside fresh listen addresses) says on standard
+/// error when it refuses to start; panics if it starts.
+pub(crate) fn gateway_refusal(args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kubedav"))
+        .args([
+            "--target=gateway",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "the gateway started with {args:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}

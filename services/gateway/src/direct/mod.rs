@@ -1,7 +1,9 @@
-//! [`DirectReads`]: large GET bodies sent from fileio's volume mounted in the gateway
+//! [`DirectIo`]: large GET bodies sent from fileio's volume mounted in the gateway
 //! too (`--fileio-volume`), with `sendfile`, once fileio has named the version
-//! (fileio's `direct` module gives the argument; it implements [`MountedVolume`]). Every other call, and every read
-//! this cannot answer, goes to the port it wraps.
+//! (fileio's `direct` module gives the argument; it implements [`MountedVolume`]); and
+//! large PUT bodies written into the volume's incoming area mounted in the gateway
+//! (`--fileio-incoming`, [`writes`]). Every other call, and every read or write this
+//! cannot answer, goes to the port it wraps.
 //!
 //! The mount may be a network filesystem: the file is opened on the blocking pool,
 //! never on a worker that serves other connections, and a mount that stalls (an open
@@ -13,10 +15,10 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use kubedav_api::BoxStream;
 use kubedav_api::fileio::{
-    CopyRequest, DeleteRequest, DeleteResponse, FileInfo, FileIo, ListRequest, ListResponse, MkdirRequest,
-    MkdirResponse, MountedVolume, MoveRequest, PatchPropertiesRequest, PatchPropertiesResponse, ReadReply,
-    ReadRequest, StatRequest, TransferResponse, UsageRequest, UsageResponse, WriteHeader, WriteResponse,
-    same_version,
+    CopyRequest, DeleteRequest, DeleteResponse, FileInfo, FileIo, IncomingArea, ListRequest, ListResponse,
+    MkdirRequest, MkdirResponse, MountedVolume, MoveRequest, PatchPropertiesRequest, PatchPropertiesResponse,
+    ReadReply, ReadRequest, StatRequest, TransferResponse, UsageRequest, UsageResponse, WriteHeader,
+    WriteResponse, same_version,
 };
 use kubedav_lease::{Requests, Watch, WatchEvent};
 use kubedav_metrics::Counter;
@@ -25,6 +27,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tonic::Status;
+
+mod writes;
 
 /// The longest an open and `statx` on the mount may take before fileio sends instead.
 pub const OPEN_WITHIN: Duration = Duration::from_secs(1);
@@ -57,11 +61,13 @@ static DECLINED: LazyLock<Counter> = LazyLock::new(|| {
 /// that cache once it is there ([`VersionsFrom::set`]), which answers it from a kept
 /// `Stat` while fileio's lease holds it, with no call at all.
 #[derive(Clone)]
-pub struct DirectReads<F> {
+pub struct DirectIo<F> {
     inner: F,
     /// The mount; `None`: every call goes to `inner`.
     mount: Option<Arc<Mount>>,
     versions: VersionsFrom,
+    /// The incoming area; `None`: every write goes to `inner`.
+    incoming: Option<Arc<dyn IncomingArea>>,
 }
 
 /// The gateway's mount of fileio's volume, and whether it is being left alone.
@@ -112,13 +118,13 @@ impl Mount {
     }
 }
 
-/// Where [`DirectReads`] asks which version of a file is current: the gateway's cache
+/// Where [`DirectIo`] asks which version of a file is current: the gateway's cache
 /// over it, once set; else the port it wraps.
 #[derive(Clone, Default)]
 pub struct VersionsFrom(Arc<OnceLock<Weak<CachedFileIo>>>);
 
 impl VersionsFrom {
-    /// Asks `cache` (which holds the [`DirectReads`] this came from) from now on.
+    /// Asks `cache` (which holds the [`DirectIo`] this came from) from now on.
     pub fn set(&self, cache: &Arc<CachedFileIo>) {
         let _ = self.0.set(Arc::downgrade(cache));
     }
@@ -128,13 +134,14 @@ impl VersionsFrom {
     }
 }
 
-impl<F> DirectReads<F> {
+impl<F> DirectIo<F> {
     /// Wraps `inner`, reading from `volume` (mounted at `root`) if given. Registers the
     /// metrics either way: a gateway without a mount exports them at 0, as every
     /// catalogued metric is exported (docs/observability.md).
     pub fn new(inner: F, volume: Option<(Arc<dyn MountedVolume>, PathBuf)>) -> Self {
         LazyLock::force(&SENT);
         LazyLock::force(&DECLINED);
+        writes::register_metrics();
         Self {
             inner,
             mount: volume.map(|(reader, root)| {
@@ -146,7 +153,15 @@ impl<F> DirectReads<F> {
                 })
             }),
             versions: VersionsFrom::default(),
+            incoming: None,
         }
+    }
+
+    /// Writes large bodies into `area`, the incoming area of fileio's volume mounted
+    /// here, for fileio to land ([`writes`]).
+    pub fn with_incoming(mut self, area: Arc<dyn IncomingArea>) -> Self {
+        self.incoming = Some(area);
+        self
     }
 
     /// Where this asks for versions; set it once the cache over this is made.
@@ -155,13 +170,13 @@ impl<F> DirectReads<F> {
     }
 }
 
-impl<F: Watch> Watch for DirectReads<F> {
+impl<F: Watch> Watch for DirectIo<F> {
     fn watch(&self, requests: Requests) -> BoxFuture<'static, Result<BoxStream<WatchEvent>, Status>> {
         self.inner.watch(requests)
     }
 }
 
-impl<F: FileIo> DirectReads<F> {
+impl<F: FileIo> DirectIo<F> {
     /// The version `Stat` names for `path`, with its validator: through the cache over
     /// this when set.
     async fn named(&self, path: &str) -> Result<FileInfo, Status> {
@@ -216,7 +231,7 @@ impl<F: FileIo> DirectReads<F> {
 // left to that default here (clippy checks it).
 #[async_trait::async_trait]
 #[deny(clippy::missing_trait_methods)]
-impl<F: FileIo> FileIo for DirectReads<F> {
+impl<F: FileIo> FileIo for DirectIo<F> {
     async fn stat(&self, request: StatRequest) -> Result<FileInfo, Status> {
         self.inner.stat(request).await
     }
@@ -239,6 +254,9 @@ impl<F: FileIo> FileIo for DirectReads<F> {
     }
 
     async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
+        if let Some(area) = self.incoming.as_ref().filter(|_| writes::suits(&header)) {
+            return writes::write_through(&self.inner, area, header, body).await;
+        }
         self.inner.write(header, body).await
     }
 
