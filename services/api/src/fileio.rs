@@ -120,8 +120,9 @@ pub trait IncomingFile: Send + 'static {
     fn write_chunks(&mut self, chunks: &[Bytes]) -> Result<(), Status>;
     /// Bytes written so far.
     fn written(&self) -> u64;
-    /// Closes the file, so that fileio finds no writer holding it; its name stays.
-    fn close(&mut self);
+    /// Closes the file, so that fileio finds no writer holding it; its name stays. Fails
+    /// if the file system reports then that a write failed (NFS does).
+    fn close(&mut self) -> Result<(), Status>;
 }
 
 /// A file opened by a [`MountedVolume`], with the validator of the version opened

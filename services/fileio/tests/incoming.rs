@@ -52,7 +52,7 @@ impl Setup {
     fn written(&self, data: &[u8]) -> Box<dyn IncomingFile> {
         let mut file = self.area.create().unwrap();
         file.write_chunks(&[Bytes::copy_from_slice(data)]).unwrap();
-        file.close();
+        file.close().unwrap();
         file
     }
 
@@ -85,6 +85,14 @@ async fn a_file_written_whole_lands_as_the_resource() {
     let setup = Setup::new();
     let data = patterned(3 * MIB, 1);
     let file = setup.written(&data);
+    // Dead properties planted by the gateway do not land with the bytes.
+    rustix::fs::setxattr(
+        setup.incoming().join(file.name()),
+        "user.kubedav.props",
+        b"planted",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
     let reply = setup
         .land("big.bin", file.name(), data.len() as u64)
         .await
@@ -96,6 +104,13 @@ async fn a_file_written_whole_lands_as_the_resource() {
     assert_eq!(
         std::fs::metadata(&landed).unwrap().permissions().mode() & 0o777,
         0o644
+    );
+    let mut names = vec![0u8; 1024];
+    let listed = rustix::fs::listxattr(&landed, &mut names).unwrap();
+    assert!(
+        !names[..listed].starts_with(b"user.kubedav."),
+        "kubedav's attributes came with the file: {:?}",
+        String::from_utf8_lossy(&names[..listed])
     );
     drop(file);
     assert!(setup.left().is_empty(), "left behind: {:?}", setup.left());

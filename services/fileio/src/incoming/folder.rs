@@ -120,8 +120,17 @@ impl IncomingFile for StagedFile {
         self.written
     }
 
-    fn close(&mut self) {
-        self.file = None;
+    fn close(&mut self) -> Result<(), Status> {
+        let Some(file) = self.file.take() else {
+            return Ok(());
+        };
+        // NFS reports a failed write back at close: a file that lost bytes must not land.
+        // SAFETY: the descriptor was just taken out of its owner and is closed once.
+        let closed = unsafe { libc::close(std::os::fd::IntoRawFd::into_raw_fd(file)) };
+        match closed {
+            0 => Ok(()),
+            _ => Err(write_failed(&self.name, &std::io::Error::last_os_error())),
+        }
     }
 }
 

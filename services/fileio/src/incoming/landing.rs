@@ -29,6 +29,9 @@ pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 pub struct Landings {
     incoming: OwnedFd,
     landing: OwnedFd,
+    /// The owner the files this process makes there get: fileio's user, or the one an
+    /// NFS export squashes every user to.
+    owner: u32,
 }
 
 impl Landings {
@@ -39,9 +42,12 @@ impl Landings {
                 .reserved_folder(name, true)?
                 .ok_or_else(|| Status::internal(format!("the folder {name} of kubedav's area was not made")))
         };
+        let incoming = folder(INCOMING_FOLDER)?;
+        let owner = owner_of_new_files(&incoming)?;
         Ok(Self {
-            incoming: folder(INCOMING_FOLDER)?,
+            incoming,
             landing: folder(LANDING_FOLDER)?,
+            owner,
         })
     }
 
@@ -83,7 +89,7 @@ impl Landings {
         name: &str,
         size: u64,
     ) -> Result<(Upload, Landed), Status> {
-        rustix::fs::renameat_with(&self.incoming, name, &self.landing, name, RenameFlags::NOREPLACE)
+        move_to_landing(&self.incoming, &self.landing, name)
             .map_err(|e| misbehaving(name, &format!("cannot be moved to land ({e})")))?;
         let landed = Landed {
             dir: duplicate(&self.landing)?,
@@ -103,7 +109,7 @@ impl Landings {
                 &format!("has {} links, not one", stx.stx_nlink),
             ));
         }
-        if stx.stx_uid != rustix::process::geteuid().as_raw() {
+        if stx.stx_uid != self.owner {
             return Err(misbehaving(
                 name,
                 &format!("belongs to user {}, not fileio's", stx.stx_uid),
@@ -115,11 +121,16 @@ impl Landings {
                 &format!("has {} bytes, not the {size} declared", stx.stx_size),
             ));
         }
-        if rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+        // A file system without flock (or NFS without a lock manager) cannot tell, and
+        // loses this check, as it loses the orphan sweep's.
+        if rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive)
+            == Err(rustix::io::Errno::WOULDBLOCK)
+        {
             return Err(misbehaving(name, "is still held by a writer"));
         }
         rustix::fs::fchmod(&file, Mode::from_raw_mode(0o644))
             .map_err(|e| misbehaving(name, &format!("cannot be given mode 0644 ({e})")))?;
+        forget_kubedav_attributes(&file).map_err(|why| misbehaving(name, &why))?;
         let (dir, last) = volume.open_parent(&path)?;
         let last = last.to_owned();
         let upload = Upload::adopt(
@@ -145,13 +156,69 @@ pub struct Landed {
 
 impl Drop for Landed {
     fn drop(&mut self) {
-        match rustix::fs::unlinkat(&self.dir, self.name.as_str(), AtFlags::empty()) {
+        let removed = match rustix::fs::unlinkat(&self.dir, self.name.as_str(), AtFlags::empty()) {
+            // A folder a gateway handed over (if empty; else it stays, as it holds
+            // nothing that lands).
+            Err(rustix::io::Errno::ISDIR) => {
+                rustix::fs::unlinkat(&self.dir, self.name.as_str(), AtFlags::REMOVEDIR)
+            }
+            other => other,
+        };
+        match removed {
             Ok(()) | Err(rustix::io::Errno::NOENT) => {}
             Err(e) => {
                 tracing::warn!(name = %self.name, error = %e, "could not remove an incoming file that did not land")
             }
         }
     }
+}
+
+/// Moves `name` from `incoming` to `landing`, never over a file there. NFS and CephFS
+/// refuse rename flags (EINVAL): there the file is linked into `landing` (which fails if
+/// the name is taken) and its incoming name removed; the link count is checked after.
+fn move_to_landing(incoming: &OwnedFd, landing: &OwnedFd, name: &str) -> rustix::io::Result<()> {
+    match rustix::fs::renameat_with(incoming, name, landing, name, RenameFlags::NOREPLACE) {
+        Err(rustix::io::Errno::INVAL) => {
+            rustix::fs::linkat(incoming, name, landing, name, AtFlags::empty())?;
+            rustix::fs::unlinkat(incoming, name, AtFlags::empty())
+        }
+        moved => moved,
+    }
+}
+
+/// The owner a file this process makes in `dir` gets, read from a file made and removed
+/// there: fileio's user on most volumes, the squashed user on an NFS export that maps
+/// every user to one (`all_squash`, an EFS access point), where a gateway's files get
+/// that owner too.
+fn owner_of_new_files(dir: &OwnedFd) -> Result<u32, Status> {
+    let name = format!("{:032x}.probe", fastrand::u128(..));
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let made = rustix::fs::openat(dir, name.as_str(), flags, Mode::from_raw_mode(0o600))
+        .and_then(|file| rustix::fs::statx(&file, "", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS));
+    let _ = rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty());
+    made.map(|stx| stx.stx_uid)
+        .map_err(|e| Status::internal(format!("cannot make a file in the incoming area: {e}")))
+}
+
+/// Removes the attributes kubedav keeps with a file (`user.kubedav.*`: dead properties,
+/// checksums, trash records) from one a gateway handed over: only fileio sets them.
+fn forget_kubedav_attributes(file: &OwnedFd) -> Result<(), String> {
+    let mut names = vec![0u8; 4096];
+    let listed = match rustix::fs::flistxattr(file, &mut names) {
+        Ok(listed) => listed,
+        // A file system without extended attributes holds none.
+        Err(rustix::io::Errno::NOTSUP) => return Ok(()),
+        Err(e) => return Err(format!("has attributes that cannot be listed ({e})")),
+    };
+    for attribute in names[..listed].split(|&b| b == 0) {
+        if attribute.starts_with(b"user.kubedav.") {
+            let attribute =
+                std::str::from_utf8(attribute).map_err(|_| "has an unreadable attribute name".to_owned())?;
+            rustix::fs::fremovexattr(file, attribute)
+                .map_err(|e| format!("has the attribute {attribute}, which cannot be removed ({e})"))?;
+        }
+    }
+    Ok(())
 }
 
 fn duplicate(dir: &OwnedFd) -> Result<OwnedFd, Status> {

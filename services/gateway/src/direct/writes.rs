@@ -138,7 +138,7 @@ async fn fill(
             file.written()
         )));
     }
-    file.close();
+    file.close()?;
     Ok(file)
 }
 
