@@ -27,7 +27,7 @@ impl Setup {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let fileio = LocalFileIo::open(dir.path()).unwrap().with_incoming_area();
-        let area = IncomingFolder::open(&dir.path().join(".kubedav/incoming")).unwrap();
+        let area = IncomingFolder::open(&dir.path().join(".kubedav/incoming"), true).unwrap();
         Self { dir, fileio, area }
     }
 

@@ -225,7 +225,8 @@ pub(crate) struct FileioArgs {
     #[arg(long, env = "KUBEDAV_IO_URING_SCANS", default_value_t = false, action = clap::ArgAction::Set)]
     pub io_uring_scans: bool,
 
-    /// What a change to the volume waits for before it is answered (targets all, fileio;
+    /// What a change to the volume waits for before it is answered (targets all, fileio,
+    /// and a gateway with --fileio-incoming, which starts writing bodies back with fsync;
     /// a bucket's writes are as durable as its store makes them): `fsync` (the default:
     /// the file's data and its directory reach the disk first, so an answered PUT, MKCOL,
     /// DELETE, COPY or MOVE survives a power loss) or `none` (the kernel writes back when

@@ -270,7 +270,9 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
     // With --fileio-incoming, large bodies are written into fileio's incoming area here,
     // and fileio lands them.
     if let Some(root) = &cli.remote.fileio_incoming {
-        let area = IncomingFolder::open(root).map_err(RunError::FileioIncoming)?;
+        // Synced by fileio at the landing with --durability fsync (each process reads it).
+        let writeback = cli.fileio.durability == crate::cli::Durability::Fsync;
+        let area = IncomingFolder::open(root, writeback).map_err(RunError::FileioIncoming)?;
         fileio = fileio.with_incoming(Arc::new(area));
         tracing::info!(target: "kubedav", "large bodies are written into fileio's incoming area at {}", root.display());
     }

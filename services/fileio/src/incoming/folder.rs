@@ -19,12 +19,18 @@ const WRITEBACK_WINDOW: u64 = 1 << 20;
 pub struct IncomingFolder {
     dir: Arc<OwnedFd>,
     root: PathBuf,
+    /// Whether each window of a body is handed to the disk as it is written: where the
+    /// landing's commit syncs it (`--durability fsync`), so that it waits for the last
+    /// window only. Otherwise it is work the kernel does later, or never for a file soon
+    /// replaced.
+    writeback: bool,
 }
 
 impl IncomingFolder {
-    /// The folder mounted at `root`; fails with a message naming the problem if it is not
-    /// a directory this process can make files in.
-    pub fn open(root: &Path) -> Result<Self, String> {
+    /// The folder mounted at `root`, its files handed to the disk as they are written when
+    /// `writeback` (fileio syncs them at the landing); fails with a message naming the
+    /// problem if it is not a directory this process can make files in.
+    pub fn open(root: &Path, writeback: bool) -> Result<Self, String> {
         let dir = rustix::fs::open(
             root,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -34,6 +40,7 @@ impl IncomingFolder {
         let folder = Self {
             dir: Arc::new(dir),
             root: root.to_owned(),
+            writeback,
         };
         drop(
             folder
@@ -60,6 +67,7 @@ impl IncomingArea for IncomingFolder {
                         file: Some(File::from(fd)),
                         written: 0,
                         handed_to_disk: 0,
+                        writeback: self.writeback,
                     }));
                 }
                 Err(rustix::io::Errno::EXIST) => continue,
@@ -94,6 +102,7 @@ struct StagedFile {
     file: Option<File>,
     written: u64,
     handed_to_disk: u64,
+    writeback: bool,
 }
 
 impl IncomingFile for StagedFile {
@@ -109,7 +118,7 @@ impl IncomingFile for StagedFile {
             file.write_all(chunk).map_err(|e| write_failed(&self.name, &e))?;
             self.written += chunk.len() as u64;
         }
-        if self.written - self.handed_to_disk >= WRITEBACK_WINDOW {
+        if self.writeback && self.written - self.handed_to_disk >= WRITEBACK_WINDOW {
             crate::write::start_writeback(file, self.handed_to_disk, self.written - self.handed_to_disk);
             self.handed_to_disk = self.written;
         }
