@@ -104,18 +104,9 @@ impl RedisLocks {
     /// never loses a change that was answered. A change they did not acknowledge is
     /// refused (`UNAVAILABLE`), and may or may not have been made.
     async fn change(&self, script: &Script, operation: &str, args: Vec<Vec<u8>>) -> Result<Reply, Status> {
-        self.change_unmapped(script, operation, args)
+        acknowledged(&self.connection, &self.prefix, script, operation, args)
             .await
             .map_err(|e| self.unavailable(operation, &e))
-    }
-
-    async fn change_unmapped(
-        &self,
-        script: &Script,
-        operation: &str,
-        args: Vec<Vec<u8>>,
-    ) -> redis::RedisResult<Reply> {
-        acknowledged(&self.connection, &self.prefix, script, operation, &args).await
     }
 
     /// Takes back the lock that `undo` (its token, path and principal) names: at once, and,
@@ -192,11 +183,11 @@ async fn acknowledged(
     prefix: &str,
     script: &Script,
     operation: &str,
-    args: &[Vec<u8>],
+    args: Vec<Vec<u8>>,
 ) -> redis::RedisResult<Reply> {
     let mut all = Vec::with_capacity(args.len() + 1);
     all.push(prefix.as_bytes().to_vec());
-    all.extend_from_slice(args);
+    all.extend(args);
     connection
         .eval_acknowledged(script, &[], &all)
         .instrument(kubedav_kit::redis::span("EVALSHA", operation))
@@ -208,7 +199,7 @@ async fn acknowledged(
 /// would be lost in a failover to a replica that had the lock. A token that was never
 /// made, or is gone already, answers "missing", which is as good.
 async fn unlock_with(connection: &Redis, prefix: &str, undo: &[Vec<u8>]) -> redis::RedisResult<Reply> {
-    acknowledged(connection, prefix, &UNLOCK, "unlock", undo).await
+    acknowledged(connection, prefix, &UNLOCK, "unlock", undo.to_vec()).await
 }
 
 /// Whether this is the first call in the current second: an outage under load logs one
@@ -309,7 +300,7 @@ impl Locks for RedisLocks {
             self.max_per_principal.to_string().into_bytes(),
         ];
         let token = args[3].clone();
-        let reply = match self.change_unmapped(&LOCK, "lock", args).await {
+        let reply = match acknowledged(&self.connection, &self.prefix, &LOCK, "lock", args).await {
             Ok(reply) => reply,
             Err(e) => {
                 // Redis may have made it (no replica acknowledged it, or the answer was
