@@ -118,8 +118,6 @@ pub trait IncomingFile: Send + 'static {
     fn name(&self) -> &str;
     /// Appends `chunks`. Blocking: call it on the blocking pool.
     fn write_chunks(&mut self, chunks: &[Bytes]) -> Result<(), Status>;
-    /// Bytes written so far.
-    fn written(&self) -> u64;
     /// Closes the file, so that fileio finds no writer holding it; its name stays. Fails
     /// if the file system reports then that a write failed (NFS does).
     fn close(&mut self) -> Result<(), Status>;

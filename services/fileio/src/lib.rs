@@ -10,7 +10,6 @@ pub mod chunkpool;
 pub mod digest;
 pub mod direct;
 pub mod errors;
-#[allow(unsafe_code)] // close(2) of a gateway's incoming file, whose error NFS reports there
 pub mod incoming;
 pub mod keep;
 pub mod left_out;
@@ -443,7 +442,8 @@ impl FileIo for LocalFileIo {
         }
         if !header.incoming.is_empty() {
             let Some(landings) = self.landings.clone() else {
-                return Err(Status::failed_precondition(
+                // A deployment's mistake, not the client's: never a 409 that blames the path.
+                return Err(Status::internal(
                     "this fileio has no incoming area: start it with the volume writable, or leave \
                      the gateway's --fileio-incoming unset",
                 ));

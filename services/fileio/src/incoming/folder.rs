@@ -125,10 +125,6 @@ impl IncomingFile for StagedFile {
         Ok(())
     }
 
-    fn written(&self) -> u64 {
-        self.written
-    }
-
     fn close(&mut self) -> Result<(), Status> {
         let Some(file) = self.file.take() else {
             return Ok(());

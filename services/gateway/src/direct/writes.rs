@@ -132,10 +132,9 @@ async fn fill(
         }
     }
     let mut file = slot.wait().await?;
-    if file.written() != size {
+    if received != size {
         return Err(Status::cancelled(format!(
-            "the body had {} bytes but {size} were declared; nothing was written",
-            file.written()
+            "the body had {received} bytes but {size} were declared; nothing was written"
         )));
     }
     file.close()?;
