@@ -107,6 +107,14 @@ impl Fleet {
         self.lookups(g, cache, "hit").await
     }
 
+    /// Changes fileio announced and saw acknowledged (or the holders' leases run out).
+    async fn announcements_waited(&self) -> f64 {
+        let text = common::metric_text(self.fileio_admin).await;
+        text.lines()
+            .find_map(|line| line.strip_prefix("kubedav_lease_invalidation_wait_seconds_count "))
+            .map_or(0.0, |v| v.parse().unwrap())
+    }
+
     /// Lookups of gateway `g` in `cache` with `result`.
     async fn lookups(&self, g: usize, cache: &str, result: &str) -> f64 {
         let text = common::metric_text(self.gateways[g].2).await;
@@ -496,4 +504,55 @@ async fn a_hot_copy_past_the_freshness_bound_is_revalidated_not_read_again() {
     let read_before = read().await;
     fleet.get_until_renewed(0, "/hot.bin", &body, 3.0).await;
     assert_eq!(read().await, read_before, "fileio read the unchanged file again");
+}
+
+/// A COPY whose client goes away while fileio is still copying: fileio finishes it,
+/// and the gateway that had the destination's old content kept serves the new content
+/// once it is there. (Cancelling the gateway's call must not cancel the announcement
+/// that follows the change.) The freshness bound is set long, so a copy that outlived the
+/// change would show for a minute, not for a second.
+#[tokio::test]
+async fn a_change_whose_client_went_away_is_still_announced() {
+    let fleet = Fleet::start_with(&["--gateway-cache-freshness-ms", "60000"]).await;
+    fleet.request(0, "MKCOL", "/source", &[], "").await;
+    fleet.request(0, "MKCOL", "/copy", &[], "").await;
+    fleet.put(0, "/source/a.txt", "new").await;
+    fleet.put(0, "/copy/a.txt", "old").await;
+    // Enough bytes that copying them takes a while after the client has gone.
+    let big = fleet.dir.path().join("root/source/big.bin");
+    let file = std::fs::File::create(&big).unwrap();
+    let size = 768u64 << 20;
+    std::io::Write::write_all(&mut &file, &vec![7u8; 1 << 20]).unwrap();
+    file.set_len(size).unwrap();
+    drop(file);
+    fleet.until_kept(1, "/copy/a.txt", "old").await;
+    let waited_before = fleet.announcements_waited().await;
+    let copy = client()
+        .request(Method::from_bytes(b"COPY").unwrap(), fleet.url(0, "/source"))
+        .header("destination", fleet.url(0, "/copy"))
+        .header("overwrite", "T")
+        .timeout(Duration::from_millis(100))
+        .send()
+        .await;
+    assert!(
+        copy.as_ref().is_err_and(|e| e.is_timeout()),
+        "the COPY was answered before its client went away ({copy:?}): copy more bytes"
+    );
+    let copied = fleet.dir.path().join("root/copy/big.bin");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&copied).map_or(true, |m| m.len() != size) {
+        assert!(Instant::now() < deadline, "fileio never finished the COPY");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The copy's last step renames it into place; then fileio announces it (given a few
+    // seconds: without the announcement, what B serves below is the finding).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fleet.announcements_waited().await < waited_before + 1.0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        fleet.get(1, "/copy/a.txt").await,
+        (StatusCode::OK, "new".to_owned()),
+        "gateway B served what it kept from before the COPY"
+    );
 }

@@ -42,12 +42,14 @@ impl LeasedFileIo {
 
     /// Makes a change through the core under the leases, announcing `invalidation`
     /// whatever the outcome: a change that failed partway (a tree half deleted) may have
-    /// changed something too.
-    async fn change<T>(
+    /// changed something too. `change` is given the core, and runs to its end even if
+    /// the caller goes away ([`Leases::change`]).
+    async fn change<T: Send + 'static>(
         &self,
-        change: impl Future<Output = Result<T, Status>>,
+        change: impl FnOnce(Arc<dyn FileIo>) -> BoxFuture<'static, Result<T, Status>>,
         invalidation: Invalidation,
     ) -> Result<T, Status> {
+        let change = change(self.inner.clone());
         self.leases.change(change, |_| Some(invalidation)).await
     }
 }
@@ -83,27 +85,41 @@ impl FileIo for LeasedFileIo {
 
     async fn write(&self, header: WriteHeader, body: BoxStream<Bytes>) -> Result<WriteResponse, Status> {
         let changed = member(&header.path);
-        self.change(self.inner.write(header, body), changed).await
+        self.change(
+            |core| Box::pin(async move { core.write(header, body).await }),
+            changed,
+        )
+        .await
     }
 
     async fn delete(&self, request: DeleteRequest) -> Result<DeleteResponse, Status> {
         let changed = tree(&request.path);
-        self.change(self.inner.delete(request), changed).await
+        self.change(
+            |core| Box::pin(async move { core.delete(request).await }),
+            changed,
+        )
+        .await
     }
 
     async fn mkdir(&self, request: MkdirRequest) -> Result<MkdirResponse, Status> {
         let changed = member(&request.path);
-        self.change(self.inner.mkdir(request), changed).await
+        self.change(|core| Box::pin(async move { core.mkdir(request).await }), changed)
+            .await
     }
 
     async fn copy(&self, request: CopyRequest) -> Result<TransferResponse, Status> {
         let changed = tree(&request.destination);
-        self.change(self.inner.copy(request), changed).await
+        self.change(|core| Box::pin(async move { core.copy(request).await }), changed)
+            .await
     }
 
     async fn r#move(&self, request: MoveRequest) -> Result<TransferResponse, Status> {
         let changed = moved(&request.source, &request.destination);
-        self.change(self.inner.r#move(request), changed).await
+        self.change(
+            |core| Box::pin(async move { core.r#move(request).await }),
+            changed,
+        )
+        .await
     }
 
     async fn patch_properties(
@@ -111,7 +127,11 @@ impl FileIo for LeasedFileIo {
         request: PatchPropertiesRequest,
     ) -> Result<PatchPropertiesResponse, Status> {
         let changed = member(&request.path);
-        self.change(self.inner.patch_properties(request), changed).await
+        self.change(
+            |core| Box::pin(async move { core.patch_properties(request).await }),
+            changed,
+        )
+        .await
     }
 
     async fn usage(&self, request: UsageRequest) -> Result<UsageResponse, Status> {
@@ -151,9 +171,9 @@ impl kubedav_api::keep::Keep for LeasedKeep {
         request: kubedav_api::keep::RestoreTrashRequest,
     ) -> Result<kubedav_api::keep::RestoreResponse, Status> {
         let changed = tree(&request.destination);
-        self.leases
-            .change(self.inner.restore_trash(request), |_| Some(changed))
-            .await
+        let inner = self.inner.clone();
+        let restore = async move { inner.restore_trash(request).await };
+        self.leases.change(restore, |_| Some(changed)).await
     }
 
     async fn purge_trash(
@@ -175,9 +195,9 @@ impl kubedav_api::keep::Keep for LeasedKeep {
         request: kubedav_api::keep::RestoreVersionRequest,
     ) -> Result<kubedav_api::keep::RestoreResponse, Status> {
         let changed = member(&request.path);
-        self.leases
-            .change(self.inner.restore_version(request), |_| Some(changed))
-            .await
+        let inner = self.inner.clone();
+        let restore = async move { inner.restore_version(request).await };
+        self.leases.change(restore, |_| Some(changed)).await
     }
 }
 

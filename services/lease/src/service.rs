@@ -237,11 +237,39 @@ impl Leases {
     /// only then hands the outcome on. Waiting before the change, not after, keeps a lock
     /// granted in the grace period from losing time off its timeout.
     ///
+    /// It all runs in a task of its own, to its end, even when the caller goes away (a
+    /// gRPC call cancelled by a client that left): a change that goes on without its
+    /// caller (a copy on the blocking pool, a script Redis already has) must still be
+    /// announced, or a holder would serve what it kept from before it.
+    ///
     /// A replica of several ([`Leases::admit_through`]) also waits until its registration
     /// is open, before the change and again before announcing it (a registration that
     /// lapsed meanwhile reopens only once every gateway has seen it again). If it does not
     /// reopen in time the change, made, is announced anyway and answered UNAVAILABLE.
-    pub async fn change<T>(
+    pub async fn change<T, Change, Changed>(
+        self: &Arc<Self>,
+        change: Change,
+        changed: Changed,
+    ) -> Result<T, Status>
+    where
+        T: Send + 'static,
+        Change: Future<Output = Result<T, Status>> + Send + 'static,
+        Changed: FnOnce(&Result<T, Status>) -> Option<Invalidation> + Send + 'static,
+    {
+        let leases = self.clone();
+        let whole = tokio::spawn(async move { leases.change_here(change, changed).await });
+        match whole.await {
+            Ok(outcome) => outcome,
+            Err(failed) if failed.is_panic() => std::panic::resume_unwind(failed.into_panic()),
+            Err(_) => Err(Status::unavailable(format!(
+                "the {} service is stopping: try again",
+                self.service
+            ))),
+        }
+    }
+
+    /// [`Leases::change`]'s work, in its task.
+    async fn change_here<T>(
         &self,
         change: impl Future<Output = Result<T, Status>>,
         changed: impl FnOnce(&Result<T, Status>) -> Option<Invalidation>,

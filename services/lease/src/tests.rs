@@ -290,11 +290,12 @@ async fn a_replica_changes_nothing_until_its_registration_is_open() {
     });
     leases.admit_through(standing);
     // Never opened: refused after the longest wait, the change not made.
-    let made = std::sync::atomic::AtomicBool::new(false);
+    let made = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let making = made.clone();
     let refused = leases
         .change(
-            async {
-                made.store(true, Ordering::SeqCst);
+            async move {
+                making.store(true, Ordering::SeqCst);
                 Ok(())
             },
             |_| None,
@@ -337,4 +338,42 @@ async fn a_closed_service_ends_the_streams_and_the_holders_drop_their_lease() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     panic!("the holder kept its lease after its stream ended");
+}
+
+/// A change whose caller went away while it was being made (a cancelled gRPC call),
+/// and that went on without it (as a copy on the blocking pool does), is still announced
+/// once it is made.
+#[tokio::test(start_paused = true)]
+async fn a_change_whose_caller_went_away_is_still_announced() {
+    let leases = leases().await;
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let lease = holder(&leases, dropped.clone());
+    until_valid(&lease).await;
+    let (begun, has_begun) = tokio::sync::oneshot::channel();
+    let (finish, finished) = tokio::sync::oneshot::channel::<()>();
+    // The work itself runs on without whoever awaits it.
+    let work = tokio::spawn(async move {
+        let _ = begun.send(());
+        let _ = finished.await;
+    });
+    let caller = tokio::spawn({
+        let leases = leases.clone();
+        async move {
+            let change = async move { work.await.map_err(|e| tonic::Status::internal(e.to_string())) };
+            leases
+                .change(change, |_| Some(Invalidation::paths(["x".to_owned()])))
+                .await
+        }
+    });
+    has_begun.await.unwrap();
+    caller.abort();
+    assert!(caller.await.unwrap_err().is_cancelled());
+    finish.send(()).unwrap();
+    for _ in 0..200 {
+        if dropped.load(Ordering::SeqCst) == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("a change made after its caller went away was never announced");
 }

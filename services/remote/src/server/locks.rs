@@ -2,6 +2,7 @@
 
 use crate::stubs::locks as stubs;
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use kubedav_api::BoxStream;
 use kubedav_api::lease::{Invalidation, WatchEvent, WatchRequest};
 use kubedav_api::locks::*;
@@ -36,11 +37,13 @@ impl LocksGrpc {
     }
 
     /// Makes a lock change under the leases, if any ([`Leases::change`]): a change that
-    /// succeeded may show in every kept discovery, so all are dropped.
-    async fn change<T>(
+    /// succeeded may show in every kept discovery, so all are dropped. `change` is given
+    /// the core; under leases it runs to its end even if the caller goes away.
+    async fn change<T: Send + 'static>(
         &self,
-        change: impl std::future::Future<Output = Result<T, Status>>,
+        change: impl FnOnce(Arc<dyn Locks>) -> BoxFuture<'static, Result<T, Status>>,
     ) -> Result<T, Status> {
+        let change = change(self.inner.clone());
         match &self.leases {
             Some(leases) => {
                 leases
@@ -77,7 +80,10 @@ impl stubs::locks_server::Locks for LocksGrpc {
         &self,
         request: tonic::Request<LockRequest>,
     ) -> Result<tonic::Response<LockResponse>, Status> {
-        let answer = self.change(self.inner.lock(request.into_inner())).await?;
+        let request = request.into_inner();
+        let answer = self
+            .change(|core| Box::pin(async move { core.lock(request).await }))
+            .await?;
         Ok(tonic::Response::new(answer))
     }
 
@@ -85,7 +91,10 @@ impl stubs::locks_server::Locks for LocksGrpc {
         &self,
         request: tonic::Request<RefreshRequest>,
     ) -> Result<tonic::Response<RefreshResponse>, Status> {
-        let answer = self.change(self.inner.refresh(request.into_inner())).await?;
+        let request = request.into_inner();
+        let answer = self
+            .change(|core| Box::pin(async move { core.refresh(request).await }))
+            .await?;
         Ok(tonic::Response::new(answer))
     }
 
@@ -93,7 +102,10 @@ impl stubs::locks_server::Locks for LocksGrpc {
         &self,
         request: tonic::Request<UnlockRequest>,
     ) -> Result<tonic::Response<UnlockResponse>, Status> {
-        let answer = self.change(self.inner.unlock(request.into_inner())).await?;
+        let request = request.into_inner();
+        let answer = self
+            .change(|core| Box::pin(async move { core.unlock(request).await }))
+            .await?;
         Ok(tonic::Response::new(answer))
     }
 
@@ -119,7 +131,10 @@ impl stubs::locks_server::Locks for LocksGrpc {
         &self,
         request: tonic::Request<ReleaseRequest>,
     ) -> Result<tonic::Response<ReleaseResponse>, Status> {
-        let answer = self.change(self.inner.release(request.into_inner())).await?;
+        let request = request.into_inner();
+        let answer = self
+            .change(|core| Box::pin(async move { core.release(request).await }))
+            .await?;
         Ok(tonic::Response::new(answer))
     }
 }
