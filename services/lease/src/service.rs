@@ -8,7 +8,9 @@ use kubedav_kit::registry::Standing;
 use kubedav_metrics::{Gauge, Histogram};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
@@ -237,10 +239,10 @@ impl Leases {
     /// only then hands the outcome on. Waiting before the change, not after, keeps a lock
     /// granted in the grace period from losing time off its timeout.
     ///
-    /// It all runs in a task of its own, to its end, even when the caller goes away (a
-    /// gRPC call cancelled by a client that left): a change that goes on without its
-    /// caller (a copy on the blocking pool, a script Redis already has) must still be
-    /// announced, or a holder would serve what it kept from before it.
+    /// It all runs to its end even when the caller goes away (a gRPC call cancelled by a
+    /// client that left), then in a task of its own ([`RunToEnd`]): a change that goes on
+    /// without its caller (a copy on the blocking pool, a script Redis already has) must
+    /// still be announced, or a holder would serve what it kept from before it.
     ///
     /// A replica of several ([`Leases::admit_through`]) also waits until its registration
     /// is open, before the change and again before announcing it (a registration that
@@ -257,15 +259,10 @@ impl Leases {
         Changed: FnOnce(&Result<T, Status>) -> Option<Invalidation> + Send + 'static,
     {
         let leases = self.clone();
-        let whole = tokio::spawn(async move { leases.change_here(change, changed).await });
-        match whole.await {
-            Ok(outcome) => outcome,
-            Err(failed) if failed.is_panic() => std::panic::resume_unwind(failed.into_panic()),
-            Err(_) => Err(Status::unavailable(format!(
-                "the {} service is stopping: try again",
-                self.service
-            ))),
-        }
+        RunToEnd(Some(Box::pin(async move {
+            leases.change_here(change, changed).await
+        })))
+        .await
     }
 
     /// [`Leases::change`]'s work, in its task.
@@ -372,4 +369,35 @@ impl Leases {
 
 fn connected(state: &State) -> i64 {
     state.holders.values().filter(|h| h.events.is_some()).count() as i64
+}
+
+/// A future that, dropped before its end, is handed to a task of its own to finish: the
+/// caller's task polls it while the caller waits (no task to spawn and wake), and a
+/// caller that goes away does not stop it.
+struct RunToEnd<T: Send + 'static>(Option<Pin<Box<dyn Future<Output = T> + Send>>>);
+
+impl<T: Send + 'static> Future for RunToEnd<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Some(future) = self.0.as_mut() else {
+            panic!("RunToEnd polled after its end");
+        };
+        let output = std::task::ready!(future.as_mut().poll(cx));
+        self.0 = None;
+        Poll::Ready(output)
+    }
+}
+
+impl<T: Send + 'static> Drop for RunToEnd<T> {
+    fn drop(&mut self) {
+        if let Some(future) = self.0.take() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(future);
+                }
+                Err(_) => tracing::warn!("a change under leases was left unfinished: the runtime is gone"),
+            }
+        }
+    }
 }
