@@ -239,10 +239,12 @@ impl Leases {
     /// only then hands the outcome on. Waiting before the change, not after, keeps a lock
     /// granted in the grace period from losing time off its timeout.
     ///
-    /// It all runs to its end even when the caller goes away (a gRPC call cancelled by a
-    /// client that left), then in a task of its own ([`RunToEnd`]): a change that goes on
-    /// without its caller (a copy on the blocking pool, a script Redis already has) must
-    /// still be announced, or a holder would serve what it kept from before it.
+    /// Once begun, the change and its announcement run to their end even when the caller
+    /// goes away (a gRPC call cancelled by a client that left), then in a task of their
+    /// own ([`RunToEnd`]): a change that goes on without its caller (a copy on the
+    /// blocking pool, a script Redis already has) must still be announced, or a holder
+    /// would serve what it kept from before it. A caller that goes away while the change
+    /// waits to begin (the grace period, the registration) cancels it.
     ///
     /// A replica of several ([`Leases::admit_through`]) also waits until its registration
     /// is open, before the change and again before announcing it (a registration that
@@ -258,32 +260,24 @@ impl Leases {
         Change: Future<Output = Result<T, Status>> + Send + 'static,
         Changed: FnOnce(&Result<T, Status>) -> Option<Invalidation> + Send + 'static,
     {
-        let leases = self.clone();
-        RunToEnd(Some(Box::pin(async move {
-            leases.change_here(change, changed).await
-        })))
-        .await
-    }
-
-    /// [`Leases::change`]'s work, in its task.
-    async fn change_here<T>(
-        &self,
-        change: impl Future<Output = Result<T, Status>>,
-        changed: impl FnOnce(&Result<T, Status>) -> Option<Invalidation>,
-    ) -> Result<T, Status> {
+        // A change its caller no longer waits for is not begun; one begun is finished.
         if Instant::now() < self.grace_until {
             let started = Instant::now();
             tokio::time::sleep_until(self.grace_until).await;
             WAITS.observe(started.elapsed().as_secs_f64());
         }
         self.admitted().await?;
-        let outcome = change.await;
-        if let Some(invalidation) = changed(&outcome) {
-            let admitted = self.admitted().await;
-            self.invalidate(invalidation).await;
-            admitted?;
-        }
-        outcome
+        let leases = self.clone();
+        RunToEnd(Some(Box::pin(async move {
+            let outcome = change.await;
+            if let Some(invalidation) = changed(&outcome) {
+                let admitted = leases.admitted().await;
+                leases.invalidate(invalidation).await;
+                admitted?;
+            }
+            outcome
+        })))
+        .await
     }
 
     /// Announces a change to every holder, then waits until each has acknowledged it or

@@ -377,3 +377,33 @@ async fn a_change_whose_caller_went_away_is_still_announced() {
     }
     panic!("a change made after its caller went away was never announced");
 }
+
+/// A caller that goes away while its change waits for the grace period cancels it: the
+/// change is never made.
+#[tokio::test(start_paused = true)]
+async fn a_change_whose_caller_went_away_before_it_began_is_not_made() {
+    let leases = Leases::new("test");
+    let made = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let caller = tokio::spawn({
+        let (leases, made) = (leases.clone(), made.clone());
+        async move {
+            leases
+                .change(
+                    async move {
+                        made.store(true, Ordering::SeqCst);
+                        Ok(())
+                    },
+                    |_| None,
+                )
+                .await
+        }
+    });
+    tokio::time::sleep(LEASE / 2).await;
+    caller.abort();
+    assert!(caller.await.unwrap_err().is_cancelled());
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(
+        !made.load(Ordering::SeqCst),
+        "a change was made after its caller went away before it began"
+    );
+}
