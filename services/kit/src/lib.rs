@@ -2,7 +2,8 @@
 //! ([`telemetry`]), the admin HTTP server with `/metrics`, `/healthz` and `/readyz`
 //! ([`admin`]), listeners ([`listen`]), Redis connections ([`redis`]), the registry of fileio replicas ([`registry`]), shutdown
 //! signals ([`shutdown`]), the wall clock time-based rules read ([`clock`]), TLS for the HTTPS clients kubedav runs ([`tls`]), failed-login
-//! throttling ([`throttle`]) and error messages with their causes ([`errors`]). Calls between processes are `kubedav-remote`'s
+//! throttling ([`throttle`]), error messages with their causes ([`errors`]) and work that
+//! finishes once begun ([`finish`]). Calls between processes are `kubedav-remote`'s
 //! business.
 
 #![forbid(unsafe_code)]
@@ -10,6 +11,7 @@
 pub mod admin;
 pub mod clock;
 pub mod errors;
+pub mod finish;
 pub mod listen;
 pub mod redis;
 pub mod registry;

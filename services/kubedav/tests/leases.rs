@@ -518,10 +518,15 @@ async fn a_change_whose_client_went_away_is_still_announced() {
     fleet.request(0, "MKCOL", "/copy", &[], "").await;
     fleet.put(0, "/source/a.txt", "new").await;
     fleet.put(0, "/copy/a.txt", "old").await;
-    // Enough bytes that copying them takes a while after the client has gone.
+    // Enough to copy that it takes a while after the client has gone: bytes (which a
+    // file system that clones files copies at once), and files, each written, synced and
+    // renamed into the copy.
+    for i in 0..300 {
+        std::fs::write(fleet.dir.path().join(format!("root/source/{i}.txt")), "small").unwrap();
+    }
     let big = fleet.dir.path().join("root/source/big.bin");
     let file = std::fs::File::create(&big).unwrap();
-    let size = 768u64 << 20;
+    let size = 256u64 << 20;
     std::io::Write::write_all(&mut &file, &vec![7u8; 1 << 20]).unwrap();
     file.set_len(size).unwrap();
     drop(file);

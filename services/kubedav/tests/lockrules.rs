@@ -1,4 +1,5 @@
-//! Concurrent conditional PUTs commit one at a time, in both modes. The lock rules the
+//! Concurrent conditional PUTs commit one at a time, and a DELETE whose client left
+//! still releases the locks of what it removed, in both modes. The lock rules the
 //! handlers enforce are tested in-process, in `services/gateway/tests/lockrules.rs`.
 
 #[macro_use]
@@ -77,6 +78,59 @@ async fn concurrent_conditional_puts_commit_one_at_a_time(mode: Mode) {
     }
 }
 
+const LOCKINFO: &str = r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>test</D:owner></D:lockinfo>"#;
+
+/// A DELETE of a locked tree whose client gives up while fileio is still deleting: the
+/// tree goes, and so do its locks, so what is made at that path afterwards is not refused
+/// by a lock that no one holds. (The trash is off, so the delete removes each file.)
+async fn a_delete_whose_client_left_still_releases_its_locks(mode: Mode) {
+    let server = Server::start_full(mode, &[], &[("KUBEDAV_TRASH_RETENTION_DAYS", "0")]).await;
+    let tree = server.root.join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for i in 0..20_000 {
+        std::fs::write(tree.join(format!("f{i}.txt")), b"x").unwrap();
+    }
+    let lock = client()
+        .request(Method::from_bytes(b"LOCK").unwrap(), server.url("/tree"))
+        .header("depth", "infinity")
+        .header("timeout", "Second-3600")
+        .body(LOCKINFO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lock.status(), StatusCode::OK);
+    let token = lock.headers()["lock-token"].to_str().unwrap().to_owned();
+    let delete = client()
+        .delete(server.url("/tree"))
+        .header("if", format!("({token})"))
+        .timeout(std::time::Duration::from_millis(50))
+        .send()
+        .await;
+    assert!(
+        delete.as_ref().is_err_and(|e| e.is_timeout()),
+        "the DELETE was answered before its client left ({delete:?}): delete more files"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while tree.exists() {
+        assert!(std::time::Instant::now() < deadline, "the tree was never deleted");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The locks are released right after the delete: given a few seconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let status = status(client().put(server.url("/tree")).body("a file now")).await;
+        if status == StatusCode::CREATED {
+            break;
+        }
+        assert_eq!(status, StatusCode::LOCKED);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a lock of the deleted tree still refuses a PUT at its path"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Stops the busy threads when the test ends, however it ends.
 struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
@@ -86,4 +140,7 @@ impl Drop for StopOnDrop {
     }
 }
 
-in_both_modes!(concurrent_conditional_puts_commit_one_at_a_time,);
+in_both_modes!(
+    concurrent_conditional_puts_commit_one_at_a_time,
+    a_delete_whose_client_left_still_releases_its_locks,
+);

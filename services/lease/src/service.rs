@@ -8,9 +8,7 @@ use kubedav_kit::registry::Standing;
 use kubedav_metrics::{Gauge, Histogram};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
@@ -241,7 +239,7 @@ impl Leases {
     ///
     /// Once begun, the change and its announcement run to their end even when the caller
     /// goes away (a gRPC call cancelled by a client that left), then in a task of their
-    /// own ([`RunToEnd`]): a change that goes on without its caller (a copy on the
+    /// own ([`kubedav_kit::finish`]): a change that goes on without its caller (a copy on the
     /// blocking pool, a script Redis already has) must still be announced, or a holder
     /// would serve what it kept from before it. A caller that goes away while the change
     /// waits to begin (the grace period, the registration) cancels it.
@@ -268,7 +266,7 @@ impl Leases {
         }
         self.admitted().await?;
         let leases = self.clone();
-        RunToEnd(Some(Box::pin(async move {
+        kubedav_kit::finish::to_the_end(async move {
             let outcome = change.await;
             if let Some(invalidation) = changed(&outcome) {
                 let admitted = leases.admitted().await;
@@ -276,7 +274,7 @@ impl Leases {
                 admitted?;
             }
             outcome
-        })))
+        })
         .await
     }
 
@@ -363,35 +361,4 @@ impl Leases {
 
 fn connected(state: &State) -> i64 {
     state.holders.values().filter(|h| h.events.is_some()).count() as i64
-}
-
-/// A future that, dropped before its end, is handed to a task of its own to finish: the
-/// caller's task polls it while the caller waits (no task to spawn and wake), and a
-/// caller that goes away does not stop it.
-struct RunToEnd<T: Send + 'static>(Option<Pin<Box<dyn Future<Output = T> + Send>>>);
-
-impl<T: Send + 'static> Future for RunToEnd<T> {
-    type Output = T;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let Some(future) = self.0.as_mut() else {
-            panic!("RunToEnd polled after its end");
-        };
-        let output = std::task::ready!(future.as_mut().poll(cx));
-        self.0 = None;
-        Poll::Ready(output)
-    }
-}
-
-impl<T: Send + 'static> Drop for RunToEnd<T> {
-    fn drop(&mut self) {
-        if let Some(future) = self.0.take() {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn(future);
-                }
-                Err(_) => tracing::warn!("a change under leases was left unfinished: the runtime is gone"),
-            }
-        }
-    }
 }

@@ -353,13 +353,15 @@ async fn a_change_whose_caller_went_away_is_still_announced() {
     let (finish, finished) = tokio::sync::oneshot::channel::<()>();
     // The work itself runs on without whoever awaits it.
     let work = tokio::spawn(async move {
-        let _ = begun.send(());
         let _ = finished.await;
     });
     let caller = tokio::spawn({
         let leases = leases.clone();
         async move {
-            let change = async move { work.await.map_err(|e| tonic::Status::internal(e.to_string())) };
+            let change = async move {
+                let _ = begun.send(());
+                work.await.map_err(|e| tonic::Status::internal(e.to_string()))
+            };
             leases
                 .change(change, |_| Some(Invalidation::paths(["x".to_owned()])))
                 .await
@@ -368,6 +370,11 @@ async fn a_change_whose_caller_went_away_is_still_announced() {
     has_begun.await.unwrap();
     caller.abort();
     assert!(caller.await.unwrap_err().is_cancelled());
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        0,
+        "announced before the change was made"
+    );
     finish.send(()).unwrap();
     for _ in 0..200 {
         if dropped.load(Ordering::SeqCst) == 1 {

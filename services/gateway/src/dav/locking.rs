@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
 use kubedav_api::fileio::StatRequest;
 use kubedav_api::locks::{
-    ActiveLock, CheckWriteRequest, LockDepth, ReleaseRequest, Scope, WriteTarget,
+    ActiveLock, CheckWriteRequest, LockDepth, Locks, ReleaseRequest, Scope, WriteTarget,
     check_write_response::Outcome, condition,
 };
 use kubedav_api::path::VolumePath;
@@ -237,9 +237,8 @@ pub fn locked(base: &BasePath, condition: &str, conflicts: &[ActiveLock]) -> Res
 
 /// Drops the locks of a resource that no longer exists (after DELETE, or a MOVE's
 /// source). A failure is logged: the locks would block nothing but a re-created path.
-pub async fn release(gateway: &Gateway, path: &VolumePath) {
-    if let Err(status) = gateway
-        .locks
+pub async fn release(locks: &dyn Locks, path: &VolumePath) {
+    if let Err(status) = locks
         .release(ReleaseRequest {
             path: path.as_str().to_owned(),
         })

@@ -53,15 +53,23 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
     let by = crate::request::Principal::of(&request).name().to_owned();
     let result = if is_move {
         crate::shares::end_before_removing(gateway, &source.path, &by).await?;
-        gateway
-            .fileio
-            .r#move(MoveRequest {
-                source: from,
-                destination: to,
-                overwrite,
-                by,
-            })
-            .await
+        let moved = MoveRequest {
+            source: from,
+            destination: to,
+            overwrite,
+            by,
+        };
+        let (fileio, locks, path) = (gateway.fileio.clone(), gateway.locks.clone(), source.path.clone());
+        // Once asked, the move and the release of the source's locks finish even if the
+        // client leaves: locks left on the old path would refuse whatever is made there.
+        kubedav_kit::finish::to_the_end(async move {
+            let reply = fileio.r#move(moved).await?;
+            if reply.failures.is_empty() {
+                crate::dav::locking::release(locks.as_ref(), &path).await;
+            }
+            Ok(reply)
+        })
+        .await
     } else {
         let leave_out = match Viewer::of(&request) {
             Some(viewer) if depth == Depth::Infinity => {
@@ -101,9 +109,6 @@ pub(super) async fn copy_or_move(gateway: &Gateway, request: Request, is_move: b
         _ => status.into(),
     })?;
     if reply.failures.is_empty() {
-        if is_move {
-            crate::dav::locking::release(gateway, &source.path).await;
-        }
         let status = if reply.created {
             StatusCode::CREATED
         } else {

@@ -24,16 +24,23 @@ pub(super) async fn delete(gateway: &Gateway, request: Request) -> HttpResult {
     guard_write(gateway, Asking::of(&request), &target.path, change).await?;
     let by = crate::request::Principal::of(&request);
     crate::shares::end_before_removing(gateway, &target.path, by.name()).await?;
-    let reply = gateway
-        .fileio
-        .delete(DeleteRequest {
-            path: target.path.as_str().to_owned(),
-            if_match: single_if_match(request.headers()),
-            by: by.name().to_owned(),
-        })
-        .await?;
+    let delete = DeleteRequest {
+        path: target.path.as_str().to_owned(),
+        if_match: single_if_match(request.headers()),
+        by: by.name().to_owned(),
+    };
+    let (fileio, locks, path) = (gateway.fileio.clone(), gateway.locks.clone(), target.path.clone());
+    // Once asked, the delete and the release of its locks finish even if the client
+    // leaves: locks left on a removed path would refuse whatever is made there.
+    let reply = kubedav_kit::finish::to_the_end(async move {
+        let reply = fileio.delete(delete).await?;
+        if reply.failures.is_empty() {
+            crate::dav::locking::release(locks.as_ref(), &path).await;
+        }
+        Ok::<_, tonic::Status>(reply)
+    })
+    .await?;
     if reply.failures.is_empty() {
-        crate::dav::locking::release(gateway, &target.path).await;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     Ok(crate::dav::multistatus::failures(
