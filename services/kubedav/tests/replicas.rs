@@ -13,7 +13,7 @@ use kubedav_testkit::RedisServer;
 use reqwest::{Method, RequestBuilder, StatusCode};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const SECRET: &str = "a shared secret of the auth replicas";
 const LOCKINFO: &str = r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>test</D:owner></D:lockinfo>"#;
@@ -162,6 +162,44 @@ impl Fleet {
 
 fn is_success(status: StatusCode) -> bool {
     status == StatusCode::CREATED || status == StatusCode::NO_CONTENT
+}
+
+/// A LOCK whose client gave up while Redis was frozen: Redis runs the script once it runs
+/// again, and the lock it grants is taken back, since its token reaches no one (it would
+/// have refused every other LOCK and write of the file until it timed out, an hour here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_whose_client_gave_up_is_taken_back() {
+    let mut fleet = Fleet::start(1).await;
+    assert!(is_success(fleet.put(0, "/doc.txt", "content", None).await));
+    // Once, so Redis has the LOCK script (a first EVALSHA would come back NOSCRIPT, and
+    // the script itself would follow only if the caller still waited).
+    let token = fleet.lock(0, "/doc.txt", "Second-60").await.expect("granted");
+    let unlock = fleet
+        .request(0, "UNLOCK", "/doc.txt")
+        .header("lock-token", &token);
+    assert_eq!(fleet.status(unlock).await, StatusCode::NO_CONTENT);
+    fleet.redis.freeze();
+    let lock = fleet
+        .request(0, "LOCK", "/doc.txt")
+        .header("timeout", "Second-3600")
+        .body(LOCKINFO)
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    fleet.redis.thaw();
+    assert!(
+        lock.as_ref().is_err_and(|e| e.is_timeout()),
+        "the LOCK was answered while Redis was frozen: {lock:?}"
+    );
+    // The script runs as soon as Redis does, and the take-back right after it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fleet.lock(1, "/doc.txt", "Second-60").await.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "a lock whose client gave up still refuses every other LOCK"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -215,6 +215,16 @@ impl RedisServer {
         }
     }
 
+    /// Lets a frozen server run again (SIGCONT): it then answers what it was sent
+    /// meanwhile.
+    pub fn thaw(&mut self) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+        }
+    }
+
     /// Starts the server again on the same port with the same data, and waits until it
     /// accepts connections.
     pub fn restart(&mut self) {

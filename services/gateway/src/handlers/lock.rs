@@ -15,9 +15,10 @@ use axum::response::IntoResponse;
 use http::{HeaderValue, StatusCode, header};
 use kubedav_api::fileio::WriteHeader;
 use kubedav_api::locks::{
-    ActiveLock, LockDepth, LockRequest, RefreshRequest, Scope, UnlockRequest, condition,
+    ActiveLock, LockDepth, LockRequest, LockResponse, Locks, RefreshRequest, Scope, UnlockRequest, condition,
 };
-use tonic::Code;
+use std::sync::Arc;
+use tonic::{Code, Status};
 
 /// A new lock: 200 (201 when LOCK created an empty resource) with `Lock-Token` and the
 /// lock's `DAV:lockdiscovery`; 423 `DAV:no-conflicting-lock` when another lock is in the
@@ -109,21 +110,20 @@ pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
         };
         guard_write(gateway, asking, &target.path, change).await?;
     }
-    let reply = gateway
-        .locks
-        .lock(LockRequest {
-            path: target.path.as_str().to_owned(),
-            scope: scope as i32,
-            depth: if depth == Depth::Zero {
-                LockDepth::Zero
-            } else {
-                LockDepth::Infinity
-            } as i32,
-            owner_xml: owner_xml.into(),
-            principal: principal.name().to_owned(),
-            timeout_seconds,
-            collection: existing.as_ref().is_some_and(|info| info.is_collection),
-        })
+    let asked = LockRequest {
+        path: target.path.as_str().to_owned(),
+        scope: scope as i32,
+        depth: if depth == Depth::Zero {
+            LockDepth::Zero
+        } else {
+            LockDepth::Infinity
+        } as i32,
+        owner_xml: owner_xml.into(),
+        principal: principal.name().to_owned(),
+        timeout_seconds,
+        collection: existing.as_ref().is_some_and(|info| info.is_collection),
+    };
+    let reply = lock_for_the_client(gateway.locks.clone(), asked)
         .await
         .map_err(|status| match status.code() {
             Code::ResourceExhausted => HttpError::new(StatusCode::FORBIDDEN, status.message()),
@@ -153,7 +153,7 @@ pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
             let unlock = UnlockRequest {
                 path: lock.root.clone(),
                 token: lock.token.clone(),
-                principal: String::new(),
+                principal: principal.name().to_owned(),
             };
             let _ = gateway.locks.unlock(unlock).await;
             return Err(match status.code() {
@@ -174,6 +174,35 @@ pub(super) async fn lock(gateway: &Gateway, request: Request) -> HttpResult {
         StatusCode::OK
     };
     Ok(lock_response(&gateway.base_path(), status, &lock, true))
+}
+
+/// Takes a lock for a client that is still waiting for it. If the client has left by the
+/// time the lock is granted (the call goes on without it: `kubedav_kit::finish`), the lock
+/// is given back: its token would reach no one, and it would refuse everyone else's LOCK
+/// and writes until it timed out.
+async fn lock_for_the_client(locks: Arc<dyn Locks>, asked: LockRequest) -> Result<LockResponse, Status> {
+    let waiting = Arc::new(());
+    let client = Arc::downgrade(&waiting);
+    let principal = asked.principal.clone();
+    let reply = kubedav_kit::finish::to_the_end(async move {
+        let reply = locks.lock(asked).await;
+        if client.strong_count() == 0
+            && let Ok(LockResponse { lock: Some(lock), .. }) = &reply
+        {
+            let unlock = UnlockRequest {
+                path: lock.root.clone(),
+                token: lock.token.clone(),
+                principal,
+            };
+            if let Err(status) = locks.unlock(unlock).await {
+                tracing::warn!(path = %lock.root, message = status.message(), "could not give back a lock whose client left");
+            }
+        }
+        reply
+    })
+    .await;
+    drop(waiting);
+    reply
 }
 
 fn lock_response(
