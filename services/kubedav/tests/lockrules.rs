@@ -131,6 +131,24 @@ async fn a_delete_whose_client_left_still_releases_its_locks(mode: Mode) {
     }
 }
 
+/// A LOCK of a new file in a folder that does not exist gets 409 and leaves no lock
+/// behind: the lock taken before the empty file could not be made is given back in its
+/// owner's name, so the owner can lock the file once the folder exists.
+async fn a_lock_refused_for_a_missing_folder_leaves_no_lock(mode: Mode) {
+    let (server, _dir) = start(mode, &[]).await;
+    let lock = || {
+        as_user(&server, "alice", "LOCK", "/missing/new.txt")
+            .header("timeout", "Second-3600")
+            .body(LOCKINFO)
+    };
+    assert_eq!(status(lock()).await, StatusCode::CONFLICT);
+    assert_eq!(
+        status(as_user(&server, "alice", "MKCOL", "/missing")).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(status(lock()).await, StatusCode::CREATED);
+}
+
 /// Stops the busy threads when the test ends, however it ends.
 struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
@@ -143,4 +161,5 @@ impl Drop for StopOnDrop {
 in_both_modes!(
     concurrent_conditional_puts_commit_one_at_a_time,
     a_delete_whose_client_left_still_releases_its_locks,
+    a_lock_refused_for_a_missing_folder_leaves_no_lock,
 );
