@@ -12,6 +12,19 @@ mod smoke;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// The async runtime a target runs on: a worker per core, but one for the locks service
+/// unless `TOKIO_WORKER_THREADS` says otherwise. Its calls are small and come one at a
+/// time from each gateway, so a second worker mostly wakes up to find nothing to steal:
+/// with one, a LOCK + UNLOCK pair costs the locks process about a quarter less CPU
+/// (docs/benchmarks.md, 2026-12-06 (2)).
+fn runtime_for(target: cli::Target) -> tokio::runtime::Builder {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if target == cli::Target::Locks && std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        builder.worker_threads(1);
+    }
+    builder
+}
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     if let Some(cli::Command::Passwd { file, user }) = &cli.command {
@@ -49,7 +62,7 @@ fn main() -> ExitCode {
         };
         return convert(file, content_type, &options);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match runtime_for(cli.target).enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("kubedav: cannot start the async runtime: {e}");
