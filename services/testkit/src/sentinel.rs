@@ -20,9 +20,12 @@ pub struct SentinelGroup {
 impl SentinelGroup {
     /// Starts the master, its two replicas and three Sentinels, and waits until every
     /// Sentinel knows both replicas and the two other Sentinels (until then a failover
-    /// could not be agreed on).
+    /// could not be agreed on). A silent master is judged down after two seconds: with
+    /// one (Sentinel's ping and reconnection period), a Sentinel now and then judged the
+    /// master it had just switched to down before its first answer, and failed over again
+    /// (docs/benchmarks.md, "2026-12-06 (3)").
     pub fn start() -> SentinelGroup {
-        Self::start_noticing_after(Duration::from_secs(1))
+        Self::start_noticing_after(Duration::from_secs(2))
     }
 
     /// [`SentinelGroup::start`], with Sentinels that judge a silent master down after
