@@ -105,8 +105,8 @@ pub fn residency_is_reported(owner_uid: u32) -> bool {
 /// them (from `offset` on) are in the page cache: as many leading bytes as are, up to
 /// [`MAX_MAPPED_BYTES`]. `None` when fewer are, or the mapping fails; the caller then
 /// reads the ordinary way. With the file's `version`, a whole file found wholly cached
-/// within the last second is neither checked nor mapped again: its mapping is kept
-/// ([`residency`]).
+/// within the last second, or a chunk of a file of up to four chunks sent whole, is
+/// neither checked nor mapped again: its mapping is kept ([`residency`]).
 ///
 /// # Safety
 ///

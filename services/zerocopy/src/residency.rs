@@ -19,9 +19,12 @@
 //! - **Versions.** A mapping is kept for one version of the file: the inode, its size
 //!   and its change time. A request that finds the file replaced or changed maps it
 //!   afresh.
-//! - **Whole files only**, of up to [`super::MAX_MAPPED_BYTES`]: what repeats is a file
-//!   sent whole again and again, not the chunks of a large download or a client's
-//!   ranges, which would only crowd it out.
+//! - **Whole files, and the chunks of files sent whole**: what repeats is a file sent
+//!   whole again and again. A file of up to [`super::MAX_MAPPED_BYTES`] is one mapping;
+//!   one of up to [`KEPT_IN_CHUNKS_UP_TO`] is sent in chunks of that size from its start,
+//!   and each is kept (a 10 MiB file spent 5 % of a GET's CPU in `cachestat` of its
+//!   chunks, docs/benchmarks.md). Not the chunks of larger files, nor a client's ranges,
+//!   which would only crowd the small files out.
 
 use bytes::Bytes;
 use rustix::fs::Statx;
@@ -35,6 +38,10 @@ const TRUSTED_FOR: Duration = Duration::from_secs(1);
 
 /// The most mappings kept at once (each keeps its file open).
 const MOST_KEPT: usize = 64;
+
+/// The largest file whose chunks are kept (four chunks): a larger one is a download too
+/// long to repeat within [`TRUSTED_FOR`], and its chunks would crowd out the small files.
+const KEPT_IN_CHUNKS_UP_TO: u64 = 4 * super::MAX_MAPPED_BYTES as u64;
 
 /// Which state of which file a mapping shows: the inode, its size and its change time.
 /// A file replaced or changed is another version, checked afresh.
@@ -57,10 +64,18 @@ impl FileVersion {
         }
     }
 
-    /// Whether `len` bytes from `offset` are the whole of this version: only those are
-    /// kept.
-    fn is_whole(&self, offset: u64, len: usize) -> bool {
-        offset == 0 && len as u64 == self.size
+    /// Whether `len` bytes from `offset` are worth keeping: the whole of this version,
+    /// or one of the chunks a read of the whole is sent in (of
+    /// [`super::MAX_MAPPED_BYTES`] from the start, the last one shorter) when the file
+    /// is at most [`KEPT_IN_CHUNKS_UP_TO`].
+    fn is_worth_keeping(&self, offset: u64, len: usize) -> bool {
+        let chunk = super::MAX_MAPPED_BYTES as u64;
+        let whole = offset == 0 && len as u64 == self.size;
+        let chunk_of_whole = self.size <= KEPT_IN_CHUNKS_UP_TO
+            && offset.is_multiple_of(chunk)
+            && offset < self.size
+            && len as u64 == chunk.min(self.size - offset);
+        whole || chunk_of_whole
     }
 }
 
@@ -70,22 +85,23 @@ struct Kept {
     bytes: Bytes,
 }
 
-/// The mappings kept, by the version of the file they show.
+/// The mappings kept, by the version of the file they show and where they begin in it.
 #[derive(Default)]
 struct Memo {
-    kept: HashMap<FileVersion, Kept>,
+    kept: HashMap<(FileVersion, u64), Kept>,
 }
 
 impl Memo {
-    /// The mapping of `version`, if it was found cached less than [`TRUSTED_FOR`] ago.
-    fn get(&self, version: &FileVersion, now: Instant) -> Option<Bytes> {
-        let kept = self.kept.get(version)?;
+    /// The mapping of `version` from `offset`, if it was found cached less than
+    /// [`TRUSTED_FOR`] ago.
+    fn get(&self, version: &FileVersion, offset: u64, now: Instant) -> Option<Bytes> {
+        let kept = self.kept.get(&(*version, offset))?;
         (now.saturating_duration_since(kept.found_at) < TRUSTED_FOR).then(|| kept.bytes.clone())
     }
 
-    /// Keeps `bytes`, the mapping of `version` just found cached, unless [`MOST_KEPT`]
-    /// are kept and none has expired.
-    fn keep(&mut self, version: FileVersion, bytes: &Bytes, now: Instant) {
+    /// Keeps `bytes`, the mapping of `version` from `offset` just found cached, unless
+    /// [`MOST_KEPT`] are kept and none has expired.
+    fn keep(&mut self, version: FileVersion, offset: u64, bytes: &Bytes, now: Instant) {
         if self.kept.len() >= MOST_KEPT {
             self.drop_expired(now);
             if self.kept.len() >= MOST_KEPT {
@@ -93,7 +109,7 @@ impl Memo {
             }
         }
         let bytes = bytes.clone();
-        self.kept.insert(version, Kept { found_at: now, bytes });
+        self.kept.insert((version, offset), Kept { found_at: now, bytes });
     }
 
     fn drop_expired(&mut self, now: Instant) {
@@ -110,24 +126,24 @@ fn memo() -> MutexGuard<'static, Memo> {
     MEMO.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The kept mapping of `len` bytes from `offset` of `version`, if they are the whole
-/// file and it was found wholly cached within the last [`TRUSTED_FOR`].
+/// The kept mapping of `len` bytes from `offset` of `version`, if they are worth keeping
+/// ([`FileVersion::is_worth_keeping`]) and were found wholly cached within the last
+/// [`TRUSTED_FOR`].
 pub(crate) fn kept(version: FileVersion, offset: u64, len: usize) -> Option<Bytes> {
-    if !version.is_whole(offset, len) {
+    if !version.is_worth_keeping(offset, len) {
         return None;
     }
-    memo().get(&version, Instant::now())
+    memo().get(&version, offset, Instant::now())
 }
 
 /// Keeps `bytes`, a mapping of `len` bytes from `offset` of `version`, which are wholly
-/// cached now, if they are the whole file: a file sent whole again and again is what
-/// repeats, not the chunks of a large download or a client's ranges, which would only
-/// crowd it out.
+/// cached now, if they are worth keeping: the whole file, or a chunk of a small enough
+/// file sent whole ([`FileVersion::is_worth_keeping`]).
 pub(crate) fn keep(version: FileVersion, offset: u64, len: usize, bytes: &Bytes) {
-    if !version.is_whole(offset, len) {
+    if !version.is_worth_keeping(offset, len) {
         return;
     }
-    memo().keep(version, bytes, Instant::now());
+    memo().keep(version, offset, bytes, Instant::now());
     if !SWEEPING.swap(true, Ordering::AcqRel) {
         let spawned = std::thread::Builder::new()
             .name("kubedav-mappings".into())
@@ -173,16 +189,17 @@ mod tests {
     fn a_mapping_is_kept_only_for_its_version_and_for_a_second() {
         let (mut memo, now) = (Memo::default(), Instant::now());
         let v = version(7);
-        assert!(memo.get(&v, now).is_none(), "never kept");
-        memo.keep(v, &bytes(1), now);
-        let got = memo.get(&v, now + TRUSTED_FOR / 2).expect("kept");
+        assert!(memo.get(&v, 0, now).is_none(), "never kept");
+        memo.keep(v, 0, &bytes(1), now);
+        let got = memo.get(&v, 0, now + TRUSTED_FOR / 2).expect("kept");
         assert_eq!(got, bytes(1));
-        assert!(memo.get(&v, now + TRUSTED_FOR).is_none(), "too long ago");
+        assert!(memo.get(&v, 4096, now).is_none(), "kept from another offset");
+        assert!(memo.get(&v, 0, now + TRUSTED_FOR).is_none(), "too long ago");
         let changed = FileVersion {
             changed: (1_700_000_001, 5),
             ..v
         };
-        assert!(memo.get(&changed, now).is_none(), "the file changed since");
+        assert!(memo.get(&changed, 0, now).is_none(), "the file changed since");
         memo.drop_expired(now + TRUSTED_FOR);
         assert!(memo.kept.is_empty(), "expired, so dropped");
     }
@@ -190,28 +207,59 @@ mod tests {
     #[test]
     fn only_the_whole_file_is_a_range_worth_keeping() {
         let v = version(7);
-        assert!(v.is_whole(0, 1 << 20));
-        assert!(!v.is_whole(4096, (1 << 20) - 4096), "another range");
-        assert!(!v.is_whole(0, 4096), "a shorter range");
-        assert!(!v.is_whole(0, 2 << 20), "a longer range");
+        assert!(v.is_worth_keeping(0, 1 << 20));
+        assert!(!v.is_worth_keeping(4096, (1 << 20) - 4096), "another range");
+        assert!(!v.is_worth_keeping(0, 4096), "a shorter range");
+        assert!(!v.is_worth_keeping(0, 2 << 20), "a longer range");
+    }
+
+    #[test]
+    fn the_chunks_of_a_whole_file_of_up_to_four_are_worth_keeping() {
+        let chunk = crate::MAX_MAPPED_BYTES;
+        let sized = |size: u64| FileVersion { size, ..version(7) };
+        let ten_mib = sized(10 << 20);
+        assert!(ten_mib.is_worth_keeping(0, chunk), "the first chunk");
+        assert!(
+            ten_mib.is_worth_keeping(chunk as u64, (10 << 20) - chunk),
+            "the last, shorter"
+        );
+        assert!(
+            !ten_mib.is_worth_keeping(chunk as u64, 4096),
+            "a range in the last chunk"
+        );
+        assert!(
+            !ten_mib.is_worth_keeping(4096, chunk),
+            "a chunk not from a chunk's start"
+        );
+        assert!(!ten_mib.is_worth_keeping(10 << 20, 0), "nothing past the end");
+        let four_chunks = sized(KEPT_IN_CHUNKS_UP_TO);
+        assert!(
+            four_chunks.is_worth_keeping(3 * chunk as u64, chunk),
+            "the fourth of four"
+        );
+        let larger = sized(KEPT_IN_CHUNKS_UP_TO + 1);
+        assert!(
+            !larger.is_worth_keeping(0, chunk),
+            "a larger file's chunks are not kept"
+        );
     }
 
     #[test]
     fn at_most_so_many_are_kept_and_the_expired_make_room() {
         let (mut memo, now) = (Memo::default(), Instant::now());
         for inode in 0..2 * MOST_KEPT as u64 {
-            memo.keep(version(inode), &bytes(0), now);
+            memo.keep(version(inode), 0, &bytes(0), now);
         }
         assert_eq!(memo.kept.len(), MOST_KEPT);
-        assert!(memo.get(&version(0), now).is_some(), "the first stay");
+        assert!(memo.get(&version(0), 0, now).is_some(), "the first stay");
         let later = now + TRUSTED_FOR;
-        memo.keep(version(u64::MAX), &bytes(2), later);
+        memo.keep(version(u64::MAX), 0, &bytes(2), later);
         assert_eq!(memo.kept.len(), 1, "the expired ones went");
-        assert_eq!(memo.get(&version(u64::MAX), later), Some(bytes(2)));
+        assert_eq!(memo.get(&version(u64::MAX), 0, later), Some(bytes(2)));
     }
 
     #[test]
-    fn the_process_memo_keeps_whole_files_only_and_its_thread_lets_go() {
+    fn the_process_memo_keeps_no_part_of_a_small_file_and_its_thread_lets_go() {
         let v = version(u64::MAX - 7);
         let whole = 1 << 20;
         keep(v, 0, 4096, &bytes(4));
@@ -223,7 +271,7 @@ mod tests {
         assert_eq!(kept(v, 0, whole), Some(bytes(3)));
         // The thread drops it within two seconds; poll for it rather than sleep.
         let deadline = Instant::now() + 10 * TRUSTED_FOR;
-        while memo().kept.contains_key(&v) {
+        while memo().kept.contains_key(&(v, 0)) {
             assert!(Instant::now() < deadline, "the expired mapping was never dropped");
             std::thread::sleep(Duration::from_millis(20));
         }
