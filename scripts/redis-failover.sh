@@ -148,9 +148,10 @@ print(f"redis-failover: {count('http_reqs')} requests, "
       f"{count('requests_failed')} failed, {count('stale_reads')} stale reads, "
       f"{count('locks_lost')} locks lost; the last refusal {recovered}")
 PY
-# Each failover the Sentinels agree on begins an epoch: more than one here means they
-# failed over again from the master they had just chosen.
-failovers="$(grep -ho 'new-epoch [0-9]*' "$WORK"/sentinel-*.log | awk '$2 > n {n = $2} END {print n + 0}')"
+# Each Sentinel logs +switch-master for every new master it learns of: more than one
+# means they failed over again from the master they had just chosen.
+failovers="$(for log in "$WORK"/sentinel-*.log; do grep -c '+switch-master' "$log" || true; done |
+  awk '$1 > n {n = $1} END {print n + 0}')"
 echo "redis-failover: the Sentinels failed over $failovers time(s)"
 if [ "$status" -ne 0 ]; then
   echo "redis-failover: FAILED (exit $status)" >&2

@@ -1,6 +1,6 @@
-//! A memo of the mappings of whole files found wholly in the page cache, kept for a
-//! second, so that a file sent again and again is checked with `cachestat(2)` and mapped
-//! once per [`TRUSTED_FOR`], not once per GET.
+//! A memo of the mappings of whole files (or of the chunks a whole file is sent in) found
+//! wholly in the page cache, kept for a second, so that a file sent again and again is
+//! checked with `cachestat(2)` and mapped once per [`TRUSTED_FOR`], not once per GET.
 //!
 //! `cachestat` walks the file's cache folio by folio. A file that came into the cache
 //! by being read from the disk, or written in small pieces, is held in small folios:
@@ -70,6 +70,11 @@ impl FileVersion {
     /// is at most [`KEPT_IN_CHUNKS_UP_TO`].
     fn is_worth_keeping(&self, offset: u64, len: usize) -> bool {
         let chunk = super::MAX_MAPPED_BYTES as u64;
+        // Never more than one mapping: what is kept under an offset is then the one
+        // range from it that a caller may ask for.
+        if len > super::MAX_MAPPED_BYTES {
+            return false;
+        }
         let whole = offset == 0 && len as u64 == self.size;
         let chunk_of_whole = self.size <= KEPT_IN_CHUNKS_UP_TO
             && offset.is_multiple_of(chunk)
@@ -79,7 +84,8 @@ impl FileVersion {
     }
 }
 
-/// A mapping of a whole file, and when the file was found wholly cached.
+/// A mapping of a whole file or of one of its chunks, and when it was found wholly
+/// cached.
 struct Kept {
     found_at: Instant,
     bytes: Bytes,
@@ -205,12 +211,14 @@ mod tests {
     }
 
     #[test]
-    fn only_the_whole_file_is_a_range_worth_keeping() {
+    fn of_a_small_file_only_the_whole_is_worth_keeping() {
         let v = version(7);
         assert!(v.is_worth_keeping(0, 1 << 20));
         assert!(!v.is_worth_keeping(4096, (1 << 20) - 4096), "another range");
         assert!(!v.is_worth_keeping(0, 4096), "a shorter range");
         assert!(!v.is_worth_keeping(0, 2 << 20), "a longer range");
+        let large = FileVersion { size: 16 << 20, ..v };
+        assert!(!large.is_worth_keeping(0, 16 << 20), "more than one mapping");
     }
 
     #[test]
