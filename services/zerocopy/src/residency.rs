@@ -64,23 +64,17 @@ impl FileVersion {
         }
     }
 
-    /// Whether `len` bytes from `offset` are worth keeping: the whole of this version,
-    /// or one of the chunks a read of the whole is sent in (of
-    /// [`super::MAX_MAPPED_BYTES`] from the start, the last one shorter) when the file
-    /// is at most [`KEPT_IN_CHUNKS_UP_TO`].
+    /// Whether `len` bytes from `offset` are worth keeping: one of the chunks a read of
+    /// the whole version is sent in (of [`super::MAX_MAPPED_BYTES`] from the start, the
+    /// last one shorter; a smaller file is one), when the file is at most
+    /// [`KEPT_IN_CHUNKS_UP_TO`]. Never more than one mapping, so what is kept under an
+    /// offset is the one range from it that a caller may ask for.
     fn is_worth_keeping(&self, offset: u64, len: usize) -> bool {
         let chunk = super::MAX_MAPPED_BYTES as u64;
-        // Never more than one mapping: what is kept under an offset is then the one
-        // range from it that a caller may ask for.
-        if len > super::MAX_MAPPED_BYTES {
-            return false;
-        }
-        let whole = offset == 0 && len as u64 == self.size;
-        let chunk_of_whole = self.size <= KEPT_IN_CHUNKS_UP_TO
+        self.size <= KEPT_IN_CHUNKS_UP_TO
             && offset.is_multiple_of(chunk)
             && offset < self.size
-            && len as u64 == chunk.min(self.size - offset);
-        whole || chunk_of_whole
+            && len as u64 == chunk.min(self.size - offset)
     }
 }
 
