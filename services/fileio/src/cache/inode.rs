@@ -14,26 +14,31 @@ use rustix::fs::Statx;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// A kept copy, its version and what it costs against the bound.
+/// A kept copy, its version and what it costs against the bound. Held in the cache's
+/// table itself, not behind a pointer: a listing of 100,000 members looks up 100,000
+/// inodes, and each pointer followed (and each reference count raised and lowered on it)
+/// was a miss in the processor's caches (docs/benchmarks.md, "2026-12-06 (4)").
+#[derive(Clone)]
 struct Kept<V> {
     version: Version,
     weight: u64,
-    value: Arc<V>,
+    value: V,
 }
 
 /// The weight of a kept copy: the bytes its owner declared when inserting it.
 #[derive(Clone, Copy, Debug)]
 struct DeclaredWeight;
 
-impl<V> quick_cache::Weighter<Identity, Arc<Kept<V>>> for DeclaredWeight {
-    fn weight(&self, _: &Identity, kept: &Arc<Kept<V>>) -> u64 {
+impl<V> quick_cache::Weighter<Identity, Kept<V>> for DeclaredWeight {
+    fn weight(&self, _: &Identity, kept: &Kept<V>) -> u64 {
         kept.weight
     }
 }
 
-/// Copies of values read from inodes, bounded in bytes.
+/// Copies of values read from inodes, bounded in bytes. `V` is cloned on each hit, so it
+/// should be cheap to clone (an `Arc`, or an `Option` of one).
 pub struct InodeCache<V> {
-    entries: Arc<quick_cache::sync::Cache<Identity, Arc<Kept<V>>, DeclaredWeight>>,
+    entries: Arc<quick_cache::sync::Cache<Identity, Kept<V>, DeclaredWeight>>,
 }
 
 impl<V> Clone for InodeCache<V> {
@@ -44,7 +49,7 @@ impl<V> Clone for InodeCache<V> {
     }
 }
 
-impl<V> std::fmt::Debug for InodeCache<V> {
+impl<V: Clone> std::fmt::Debug for InodeCache<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InodeCache")
             .field("entries", &self.entries.len())
@@ -53,7 +58,7 @@ impl<V> std::fmt::Debug for InodeCache<V> {
     }
 }
 
-impl<V> InodeCache<V> {
+impl<V: Clone> InodeCache<V> {
     /// An empty cache holding at most `capacity_bytes` of declared weight; sized for
     /// copies of about `typical_bytes` each.
     pub fn new(capacity_bytes: u64, typical_bytes: u64) -> Self {
@@ -69,28 +74,28 @@ impl<V> InodeCache<V> {
 
     /// The copy of the inode `stx` describes, if one is kept and `stx` shows the state it
     /// was read in.
-    pub fn get(&self, stx: &Statx) -> Option<Arc<V>> {
+    pub fn get(&self, stx: &Statx) -> Option<V> {
         self.entries
             .get(&Identity::of(stx))
             .filter(|kept| kept.version == Version::of(stx))
-            .map(|kept| kept.value.clone())
+            .map(|kept| kept.value)
     }
 
     /// Keeps `value`, read after `read_began` from the inode `stx` described (a `statx`
     /// made before the read), if its ctime had settled by then; `weight` is its cost in
     /// bytes against the bound.
-    pub fn insert(&self, stx: &Statx, read_began: SystemTime, value: Arc<V>, weight: u64) {
+    pub fn insert(&self, stx: &Statx, read_began: SystemTime, value: V, weight: u64) {
         let version = Version::of(stx);
         if !version.settled_before(read_began) {
             return;
         }
         self.entries.insert(
             Identity::of(stx),
-            Arc::new(Kept {
+            Kept {
                 version,
                 weight,
                 value,
-            }),
+            },
         );
     }
 

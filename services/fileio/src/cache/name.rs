@@ -29,7 +29,7 @@ static MISSES: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_looku
 /// The visible names of directories, shared by every listing of one volume.
 #[derive(Clone, Debug)]
 pub struct NameCache {
-    entries: InodeCache<Vec<String>>,
+    entries: InodeCache<Arc<Vec<String>>>,
 }
 
 impl Default for NameCache {

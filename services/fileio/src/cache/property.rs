@@ -46,10 +46,12 @@ impl Drop for Tally {
     }
 }
 
-/// The cache: shared by every listing of one volume.
+/// The cache: shared by every listing of one volume. A resource without dead
+/// properties (most are) is kept as `None`: a hit then touches no memory beyond the
+/// cache's table.
 #[derive(Clone, Debug)]
 pub struct PropertyCache {
-    entries: InodeCache<Vec<DeadProperty>>,
+    entries: InodeCache<Option<Arc<[DeadProperty]>>>,
 }
 
 impl Default for PropertyCache {
@@ -77,7 +79,7 @@ impl PropertyCache {
         } else {
             tally.misses += 1;
         }
-        found.map(|properties| properties.as_ref().clone())
+        found.map(|properties| properties.map_or_else(Vec::new, |properties| properties.to_vec()))
     }
 
     /// Stores `properties`, read after `read_began` from the resource `stx` described
@@ -88,8 +90,8 @@ impl PropertyCache {
             .map(|p| p.namespace.len() + p.name.len() + p.value.len() + 64)
             .sum();
         let weight = u64::from(ENTRY_OVERHEAD_BYTES) + bytes as u64;
-        self.entries
-            .insert(stx, read_began, Arc::new(properties.to_vec()), weight);
+        let kept = (!properties.is_empty()).then(|| Arc::from(properties));
+        self.entries.insert(stx, read_began, kept, weight);
     }
 
     /// Drops the entry of the resource `stx` describes (fileio changed its properties).
@@ -136,6 +138,21 @@ mod tests {
         cache.forget(&stx);
         assert_eq!(cache.get(&stx, &mut tally), None);
         assert_eq!((tally.hits, tally.misses), (1, 3));
+    }
+
+    #[test]
+    fn a_resource_without_dead_properties_is_kept_too() {
+        // Most resources have none: that they have none is what a listing needs to know
+        // without reading the attribute again.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let stx = stat_path(&file);
+        let cache = PropertyCache::new();
+        let mut tally = Tally::default();
+        cache.insert(&stx, SystemTime::now() + SETTLED * 2, &[]);
+        assert_eq!(cache.get(&stx, &mut tally), Some(vec![]));
+        assert_eq!((tally.hits, tally.misses), (1, 0));
     }
 
     #[test]
