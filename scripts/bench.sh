@@ -14,8 +14,9 @@
 #   idle MiB     memory of all the server's processes before the load (summed Pss)
 #   peak MiB     the largest peak resident set (VmHWM) of any one of them after the load
 #
-# Then scripts/bench-growth.sh: PROPFIND cost per entry at 10 to 10,000 entries, and GET
-# memory at 1 KiB to 1 GiB.
+# Then scripts/bench-growth.sh: PROPFIND cost per entry at 10 to 100,000 entries (both
+# modes, each with the gateway keeping listings and keeping nothing), and GET memory at
+# 1 KiB to 1 GiB.
 #
 # At the end the whole output, with the machine's details and the command, replaces the
 # "latest make bench comparison" section of docs/benchmarks.md (scripts/bench-report.sh).
