@@ -124,6 +124,30 @@ impl Fleet {
             .map_or(0.0, |v| v.parse().unwrap())
     }
 
+    /// Calls gateway `g` made to release the locks of a removed resource.
+    async fn releases(&self, g: usize) -> f64 {
+        let text = common::metric_text(self.gateways[g].2).await;
+        let needle = "kubedav_grpc_client_started_total{grpc_service=\"kubedav.locks.v1.Locks\",grpc_method=\"Release\"} ";
+        text.lines()
+            .find_map(|line| line.strip_prefix(needle))
+            .map_or(0.0, |v| v.parse().unwrap())
+    }
+
+    /// PROPFINDs `path` through gateway `g` until its lock discovery is answered from
+    /// what the gateway kept: its lease from the locks service has begun.
+    async fn until_locks_kept(&self, g: usize, path: &str) {
+        let before = self.hits(g, "locks").await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.hits(g, "locks").await == before {
+            assert!(
+                Instant::now() < deadline,
+                "gateway {g} never held a lease from the locks service"
+            );
+            self.propfind0(g, path).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// GETs through gateway `g` every 20 ms, checking the content, until `more` of its
     /// kept copies were renewed by a `Stat` instead of read again.
     async fn get_until_renewed(&self, g: usize, path: &str, expected: &str, more: f64) {
@@ -420,6 +444,53 @@ async fn locks_taken_through_one_gateway_show_at_once_through_the_other() {
             "B answered no lockdiscovery from its copy"
         );
     }
+}
+
+/// A DELETE of a tree no lock touches makes no call to release its locks: the check
+/// before it found none, and under the locks service's lease none can have been taken
+/// since without the gateway hearing of it. A tree whose lock was submitted still has
+/// its locks released, so a new resource at its path is not refused.
+#[tokio::test]
+async fn removing_an_unlocked_tree_skips_the_release_and_a_locked_one_releases() {
+    let fleet = Fleet::start().await;
+    fleet.put(0, "/gone.txt", "content").await;
+    fleet.until_locks_kept(0, "/gone.txt").await;
+    let spared = fleet.lookups(0, "removable", "hit").await;
+    let (status, _) = fleet.request(0, "DELETE", "/gone.txt", &[], "").await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        fleet.releases(0).await,
+        0.0,
+        "a release was asked of the locks service"
+    );
+    assert_eq!(fleet.lookups(0, "removable", "hit").await, spared + 1.0);
+
+    fleet.request(0, "MKCOL", "/dir", &[], "").await;
+    fleet.put(0, "/dir/a.txt", "content").await;
+    let response = client()
+        .request(Method::from_bytes(b"LOCK").unwrap(), fleet.url(1, "/dir"))
+        .header("depth", "infinity")
+        .body(LOCKINFO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let token = response.headers()["lock-token"].to_str().unwrap().to_owned();
+    let (status, body) = fleet
+        .request(0, "DELETE", "/dir", &[("if", &format!("({token})"))], "")
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    assert_eq!(
+        fleet.releases(0).await,
+        1.0,
+        "the removed tree's lock was not released"
+    );
+    let (status, body) = fleet.request(1, "MKCOL", "/dir", &[], "").await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "the released lock still refuses: {body}"
+    );
 }
 
 /// A paused gateway (alive, connected, silent) holds a change up for its lease at most,

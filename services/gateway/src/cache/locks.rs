@@ -1,10 +1,11 @@
 //! [`CachedLocks`]: lock discovery kept under the locks service's lease, or under a lease
-//! from each of its registered replicas.
+//! from each of its registered replicas, and the removals that need no release.
 
 use super::Lookups;
 use kubedav_api::locks::{
     CheckWriteRequest, CheckWriteResponse, DiscoverRequest, DiscoverResponse, LockRequest, LockResponse,
     Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, UnlockRequest, UnlockResponse,
+    check_write_response::Outcome,
 };
 use kubedav_lease::{self as lease, Coherence, OpenAt, ReplicaLeases, View, Watch};
 use quick_cache::sync::Cache;
@@ -29,36 +30,97 @@ struct KeptDiscovery {
 /// locks service holds (a service with the memory store offers one; replicas on a
 /// shared Redis store offer one each when they register, and a gateway then holds all of
 /// them; unregistered ones on Redis offer none, and every call goes to the service).
-/// Every other call goes to the service: a write's lock check is never answered from a
-/// copy.
+/// A write's lock check always goes to the service, never answered from a copy.
+///
+/// Under the same lease it also spares the call that releases a removed resource's
+/// locks (after a DELETE, or a MOVE's source) when there can be none: a check made
+/// without an If header that allowed the whole tree's removal found no lock on it,
+/// above it or below it, and while the lease holds, no lock can be taken anywhere
+/// without this gateway hearing of it first (the locks service answers a LOCK only once
+/// every gateway has acknowledged it, and this gateway then forgets every such finding).
+/// So if the finding is still kept when the release comes, the release would release
+/// nothing ([`Removable`]).
 pub struct CachedLocks {
     remote: Arc<dyn Locks>,
     lease: Arc<dyn Coherence>,
     replicas: Option<Arc<ReplicaLeases>>,
     kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>>,
+    removable: Arc<Removable>,
     lookups: Lookups,
+    removals: Lookups,
+}
+
+/// Paths whose whole tree a lock check found free of locks, each with the lease's epoch
+/// when the check was asked: while the lease has held since (still valid, epoch
+/// unchanged: any lock change heard of, and any lapse of the lease, moves the epoch on),
+/// releasing their locks would release nothing.
+struct Removable {
+    paths: Cache<String, u64>,
+}
+
+impl Removable {
+    fn new() -> Self {
+        Self {
+            paths: Cache::new(CAPACITY),
+        }
+    }
+
+    /// The trees a check of `request` finds free of locks if it allows the write: those
+    /// it removes or replaces whole when no lock token is submitted (with none, any
+    /// lock on, above or below a recursive target is in the way).
+    fn candidates(request: &CheckWriteRequest) -> Vec<String> {
+        if !request.if_header.is_empty() {
+            return Vec::new();
+        }
+        request
+            .targets
+            .iter()
+            .filter(|target| target.recursive)
+            .map(|target| target.path.clone())
+            .collect()
+    }
+
+    fn forget_all(&self) {
+        self.paths.clear();
+    }
 }
 
 impl CachedLocks {
     /// Wraps `locks` and starts holding a lease from the locks service it reaches.
     pub fn new<L: Locks + Watch + Clone>(locks: L) -> Self {
         let kept = Arc::new(Cache::new(CAPACITY));
+        let removable = Arc::new(Removable::new());
         let watcher = locks.clone();
         let remote = Arc::new(locks);
-        let dropper = kept.clone();
+        let dropper = (kept.clone(), removable.clone());
         let lease = lease::hold(
             "locks",
             move |requests| watcher.watch(requests),
             // Any lock change may show in any discovery (a depth-infinity lock applies to
             // a whole tree): drop them all. Lock changes are rare next to PROPFINDs.
-            move |_| dropper.clear(),
+            move |_| {
+                dropper.0.clear();
+                dropper.1.forget_all();
+            },
         );
+        Self::of(remote, lease, None, kept, removable)
+    }
+
+    fn of(
+        remote: Arc<dyn Locks>,
+        lease: Arc<dyn Coherence>,
+        replicas: Option<Arc<ReplicaLeases>>,
+        kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>>,
+        removable: Arc<Removable>,
+    ) -> Self {
         Self {
             remote,
             lease,
-            replicas: None,
+            replicas,
             kept,
+            removable,
             lookups: Lookups::of("locks"),
+            removals: Lookups::of("removable"),
         }
     }
 
@@ -70,15 +132,18 @@ impl CachedLocks {
         open: OpenAt,
     ) -> Self {
         let kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>> = Arc::new(Cache::new(CAPACITY));
-        let dropper = kept.clone();
-        let leases = ReplicaLeases::follow("locks", replicas, open, Arc::new(move |_| dropper.clear()));
-        Self {
-            remote,
-            lease: leases.clone(),
-            replicas: Some(leases),
-            kept,
-            lookups: Lookups::of("locks"),
-        }
+        let removable = Arc::new(Removable::new());
+        let dropper = (kept.clone(), removable.clone());
+        let leases = ReplicaLeases::follow(
+            "locks",
+            replicas,
+            open,
+            Arc::new(move |_| {
+                dropper.0.clear();
+                dropper.1.forget_all();
+            }),
+        );
+        Self::of(remote, leases.clone(), Some(leases), kept, removable)
     }
 
     /// The leases from each replica ([`CachedLocks::over_replicas`]): which replicas
@@ -143,7 +208,21 @@ impl Locks for CachedLocks {
     }
 
     async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
-        self.remote.check_write(request).await
+        let epoch = self.lease.epoch();
+        let candidates = Removable::candidates(&request);
+        let answer = self.remote.check_write(request).await?;
+        if answer.outcome() == Outcome::Allowed {
+            for path in candidates {
+                self.lease.keep(
+                    epoch,
+                    || self.removable.paths.insert(path.clone(), epoch),
+                    || {
+                        self.removable.paths.remove(&path);
+                    },
+                );
+            }
+        }
+        Ok(answer)
     }
 
     async fn discover(&self, request: DiscoverRequest) -> Result<DiscoverResponse, Status> {
@@ -172,6 +251,13 @@ impl Locks for CachedLocks {
     }
 
     async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status> {
+        // Valid now, and the epoch unchanged since the check: the lease held throughout
+        // (a lapse ends with the epoch moved on), and no lock was taken meanwhile.
+        let checked_at = self.removable.paths.remove(&request.path).map(|(_, epoch)| epoch);
+        let spared = checked_at.is_some_and(|epoch| self.lease.valid() && self.lease.epoch() == epoch);
+        if self.removals.count(spared.then_some(())).is_some() {
+            return Ok(ReleaseResponse { released: 0 });
+        }
         self.remote.release(request).await
     }
 }
@@ -179,7 +265,110 @@ impl Locks for CachedLocks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubedav_api::locks::{ActiveLock, ResourceLocks};
+    use kubedav_api::locks::{ActiveLock, ResourceLocks, TaggedLists, WriteTarget};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+    /// A lease the test holds and moves.
+    #[derive(Default)]
+    struct TestLease {
+        lapsed: AtomicBool,
+        epoch: AtomicU64,
+    }
+
+    impl Coherence for TestLease {
+        fn valid(&self) -> bool {
+            !self.lapsed.load(Ordering::SeqCst)
+        }
+
+        fn epoch(&self) -> u64 {
+            self.epoch.load(Ordering::SeqCst)
+        }
+    }
+
+    /// A locks service that allows every write and counts the releases asked of it.
+    #[derive(Default)]
+    struct Allowing {
+        releases: AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Locks for Allowing {
+        async fn lock(&self, _: LockRequest) -> Result<LockResponse, Status> {
+            unreachable!()
+        }
+        async fn refresh(&self, _: RefreshRequest) -> Result<RefreshResponse, Status> {
+            unreachable!()
+        }
+        async fn unlock(&self, _: UnlockRequest) -> Result<UnlockResponse, Status> {
+            unreachable!()
+        }
+        async fn check_write(&self, _: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
+            Ok(CheckWriteResponse {
+                outcome: Outcome::Allowed as i32,
+                conflicts: Vec::new(),
+            })
+        }
+        async fn discover(&self, _: DiscoverRequest) -> Result<DiscoverResponse, Status> {
+            unreachable!()
+        }
+        async fn release(&self, _: ReleaseRequest) -> Result<ReleaseResponse, Status> {
+            self.releases.fetch_add(1, Ordering::SeqCst);
+            Ok(ReleaseResponse { released: 0 })
+        }
+    }
+
+    fn removal(path: &str, tokens: bool) -> CheckWriteRequest {
+        CheckWriteRequest {
+            targets: vec![WriteTarget {
+                path: path.into(),
+                recursive: true,
+            }],
+            if_header: if tokens {
+                vec![TaggedLists::default()]
+            } else {
+                Vec::new()
+            },
+            ..CheckWriteRequest::default()
+        }
+    }
+
+    /// Checks the removal of `path` (with an If header when `tokens`), lets `meanwhile`
+    /// happen to the lease, releases `path`, and says whether the service was asked.
+    async fn released(path: &str, tokens: bool, meanwhile: impl FnOnce(&TestLease)) -> bool {
+        let remote = Arc::new(Allowing::default());
+        let lease = Arc::new(TestLease::default());
+        let locks = CachedLocks::of(
+            remote.clone(),
+            lease.clone(),
+            None,
+            Arc::new(Cache::new(16)),
+            Arc::new(Removable::new()),
+        );
+        locks.check_write(removal(path, tokens)).await.unwrap();
+        meanwhile(&lease);
+        locks.release(ReleaseRequest { path: path.into() }).await.unwrap();
+        remote.releases.load(Ordering::SeqCst) == 1
+    }
+
+    #[tokio::test]
+    async fn a_release_is_spared_only_while_the_lease_held_since_a_check_without_tokens() {
+        assert!(!released("gone", false, |_| {}).await, "nothing changed: spared");
+        assert!(
+            released("gone", true, |_| {}).await,
+            "tokens submitted: the tree may hold locks"
+        );
+        assert!(
+            released("gone", false, |lease| {
+                lease.epoch.fetch_add(1, Ordering::SeqCst);
+            })
+            .await,
+            "a lock change heard of since the check"
+        );
+        assert!(
+            released("gone", false, |lease| lease.lapsed.store(true, Ordering::SeqCst)).await,
+            "the lease lapsed"
+        );
+    }
 
     fn answer(timeouts: &[u64]) -> DiscoverResponse {
         DiscoverResponse {

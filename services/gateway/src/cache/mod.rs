@@ -66,7 +66,15 @@ impl Lookups {
 
 /// Registers the cache metrics, so they are exported (at 0) before the first lookup.
 pub fn register_metrics() {
-    for cache in ["file", "resource", "stat", "listing", "locks", "answer"] {
+    for cache in [
+        "file",
+        "resource",
+        "stat",
+        "listing",
+        "locks",
+        "removable",
+        "answer",
+    ] {
         let _ = Lookups::of(cache);
     }
 }
