@@ -30,3 +30,70 @@ pub trait Locks: Send + Sync + 'static {
     /// Drop the locks rooted at or below a path.
     async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status>;
 }
+
+/// The deepest path that is `path` or an ancestor of it for every target of a write: the
+/// one tree that holds them all (the root, `""`, when nothing narrower does). `None`
+/// without targets. Paths are as the locks service names them: no leading slash,
+/// components joined by `/`.
+pub fn common_tree(targets: &[WriteTarget]) -> Option<String> {
+    let (first, rest) = targets.split_first()?;
+    let mut common: &str = &first.path;
+    for target in rest {
+        while !within(&target.path, common) {
+            common = common.rsplit_once('/').map_or("", |(parent, _)| parent);
+        }
+    }
+    Some(common.to_owned())
+}
+
+/// Whether `path` is `tree` or lies below it.
+pub fn within(path: &str, tree: &str) -> bool {
+    tree.is_empty()
+        || path == tree
+        || (path.len() > tree.len() && path.starts_with(tree) && path.as_bytes()[tree.len()] == b'/')
+}
+
+/// `path` and its ancestors, the root (`""`) first.
+pub fn ancestors_and_self(path: &str) -> impl Iterator<Item = &str> {
+    let inner = path
+        .match_indices('/')
+        .map(move |(at, _)| &path[..at])
+        .chain((!path.is_empty()).then_some(path));
+    std::iter::once("").chain(inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn targets(paths: &[&str]) -> Vec<WriteTarget> {
+        paths
+            .iter()
+            .map(|path| WriteTarget {
+                path: (*path).to_owned(),
+                recursive: false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_common_tree_holds_every_target() {
+        assert_eq!(common_tree(&targets(&["a/b/c", "a/b"])).as_deref(), Some("a/b"));
+        assert_eq!(common_tree(&targets(&["a/b/c", "a/bc/d"])).as_deref(), Some("a"));
+        assert_eq!(common_tree(&targets(&["a/b", "c"])).as_deref(), Some(""));
+        assert_eq!(common_tree(&targets(&["a/b"])).as_deref(), Some("a/b"));
+        assert_eq!(common_tree(&targets(&[])), None);
+    }
+
+    #[test]
+    fn within_a_tree_means_below_it_by_whole_names() {
+        assert!(within("a/b", "a"));
+        assert!(within("a", "a"));
+        assert!(within("a", ""));
+        assert!(!within("ab", "a"));
+        assert!(!within("a", "a/b"));
+        let all: Vec<&str> = ancestors_and_self("a/b/c").collect();
+        assert_eq!(all, ["", "a", "a/b", "a/b/c"]);
+        assert_eq!(ancestors_and_self("").collect::<Vec<_>>(), [""]);
+    }
+}

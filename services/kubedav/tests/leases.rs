@@ -493,6 +493,49 @@ async fn removing_an_unlocked_tree_skips_the_release_and_a_locked_one_releases()
     );
 }
 
+/// Writes into a tree the locks service found free of locks are allowed by the gateway
+/// itself, and a lock taken there through the other gateway refuses the very next write
+/// without its token through the first.
+#[tokio::test]
+async fn a_write_into_a_tree_free_of_locks_asks_no_check_until_a_lock_is_taken() {
+    let fleet = Fleet::start().await;
+    fleet.request(0, "MKCOL", "/d", &[], "").await;
+    fleet.put(0, "/d/a.txt", "one").await;
+    fleet.until_locks_kept(0, "/d/a.txt").await;
+    fleet.put(0, "/d/a.txt", "two").await;
+    let allowed = fleet.lookups(0, "write_check", "hit").await;
+    fleet.put(0, "/d/b.txt", "three").await;
+    assert_eq!(
+        fleet.lookups(0, "write_check", "hit").await,
+        allowed + 1.0,
+        "the PUT's lock check was asked of the locks service"
+    );
+    let response = client()
+        .request(Method::from_bytes(b"LOCK").unwrap(), fleet.url(1, "/d/b.txt"))
+        .body(LOCKINFO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let token = response.headers()["lock-token"].to_str().unwrap().to_owned();
+    let (status, _) = fleet.request(0, "PUT", "/d/b.txt", &[], "not mine").await;
+    assert_eq!(
+        status,
+        StatusCode::LOCKED,
+        "a write past a lock taken through the other gateway"
+    );
+    let (status, _) = fleet.request(0, "DELETE", "/d", &[], "").await;
+    assert_eq!(status, StatusCode::LOCKED, "a removal of the tree holding it");
+    let (status, _) = fleet
+        .request(0, "PUT", "/d/b.txt", &[("if", &format!("({token})"))], "mine")
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        fleet.get(1, "/d/b.txt").await,
+        (StatusCode::OK, "mine".to_owned())
+    );
+}
+
 /// A paused gateway (alive, connected, silent) holds a change up for its lease at most,
 /// and once resumed it serves the new content, never its old copy.
 #[tokio::test]

@@ -4,6 +4,7 @@ use crate::metrics::{ACTIVE, CONFLICTS, counted};
 use crate::rules::{
     self, ancestors_and_self, applies, grant, new_token, not_covering, not_held, not_owner, too_many_locks,
 };
+use kubedav_api::locks::check_write_response::Outcome;
 use kubedav_api::locks::{
     ActiveLock, CheckWriteRequest, CheckWriteResponse, DiscoverRequest, DiscoverResponse, LockRequest,
     LockResponse, Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, UnlockRequest,
@@ -64,6 +65,20 @@ impl State {
                 self.sorted_roots.remove(root);
             }
         }
+    }
+
+    /// Whether a lock is rooted at `tree` or below it (expired ones not yet pruned
+    /// count: an answer that errs says a tree holds a lock when it holds none).
+    fn rooted_within(&self, tree: &str) -> bool {
+        if tree.is_empty() {
+            return !self.sorted_roots.is_empty();
+        }
+        self.sorted_roots.contains(tree)
+            || self
+                .sorted_roots
+                .range(format!("{tree}/")..format!("{tree}0"))
+                .next()
+                .is_some()
     }
 
     /// Root paths strictly below `path` (one range scan of the index).
@@ -294,10 +309,15 @@ impl Locks for MemoryLocks {
     }
 
     async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
-        let snapshot = self
-            .state()
-            .snapshot(&rules::paths_to_check(&request), Instant::now());
-        Ok(counted(rules::check_write(&request, &snapshot)))
+        let mut state = self.state();
+        let snapshot = state.snapshot(&rules::paths_to_check(&request), Instant::now());
+        let mut answer = counted(rules::check_write(&request, &snapshot));
+        if answer.outcome() == Outcome::Allowed
+            && let Some(tree) = rules::tree_to_free(&request)
+        {
+            answer.free_root = rules::free_root(&tree, |tree| state.rooted_within(tree));
+        }
+        Ok(answer)
     }
 
     async fn discover(&self, request: DiscoverRequest) -> Result<DiscoverResponse, Status> {

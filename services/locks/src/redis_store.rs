@@ -12,6 +12,7 @@ use crate::metrics::counted;
 use crate::metrics::{ACTIVE, CONFLICTS, STORE_ERRORS};
 use crate::rules;
 use crate::rules::{grant, new_token, not_covering, not_held, not_owner, too_many_locks};
+use kubedav_api::locks::check_write_response::Outcome;
 use kubedav_api::locks::{
     ActiveLock, CheckWriteRequest, CheckWriteResponse, DiscoverRequest, DiscoverResponse, LockDepth,
     LockRequest, LockResponse, Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse,
@@ -262,13 +263,31 @@ fn flag(on: bool) -> Vec<u8> {
 }
 
 impl RedisLocks {
-    /// The locks rules need about `paths` (see `lua/snapshot.lua`).
-    async fn snapshot(&self, operation: &str, paths: &[(String, bool)]) -> Result<Vec<ActiveLock>, Status> {
-        let args = paths
-            .iter()
-            .flat_map(|(path, recursive)| [path.as_bytes().to_vec(), flag(*recursive)])
+    /// The locks rules need about `paths`, and the free root of `tree` when asked for
+    /// (see `lua/snapshot.lua`).
+    async fn snapshot(
+        &self,
+        operation: &str,
+        paths: &[(String, bool)],
+        tree: Option<&str>,
+    ) -> Result<(Vec<ActiveLock>, Option<String>), Status> {
+        let asked = [flag(tree.is_some()), tree.unwrap_or_default().as_bytes().to_vec()];
+        let args = asked
+            .into_iter()
+            .chain(
+                paths
+                    .iter()
+                    .flat_map(|(path, recursive)| [path.as_bytes().to_vec(), flag(*recursive)]),
+            )
             .collect();
-        parse_locks(&self.run(&SNAPSHOT, operation, args).await?)
+        let reply = self.run(&SNAPSHOT, operation, args).await?;
+        let Some((free, locks)) = reply.split_first() else {
+            return Err(Status::internal("the snapshot script replied nothing"));
+        };
+        let free = free
+            .first()
+            .map(|root| String::from_utf8_lossy(root).into_owned());
+        Ok((parse_locks(locks)?, free))
     }
 
     /// Interprets the refusals refresh and unlock share.
@@ -372,15 +391,20 @@ impl Locks for RedisLocks {
     }
 
     async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
-        let snapshot = self
-            .snapshot("check_write", &rules::paths_to_check(&request))
+        let tree = rules::tree_to_free(&request);
+        let (snapshot, free) = self
+            .snapshot("check_write", &rules::paths_to_check(&request), tree.as_deref())
             .await?;
-        Ok(counted(rules::check_write(&request, &snapshot)))
+        let mut answer = counted(rules::check_write(&request, &snapshot));
+        if answer.outcome() == Outcome::Allowed {
+            answer.free_root = free;
+        }
+        Ok(answer)
     }
 
     async fn discover(&self, request: DiscoverRequest) -> Result<DiscoverResponse, Status> {
         let paths = [(request.path.clone(), request.depth >= 1)];
-        let snapshot = self.snapshot("discover", &paths).await?;
+        let (snapshot, _) = self.snapshot("discover", &paths, None).await?;
         Ok(rules::discover(&request, &snapshot))
     }
 

@@ -14,16 +14,25 @@ use tonic::Status;
 
 /// The path and its ancestors, root ("") first.
 pub fn ancestors_and_self(path: &str) -> Vec<&str> {
-    let mut out = vec![""];
-    for (i, c) in path.char_indices() {
-        if c == '/' {
-            out.push(&path[..i]);
-        }
+    kubedav_api::locks::ancestors_and_self(path).collect()
+}
+
+/// The highest of `common` and its ancestors with no lock rooted at or below it
+/// (`rooted_within` says whether one is), if any: the `free_root` of an allowed
+/// `CheckWrite` without an If header, `common` being its targets' common tree.
+pub fn free_root(common: &str, rooted_within: impl Fn(&str) -> bool) -> Option<String> {
+    kubedav_api::locks::ancestors_and_self(common)
+        .find(|tree| !rooted_within(tree))
+        .map(str::to_owned)
+}
+
+/// The tree whose free root an allowed `request` reports: its targets' common tree,
+/// when it carries no If header (with one, locks may apply whose tokens it submitted).
+pub fn tree_to_free(request: &CheckWriteRequest) -> Option<String> {
+    if !request.if_header.is_empty() {
+        return None;
     }
-    if !path.is_empty() {
-        out.push(path);
-    }
-    out
+    kubedav_api::locks::common_tree(&request.targets)
 }
 
 /// Whether `path` lies strictly below `root`.
@@ -115,6 +124,7 @@ pub fn check_write(request: &CheckWriteRequest, locks: &[ActiveLock]) -> CheckWr
             return CheckWriteResponse {
                 outcome: Outcome::PreconditionFailed as i32,
                 conflicts: Vec::new(),
+                free_root: None,
             };
         }
     }
@@ -166,6 +176,7 @@ pub fn check_write(request: &CheckWriteRequest, locks: &[ActiveLock]) -> CheckWr
     CheckWriteResponse {
         outcome: outcome as i32,
         conflicts,
+        free_root: None,
     }
 }
 

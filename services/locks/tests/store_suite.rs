@@ -43,6 +43,7 @@ for_each_store!(
     locks_per_principal_are_bounded,
     discovery_by_depth,
     owner_and_flags_round_trip,
+    an_allowed_write_reports_the_highest_tree_free_of_locks,
 );
 
 #[derive(Clone, Copy)]
@@ -213,6 +214,68 @@ async fn writes_need_the_token(kind: Kind) {
     assert_eq!(
         check(&*s, "dir/x", false, wrong).await,
         Outcome::PreconditionFailed
+    );
+}
+
+/// The free root an allowed check of a PUT (the member and its collection) at `path`
+/// reports, with an If header when `tokens` is given.
+async fn free_root(store: &dyn Locks, path: &str, tokens: Option<&[&str]>) -> Option<String> {
+    let parent = path.rsplit_once('/').map_or("", |(parent, _)| parent);
+    let response = store
+        .check_write(CheckWriteRequest {
+            targets: [path, parent]
+                .into_iter()
+                .map(|target| WriteTarget {
+                    path: target.into(),
+                    recursive: false,
+                })
+                .collect(),
+            if_header: tokens
+                .map(|tokens| vec![token_list(None, tokens)])
+                .unwrap_or_default(),
+            request_path: path.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(response.outcome(), Outcome::Allowed, "{path}");
+    response.free_root
+}
+
+/// What lets a gateway allow later writes itself while it holds the lease: the highest
+/// tree around a write with no lock rooted at or below it.
+async fn an_allowed_write_reports_the_highest_tree_free_of_locks(kind: Kind) {
+    let s = kind.open(HOUR).await;
+    assert_eq!(
+        free_root(&*s, "a/b/c.txt", None).await.as_deref(),
+        Some(""),
+        "no lock at all"
+    );
+    let token = take(&*s, "a/b/locked.txt", Scope::Exclusive, LockDepth::Zero)
+        .await
+        .lock
+        .unwrap()
+        .token;
+    assert_eq!(free_root(&*s, "x/y.txt", None).await.as_deref(), Some("x"));
+    assert_eq!(
+        free_root(&*s, "a/bc/d/e.txt", None).await.as_deref(),
+        Some("a/bc")
+    );
+    assert_eq!(
+        free_root(&*s, "a/b/other.txt", None).await,
+        None,
+        "the collection holds the lock"
+    );
+    assert_eq!(
+        free_root(&*s, "a/b/locked.txt", Some(&[&token])).await,
+        None,
+        "an If header: its tokens may apply"
+    );
+    take(&*s, "", Scope::Shared, LockDepth::Zero).await;
+    assert_eq!(
+        free_root(&*s, "x/y.txt", None).await.as_deref(),
+        Some("x"),
+        "a depth-0 lock on the root"
     );
 }
 

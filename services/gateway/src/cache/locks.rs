@@ -1,11 +1,13 @@
 //! [`CachedLocks`]: lock discovery kept under the locks service's lease, or under a lease
-//! from each of its registered replicas, and the removals that need no release.
+//! from each of its registered replicas, and the trees found free of locks
+//! ([`super::free`]).
 
 use super::Lookups;
+use super::free::FreeTrees;
 use kubedav_api::locks::{
     CheckWriteRequest, CheckWriteResponse, DiscoverRequest, DiscoverResponse, LockRequest, LockResponse,
     Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, UnlockRequest, UnlockResponse,
-    check_write_response::Outcome,
+    check_write_response::Outcome, common_tree,
 };
 use kubedav_lease::{self as lease, Coherence, OpenAt, ReplicaLeases, View, Watch};
 use quick_cache::sync::Cache;
@@ -30,69 +32,30 @@ struct KeptDiscovery {
 /// locks service holds (a service with the memory store offers one; replicas on a
 /// shared Redis store offer one each when they register, and a gateway then holds all of
 /// them; unregistered ones on Redis offer none, and every call goes to the service).
-/// A write's lock check always goes to the service, never answered from a copy.
 ///
-/// Under the same lease it also spares the call that releases a removed resource's
-/// locks (after a DELETE, or a MOVE's source) when there can be none: a check made
-/// without an If header that allowed the whole tree's removal found no lock on it,
-/// above it or below it, and while the lease holds, no lock can be taken anywhere
-/// without this gateway hearing of it first (the locks service answers a LOCK only once
-/// every gateway has acknowledged it, and this gateway then forgets every such finding).
-/// So if the finding is still kept when the release comes, the release would release
-/// nothing ([`Removable`]).
+/// Under the same lease it keeps the trees the service found free of locks
+/// ([`FreeTrees`]): a write without an If header whose targets all lie in one is allowed
+/// without asking the service, and the locks of a removed resource in one are not asked
+/// to be released, since there are none. Every other call goes to the service.
 pub struct CachedLocks {
     remote: Arc<dyn Locks>,
     lease: Arc<dyn Coherence>,
     replicas: Option<Arc<ReplicaLeases>>,
     kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>>,
-    removable: Arc<Removable>,
+    free: Arc<FreeTrees>,
     lookups: Lookups,
+    checks: Lookups,
     removals: Lookups,
-}
-
-/// Paths whose whole tree a lock check found free of locks, each with the lease's epoch
-/// when the check was asked: while the lease has held since (still valid, epoch
-/// unchanged: any lock change heard of, and any lapse of the lease, moves the epoch on),
-/// releasing their locks would release nothing.
-struct Removable {
-    paths: Cache<String, u64>,
-}
-
-impl Removable {
-    fn new() -> Self {
-        Self {
-            paths: Cache::new(CAPACITY),
-        }
-    }
-
-    /// The trees a check of `request` finds free of locks if it allows the write: those
-    /// it removes or replaces whole when no lock token is submitted (with none, any
-    /// lock on, above or below a recursive target is in the way).
-    fn candidates(request: &CheckWriteRequest) -> Vec<String> {
-        if !request.if_header.is_empty() {
-            return Vec::new();
-        }
-        request
-            .targets
-            .iter()
-            .filter(|target| target.recursive)
-            .map(|target| target.path.clone())
-            .collect()
-    }
-
-    fn forget_all(&self) {
-        self.paths.clear();
-    }
 }
 
 impl CachedLocks {
     /// Wraps `locks` and starts holding a lease from the locks service it reaches.
     pub fn new<L: Locks + Watch + Clone>(locks: L) -> Self {
         let kept = Arc::new(Cache::new(CAPACITY));
-        let removable = Arc::new(Removable::new());
+        let free = Arc::new(FreeTrees::new());
         let watcher = locks.clone();
         let remote = Arc::new(locks);
-        let dropper = (kept.clone(), removable.clone());
+        let dropper = (kept.clone(), free.clone());
         let lease = lease::hold(
             "locks",
             move |requests| watcher.watch(requests),
@@ -103,7 +66,7 @@ impl CachedLocks {
                 dropper.1.forget_all();
             },
         );
-        Self::of(remote, lease, None, kept, removable)
+        Self::of(remote, lease, None, kept, free)
     }
 
     fn of(
@@ -111,15 +74,16 @@ impl CachedLocks {
         lease: Arc<dyn Coherence>,
         replicas: Option<Arc<ReplicaLeases>>,
         kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>>,
-        removable: Arc<Removable>,
+        free: Arc<FreeTrees>,
     ) -> Self {
         Self {
             remote,
             lease,
             replicas,
             kept,
-            removable,
+            free,
             lookups: Lookups::of("locks"),
+            checks: Lookups::of("write_check"),
             removals: Lookups::of("removable"),
         }
     }
@@ -132,8 +96,8 @@ impl CachedLocks {
         open: OpenAt,
     ) -> Self {
         let kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>> = Arc::new(Cache::new(CAPACITY));
-        let removable = Arc::new(Removable::new());
-        let dropper = (kept.clone(), removable.clone());
+        let free = Arc::new(FreeTrees::new());
+        let dropper = (kept.clone(), free.clone());
         let leases = ReplicaLeases::follow(
             "locks",
             replicas,
@@ -143,13 +107,20 @@ impl CachedLocks {
                 dropper.1.forget_all();
             }),
         );
-        Self::of(remote, leases.clone(), Some(leases), kept, removable)
+        Self::of(remote, leases.clone(), Some(leases), kept, free)
     }
 
     /// The leases from each replica ([`CachedLocks::over_replicas`]): which replicas
     /// answer now.
     pub fn replica_leases(&self) -> Option<Arc<ReplicaLeases>> {
         self.replicas.clone()
+    }
+
+    /// Whether `path` lies in a tree found free of locks while the lease has held since:
+    /// valid now, and the epoch the one read before the check that found it (checked in
+    /// that order: a lapse moves the epoch on before the lease is valid again).
+    fn free_now(&self, path: &str) -> bool {
+        self.lease.valid() && self.free.holds(path, self.lease.epoch())
     }
 
     fn kept(&self, key: &(String, u32)) -> Option<DiscoverResponse> {
@@ -208,17 +179,30 @@ impl Locks for CachedLocks {
     }
 
     async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
+        let tree = if request.if_header.is_empty() {
+            common_tree(&request.targets)
+        } else {
+            None
+        };
+        if let Some(tree) = &tree {
+            let free = self.checks.count(self.free_now(tree).then_some(()));
+            if free.is_some() {
+                return Ok(CheckWriteResponse {
+                    outcome: Outcome::Allowed as i32,
+                    conflicts: Vec::new(),
+                    free_root: None,
+                });
+            }
+        }
         let epoch = self.lease.epoch();
-        let candidates = Removable::candidates(&request);
+        let whole: Vec<String> = FreeTrees::found(&request, None);
         let answer = self.remote.check_write(request).await?;
-        if answer.outcome() == Outcome::Allowed {
-            for path in candidates {
+        if answer.outcome() == Outcome::Allowed && tree.is_some() {
+            for found in answer.free_root.iter().cloned().chain(whole) {
                 self.lease.keep(
                     epoch,
-                    || self.removable.paths.insert(path.clone(), epoch),
-                    || {
-                        self.removable.paths.remove(&path);
-                    },
+                    || self.free.insert(found.clone(), epoch),
+                    || self.free.remove(&found),
                 );
             }
         }
@@ -251,11 +235,11 @@ impl Locks for CachedLocks {
     }
 
     async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status> {
-        // Valid now, and the epoch unchanged since the check: the lease held throughout
-        // (a lapse ends with the epoch moved on), and no lock was taken meanwhile.
-        let checked_at = self.removable.paths.remove(&request.path).map(|(_, epoch)| epoch);
-        let spared = checked_at.is_some_and(|epoch| self.lease.valid() && self.lease.epoch() == epoch);
-        if self.removals.count(spared.then_some(())).is_some() {
+        if self
+            .removals
+            .count(self.free_now(&request.path).then_some(()))
+            .is_some()
+        {
             return Ok(ReleaseResponse { released: 0 });
         }
         self.remote.release(request).await
@@ -285,9 +269,12 @@ mod tests {
         }
     }
 
-    /// A locks service that allows every write and counts the releases asked of it.
+    /// A locks service that allows every write, reports `free_root` as the tree found
+    /// free, and counts the checks and releases asked of it.
     #[derive(Default)]
     struct Allowing {
+        free_root: Option<String>,
+        checks: AtomicUsize,
         releases: AtomicUsize,
     }
 
@@ -303,9 +290,11 @@ mod tests {
             unreachable!()
         }
         async fn check_write(&self, _: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
+            self.checks.fetch_add(1, Ordering::SeqCst);
             Ok(CheckWriteResponse {
                 outcome: Outcome::Allowed as i32,
                 conflicts: Vec::new(),
+                free_root: self.free_root.clone(),
             })
         }
         async fn discover(&self, _: DiscoverRequest) -> Result<DiscoverResponse, Status> {
@@ -332,18 +321,61 @@ mod tests {
         }
     }
 
+    fn cached(remote: &Arc<Allowing>, lease: &Arc<TestLease>) -> CachedLocks {
+        CachedLocks::of(
+            remote.clone(),
+            lease.clone(),
+            None,
+            Arc::new(Cache::new(16)),
+            Arc::new(FreeTrees::new()),
+        )
+    }
+
+    /// A PUT's check: the member and its collection.
+    fn put(path: &str, tokens: bool) -> CheckWriteRequest {
+        let mut request = removal(path, tokens);
+        request.targets[0].recursive = false;
+        request.targets.push(WriteTarget {
+            path: path.rsplit_once('/').map_or("", |(parent, _)| parent).to_owned(),
+            recursive: false,
+        });
+        request
+    }
+
+    #[tokio::test]
+    async fn a_write_into_a_tree_found_free_is_allowed_without_asking_while_the_lease_holds() {
+        let remote = Arc::new(Allowing {
+            free_root: Some("a".into()),
+            ..Allowing::default()
+        });
+        let lease = Arc::new(TestLease::default());
+        let locks = cached(&remote, &lease);
+        let asked = |expected: usize, why: &str| {
+            assert_eq!(remote.checks.load(Ordering::SeqCst), expected, "{why}");
+        };
+        locks.check_write(put("a/x", false)).await.unwrap();
+        asked(1, "nothing found free yet");
+        let answer = locks.check_write(put("a/b/y", false)).await.unwrap();
+        assert_eq!(answer.outcome(), Outcome::Allowed);
+        asked(1, "a write into the tree found free");
+        locks.check_write(put("c/z", false)).await.unwrap();
+        asked(2, "a write elsewhere");
+        locks.check_write(put("a/y", true)).await.unwrap();
+        asked(3, "tokens submitted");
+        lease.epoch.fetch_add(1, Ordering::SeqCst);
+        locks.check_write(put("a/y", false)).await.unwrap();
+        asked(4, "a lock change heard of since");
+        lease.lapsed.store(true, Ordering::SeqCst);
+        locks.check_write(put("a/y", false)).await.unwrap();
+        asked(5, "the lease lapsed");
+    }
+
     /// Checks the removal of `path` (with an If header when `tokens`), lets `meanwhile`
     /// happen to the lease, releases `path`, and says whether the service was asked.
     async fn released(path: &str, tokens: bool, meanwhile: impl FnOnce(&TestLease)) -> bool {
         let remote = Arc::new(Allowing::default());
         let lease = Arc::new(TestLease::default());
-        let locks = CachedLocks::of(
-            remote.clone(),
-            lease.clone(),
-            None,
-            Arc::new(Cache::new(16)),
-            Arc::new(Removable::new()),
-        );
+        let locks = cached(&remote, &lease);
         locks.check_write(removal(path, tokens)).await.unwrap();
         meanwhile(&lease);
         locks.release(ReleaseRequest { path: path.into() }).await.unwrap();

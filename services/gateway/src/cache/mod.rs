@@ -16,6 +16,7 @@ mod admission;
 pub mod answers;
 mod entries;
 mod fileio;
+mod free;
 mod locks;
 
 pub use answers::KeptAnswers;
@@ -72,6 +73,7 @@ pub fn register_metrics() {
         "stat",
         "listing",
         "locks",
+        "write_check",
         "removable",
         "answer",
     ] {
