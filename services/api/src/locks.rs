@@ -31,8 +31,8 @@ pub trait Locks: Send + Sync + 'static {
     async fn release(&self, request: ReleaseRequest) -> Result<ReleaseResponse, Status>;
 }
 
-/// The deepest path that is `path` or an ancestor of it for every target of a write: the
-/// one tree that holds them all (the root, `""`, when nothing narrower does). `None`
+/// The deepest tree that holds every target of a write (a target's path, or the
+/// deepest ancestor they share; the root, `""`, when nothing narrower does). `None`
 /// without targets. Paths are as the locks service names them: no leading slash,
 /// components joined by `/`.
 pub fn common_tree(targets: &[WriteTarget]) -> Option<String> {

@@ -455,7 +455,7 @@ async fn removing_an_unlocked_tree_skips_the_release_and_a_locked_one_releases()
     let fleet = Fleet::start().await;
     fleet.put(0, "/gone.txt", "content").await;
     fleet.until_locks_kept(0, "/gone.txt").await;
-    let spared = fleet.lookups(0, "removable", "hit").await;
+    let spared = fleet.lookups(0, "release", "hit").await;
     let (status, _) = fleet.request(0, "DELETE", "/gone.txt", &[], "").await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert_eq!(
@@ -463,7 +463,7 @@ async fn removing_an_unlocked_tree_skips_the_release_and_a_locked_one_releases()
         0.0,
         "a release was asked of the locks service"
     );
-    assert_eq!(fleet.lookups(0, "removable", "hit").await, spared + 1.0);
+    assert_eq!(fleet.lookups(0, "release", "hit").await, spared + 1.0);
 
     fleet.request(0, "MKCOL", "/dir", &[], "").await;
     fleet.put(0, "/dir/a.txt", "content").await;

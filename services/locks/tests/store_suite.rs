@@ -271,6 +271,12 @@ async fn an_allowed_write_reports_the_highest_tree_free_of_locks(kind: Kind) {
         None,
         "an If header: its tokens may apply"
     );
+    take(&*s, "q", Scope::Exclusive, LockDepth::Zero).await;
+    assert_eq!(
+        free_root(&*s, "q/r/s.txt", None).await.as_deref(),
+        Some("q/r"),
+        "a lock rooted at an ancestor itself"
+    );
     take(&*s, "", Scope::Shared, LockDepth::Zero).await;
     assert_eq!(
         free_root(&*s, "x/y.txt", None).await.as_deref(),

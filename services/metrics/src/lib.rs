@@ -281,7 +281,7 @@ mod shared {
     /// `kubedav_cache_lookups_total{cache, result}`: every cache of every target under one
     /// name. `cache` names it (`auth`, `auth_shared`, `fileio_file`, `fileio_name`,
     /// `fileio_property`, `gateway_file`, `gateway_resource`, `gateway_listing`, `gateway_answer`,
-    /// `gateway_locks`, `gateway_write_check`, `gateway_removable`, `markdown`); `result` is `hit`, `miss`, or for a remote cache
+    /// `gateway_locks`, `gateway_write_check`, `gateway_release`, `markdown`); `result` is `hit`, `miss`, or for a remote cache
     /// `error`. Keep the counter returned: the label lookup hashes and takes a lock.
     pub fn cache_lookups(cache: &str, result: &str) -> Counter {
         LOOKUPS.with_label_values(&[cache, result])

@@ -32,19 +32,19 @@ impl FreeTrees {
         }
     }
 
-    /// The trees an allowed check of `request` found free: the one the service reported,
-    /// and those the request removes or replaces whole (with no token submitted, any
-    /// lock on, above or below them would have been in the way). None for a request with
-    /// an If header.
-    pub(super) fn found(request: &CheckWriteRequest, reported: Option<&String>) -> Vec<String> {
+    /// The trees an allowed check of `request` found free besides the one the service
+    /// reports: those the request removes or replaces whole (with no token submitted, a
+    /// lock on or below them, or of depth infinity above them, would have been in the
+    /// way). None for a request with an If header.
+    pub(super) fn replaced_whole(request: &CheckWriteRequest) -> Vec<String> {
         if !request.if_header.is_empty() {
             return Vec::new();
         }
-        let whole = request.targets.iter().filter(|target| target.recursive);
-        reported
-            .cloned()
-            .into_iter()
-            .chain(whole.map(|target| target.path.clone()))
+        request
+            .targets
+            .iter()
+            .filter(|target| target.recursive)
+            .map(|target| target.path.clone())
             .collect()
     }
 
@@ -104,12 +104,10 @@ mod tests {
     }
 
     #[test]
-    fn only_a_check_without_tokens_finds_trees_free() {
-        let reported = "a".to_owned();
+    fn only_a_check_without_tokens_finds_what_it_replaces_whole_free() {
         let delete = request(&[("a/b", true), ("a", false)], false);
-        assert_eq!(FreeTrees::found(&delete, Some(&reported)), ["a", "a/b"]);
-        assert_eq!(FreeTrees::found(&delete, None), ["a/b"]);
+        assert_eq!(FreeTrees::replaced_whole(&delete), ["a/b"]);
         let with_token = request(&[("a/b", true)], true);
-        assert!(FreeTrees::found(&with_token, Some(&reported)).is_empty());
+        assert!(FreeTrees::replaced_whole(&with_token).is_empty());
     }
 }

@@ -7,7 +7,7 @@ use super::free::FreeTrees;
 use kubedav_api::locks::{
     CheckWriteRequest, CheckWriteResponse, DiscoverRequest, DiscoverResponse, LockRequest, LockResponse,
     Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, UnlockRequest, UnlockResponse,
-    check_write_response::Outcome, common_tree,
+    check_write_response::Outcome, common_tree, within,
 };
 use kubedav_lease::{self as lease, Coherence, OpenAt, ReplicaLeases, View, Watch};
 use quick_cache::sync::Cache;
@@ -84,7 +84,7 @@ impl CachedLocks {
             free,
             lookups: Lookups::of("locks"),
             checks: Lookups::of("write_check"),
-            removals: Lookups::of("removable"),
+            removals: Lookups::of("release"),
         }
     }
 
@@ -179,13 +179,13 @@ impl Locks for CachedLocks {
     }
 
     async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
-        let tree = if request.if_header.is_empty() {
+        let common = if request.if_header.is_empty() {
             common_tree(&request.targets)
         } else {
             None
         };
-        if let Some(tree) = &tree {
-            let free = self.checks.count(self.free_now(tree).then_some(()));
+        if let Some(common) = &common {
+            let free = self.checks.count(self.free_now(common).then_some(()));
             if free.is_some() {
                 return Ok(CheckWriteResponse {
                     outcome: Outcome::Allowed as i32,
@@ -195,16 +195,19 @@ impl Locks for CachedLocks {
             }
         }
         let epoch = self.lease.epoch();
-        let whole: Vec<String> = FreeTrees::found(&request, None);
+        let whole = FreeTrees::replaced_whole(&request);
         let answer = self.remote.check_write(request).await?;
-        if answer.outcome() == Outcome::Allowed && tree.is_some() {
-            for found in answer.free_root.iter().cloned().chain(whole) {
-                self.lease.keep(
-                    epoch,
-                    || self.free.insert(found.clone(), epoch),
-                    || self.free.remove(&found),
-                );
-            }
+        let Some(common) = common.filter(|_| answer.outcome() == Outcome::Allowed) else {
+            return Ok(answer);
+        };
+        // A reported tree that does not hold the targets is not what was asked for.
+        let reported = answer.free_root.iter().filter(|root| within(&common, root));
+        for found in reported.cloned().chain(whole) {
+            self.lease.keep(
+                epoch,
+                || self.free.insert(found.clone(), epoch),
+                || self.free.remove(&found),
+            );
         }
         Ok(answer)
     }
@@ -274,6 +277,9 @@ mod tests {
     #[derive(Default)]
     struct Allowing {
         free_root: Option<String>,
+        /// A lease whose epoch each check moves on, as a lock change announced while
+        /// the check is answered would.
+        announcing: Option<Arc<TestLease>>,
         checks: AtomicUsize,
         releases: AtomicUsize,
     }
@@ -291,6 +297,9 @@ mod tests {
         }
         async fn check_write(&self, _: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
             self.checks.fetch_add(1, Ordering::SeqCst);
+            if let Some(lease) = &self.announcing {
+                lease.epoch.fetch_add(1, Ordering::SeqCst);
+            }
             Ok(CheckWriteResponse {
                 outcome: Outcome::Allowed as i32,
                 conflicts: Vec::new(),
@@ -368,6 +377,38 @@ mod tests {
         lease.lapsed.store(true, Ordering::SeqCst);
         locks.check_write(put("a/y", false)).await.unwrap();
         asked(5, "the lease lapsed");
+    }
+
+    #[tokio::test]
+    async fn a_tree_is_not_kept_from_an_answer_crossed_by_a_lock_change_or_not_holding_the_write() {
+        let lease = Arc::new(TestLease::default());
+        let crossed = Arc::new(Allowing {
+            free_root: Some("a".into()),
+            announcing: Some(lease.clone()),
+            ..Allowing::default()
+        });
+        let locks = cached(&crossed, &lease);
+        locks.check_write(put("a/x", false)).await.unwrap();
+        locks.check_write(put("a/y", false)).await.unwrap();
+        assert_eq!(
+            crossed.checks.load(Ordering::SeqCst),
+            2,
+            "kept across a lock change"
+        );
+
+        let lease = Arc::new(TestLease::default());
+        let elsewhere = Arc::new(Allowing {
+            free_root: Some("a".into()),
+            ..Allowing::default()
+        });
+        let locks = cached(&elsewhere, &lease);
+        locks.check_write(put("c/x", false)).await.unwrap();
+        locks.check_write(put("a/y", false)).await.unwrap();
+        assert_eq!(
+            elsewhere.checks.load(Ordering::SeqCst),
+            2,
+            "kept a reported tree that does not hold the write checked"
+        );
     }
 
     /// Checks the removal of `path` (with an If header when `tokens`), lets `meanwhile`

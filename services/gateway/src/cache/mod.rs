@@ -74,7 +74,7 @@ pub fn register_metrics() {
         "listing",
         "locks",
         "write_check",
-        "removable",
+        "release",
         "answer",
     ] {
         let _ = Lookups::of(cache);

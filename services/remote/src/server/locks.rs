@@ -13,7 +13,8 @@ use tonic::Status;
 /// Exposes any [`Locks`] implementation as the `kubedav.locks.v1.Locks` gRPC service.
 pub struct LocksGrpc {
     inner: Arc<dyn Locks>,
-    /// Leases on callers' copies of Discover answers: only for a sole keeper of locks.
+    /// Leases on what callers keep of this service's answers (lock discovery, trees free
+    /// of locks): for a sole keeper of locks, or a replica that registers.
     leases: Option<Arc<Leases>>,
 }
 
@@ -23,9 +24,11 @@ impl LocksGrpc {
         Self { inner, leases: None }
     }
 
-    /// Offers leases on Discover answers, announcing every lock change before answering
-    /// it. Only for a core that is the sole keeper of its locks (the memory store): a
-    /// store shared with other replicas changes behind this service's back.
+    /// Offers leases on what callers keep (lock discovery, trees free of locks),
+    /// announcing every lock change before answering it. Only for a core that is the
+    /// sole keeper of its locks (the memory store), or a replica of a shared store that
+    /// registers (so that gateways hold a lease from every replica): otherwise the store
+    /// changes behind this service's back.
     pub fn with_leases(mut self) -> Self {
         self.leases = Some(Leases::new("locks"));
         self
@@ -36,20 +39,19 @@ impl LocksGrpc {
         self.leases.clone()
     }
 
-    /// Makes a lock change under the leases, if any ([`Leases::change`]): a change that
-    /// succeeded may show in every kept discovery, so all are dropped. `change` is given
-    /// the core; under leases it runs to its end even if the caller goes away.
+    /// Makes a lock change under the leases, if any ([`Leases::change`]): a change may
+    /// show in every kept discovery and end any tree free of locks, so all are dropped.
+    /// A change that failed is announced too: a store may have kept a lock before the
+    /// error (a Redis reply lost after the script ran), and a lock no gateway heard of
+    /// would let writes past it. `change` is given the core; under leases it runs to its
+    /// end even if the caller goes away.
     async fn change<T: Send + 'static>(
         &self,
         change: impl FnOnce(Arc<dyn Locks>) -> BoxFuture<'static, Result<T, Status>>,
     ) -> Result<T, Status> {
         let change = change(self.inner.clone());
         match &self.leases {
-            Some(leases) => {
-                leases
-                    .change(change, |outcome| outcome.is_ok().then(Invalidation::everything))
-                    .await
-            }
+            Some(leases) => leases.change(change, |_| Some(Invalidation::everything())).await,
             None => change.await,
         }
     }
