@@ -17,18 +17,32 @@
 use kubedav_api::locks::{CheckWriteRequest, ancestors_and_self};
 use quick_cache::sync::Cache;
 
-/// How many trees are kept (each a path and a number).
-const CAPACITY: usize = 4096;
+/// About how many trees are kept.
+const TYPICAL_TREES: usize = 4096;
+
+/// Bytes of trees kept at most (their paths, and a fixed cost each): bounded in bytes,
+/// since a path may be long.
+const CAPACITY_BYTES: u64 = 1 << 20;
+
+/// What a kept tree weighs against [`CAPACITY_BYTES`].
+#[derive(Clone, Copy)]
+struct PathWeight;
+
+impl quick_cache::Weighter<String, u64> for PathWeight {
+    fn weight(&self, tree: &String, _: &u64) -> u64 {
+        tree.len() as u64 + 48
+    }
+}
 
 /// Trees found free of locks, each with the lease's epoch of the check that found it.
 pub(super) struct FreeTrees {
-    trees: Cache<String, u64>,
+    trees: Cache<String, u64, PathWeight>,
 }
 
 impl FreeTrees {
     pub(super) fn new() -> Self {
         Self {
-            trees: Cache::new(CAPACITY),
+            trees: Cache::with_weighter(TYPICAL_TREES, CAPACITY_BYTES, PathWeight),
         }
     }
 
