@@ -124,6 +124,25 @@ impl Fleet {
             .map_or(0.0, |v| v.parse().unwrap())
     }
 
+    /// An exclusive lock on `path` through gateway `g` with `depth` (10 minutes): its
+    /// `Lock-Token` header, angle brackets included.
+    async fn lock(&self, g: usize, path: &str, depth: &str) -> String {
+        let response = client()
+            .request(Method::from_bytes(b"LOCK").unwrap(), self.url(g, path))
+            .header("timeout", "Second-600")
+            .header("depth", depth)
+            .body(LOCKINFO)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "LOCK {path} through gateway {g}"
+        );
+        response.headers()["lock-token"].to_str().unwrap().to_owned()
+    }
+
     /// Calls gateway `g` made to release the locks of a removed resource.
     async fn releases(&self, g: usize) -> f64 {
         let text = common::metric_text(self.gateways[g].2).await;
@@ -412,15 +431,7 @@ async fn locks_taken_through_one_gateway_show_at_once_through_the_other() {
             !listed.contains("opaquelocktoken") && !listed.contains("urn:uuid"),
             "{listed}"
         );
-        let response = client()
-            .request(Method::from_bytes(b"LOCK").unwrap(), fleet.url(0, "/locked.txt"))
-            .header("timeout", "Second-600")
-            .body(LOCKINFO)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let token = response.headers()["lock-token"].to_str().unwrap().to_owned();
+        let token = fleet.lock(0, "/locked.txt", "0").await;
         let bare = token.trim_matches(|c| c == '<' || c == '>').to_owned();
         let listed = fleet.propfind0(1, "/locked.txt").await;
         assert!(
@@ -467,15 +478,7 @@ async fn removing_an_unlocked_tree_skips_the_release_and_a_locked_one_releases()
 
     fleet.request(0, "MKCOL", "/dir", &[], "").await;
     fleet.put(0, "/dir/a.txt", "content").await;
-    let response = client()
-        .request(Method::from_bytes(b"LOCK").unwrap(), fleet.url(1, "/dir"))
-        .header("depth", "infinity")
-        .body(LOCKINFO)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let token = response.headers()["lock-token"].to_str().unwrap().to_owned();
+    let token = fleet.lock(1, "/dir", "infinity").await;
     let (status, body) = fleet
         .request(0, "DELETE", "/dir", &[("if", &format!("({token})"))], "")
         .await;
@@ -510,14 +513,7 @@ async fn a_write_into_a_tree_free_of_locks_asks_no_check_until_a_lock_is_taken()
         allowed + 1.0,
         "the PUT's lock check was asked of the locks service"
     );
-    let response = client()
-        .request(Method::from_bytes(b"LOCK").unwrap(), fleet.url(1, "/d/b.txt"))
-        .body(LOCKINFO)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let token = response.headers()["lock-token"].to_str().unwrap().to_owned();
+    let token = fleet.lock(1, "/d/b.txt", "0").await;
     let (status, _) = fleet.request(0, "PUT", "/d/b.txt", &[], "not mine").await;
     assert_eq!(
         status,
