@@ -37,10 +37,7 @@ pub fn tree_to_free(request: &CheckWriteRequest) -> Option<String> {
 
 /// Whether `path` lies strictly below `root`.
 pub fn below(path: &str, root: &str) -> bool {
-    if root.is_empty() {
-        return !path.is_empty();
-    }
-    path.len() > root.len() && path.starts_with(root) && path.as_bytes()[root.len()] == b'/'
+    path != root && kubedav_api::locks::within(path, root)
 }
 
 /// Whether `lock` has depth infinity.
