@@ -1,6 +1,7 @@
 //! The cost of the lock check a write makes, with 10 and with 10,000 active locks
 //! elsewhere in the tree, on the in-memory store (`make bench` runs it; the figures go
-//! in docs/benchmarks.md). The store finds the locks that apply to a path by its
+//! in docs/benchmarks.md), with and without reporting the tree free of locks around the
+//! write (`report_free_root`, which only a gateway's cache asks for). The store finds the locks that apply to a path by its
 //! ancestors and the locks below a collection by one range scan, so the cost must not
 //! grow with the number of locks held on other resources.
 
@@ -48,6 +49,16 @@ fn check(c: &mut Criterion) {
         group.bench_with_input(
             BenchmarkId::new("active locks elsewhere", count),
             &request,
+            |b, request| b.iter(|| runtime.block_on(store.check_write(request.clone())).unwrap()),
+        );
+        // As a gateway that keeps trees free of locks asks (microservices mode).
+        let reporting = CheckWriteRequest {
+            report_free_root: true,
+            ..request.clone()
+        };
+        group.bench_with_input(
+            BenchmarkId::new("active locks elsewhere, reporting the free tree", count),
+            &reporting,
             |b, request| b.iter(|| runtime.block_on(store.check_write(request.clone())).unwrap()),
         );
         let collection = CheckWriteRequest {

@@ -27,9 +27,10 @@ pub fn free_root(common: &str, rooted_within: impl Fn(&str) -> bool) -> Option<S
 }
 
 /// The tree whose free root an allowed `request` reports: its targets' common tree,
-/// when it carries no If header (with one, locks may apply whose tokens it submitted).
+/// when it asks for it and carries no If header (with one, locks may apply whose tokens
+/// it submitted).
 pub fn tree_to_free(request: &CheckWriteRequest) -> Option<String> {
-    if !request.if_header.is_empty() {
+    if !request.report_free_root || !request.if_header.is_empty() {
         return None;
     }
     kubedav_api::locks::common_tree(&request.targets)

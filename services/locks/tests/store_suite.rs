@@ -218,8 +218,17 @@ async fn writes_need_the_token(kind: Kind) {
 }
 
 /// The free root an allowed check of a PUT (the member and its collection) at `path`
-/// reports, with an If header when `tokens` is given.
+/// reports when asked for, with an If header when `tokens` is given.
 async fn free_root(store: &dyn Locks, path: &str, tokens: Option<&[&str]>) -> Option<String> {
+    free_root_asking(store, path, tokens, true).await
+}
+
+async fn free_root_asking(
+    store: &dyn Locks,
+    path: &str,
+    tokens: Option<&[&str]>,
+    ask: bool,
+) -> Option<String> {
     let parent = path.rsplit_once('/').map_or("", |(parent, _)| parent);
     let response = store
         .check_write(CheckWriteRequest {
@@ -234,6 +243,7 @@ async fn free_root(store: &dyn Locks, path: &str, tokens: Option<&[&str]>) -> Op
                 .map(|tokens| vec![token_list(None, tokens)])
                 .unwrap_or_default(),
             request_path: path.into(),
+            report_free_root: ask,
             ..Default::default()
         })
         .await
@@ -250,6 +260,11 @@ async fn an_allowed_write_reports_the_highest_tree_free_of_locks(kind: Kind) {
         free_root(&*s, "a/b/c.txt", None).await.as_deref(),
         Some(""),
         "no lock at all"
+    );
+    assert_eq!(
+        free_root_asking(&*s, "a/b/c.txt", None, false).await,
+        None,
+        "reported only when asked for"
     );
     let token = take(&*s, "a/b/locked.txt", Scope::Exclusive, LockDepth::Zero)
         .await

@@ -178,7 +178,7 @@ impl Locks for CachedLocks {
         self.remote.unlock(request).await
     }
 
-    async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
+    async fn check_write(&self, mut request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
         let common = if request.if_header.is_empty() {
             common_tree(&request.targets)
         } else {
@@ -196,6 +196,7 @@ impl Locks for CachedLocks {
         }
         let epoch = self.lease.epoch();
         let whole = FreeTrees::replaced_whole(&request);
+        request.report_free_root = common.is_some();
         let answer = self.remote.check_write(request).await?;
         let Some(common) = common.filter(|_| answer.outcome() == Outcome::Allowed) else {
             return Ok(answer);
@@ -295,7 +296,7 @@ mod tests {
         async fn unlock(&self, _: UnlockRequest) -> Result<UnlockResponse, Status> {
             unreachable!()
         }
-        async fn check_write(&self, _: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
+        async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {
             self.checks.fetch_add(1, Ordering::SeqCst);
             if let Some(lease) = &self.announcing {
                 lease.epoch.fetch_add(1, Ordering::SeqCst);
@@ -303,7 +304,7 @@ mod tests {
             Ok(CheckWriteResponse {
                 outcome: Outcome::Allowed as i32,
                 conflicts: Vec::new(),
-                free_root: self.free_root.clone(),
+                free_root: self.free_root.clone().filter(|_| request.report_free_root),
             })
         }
         async fn discover(&self, _: DiscoverRequest) -> Result<DiscoverResponse, Status> {

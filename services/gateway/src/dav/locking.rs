@@ -188,6 +188,8 @@ async fn ask(
         etags,
         principal: principal.name().to_owned(),
         request_path: request_path.as_str().to_owned(),
+        // Asked for by the gateway's cache of the locks service's answers, if any.
+        report_free_root: false,
     };
     let span = tracing::info_span!("locks.check_write", targets = request.targets.len() as i64);
     tracing::Instrument::instrument(gateway.locks.check_write(request), span)
