@@ -180,6 +180,12 @@ fn malformed(what: &'static str) -> ::redis::RedisError {
 }
 
 impl Registry {
+    /// The key the replicas are registered under (`<prefix><service>:replicas`): what a
+    /// gateway following this registry names when it asks a replica for a lease.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
     /// The same Redis, for the replicas of another service.
     pub fn of(&self, service: &'static str) -> Self {
         Self::on(self.connection.clone(), &self.prefix, service)

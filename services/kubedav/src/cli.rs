@@ -382,7 +382,7 @@ pub(crate) struct ReplicaArgs {
     /// Prefix of every Redis key kubedav writes: locks live under `<prefix>locks:`, the
     /// shared auth cache under `<prefix>auth:`, the fileio registry at
     /// `<prefix>fileio:replicas`. Give deployments sharing a Redis their own.
-    #[arg(long, env = "KUBEDAV_REDIS_PREFIX", default_value = "kubedav:")]
+    #[arg(long, env = "KUBEDAV_REDIS_PREFIX", default_value = "kubedav:", value_parser = values::redis_prefix)]
     pub redis_prefix: String,
 
     /// PEM file of the CA certificates a `rediss://` Redis is checked against, instead of

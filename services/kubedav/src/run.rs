@@ -294,11 +294,12 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
         (Arc::new(fileio), Arc::new(locks))
     } else {
         kubedav_gateway::cache::register_metrics();
-        let fileio = match fileio_replicas {
+        let fileio = match registry.as_ref().zip(fileio_replicas) {
             None => CachedFileIo::new(fileio, cache_config(cli, kubedav_gateway::cache::MAX_FILE_BYTES)),
-            Some(view) => {
-                let open = replica_watch("fileio", token, |channel, requests| {
-                    Box::pin(RemoteFileIo::new(channel).watch(requests))
+            Some((registry, view)) => {
+                let followed = registry.key().to_owned();
+                let open = replica_watch("fileio", token, move |channel, requests| {
+                    RemoteFileIo::new(channel).watch_following(&followed, requests)
                 });
                 let cached = CachedFileIo::over_replicas(
                     Arc::new(fileio),
@@ -312,11 +313,12 @@ fn remote_ports(cli: &Cli) -> Result<Ports, RunError> {
                 cached
             }
         };
-        let locks = match locks_replicas {
+        let locks = match registry.as_ref().zip(locks_replicas) {
             None => CachedLocks::new(locks),
-            Some(view) => {
-                let open = replica_watch("locks", token, |channel, requests| {
-                    Box::pin(RemoteLocks::new(channel).watch(requests))
+            Some((registry, view)) => {
+                let followed = registry.of("locks").key().to_owned();
+                let open = replica_watch("locks", token, move |channel, requests| {
+                    RemoteLocks::new(channel).watch_following(&followed, requests)
                 });
                 let cached = CachedLocks::over_replicas(Arc::new(locks), view, open);
                 if let Some(leases) = cached.replica_leases() {

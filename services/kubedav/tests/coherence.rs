@@ -35,6 +35,10 @@ enum Wiring {
     /// Two fileio replicas, each gateway talking to its own one, no registry: the
     /// coherence across replicas switched off.
     Apart,
+    /// Replicas registered as with `Registry`, but each gateway talking to its own one
+    /// without following the registry (a misconfigured gateway): the replicas give it
+    /// no lease, so it keeps nothing, and stays coherent.
+    Unfollowed,
     /// Two all-in-one processes, locks shared through Redis.
     AllInOne,
     /// Two all-in-one processes, each with its own locks in memory (so each keeps
@@ -44,6 +48,8 @@ enum Wiring {
 
 struct Fleet {
     gateways: Vec<SocketAddr>,
+    /// The gateway processes, when they run apart from the services.
+    gateway_processes: Vec<Process>,
     gateway_admin: Vec<SocketAddr>,
     replicas: Vec<Process>,
     replica_admin: Vec<SocketAddr>,
@@ -78,6 +84,7 @@ impl Fleet {
         let extra: Vec<String> = gateway_args.iter().map(|s| s.to_string()).collect();
         let mut fleet = Fleet {
             gateways: Vec::new(),
+            gateway_processes: Vec::new(),
             gateway_admin: Vec::new(),
             replicas: Vec::new(),
             replica_admin: Vec::new(),
@@ -110,7 +117,7 @@ impl Fleet {
         let mut replica_grpc = Vec::new();
         for name in ["fileio-a", "fileio-b"] {
             let mut args = storage_args.clone();
-            if wiring == Wiring::Registry {
+            if matches!(wiring, Wiring::Registry | Wiring::Unfollowed) {
                 args.extend(registry.iter().cloned());
             }
             let (process, grpc, admin) = start_service(name, "fileio", &args, &envs).await;
@@ -121,7 +128,7 @@ impl Fleet {
         let mut locks_grpc = Vec::new();
         for name in ["locks-a", "locks-b"] {
             let mut args = shared_locks.to_vec();
-            if wiring == Wiring::Registry {
+            if matches!(wiring, Wiring::Registry | Wiring::Unfollowed) {
                 args.extend(registry.iter().cloned());
             }
             let (locks, grpc, admin) = start_service(name, "locks", &args, &[]).await;
@@ -145,7 +152,7 @@ impl Fleet {
             let (process, http, admin) = start_gateway(name, &args, &[]).await;
             fleet.gateways.push(http);
             fleet.gateway_admin.push(admin);
-            fleet._others.push(process);
+            fleet.gateway_processes.push(process);
         }
         // Registered replicas (fileio, then locks) answer changes only once every
         // gateway's view has seen them: their readiness says when.
@@ -481,6 +488,40 @@ async fn all_in_one_processes_on_a_bucket_are_coherent() {
 #[tokio::test]
 async fn all_in_one_processes_on_a_shared_directory_are_coherent() {
     coherent(Storage::SharedDirectory, Wiring::AllInOne).await;
+}
+
+/// A gateway that talks to one registered replica of each service without following
+/// the registry (started without `--registry`) would hold a lease from that replica
+/// alone, and not hear of changes made through the others. The replicas refuse it a
+/// lease instead, and it says why: it keeps nothing, and serves nothing stale.
+#[tokio::test]
+async fn gateways_that_do_not_follow_the_registry_get_no_lease_and_serve_nothing_stale() {
+    for storage in [Storage::Bucket, Storage::SharedDirectory] {
+        let mut fleet = Fleet::start(storage, Wiring::Unfollowed, &[]).await;
+        for gateway in &mut fleet.gateway_processes {
+            for service in ["fileio", "locks"] {
+                let line = gateway
+                    .logged(&format!("{service} replica is one of several"))
+                    .await;
+                assert!(
+                    line.contains("no lease offered") && line.contains("--registry"),
+                    "{storage:?}: the gateway says why it keeps nothing of {service}'s answers: {line}"
+                );
+            }
+        }
+        let mut stale = stale_answers(&fleet, 0, 1, 2).await;
+        stale.extend(stale_answers(&fleet, 1, 0, 2).await);
+        assert!(stale.is_empty(), "{storage:?}: stale answers: {stale:#?}");
+        for gateway in 0..2 {
+            for cache in ["file", "resource", "locks"] {
+                assert_eq!(
+                    fleet.answered_from_copies(gateway, cache).await,
+                    0.0,
+                    "{storage:?}: gateway {gateway} answered from {cache} copies without a lease"
+                );
+            }
+        }
+    }
 }
 
 /// The checks above can fail: with the coherence switched off they see stale copies.

@@ -150,7 +150,10 @@ where
                     backoff
                 }
                 // The service keeps its answers to itself (a lock store shared by
-                // several replicas): ask again now and then, in case that changes.
+                // several replicas that do not register), or it is a registered
+                // replica and this holder does not follow the registry: ask again now
+                // and then, in case that changes. Every answer costs a call meanwhile,
+                // so the reason is worth a warning.
                 Err(status)
                     if matches!(
                         status.code(),
@@ -159,7 +162,7 @@ where
                 {
                     if !told_not_offered {
                         told_not_offered = true;
-                        tracing::info!(
+                        tracing::warn!(
                             service,
                             reason = status.message(),
                             "no lease offered: every answer is fetched"

@@ -57,8 +57,9 @@ impl LeasedFileIo {
 /// A lease stream for a holder in this process, as the `Watch` call opens one over gRPC.
 impl Watch for LeasedFileIo {
     fn watch(&self, requests: Requests) -> BoxFuture<'static, Result<BoxStream<WatchEvent>, Status>> {
-        let events = self.leases.watch(requests.map(Ok).boxed());
-        Box::pin(async move { Ok(events) })
+        // A holder in this process: the process registers no replica of its own.
+        let events = self.leases.watch(None, requests.map(Ok).boxed());
+        Box::pin(async move { events })
     }
 }
 

@@ -72,6 +72,13 @@ impl futures_util::Stream for Requests {
 /// second at most.
 pub const LEASE: Duration = Duration::from_millis(500);
 
+/// The gRPC metadata a holder sends when it opens its `Watch` stream to a registered
+/// replica: the key of the registry it follows (`kubedav_kit::registry::Registry::key`).
+/// A registered replica gives leases only to holders that name its own registry; any
+/// other holder would hold a lease from this replica alone, and not hear of changes
+/// made through the others ([`Leases::watch`]).
+pub const FOLLOWED_REGISTRY: &str = "kubedav-followed-registry";
+
 /// What a holder opens its lease stream through: a port that reaches the service
 /// (a gRPC client, or the leased core in this process).
 pub trait Watch: Send + Sync + 'static {

@@ -51,8 +51,16 @@ pub struct Leases {
     state: Mutex<State>,
     /// Woken whenever a holder acknowledges, renews or goes away.
     changed: Notify,
-    /// The replica's standing in the registry, when it is one of several.
-    admission: OnceLock<watch::Receiver<Standing>>,
+    /// The replica's registration, when it is one of several.
+    admission: OnceLock<Admission>,
+}
+
+/// A registered replica's standing, and the registry it is registered in.
+struct Admission {
+    standing: watch::Receiver<Standing>,
+    /// The registry's key ([`kubedav_kit::registry::Registry::key`]): a holder must name
+    /// it ([`crate::FOLLOWED_REGISTRY`]) to be given a lease.
+    registry: String,
 }
 
 #[derive(Default)]
@@ -95,11 +103,17 @@ impl Leases {
         })
     }
 
-    /// Makes every change wait until this replica's registration is open
-    /// (`kubedav_kit::registry::Standing`): gateways that have not yet seen it in the
-    /// registry hold no lease from it and would not be told. Set once, at start.
-    pub fn admit_through(&self, standing: watch::Receiver<Standing>) {
-        if self.admission.set(standing).is_err() {
+    /// Makes every change wait until this replica's registration (in the registry whose
+    /// key is `registry`) is open (`kubedav_kit::registry::Standing`): gateways that have
+    /// not yet seen it in the registry hold no lease from it and would not be told. From
+    /// then on, leases go only to holders that follow that registry
+    /// ([`crate::FOLLOWED_REGISTRY`]). Set once, at start.
+    pub fn admit_through(&self, standing: watch::Receiver<Standing>, registry: &str) {
+        let admission = Admission {
+            standing,
+            registry: registry.to_owned(),
+        };
+        if self.admission.set(admission).is_err() {
             tracing::warn!(service = self.service, "admission set twice; the first one stays");
         }
     }
@@ -107,10 +121,10 @@ impl Leases {
     /// Waits until the registration (if any) lets changes be answered, for at most
     /// [`ADMISSION_WAIT`].
     async fn admitted(&self) -> Result<(), Status> {
-        let Some(standing) = self.admission.get() else {
+        let Some(admission) = self.admission.get() else {
             return Ok(());
         };
-        let mut standing = standing.clone();
+        let mut standing = admission.standing.clone();
         let started = Instant::now();
         let deadline = started + ADMISSION_WAIT;
         loop {
@@ -150,12 +164,26 @@ impl Leases {
 
     /// Serves one holder's `Watch` stream: pongs for its pings, then every invalidation.
     /// Ends when the holder goes away or at [`Leases::close`].
-    pub fn watch(self: &Arc<Self>, mut requests: BoxStream<WatchRequest>) -> BoxStream<WatchEvent> {
+    ///
+    /// `followed` is the registry the holder follows ([`crate::FOLLOWED_REGISTRY`]). A
+    /// registered replica refuses a holder that does not follow its registry
+    /// (FAILED_PRECONDITION): such a holder holds no lease from the other replicas, so
+    /// it would not be told of changes made through them.
+    pub fn watch(
+        self: &Arc<Self>,
+        followed: Option<&str>,
+        mut requests: BoxStream<WatchRequest>,
+    ) -> Result<BoxStream<WatchEvent>, Status> {
+        if let Some(admission) = self.admission.get()
+            && followed != Some(admission.registry.as_str())
+        {
+            return Err(self.unfollowed(&admission.registry, followed));
+        }
         let (events, mut outlet) = mpsc::unbounded_channel();
         let id = {
             let mut state = self.state();
             if state.closed {
-                return futures_util::stream::empty().boxed();
+                return Ok(futures_util::stream::empty().boxed());
             }
             state.next_holder += 1;
             let id = state.next_holder;
@@ -188,7 +216,29 @@ impl Leases {
             tracing::debug!(service = leases.service, holder = id, "lease holder gone");
             leases.changed.notify_waiters();
         });
-        futures_util::stream::poll_fn(move |cx| outlet.poll_recv(cx).map(|event| event.map(Ok))).boxed()
+        Ok(futures_util::stream::poll_fn(move |cx| outlet.poll_recv(cx).map(|event| event.map(Ok))).boxed())
+    }
+
+    /// Why a holder that follows `followed` (or no registry) gets no lease from a replica
+    /// registered in `registry`, and what to do about it.
+    fn unfollowed(&self, registry: &str, followed: Option<&str>) -> Status {
+        let service = self.service;
+        let follows = match followed {
+            None => "follows no registry".to_owned(),
+            Some(other) => format!("follows the registry at the key {other}"),
+        };
+        tracing::debug!(
+            service,
+            registry,
+            follows,
+            "lease refused to a holder not following the registry"
+        );
+        Status::failed_precondition(format!(
+            "this {service} replica is one of several registered in Redis under {registry}, \
+             and the caller {follows}: it would not be told of changes made through the \
+             other replicas, so it gets no lease and must fetch every answer. Start the \
+             gateway with the replicas' --registry and --redis-prefix"
+        ))
     }
 
     /// A holder's acknowledgement, ping, or both.

@@ -19,8 +19,8 @@ fn holder(leases: &Arc<Leases>, dropped: Arc<AtomicUsize>) -> Arc<Lease> {
     hold(
         "test",
         move |requests: Requests| {
-            let events = leases.watch(requests.map(Ok).boxed());
-            async move { Ok(events) }
+            let events = leases.watch(None, requests.map(Ok).boxed());
+            async move { events }
         },
         move |invalidation| {
             if !invalidation.everything {
@@ -90,11 +90,14 @@ async fn without_holders_a_change_does_not_wait() {
 /// its requests and the events it receives.
 fn first_ping(leases: &Arc<Leases>) -> (mpsc::UnboundedSender<WatchRequest>, BoxStream<WatchEvent>) {
     let (requests, mut outlet) = mpsc::unbounded_channel();
-    let events = leases.watch(
-        futures_util::stream::poll_fn(move |cx| outlet.poll_recv(cx))
-            .map(Ok)
-            .boxed(),
-    );
+    let events = leases
+        .watch(
+            None,
+            futures_util::stream::poll_fn(move |cx| outlet.poll_recv(cx))
+                .map(Ok)
+                .boxed(),
+        )
+        .unwrap();
     requests
         .send(WatchRequest {
             ping: 1,
@@ -193,8 +196,8 @@ async fn two_replicas() -> (
     let (publish, view) = watch::channel(fresh());
     let services = HashMap::from([("a".to_owned(), a.clone()), ("b".to_owned(), b.clone())]);
     let open: OpenAt = Arc::new(move |address, requests| {
-        let events = services[address].watch(requests.map(Ok).boxed());
-        Box::pin(async move { Ok(events) })
+        let events = services[address].watch(None, requests.map(Ok).boxed());
+        Box::pin(async move { events })
     });
     let dropped = Arc::new(AtomicUsize::new(0));
     let counted = dropped.clone();
@@ -288,7 +291,7 @@ async fn a_replica_changes_nothing_until_its_registration_is_open() {
         open_from: now,
         open_until: now,
     });
-    leases.admit_through(standing);
+    leases.admit_through(standing, "kubedav:test:replicas");
     // Never opened: refused after the longest wait, the change not made.
     let made = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let making = made.clone();
@@ -413,4 +416,37 @@ async fn a_change_whose_caller_went_away_before_it_began_is_not_made() {
         !made.load(Ordering::SeqCst),
         "a change was made after its caller went away before it began"
     );
+}
+
+/// A registered replica gives a lease only to a holder that follows its registry: one that
+/// follows none, or another, would not hear of changes made through the other replicas.
+#[tokio::test(start_paused = true)]
+async fn a_registered_replica_leases_only_to_holders_following_its_registry() {
+    let leases = leases().await;
+    let (_publish, standing) = watch::channel(Standing {
+        generation: 1,
+        open_from: Instant::now(),
+        open_until: Instant::now() + Duration::from_secs(3600),
+    });
+    leases.admit_through(standing, "kubedav:locks:replicas");
+    let open = |followed: Option<&str>| {
+        let (_requests, outlet) = mpsc::unbounded_channel::<WatchRequest>();
+        leases.watch(followed, Requests::from(outlet).map(Ok).boxed())
+    };
+    for followed in [
+        None,
+        Some("kubedav:fileio:replicas"),
+        Some("other:locks:replicas"),
+    ] {
+        let Err(refused) = open(followed) else {
+            panic!("a holder following {followed:?} was given a lease");
+        };
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+        assert!(
+            refused.message().contains("kubedav:locks:replicas") && refused.message().contains("--registry"),
+            "the refusal names the registry and what to do: {}",
+            refused.message()
+        );
+    }
+    assert!(open(Some("kubedav:locks:replicas")).is_ok());
 }

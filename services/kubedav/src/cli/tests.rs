@@ -308,6 +308,8 @@ fn a_malformed_structured_value_fails_naming_its_flag() {
         &["--lock-store", "redis://h:notaport/0"],
         &["--lock-store", "redis+sentinel://s1:26379,s2:26379"],
         &["--trusted-proxies", "10.0.0.0/33"],
+        &["--redis-prefix", "team a:"],
+        &["--redis-prefix", "équipe:"],
     ] {
         let message = refused(args);
         assert!(

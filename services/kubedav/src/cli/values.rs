@@ -151,6 +151,16 @@ pub(super) fn redis_url_or_empty(value: &str) -> Result<OrEmpty<RedisUrl>, Strin
     or_empty(value, RedisUrl::parse)
 }
 
+/// A Redis key prefix: visible ASCII, since a gateway names the registry it follows
+/// (`<prefix><service>:replicas`) in gRPC metadata.
+pub(super) fn redis_prefix(value: &str) -> Result<String, String> {
+    if value.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(value.to_owned())
+    } else {
+        Err("a Redis key prefix is visible ASCII, without spaces (as `kubedav:` or `team-a:`)".to_owned())
+    }
+}
+
 /// A value parser from `parse` for values that may hold a password (Redis URLs): its
 /// message shows the value with the password as `***`, where clap's own would show it
 /// as given (and so in the logs of a Pod that failed to start).

@@ -60,7 +60,7 @@ where
         let bound = address.await.ok()?;
         Some(advertised.unwrap_or_else(|| bound.to_string()))
     });
-    leases.admit_through(registration.standing());
+    leases.admit_through(registration.standing(), registry.key());
     let ready = registered_and(ready, registration.standing());
     let served = grpc::serve_target_with(listen, service, beside, ready, shutdown)
         .await

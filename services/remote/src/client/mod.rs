@@ -2,7 +2,8 @@
 //! ([`crate::deadline`]).
 
 /// Implements [`kubedav_lease::Watch`] for a client whose `calls` is a [`Caller`] of a
-/// generated stub with a `Watch` method: the lease stream opens on the stub. It lives as
+/// generated stub with a `Watch` method, and `watch_following` for a holder that follows
+/// a registry: the lease stream opens on the stub. It lives as
 /// long as the lease, so it has no deadline; the lease itself notices a silent service.
 macro_rules! watch_on_the_stub {
     ($client:ty) => {
@@ -17,6 +18,35 @@ macro_rules! watch_on_the_stub {
                 use futures_util::StreamExt;
                 let mut client = self.calls.client();
                 Box::pin(async move { Ok(client.watch(requests).await?.into_inner().boxed()) })
+            }
+        }
+
+        impl $client {
+            /// Opens a `Watch` stream as [`kubedav_lease::Watch::watch`] does, saying that
+            /// the holder follows the registry whose key is `registry`
+            /// ([`kubedav_lease::FOLLOWED_REGISTRY`]): a registered replica gives leases
+            /// to no other holder.
+            pub fn watch_following(
+                &self,
+                registry: &str,
+                requests: kubedav_lease::Requests,
+            ) -> futures_util::future::BoxFuture<
+                'static,
+                Result<kubedav_api::BoxStream<kubedav_api::lease::WatchEvent>, tonic::Status>,
+            > {
+                use futures_util::StreamExt;
+                let Ok(registry) = tonic::metadata::AsciiMetadataValue::try_from(registry) else {
+                    let refused = tonic::Status::invalid_argument(format!(
+                        "the registry key {registry:?} is not visible ASCII: choose another --redis-prefix"
+                    ));
+                    return Box::pin(async move { Err(refused) });
+                };
+                let mut client = self.calls.client();
+                let mut request = tonic::Request::new(requests);
+                request
+                    .metadata_mut()
+                    .insert(kubedav_lease::FOLLOWED_REGISTRY, registry);
+                Box::pin(async move { Ok(client.watch(request).await?.into_inner().boxed()) })
             }
         }
     };

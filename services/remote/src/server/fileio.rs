@@ -239,9 +239,12 @@ impl stubs::file_io_server::FileIo for FileIoGrpc {
         &self,
         request: tonic::Request<tonic::Streaming<WatchRequest>>,
     ) -> Result<tonic::Response<Self::WatchStream>, Status> {
-        Ok(tonic::Response::new(
-            self.inner.leases().watch(request.into_inner().boxed()),
-        ))
+        let followed = super::followed_registry(&request);
+        let events = self
+            .inner
+            .leases()
+            .watch(followed.as_deref(), request.into_inner().boxed())?;
+        Ok(tonic::Response::new(events))
     }
 }
 

@@ -71,7 +71,11 @@ impl stubs::locks_server::Locks for LocksGrpc {
         request: tonic::Request<tonic::Streaming<WatchRequest>>,
     ) -> Result<tonic::Response<Self::WatchStream>, Status> {
         match &self.leases {
-            Some(leases) => Ok(tonic::Response::new(leases.watch(request.into_inner().boxed()))),
+            Some(leases) => {
+                let followed = super::followed_registry(&request);
+                let events = leases.watch(followed.as_deref(), request.into_inner().boxed())?;
+                Ok(tonic::Response::new(events))
+            }
             None => Err(Status::failed_precondition(
                 "this lock store is shared with other replicas: no leases are offered",
             )),

@@ -15,3 +15,10 @@ pub use locks::LocksGrpc;
 pub use markdown::MarkdownGrpc;
 pub use records::RecordsGrpc;
 pub use uploads::UploadsGrpc;
+
+/// The registry a lease holder says it follows ([`kubedav_lease::FOLLOWED_REGISTRY`]), if
+/// any.
+fn followed_registry<T>(request: &tonic::Request<T>) -> Option<String> {
+    let value = request.metadata().get(kubedav_lease::FOLLOWED_REGISTRY)?;
+    value.to_str().ok().map(str::to_owned)
+}
