@@ -53,6 +53,22 @@ pub fn within(path: &str, tree: &str) -> bool {
         || (path.len() > tree.len() && path.starts_with(tree) && path.as_bytes()[tree.len()] == b'/')
 }
 
+/// What a change of a lock rooted at `root` may alter of the answers a lease holder
+/// keeps: the lock discovery of `root` and of everything below it (where a lock of
+/// depth infinity applies), of its ancestors (whose depth-1 and depth-infinity answers
+/// list the lock), and the trees free of locks that hold `root` or lie below it.
+pub fn changed_around(root: &str) -> crate::lease::Invalidation {
+    let ancestors: Vec<String> = ancestors_and_self(root)
+        .filter(|ancestor| *ancestor != root)
+        .map(str::to_owned)
+        .collect();
+    crate::lease::Invalidation {
+        paths: ancestors,
+        trees: vec![root.to_owned()],
+        ..Default::default()
+    }
+}
+
 /// `path` and its ancestors, the root (`""`) first.
 pub fn ancestors_and_self(path: &str) -> impl Iterator<Item = &str> {
     let inner = path

@@ -532,6 +532,63 @@ async fn a_write_into_a_tree_free_of_locks_asks_no_check_until_a_lock_is_taken()
     );
 }
 
+/// A lock taken, refreshed and released in one user's tree leaves what a gateway keeps
+/// of the others' trees: their writes still need no lock check, and their lock
+/// discovery is still answered from what was kept. The lock itself binds at once.
+#[tokio::test]
+async fn lock_changes_in_one_tree_leave_what_was_kept_of_the_others() {
+    let fleet = Fleet::start().await;
+    for collection in ["/alice", "/bob"] {
+        fleet.request(0, "MKCOL", collection, &[], "").await;
+    }
+    fleet.put(0, "/alice/x.txt", "alice's").await;
+    fleet.put(0, "/alice/y.txt", "alice's too").await;
+    let alice = fleet.lock(1, "/alice/x.txt", "0").await;
+    fleet.put(0, "/bob/a.txt", "one").await;
+    fleet.until_locks_kept(0, "/bob/a.txt").await;
+    fleet.put(0, "/bob/a.txt", "two").await;
+    let (checks, discoveries) = (
+        fleet.lookups(0, "write_check", "hit").await,
+        fleet.hits(0, "locks").await,
+    );
+
+    let (status, _) = fleet
+        .request(
+            1,
+            "LOCK",
+            "/alice/x.txt",
+            &[("if", &format!("({alice})")), ("timeout", "Second-900")],
+            "",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "the refresh");
+    let other = fleet.lock(1, "/alice/y.txt", "0").await;
+    let (status, _) = fleet
+        .request(1, "UNLOCK", "/alice/y.txt", &[("lock-token", &other)], "")
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    fleet.put(0, "/bob/b.txt", "three").await;
+    assert_eq!(
+        fleet.lookups(0, "write_check", "hit").await,
+        checks + 1.0,
+        "a write into bob's tree asked the locks service after lock changes in alice's"
+    );
+    fleet.propfind0(0, "/bob/a.txt").await;
+    assert_eq!(
+        fleet.hits(0, "locks").await,
+        discoveries + 1.0,
+        "bob's lock discovery was fetched again after lock changes in alice's"
+    );
+    let (status, _) = fleet.request(0, "PUT", "/alice/x.txt", &[], "not alice's").await;
+    assert_eq!(status, StatusCode::LOCKED, "a write past alice's lock");
+    let discovery = fleet.propfind0(0, "/alice/x.txt").await;
+    assert!(
+        discovery.contains("Second-900") || discovery.contains("Second-899"),
+        "the refreshed timeout shows at once through the other gateway: {discovery}"
+    );
+}
+
 /// A paused gateway (alive, connected, silent) holds a change up for its lease at most,
 /// and once resumed it serves the new content, never its old copy.
 #[tokio::test]

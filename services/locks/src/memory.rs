@@ -304,8 +304,9 @@ impl Locks for MemoryLocks {
         if !held.lock.principal.is_empty() && held.lock.principal != request.principal {
             return Err(not_owner());
         }
+        let root = held.lock.root.clone();
         state.remove_token(&request.token);
-        Ok(UnlockResponse {})
+        Ok(UnlockResponse { root })
     }
 
     async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {

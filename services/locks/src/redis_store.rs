@@ -387,7 +387,13 @@ impl Locks for RedisLocks {
         let reply = self.change(&UNLOCK, "unlock", args).await?;
         Self::refusal(&reply, &request.token)?;
         ACTIVE.dec();
-        Ok(UnlockResponse {})
+        let root = reply
+            .first()
+            .and_then(|status| status.get(1))
+            .map(|root| text(root));
+        Ok(UnlockResponse {
+            root: root.transpose()?.unwrap_or_default(),
+        })
     }
 
     async fn check_write(&self, request: CheckWriteRequest) -> Result<CheckWriteResponse, Status> {

@@ -428,6 +428,20 @@ async fn refresh_unlock_release_and_expiry(kind: Kind) {
         tonic::Code::NotFound,
         "expired locks disappear"
     );
+    let tree = take(&*s, "u", Scope::Exclusive, LockDepth::Infinity)
+        .await
+        .lock
+        .unwrap();
+    let through_member = UnlockRequest {
+        path: "u/member".into(),
+        token: tree.token,
+        principal: String::new(),
+    };
+    assert_eq!(
+        s.unlock(through_member).await.unwrap().root,
+        "u",
+        "an unlock names the root of the lock it released"
+    );
 }
 
 async fn principals_own_their_tokens(kind: Kind) {

@@ -8,13 +8,20 @@
 //! into that tree then meets no lock until a lock is taken somewhere, and while this
 //! gateway holds the service's lease, no lock is answered before this gateway has heard
 //! of it: the service announces every lock change to its leaseholders and waits for
-//! them. Hearing of one moves the lease's epoch on, and so does a lapse of the lease
-//! before it is valid again. So each tree is kept with the epoch read before the check
-//! that found it, and used only while the lease is valid and the epoch the same. A lock
-//! taken between the check and the write it allowed is the race every lock check has
-//! (the check is not a reservation), no wider here.
+//! them, naming where the lock is rooted ([`kubedav_api::locks::changed_around`]): the
+//! trees that hold that root, and those below it, are dropped. A tree is kept only if no
+//! announcement came between the check that found it and its keeping (the lease's
+//! epoch, as for every kept answer), and is used only while the lease is valid: a lease
+//! that lapsed drops everything before it is valid again. A lock taken between the check
+//! and the write it allowed is the race every lock check has (the check is not a
+//! reservation), no wider here.
+//!
+//! Until 2026-12 any lock change dropped every tree (and every kept discovery): with
+//! clients that lock what they edit (davfs2, Office), each LOCK, refresh and UNLOCK
+//! anywhere sent every other user's next write back to the locks service.
 
-use kubedav_api::locks::{CheckWriteRequest, ancestors_and_self};
+use kubedav_api::lease::Invalidation;
+use kubedav_api::locks::{CheckWriteRequest, ancestors_and_self, within};
 use quick_cache::sync::Cache;
 
 /// About how many trees are kept.
@@ -28,15 +35,15 @@ const CAPACITY_BYTES: u64 = 1 << 20;
 #[derive(Clone, Copy)]
 struct PathWeight;
 
-impl quick_cache::Weighter<String, u64> for PathWeight {
-    fn weight(&self, tree: &String, _: &u64) -> u64 {
+impl quick_cache::Weighter<String, ()> for PathWeight {
+    fn weight(&self, tree: &String, _: &()) -> u64 {
         tree.len() as u64 + 48
     }
 }
 
-/// Trees found free of locks, each with the lease's epoch of the check that found it.
+/// Trees found free of locks.
 pub(super) struct FreeTrees {
-    trees: Cache<String, u64, PathWeight>,
+    trees: Cache<String, (), PathWeight>,
 }
 
 impl FreeTrees {
@@ -62,22 +69,34 @@ impl FreeTrees {
             .collect()
     }
 
-    pub(super) fn insert(&self, tree: String, epoch: u64) {
-        self.trees.insert(tree, epoch);
+    pub(super) fn insert(&self, tree: String) {
+        self.trees.insert(tree, ());
     }
 
     pub(super) fn remove(&self, tree: &str) {
         self.trees.remove(tree);
     }
 
-    /// Whether `path` lies in a tree found free at `epoch`.
-    pub(super) fn holds(&self, path: &str, epoch: u64) -> bool {
-        ancestors_and_self(path).any(|tree| self.trees.get(tree) == Some(epoch))
+    /// Whether `path` lies in a tree found free.
+    pub(super) fn holds(&self, path: &str) -> bool {
+        ancestors_and_self(path).any(|tree| self.trees.get(tree).is_some())
     }
 
-    /// Forgets them all: a lock changed, or the lease began again.
-    pub(super) fn forget_all(&self) {
-        self.trees.clear();
+    /// Forgets the trees an announcement names: its paths, and whatever lies in its
+    /// trees; all of them for one that names everything (or a lease begun again).
+    pub(super) fn forget(&self, invalidation: &Invalidation) {
+        if invalidation.everything || invalidation.trees.iter().any(String::is_empty) {
+            self.trees.clear();
+            return;
+        }
+        for path in &invalidation.paths {
+            self.trees.remove(path);
+        }
+        if !invalidation.trees.is_empty() {
+            let named = &invalidation.trees;
+            self.trees
+                .retain(|tree, _| !named.iter().any(|named| within(tree, named)));
+        }
     }
 }
 
@@ -105,16 +124,49 @@ mod tests {
     }
 
     #[test]
-    fn a_tree_holds_what_lies_in_it_at_its_own_epoch() {
+    fn a_tree_holds_what_lies_in_it() {
         let free = FreeTrees::new();
-        free.insert("a/b".into(), 7);
-        assert!(free.holds("a/b", 7));
-        assert!(free.holds("a/b/c/d", 7));
-        assert!(!free.holds("a/bc", 7), "a sibling whose name starts alike");
-        assert!(!free.holds("a", 7), "the tree's parent");
-        assert!(!free.holds("a/b/c", 8), "another epoch");
-        free.forget_all();
-        assert!(!free.holds("a/b/c", 7));
+        free.insert("a/b".into());
+        assert!(free.holds("a/b"));
+        assert!(free.holds("a/b/c/d"));
+        assert!(!free.holds("a/bc"), "a sibling whose name starts alike");
+        assert!(!free.holds("a"), "the tree's parent");
+        free.forget(&Invalidation::everything());
+        assert!(!free.holds("a/b/c"));
+    }
+
+    #[test]
+    fn a_lock_change_forgets_the_trees_around_its_root_and_no_others() {
+        let free = FreeTrees::new();
+        let trees = [
+            "",
+            "home",
+            "home/alice",
+            "home/alice/docs",
+            "home/bob",
+            "home/alicia",
+        ];
+        let kept = |free: &FreeTrees| -> Vec<&str> {
+            trees
+                .iter()
+                .copied()
+                .filter(|tree| free.trees.get(*tree).is_some())
+                .collect()
+        };
+        for tree in &trees[1..] {
+            free.insert((*tree).to_owned());
+        }
+        free.forget(&kubedav_api::locks::changed_around("home/alice"));
+        assert_eq!(
+            kept(&free),
+            ["home/bob", "home/alicia"],
+            "the trees holding the lock's root and those below it go"
+        );
+        free.insert("".into());
+        free.forget(&kubedav_api::locks::changed_around("home/bob/x.txt"));
+        assert_eq!(kept(&free), ["home/alicia"], "the root holds every lock");
+        free.forget(&kubedav_api::locks::changed_around(""));
+        assert!(kept(&free).is_empty(), "a lock on the root");
     }
 
     #[test]

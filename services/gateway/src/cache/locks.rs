@@ -9,7 +9,7 @@ use kubedav_api::locks::{
     Locks, RefreshRequest, RefreshResponse, ReleaseRequest, ReleaseResponse, UnlockRequest, UnlockResponse,
     check_write_response::Outcome, common_tree, within,
 };
-use kubedav_lease::{self as lease, Coherence, OpenAt, ReplicaLeases, View, Watch};
+use kubedav_lease::{self as lease, Coherence, Invalidation, OpenAt, ReplicaLeases, View, Watch};
 use quick_cache::sync::Cache;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,6 +18,32 @@ use tonic::Status;
 /// How many discoveries are kept (each is small: the locks on one resource and its
 /// members).
 const CAPACITY: usize = 4096;
+
+/// The deepest Discover depth (2: infinity); answers to others are not kept.
+const DEEPEST: u32 = 2;
+
+/// Kept discoveries, by path and depth.
+type Discoveries = Cache<(String, u32), Arc<KeptDiscovery>>;
+
+/// Drops what a lock change announced may have altered: the discoveries and the trees
+/// free of locks that its paths and trees name ([`kubedav_api::locks::changed_around`]),
+/// or all of them.
+fn forget(kept: &Discoveries, free: &FreeTrees, invalidation: &Invalidation) {
+    free.forget(invalidation);
+    if invalidation.everything || invalidation.trees.iter().any(String::is_empty) {
+        kept.clear();
+        return;
+    }
+    for path in &invalidation.paths {
+        for depth in 0..=DEEPEST {
+            kept.remove(&(path.clone(), depth));
+        }
+    }
+    if !invalidation.trees.is_empty() {
+        let named = &invalidation.trees;
+        kept.retain(|(path, _), _| !named.iter().any(|tree| within(path, tree)));
+    }
+}
 
 /// A Discover answer, with when it was asked for and until when it holds: a lock's
 /// timeout runs down while the answer is kept, and the answer is not used once the
@@ -41,7 +67,7 @@ pub struct CachedLocks {
     remote: Arc<dyn Locks>,
     lease: Arc<dyn Coherence>,
     replicas: Option<Arc<ReplicaLeases>>,
-    kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>>,
+    kept: Arc<Discoveries>,
     free: Arc<FreeTrees>,
     lookups: Lookups,
     checks: Lookups,
@@ -59,12 +85,7 @@ impl CachedLocks {
         let lease = lease::hold(
             "locks",
             move |requests| watcher.watch(requests),
-            // Any lock change may show in any discovery (a depth-infinity lock applies to
-            // a whole tree): drop them all. Lock changes are rare next to PROPFINDs.
-            move |_| {
-                dropper.0.clear();
-                dropper.1.forget_all();
-            },
+            move |invalidation| forget(&dropper.0, &dropper.1, invalidation),
         );
         Self::of(remote, lease, None, kept, free)
     }
@@ -73,7 +94,7 @@ impl CachedLocks {
         remote: Arc<dyn Locks>,
         lease: Arc<dyn Coherence>,
         replicas: Option<Arc<ReplicaLeases>>,
-        kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>>,
+        kept: Arc<Discoveries>,
         free: Arc<FreeTrees>,
     ) -> Self {
         Self {
@@ -95,17 +116,14 @@ impl CachedLocks {
         replicas: tokio::sync::watch::Receiver<View>,
         open: OpenAt,
     ) -> Self {
-        let kept: Arc<Cache<(String, u32), Arc<KeptDiscovery>>> = Arc::new(Cache::new(CAPACITY));
+        let kept: Arc<Discoveries> = Arc::new(Cache::new(CAPACITY));
         let free = Arc::new(FreeTrees::new());
         let dropper = (kept.clone(), free.clone());
         let leases = ReplicaLeases::follow(
             "locks",
             replicas,
             open,
-            Arc::new(move |_| {
-                dropper.0.clear();
-                dropper.1.forget_all();
-            }),
+            Arc::new(move |invalidation: &Invalidation| forget(&dropper.0, &dropper.1, invalidation)),
         );
         Self::of(remote, leases.clone(), Some(leases), kept, free)
     }
@@ -116,11 +134,11 @@ impl CachedLocks {
         self.replicas.clone()
     }
 
-    /// Whether `path` lies in a tree found free of locks while the lease has held since:
-    /// valid now, and the epoch the one read before the check that found it (checked in
-    /// that order: a lapse moves the epoch on before the lease is valid again).
+    /// Whether `path` lies in a tree found free of locks, and the lease holds: no lock
+    /// change around it has been announced since it was found (that would have dropped
+    /// it), and none can be made without this gateway hearing of it first.
     fn free_now(&self, path: &str) -> bool {
-        self.lease.valid() && self.free.holds(path, self.lease.epoch())
+        self.lease.valid() && self.free.holds(path)
     }
 
     fn kept(&self, key: &(String, u32)) -> Option<DiscoverResponse> {
@@ -206,7 +224,7 @@ impl Locks for CachedLocks {
         for found in reported.cloned().chain(whole) {
             self.lease.keep(
                 epoch,
-                || self.free.insert(found.clone(), epoch),
+                || self.free.insert(found.clone()),
                 || self.free.remove(&found),
             );
         }
@@ -221,7 +239,7 @@ impl Locks for CachedLocks {
         let epoch = self.lease.epoch();
         let asked_at = Instant::now();
         let answer = self.remote.discover(request).await?;
-        if let Some(holds_until) = holds_until(&answer, asked_at) {
+        if let Some(holds_until) = holds_until(&answer, asked_at).filter(|_| key.1 <= DEEPEST) {
             let kept = Arc::new(KeptDiscovery {
                 answer: answer.clone(),
                 asked_at,
@@ -341,6 +359,17 @@ mod tests {
         )
     }
 
+    /// What the locks service's announcement of a lock change at `root` does: the epoch
+    /// moves on, then what it names is dropped.
+    fn announce(locks: &CachedLocks, lease: &TestLease, root: &str) {
+        lease.epoch.fetch_add(1, Ordering::SeqCst);
+        forget(
+            &locks.kept,
+            &locks.free,
+            &kubedav_api::locks::changed_around(root),
+        );
+    }
+
     /// A PUT's check: the member and its collection.
     fn put(path: &str, tokens: bool) -> CheckWriteRequest {
         let mut request = removal(path, tokens);
@@ -372,9 +401,12 @@ mod tests {
         asked(2, "a write elsewhere");
         locks.check_write(put("a/y", true)).await.unwrap();
         asked(3, "tokens submitted");
-        lease.epoch.fetch_add(1, Ordering::SeqCst);
+        announce(&locks, &lease, "a/q/r");
         locks.check_write(put("a/y", false)).await.unwrap();
-        asked(4, "a lock change heard of since");
+        asked(4, "a lock change in the tree heard of since");
+        announce(&locks, &lease, "c/q");
+        locks.check_write(put("a/z", false)).await.unwrap();
+        asked(4, "a lock change elsewhere heard of since");
         lease.lapsed.store(true, Ordering::SeqCst);
         locks.check_write(put("a/y", false)).await.unwrap();
         asked(5, "the lease lapsed");
@@ -414,32 +446,39 @@ mod tests {
 
     /// Checks the removal of `path` (with an If header when `tokens`), lets `meanwhile`
     /// happen to the lease, releases `path`, and says whether the service was asked.
-    async fn released(path: &str, tokens: bool, meanwhile: impl FnOnce(&TestLease)) -> bool {
+    async fn released(path: &str, tokens: bool, meanwhile: impl FnOnce(&CachedLocks, &TestLease)) -> bool {
         let remote = Arc::new(Allowing::default());
         let lease = Arc::new(TestLease::default());
         let locks = cached(&remote, &lease);
         locks.check_write(removal(path, tokens)).await.unwrap();
-        meanwhile(&lease);
+        meanwhile(&locks, &lease);
         locks.release(ReleaseRequest { path: path.into() }).await.unwrap();
         remote.releases.load(Ordering::SeqCst) == 1
     }
 
     #[tokio::test]
     async fn a_release_is_spared_only_while_the_lease_held_since_a_check_without_tokens() {
-        assert!(!released("gone", false, |_| {}).await, "nothing changed: spared");
         assert!(
-            released("gone", true, |_| {}).await,
+            !released("gone", false, |_, _| {}).await,
+            "nothing changed: spared"
+        );
+        assert!(
+            released("gone", true, |_, _| {}).await,
             "tokens submitted: the tree may hold locks"
         );
         assert!(
-            released("gone", false, |lease| {
-                lease.epoch.fetch_add(1, Ordering::SeqCst);
-            })
-            .await,
-            "a lock change heard of since the check"
+            released("gone", false, |locks, lease| announce(locks, lease, "gone/x")).await,
+            "a lock taken in the tree since the check"
         );
         assert!(
-            released("gone", false, |lease| lease.lapsed.store(true, Ordering::SeqCst)).await,
+            !released("gone", false, |locks, lease| announce(locks, lease, "other/x")).await,
+            "a lock taken elsewhere since the check: spared"
+        );
+        assert!(
+            released("gone", false, |_, lease| lease
+                .lapsed
+                .store(true, Ordering::SeqCst))
+            .await,
             "the lease lapsed"
         );
     }
@@ -457,6 +496,46 @@ mod tests {
                     .collect(),
             }],
         }
+    }
+
+    #[test]
+    fn a_lock_change_drops_the_discoveries_that_may_list_its_lock_and_no_others() {
+        let kept: Discoveries = Cache::new(16);
+        let free = FreeTrees::new();
+        let keys = [
+            ("", 2),
+            ("home", 1),
+            ("home", 2),
+            ("home/alice", 0),
+            ("home/alice/x.txt", 0),
+            ("home/alice/x.txt/y", 0),
+            ("home/alice/docs", 1),
+            ("home/bob", 1),
+            ("home/bob", 2),
+        ];
+        for (path, depth) in keys {
+            let discovery = KeptDiscovery {
+                answer: DiscoverResponse::default(),
+                asked_at: Instant::now(),
+                holds_until: Instant::now(),
+            };
+            kept.insert((path.to_owned(), depth), Arc::new(discovery));
+        }
+        forget(
+            &kept,
+            &free,
+            &kubedav_api::locks::changed_around("home/alice/x.txt"),
+        );
+        let left: Vec<_> = keys
+            .iter()
+            .filter(|(path, depth)| kept.get(&((*path).to_owned(), *depth)).is_some())
+            .collect();
+        assert_eq!(
+            left,
+            [&("home/alice/docs", 1), &("home/bob", 1), &("home/bob", 2)]
+        );
+        forget(&kept, &free, &Invalidation::everything());
+        assert!(kept.is_empty());
     }
 
     #[test]

@@ -39,19 +39,19 @@ impl LocksGrpc {
         self.leases.clone()
     }
 
-    /// Makes a lock change under the leases, if any ([`Leases::change`]): a change may
-    /// show in every kept discovery and end any tree free of locks, so all are dropped.
-    /// A change that failed is announced too: a store may have kept a lock before the
-    /// error (a Redis reply lost after the script ran), and a lock no gateway heard of
-    /// would let writes past it. `change` is given the core; under leases it runs to its
-    /// end even if the caller goes away.
+    /// Makes a lock change under the leases, if any ([`Leases::change`]), announcing
+    /// what `changed` says it may have altered of kept answers (lock discovery, trees free
+    /// of locks): around the lock's root ([`changed_around`]) where that is known.
+    /// `change` is given the core; under leases it runs to its end even if the caller
+    /// goes away.
     async fn change<T: Send + 'static>(
         &self,
         change: impl FnOnce(Arc<dyn Locks>) -> BoxFuture<'static, Result<T, Status>>,
+        changed: impl FnOnce(&Result<T, Status>) -> Option<Invalidation> + Send + 'static,
     ) -> Result<T, Status> {
         let change = change(self.inner.clone());
         match &self.leases {
-            Some(leases) => leases.change(change, |_| Some(Invalidation::everything())).await,
+            Some(leases) => leases.change(change, changed).await,
             None => change.await,
         }
     }
@@ -87,8 +87,15 @@ impl stubs::locks_server::Locks for LocksGrpc {
         request: tonic::Request<LockRequest>,
     ) -> Result<tonic::Response<LockResponse>, Status> {
         let request = request.into_inner();
+        // Announced whatever the outcome: a store may have kept the lock before an error
+        // (a Redis reply lost after the script ran), and a lock no gateway heard of would
+        // let writes past it.
+        let around = changed_around(&request.path);
         let answer = self
-            .change(|core| Box::pin(async move { core.lock(request).await }))
+            .change(
+                |core| Box::pin(async move { core.lock(request).await }),
+                |_| Some(around),
+            )
             .await?;
         Ok(tonic::Response::new(answer))
     }
@@ -99,7 +106,18 @@ impl stubs::locks_server::Locks for LocksGrpc {
     ) -> Result<tonic::Response<RefreshResponse>, Status> {
         let request = request.into_inner();
         let answer = self
-            .change(|core| Box::pin(async move { core.refresh(request).await }))
+            .change(
+                |core| Box::pin(async move { core.refresh(request).await }),
+                |outcome| match outcome {
+                    Ok(refreshed) => Some(
+                        refreshed
+                            .lock
+                            .as_ref()
+                            .map_or_else(Invalidation::everything, |lock| changed_around(&lock.root)),
+                    ),
+                    Err(status) => unless_refused(status),
+                },
+            )
             .await?;
         Ok(tonic::Response::new(answer))
     }
@@ -110,7 +128,13 @@ impl stubs::locks_server::Locks for LocksGrpc {
     ) -> Result<tonic::Response<UnlockResponse>, Status> {
         let request = request.into_inner();
         let answer = self
-            .change(|core| Box::pin(async move { core.unlock(request).await }))
+            .change(
+                |core| Box::pin(async move { core.unlock(request).await }),
+                |outcome| match outcome {
+                    Ok(unlocked) => Some(changed_around(&unlocked.root)),
+                    Err(status) => unless_refused(status),
+                },
+            )
             .await?;
         Ok(tonic::Response::new(answer))
     }
@@ -138,9 +162,26 @@ impl stubs::locks_server::Locks for LocksGrpc {
         request: tonic::Request<ReleaseRequest>,
     ) -> Result<tonic::Response<ReleaseResponse>, Status> {
         let request = request.into_inner();
+        // Every lock it may drop is rooted in the tree.
+        let around = changed_around(&request.path);
         let answer = self
-            .change(|core| Box::pin(async move { core.release(request).await }))
+            .change(
+                |core| Box::pin(async move { core.release(request).await }),
+                |_| Some(around),
+            )
             .await?;
         Ok(tonic::Response::new(answer))
     }
+}
+
+/// What a refresh or unlock that failed announces: nothing when the store refused it
+/// before changing anything (no such lock, a lock that does not cover the path, another
+/// user's lock), everything otherwise, since the lock it may have changed (a Redis reply
+/// lost after the script ran) could be rooted at any ancestor of the path.
+fn unless_refused(status: &Status) -> Option<Invalidation> {
+    let refused = matches!(
+        status.code(),
+        tonic::Code::NotFound | tonic::Code::FailedPrecondition | tonic::Code::PermissionDenied
+    );
+    (!refused).then(Invalidation::everything)
 }
