@@ -424,8 +424,9 @@ fn require_shared_locks(locks: RemoteLocks, registered: tokio::sync::watch::Rece
             let (_requests, stream) = tokio::sync::mpsc::unbounded_channel();
             match locks.watch(kubedav_lease::Requests::from(stream)).await {
                 Ok(_) => {
-                    // Offered: registered replicas on Redis show in the registry by now
-                    // or soon; memory never does.
+                    // Offered to this probe, which names no registry: registered replicas
+                    // refuse it (FAILED_PRECONDITION, below), so this is the memory
+                    // store, unless the registry shows replicas by now or soon.
                     let deadline = tokio::time::Instant::now() + 2 * kubedav_kit::registry::TTL;
                     while tokio::time::Instant::now() < deadline {
                         if !registered.borrow().addresses.is_empty() {

@@ -82,6 +82,15 @@ impl ReplicaLeases {
                 let Some(members) = members.upgrade() else { return };
                 {
                     let mut members = members.write().unwrap_or_else(|p| p.into_inner());
+                    // A replica that left the view may have made a change whose
+                    // announcement this gateway will now never hear (its registration
+                    // lapsed between the change and the announcement, which then waits
+                    // for a registration that may never reopen): what was kept is
+                    // dropped before the replica is let go, and `valid` says no until it
+                    // is (the view no longer names it, the members still do).
+                    if members.keys().any(|address| !addresses.contains(address)) {
+                        drop_everything(&epoch, &*drop_kept);
+                    }
                     members.retain(|address, _| addresses.contains(address));
                     for address in addresses {
                         if members.contains_key(&address) {
@@ -143,9 +152,12 @@ impl Coherence for ReplicaLeases {
             return false;
         }
         let members = self.members.read().unwrap_or_else(|p| p.into_inner());
-        view.addresses
-            .iter()
-            .all(|address| members.get(address).is_some_and(|member| member.lease.valid()))
+        // A member the view no longer names may still have to be dropped from (above).
+        members.len() == view.addresses.len()
+            && view
+                .addresses
+                .iter()
+                .all(|address| members.get(address).is_some_and(|member| member.lease.valid()))
     }
 
     fn epoch(&self) -> u64 {

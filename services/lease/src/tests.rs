@@ -252,6 +252,25 @@ async fn copies_are_kept_only_under_a_lease_from_every_replica_and_a_fresh_view(
     drop(a);
 }
 
+/// A replica can leave the registry while its lease still holds: cut off from Redis, it
+/// may have made a change whose announcement waits for a registration that never comes
+/// back. What was kept is dropped before the holder serves anything under the other
+/// replicas' leases alone.
+#[tokio::test(start_paused = true)]
+async fn a_replica_leaving_the_view_under_a_live_lease_drops_everything_before_serving_again() {
+    let (a, b, publish, replicas, _) = two_replicas().await;
+    until(|| replicas.valid(), "valid with both leases").await;
+    let kept_before = replicas.epoch();
+    publish.send_modify(|view| view.addresses.retain(|a| a == "a"));
+    assert!(
+        !replicas.valid() || replicas.epoch() != kept_before,
+        "served what was kept under b's lease once b left the view"
+    );
+    until(|| replicas.valid(), "valid with a alone").await;
+    assert_ne!(replicas.epoch(), kept_before, "what was kept was not dropped");
+    drop((a, b));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_new_registry_epoch_serves_nothing_until_it_settles_and_drops_what_came_before() {
     let (a, _b, publish, replicas, _) = two_replicas().await;

@@ -214,7 +214,8 @@ impl Locks for CachedLocks {
         }
         let epoch = self.lease.epoch();
         let whole = FreeTrees::replaced_whole(&request);
-        request.report_free_root = common.is_some();
+        // Without a valid lease a reported tree could not be kept: not asked for then.
+        request.report_free_root = common.is_some() && self.lease.valid();
         let answer = self.remote.check_write(request).await?;
         let Some(common) = common.filter(|_| answer.outcome() == Outcome::Allowed) else {
             return Ok(answer);
