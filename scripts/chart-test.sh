@@ -104,6 +104,7 @@ refused "gateway.replicas: Must be greater than or equal to 0" --set gateway.rep
 refused 'deploymentMode must be one of the following: "microservices", "monolithic"' --set deploymentMode=serverless
 refused "Additional property gatway is not allowed" --set gatway.replicas=2
 refused "redis.url: Does not match pattern" --set redis.url=http://cache:6379
+refused "redis.prefix: Does not match pattern" --set 'redis.prefix=team a:'
 refused "fileio.persistence.size: Does not match pattern" --set fileio.persistence.size=lots
 refused "log.format: log.format must be one of the following" --set log.format=xml
 refused "several locks replicas must share their locks through Redis" --set redis.bundled.enabled=false --set auth.replicas=1
