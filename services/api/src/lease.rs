@@ -31,6 +31,11 @@ impl Invalidation {
         }
     }
 
+    /// Whether it names everything: said so, or names the root's tree.
+    pub fn covers_everything(&self) -> bool {
+        self.everything || self.trees.iter().any(String::is_empty)
+    }
+
     /// Whether a path is among what this invalidation names (`path` itself, or below one
     /// of its trees).
     pub fn covers(&self, path: &str) -> bool {

@@ -47,11 +47,7 @@ pub fn common_tree(targets: &[WriteTarget]) -> Option<String> {
 }
 
 /// Whether `path` is `tree` or lies below it.
-pub fn within(path: &str, tree: &str) -> bool {
-    tree.is_empty()
-        || path == tree
-        || (path.len() > tree.len() && path.starts_with(tree) && path.as_bytes()[tree.len()] == b'/')
-}
+pub use crate::lease::within;
 
 /// What a change of a lock rooted at `root` may alter of the answers a lease holder
 /// keeps: the lock discovery of `root` and of everything below it (where a lock of

@@ -131,7 +131,7 @@ pub(super) struct Kept {
 
 impl Kept {
     pub(super) fn drop_invalidated(&self, invalidation: &Invalidation) {
-        if invalidation.everything || invalidation.trees.iter().any(String::is_empty) {
+        if invalidation.covers_everything() {
             self.files.clear();
             self.resources.clear();
             self.stats.clear();

@@ -21,7 +21,7 @@
 //! anywhere sent every other user's next write back to the locks service.
 
 use kubedav_api::lease::Invalidation;
-use kubedav_api::locks::{CheckWriteRequest, ancestors_and_self, within};
+use kubedav_api::locks::{CheckWriteRequest, ancestors_and_self};
 use quick_cache::sync::Cache;
 
 /// About how many trees are kept.
@@ -85,7 +85,7 @@ impl FreeTrees {
     /// Forgets the trees an announcement names: its paths, and whatever lies in its
     /// trees; all of them for one that names everything (or a lease begun again).
     pub(super) fn forget(&self, invalidation: &Invalidation) {
-        if invalidation.everything || invalidation.trees.iter().any(String::is_empty) {
+        if invalidation.covers_everything() {
             self.trees.clear();
             return;
         }
@@ -93,9 +93,7 @@ impl FreeTrees {
             self.trees.remove(path);
         }
         if !invalidation.trees.is_empty() {
-            let named = &invalidation.trees;
-            self.trees
-                .retain(|tree, _| !named.iter().any(|named| within(tree, named)));
+            self.trees.retain(|tree, _| !invalidation.covers(tree));
         }
     }
 }

@@ -30,7 +30,7 @@ type Discoveries = Cache<(String, u32), Arc<KeptDiscovery>>;
 /// or all of them.
 fn forget(kept: &Discoveries, free: &FreeTrees, invalidation: &Invalidation) {
     free.forget(invalidation);
-    if invalidation.everything || invalidation.trees.iter().any(String::is_empty) {
+    if invalidation.covers_everything() {
         kept.clear();
         return;
     }
@@ -40,8 +40,7 @@ fn forget(kept: &Discoveries, free: &FreeTrees, invalidation: &Invalidation) {
         }
     }
     if !invalidation.trees.is_empty() {
-        let named = &invalidation.trees;
-        kept.retain(|(path, _), _| !named.iter().any(|tree| within(path, tree)));
+        kept.retain(|(path, _), _| !invalidation.covers(path));
     }
 }
 
