@@ -51,8 +51,14 @@ function tally(response, answered, op) {
   lost.add(1, { op, status: String(response.status) });
   const id = response.headers['X-Request-Id'] || '-';
   const body = String(response.body);
-  const shown = response.status === 200 ? `${body.length} bytes` : body.slice(0, 200);
+  const shown = response.status === 200 ? `${body.length} bytes` : response.status === 207 ? listed(body) : body.slice(0, 200);
   console.warn(`lost: ${op} ${response.status} request ${id} after ${Math.round(response.timings.duration)} ms ${response.error || ''} ${shown}`);
+}
+
+/** A 207's hrefs, for a listing with the wrong number of members. */
+function listed(body) {
+  const hrefs = [...body.matchAll(/<D:href>([^<]*)<\/D:href>/g)].map((m) => m[1].replace(/^.*\//, ''));
+  return `${hrefs.length} responses: ${hrefs.join(' ')}`;
 }
 
 export default function (data) {
