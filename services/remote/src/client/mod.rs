@@ -15,9 +15,7 @@ macro_rules! watch_on_the_stub {
                 'static,
                 Result<kubedav_api::BoxStream<kubedav_api::lease::WatchEvent>, tonic::Status>,
             > {
-                use futures_util::StreamExt;
-                let mut client = self.calls.client();
-                Box::pin(async move { Ok(client.watch(requests).await?.into_inner().boxed()) })
+                self.open_watch(tonic::Request::new(requests))
             }
         }
 
@@ -34,18 +32,29 @@ macro_rules! watch_on_the_stub {
                 'static,
                 Result<kubedav_api::BoxStream<kubedav_api::lease::WatchEvent>, tonic::Status>,
             > {
-                use futures_util::StreamExt;
                 let Ok(registry) = tonic::metadata::AsciiMetadataValue::try_from(registry) else {
                     let refused = tonic::Status::invalid_argument(format!(
                         "the registry key {registry:?} is not visible ASCII: choose another --redis-prefix"
                     ));
                     return Box::pin(async move { Err(refused) });
                 };
-                let mut client = self.calls.client();
                 let mut request = tonic::Request::new(requests);
                 request
                     .metadata_mut()
                     .insert(kubedav_lease::FOLLOWED_REGISTRY, registry);
+                self.open_watch(request)
+            }
+
+            /// Opens the `Watch` stream on the stub with `request`, its metadata as given.
+            fn open_watch(
+                &self,
+                request: tonic::Request<kubedav_lease::Requests>,
+            ) -> futures_util::future::BoxFuture<
+                'static,
+                Result<kubedav_api::BoxStream<kubedav_api::lease::WatchEvent>, tonic::Status>,
+            > {
+                use futures_util::StreamExt;
+                let mut client = self.calls.client();
                 Box::pin(async move { Ok(client.watch(request).await?.into_inner().boxed()) })
             }
         }
