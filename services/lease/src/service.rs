@@ -297,7 +297,8 @@ impl Leases {
     /// A replica of several ([`Leases::admit_through`]) also waits until its registration
     /// is open, before the change and again before announcing it (a registration that
     /// lapsed meanwhile reopens only once every gateway has seen it again). If it does not
-    /// reopen in time the change, made, is announced anyway and answered UNAVAILABLE.
+    /// reopen in time the change, made, is announced anyway and answered UNAVAILABLE:
+    /// [`Leases::change_or_undo`] for a change that must not outlive that answer.
     pub async fn change<T, Change, Changed>(
         self: &Arc<Self>,
         change: Change,
@@ -307,6 +308,28 @@ impl Leases {
         T: Send + 'static,
         Change: Future<Output = Result<T, Status>> + Send + 'static,
         Changed: FnOnce(&Result<T, Status>) -> Option<Invalidation> + Send + 'static,
+    {
+        self.change_or_undo(change, changed, |_| std::future::ready(None))
+            .await
+    }
+
+    /// [`Leases::change`], for a change its caller could not undo after an UNAVAILABLE
+    /// answer (a lock granted: its token was never told). When the change was made but
+    /// the registration did not reopen in time to answer it, `undo` is given what the
+    /// change made, takes it back, and names what that altered, which is announced too,
+    /// before UNAVAILABLE is answered.
+    pub async fn change_or_undo<T, Change, Changed, Undo, Undone>(
+        self: &Arc<Self>,
+        change: Change,
+        changed: Changed,
+        undo: Undo,
+    ) -> Result<T, Status>
+    where
+        T: Send + 'static,
+        Change: Future<Output = Result<T, Status>> + Send + 'static,
+        Changed: FnOnce(&Result<T, Status>) -> Option<Invalidation> + Send + 'static,
+        Undo: FnOnce(T) -> Undone + Send + 'static,
+        Undone: Future<Output = Option<Invalidation>> + Send + 'static,
     {
         // A change its caller no longer waits for is not begun; one begun is finished.
         if Instant::now() < self.grace_until {
@@ -321,7 +344,14 @@ impl Leases {
             if let Some(invalidation) = changed(&outcome) {
                 let admitted = leases.admitted().await;
                 leases.invalidate(invalidation).await;
-                admitted?;
+                if let Err(unanswerable) = admitted {
+                    if let Ok(made) = outcome
+                        && let Some(undone) = undo(made).await
+                    {
+                        leases.invalidate(undone).await;
+                    }
+                    return Err(unanswerable);
+                }
             }
             outcome
         })

@@ -347,6 +347,55 @@ async fn a_replica_changes_nothing_until_its_registration_is_open() {
     drop(opener.await);
 }
 
+/// A change made while the registration lapsed is answered UNAVAILABLE, and with
+/// `change_or_undo` it is also taken back; answered in time, it stays.
+#[tokio::test(start_paused = true)]
+async fn a_change_that_cannot_be_answered_is_undone_when_asked() {
+    let leases = leases().await;
+    let now = Instant::now();
+    let (publish, standing) = watch::channel(Standing {
+        generation: 1,
+        open_from: now,
+        open_until: now + Duration::from_secs(1),
+    });
+    leases.admit_through(standing, "kubedav:test:replicas");
+    let undone = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let change = |undone: Arc<std::sync::Mutex<Vec<u32>>>, made: u32| {
+        leases.change_or_undo(
+            async move {
+                // Longer than the registration stays open without a renewal.
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Ok(made)
+            },
+            |_| Some(Invalidation::paths(["made".to_owned()])),
+            move |made| {
+                undone.lock().unwrap().push(made);
+                std::future::ready(Some(Invalidation::paths(["undone".to_owned()])))
+            },
+        )
+    };
+    let refused = change(undone.clone(), 1).await;
+    assert_eq!(refused.unwrap_err().code(), tonic::Code::Unavailable);
+    assert_eq!(
+        *undone.lock().unwrap(),
+        [1],
+        "the change answered UNAVAILABLE was not undone"
+    );
+    // Renewed: answered, and kept.
+    let now = Instant::now();
+    publish.send_replace(Standing {
+        generation: 2,
+        open_from: now,
+        open_until: now + Duration::from_secs(3600),
+    });
+    assert_eq!(change(undone.clone(), 2).await.unwrap(), 2);
+    assert_eq!(
+        *undone.lock().unwrap(),
+        [1],
+        "a change answered in time was undone"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_closed_service_ends_the_streams_and_the_holders_drop_their_lease() {
     let leases = leases().await;

@@ -91,12 +91,24 @@ impl stubs::locks_server::Locks for LocksGrpc {
         // (a Redis reply lost after the script ran), and a lock no gateway heard of would
         // let writes past it.
         let around = changed_around(&request.path);
-        let answer = self
-            .change(
-                |core| Box::pin(async move { core.lock(request).await }),
-                |_| Some(around),
-            )
-            .await?;
+        let core = self.inner.clone();
+        let lock = Box::pin(async move { core.lock(request).await });
+        let answer = match &self.leases {
+            // A lock granted but answered UNAVAILABLE (the registration lapsed meanwhile)
+            // is taken back: its client never learnt the token, so it could neither use
+            // nor remove it, and it would keep the resource locked until its timeout.
+            Some(leases) => {
+                let core = self.inner.clone();
+                leases
+                    .change_or_undo(
+                        lock,
+                        |_| Some(around),
+                        move |granted| unlock_granted(core, granted),
+                    )
+                    .await?
+            }
+            None => lock.await?,
+        };
         Ok(tonic::Response::new(answer))
     }
 
@@ -171,6 +183,28 @@ impl stubs::locks_server::Locks for LocksGrpc {
             )
             .await?;
         Ok(tonic::Response::new(answer))
+    }
+}
+
+/// Removes the lock `granted` holds, if one was granted; names what that changed.
+async fn unlock_granted(core: Arc<dyn Locks>, granted: LockResponse) -> Option<Invalidation> {
+    let lock = granted.lock?;
+    let unlock = UnlockRequest {
+        path: lock.root.clone(),
+        token: lock.token,
+        principal: lock.principal,
+    };
+    match core.unlock(unlock).await {
+        Ok(unlocked) => Some(changed_around(&unlocked.root)),
+        Err(status) => {
+            tracing::warn!(
+                root = %lock.root,
+                message = status.message(),
+                "a lock granted while this replica's registration lapsed could not be taken back: \
+                 it holds until its timeout"
+            );
+            unless_refused(&status)
+        }
     }
 }
 
