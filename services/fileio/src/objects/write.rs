@@ -217,7 +217,7 @@ pub(crate) fn conflict(status: Status, header: &WriteHeader, path: &VolumePath) 
 }
 
 /// A multipart upload under way: at most one part in flight. Dropped before
-/// [`Multipart::complete`], it is aborted.
+/// [`Multipart::complete`], it is aborted once its part in flight has finished.
 struct Multipart {
     s3: S3Client,
     key: String,
@@ -294,12 +294,18 @@ impl Drop for Multipart {
         if self.done {
             return;
         }
-        if let Some(part) = self.in_flight.take() {
-            part.abort();
-        }
+        // The part in flight finishes first (at most one part more sent): S3 may
+        // complete a part whose bytes it had all received even when its request is
+        // cancelled, and a part completed after the abort keeps its storage (AWS says an
+        // abort may need repeating while parts are in flight) or brings the upload back
+        // (versitygw's posix backend makes its directory again).
+        let in_flight = self.in_flight.take();
         let (s3, key, id) = (self.s3.clone(), self.key.clone(), self.id.clone());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
+                if let Some(part) = in_flight {
+                    let _ = part.await;
+                }
                 if let Err(status) = s3.abort_upload(&key, &id).await {
                     tracing::warn!(%key, error = %status.message(), "an interrupted upload could not be aborted; the sweep of abandoned uploads removes it (--abandoned-upload-seconds)");
                 }

@@ -265,15 +265,22 @@ impl Parts {
 
 impl Drop for Parts {
     fn drop(&mut self) {
-        if let Some(part) = self.in_flight.take() {
-            part.abort();
-        }
+        let in_flight = self.in_flight.take();
         if !self.began {
+            if let Some(part) = in_flight {
+                part.abort();
+            }
             return;
         }
         if let (Some(upload), Ok(runtime)) = (self.upload.clone(), tokio::runtime::Handle::try_current()) {
             let (s3, key) = (self.s3.clone(), self.key.clone());
             runtime.spawn(async move {
+                // The part in flight finishes first, as an interrupted PUT's does
+                // (`objects::write`): one completed after the abort could bring the
+                // upload back. A part streamed from a request that ended fails at once.
+                if let Some(part) = in_flight {
+                    let _ = part.await;
+                }
                 let _ = s3.abort_upload(&key, &upload).await;
             });
         }
