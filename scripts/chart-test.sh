@@ -207,7 +207,7 @@ step "5. wiring: the rendered workloads, run locally, pass the helm test smoke t
 VERSITYGW="$(bash "$REPO/scripts/need-versitygw.sh")"
 S3_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 mkdir -p "$WORK/s3/files"  # the bucket: a directory of versitygw's posix backend
-"$VERSITYGW" --access wiring-key --secret wiring-secret --port "127.0.0.1:$S3_PORT" posix --disableotmp "$WORK/s3" > "$WORK/s3.log" 2>&1 &
+"$VERSITYGW" --access wiring-key --secret wiring-secret --port "127.0.0.1:$S3_PORT" posix "$WORK/s3" > "$WORK/s3.log" 2>&1 &
 S3_PID=$!
 for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$S3_PORT/" && break; sleep 0.1; done
 printf '%s\n' "apiVersion: v1" "kind: Secret" "metadata: {name: kubedav-s3, namespace: kubedav}" \

@@ -101,7 +101,7 @@ microservices microservices-redis "--root $WORK/micro-redis" --lock-store "redis
 VERSITYGW="${KUBEDAV_VERSITYGW:-$(bash "$REPO/scripts/need-versitygw.sh")}"
 S3_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$WORK/s3/litmus"
-"$VERSITYGW" --access litmus-key --secret litmus-secret-key --port "127.0.0.1:$S3_PORT" posix --disableotmp "$WORK/s3" \
+"$VERSITYGW" --access litmus-key --secret litmus-secret-key --port "127.0.0.1:$S3_PORT" posix "$WORK/s3" \
   > "$WORK/versitygw.log" 2>&1 < /dev/null &
 PIDS+=($!)
 for _ in $(seq 1 200); do

@@ -269,7 +269,7 @@ fi
 VERSITYGW="$(bash "$REPO/scripts/need-versitygw.sh")"
 S3_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("10.244.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$WORK/s3/files"  # the bucket: a directory of versitygw's posix backend
-"$VERSITYGW" --access real-node-key --secret real-node-secret --port "10.244.0.1:$S3_PORT" posix --disableotmp "$WORK/s3" > "$WORK/s3.log" 2>&1 &
+"$VERSITYGW" --access real-node-key --secret real-node-secret --port "10.244.0.1:$S3_PORT" posix "$WORK/s3" > "$WORK/s3.log" 2>&1 &
 S3_PID=$!
 trap 'kill "$S3_PID" 2>/dev/null || true; cleanup' EXIT
 for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/10.244.0.1/$S3_PORT") 2>/dev/null && break; sleep 0.1; done

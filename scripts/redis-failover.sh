@@ -82,6 +82,8 @@ REDIS_URL="redis+sentinel://$SENTINELS/$MASTER_NAME/0"
 
 free_port port; S3="127.0.0.1:$port"
 mkdir -p "$WORK/s3/files"  # the bucket: a directory of versitygw's posix backend
+# --disableotmp: listings under concurrent overwrites must not show versitygw's temporary
+# names (docs/architecture.md, "The S3 server the tests run on").
 "$VERSITYGW" --access failover-key --secret failover-secret --port "$S3" posix --disableotmp "$WORK/s3" > "$WORK/s3.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 200); do curl -s -o /dev/null "http://$S3/" && break; sleep 0.05; done

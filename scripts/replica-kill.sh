@@ -32,6 +32,8 @@ redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no > "$WORK/
 PIDS+=($!)
 free_port port; S3="127.0.0.1:$port"
 mkdir -p "$WORK/s3/files"  # the bucket: a directory of versitygw's posix backend
+# --disableotmp: listings under concurrent overwrites must not show versitygw's temporary
+# names (docs/architecture.md, "The S3 server the tests run on").
 "$VERSITYGW" --access kill-key --secret kill-secret --port "$S3" posix --disableotmp "$WORK/s3" > "$WORK/s3.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 200); do curl -s -o /dev/null "http://$S3/" && redis-cli -p "${REDIS#*:}" ping > /dev/null 2>&1 && break; sleep 0.05; done

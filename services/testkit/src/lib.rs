@@ -247,14 +247,6 @@ pub const S3_SECRET_KEY: &str = "kubedav-test-secret";
 /// The region every [`S3Server`] signs for.
 pub const S3_REGION: &str = "us-east-1";
 
-/// The flags every versitygw of the tests runs its posix backend with. `--disableotmp`:
-/// with O_TMPFILE (its default on Linux), versitygw 1.8.0 replaces an existing object by
-/// linking the new data next to it as `.<name>.sgwtmp.<n>` and renaming that over it, so
-/// a listing made in between shows an object nobody wrote. Without O_TMPFILE the data is
-/// written under the bucket's `.sgwtmp/`, which listings skip, and renamed into place.
-/// The scripts that start versitygw pass the same flag (docs/architecture.md).
-pub const VERSITYGW_POSIX_FLAGS: &[&str] = &["--disableotmp"];
-
 /// A real S3 server: versitygw (the Versity S3 Gateway) with its posix backend, on a
 /// free loopback port, over a temporary directory, with one bucket made. It checks
 /// signatures and headers as strictly as S3 does. `scripts/need-versitygw.sh` builds it;
@@ -345,9 +337,7 @@ impl S3Server {
         let child = command
             .args(["--access", S3_ACCESS_KEY, "--secret", S3_SECRET_KEY])
             .args(["--port", &format!("127.0.0.1:{}", self.port)])
-            // Overwrites through a named temporary file: see `VERSITYGW_POSIX_FLAGS`.
             .arg("posix")
-            .args(VERSITYGW_POSIX_FLAGS)
             .arg(&data)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
