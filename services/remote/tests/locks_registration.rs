@@ -60,7 +60,8 @@ async fn a_lock_answered_unavailable_after_the_registration_lapsed_is_taken_back
         delay: Duration::from_secs(2),
     }))
     .with_leases();
-    let leases = service.leases().expect("leases were asked for");
+    // Past the grace period of a new service, so that the lock is begun at once.
+    tokio::time::sleep(Duration::from_secs(30)).await;
     let now = Instant::now();
     // Open for one second, never renewed: Redis went out of reach as the lock was taken.
     let (publish, standing) = tokio::sync::watch::channel(Standing {
@@ -68,15 +69,8 @@ async fn a_lock_answered_unavailable_after_the_registration_lapsed_is_taken_back
         open_from: now,
         open_until: now + Duration::from_secs(1),
     });
+    let leases = service.leases().expect("leases were asked for");
     leases.admit_through(standing, "kubedav:locks:replicas");
-    // Past the grace period of a new service, so that the lock is begun at once.
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    let now = Instant::now();
-    publish.send_replace(Standing {
-        generation: 2,
-        open_from: now,
-        open_until: now + Duration::from_secs(1),
-    });
 
     let refused = service.lock(lock_of("alice")).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
@@ -84,7 +78,7 @@ async fn a_lock_answered_unavailable_after_the_registration_lapsed_is_taken_back
     // Redis is back: the file is not locked by a lock nobody holds the token of.
     let now = Instant::now();
     publish.send_replace(Standing {
-        generation: 3,
+        generation: 2,
         open_from: now,
         open_until: now + Duration::from_secs(3600),
     });

@@ -49,9 +49,26 @@ impl LocksGrpc {
         change: impl FnOnce(Arc<dyn Locks>) -> BoxFuture<'static, Result<T, Status>>,
         changed: impl FnOnce(&Result<T, Status>) -> Option<Invalidation> + Send + 'static,
     ) -> Result<T, Status> {
+        self.change_or_undo(change, changed, |_, _| Box::pin(std::future::ready(None)))
+            .await
+    }
+
+    /// [`LocksGrpc::change`], taking the change back with `undo` (given the core and what
+    /// the change made) when it was made but cannot be answered ([`Leases::change_or_undo`]).
+    async fn change_or_undo<T: Send + 'static>(
+        &self,
+        change: impl FnOnce(Arc<dyn Locks>) -> BoxFuture<'static, Result<T, Status>>,
+        changed: impl FnOnce(&Result<T, Status>) -> Option<Invalidation> + Send + 'static,
+        undo: impl FnOnce(Arc<dyn Locks>, T) -> BoxFuture<'static, Option<Invalidation>> + Send + 'static,
+    ) -> Result<T, Status> {
         let change = change(self.inner.clone());
         match &self.leases {
-            Some(leases) => leases.change(change, changed).await,
+            Some(leases) => {
+                let core = self.inner.clone();
+                leases
+                    .change_or_undo(change, changed, move |made| undo(core, made))
+                    .await
+            }
             None => change.await,
         }
     }
@@ -91,24 +108,16 @@ impl stubs::locks_server::Locks for LocksGrpc {
         // (a Redis reply lost after the script ran), and a lock no gateway heard of would
         // let writes past it.
         let around = changed_around(&request.path);
-        let core = self.inner.clone();
-        let lock = Box::pin(async move { core.lock(request).await });
-        let answer = match &self.leases {
-            // A lock granted but answered UNAVAILABLE (the registration lapsed meanwhile)
-            // is taken back: its client never learnt the token, so it could neither use
-            // nor remove it, and it would keep the resource locked until its timeout.
-            Some(leases) => {
-                let core = self.inner.clone();
-                leases
-                    .change_or_undo(
-                        lock,
-                        |_| Some(around),
-                        move |granted| unlock_granted(core, granted),
-                    )
-                    .await?
-            }
-            None => lock.await?,
-        };
+        // A lock granted but answered UNAVAILABLE (the registration lapsed meanwhile) is
+        // taken back: its client never learnt the token, so it could neither use nor
+        // remove it, and it would keep the resource locked until its timeout.
+        let answer = self
+            .change_or_undo(
+                |core| Box::pin(async move { core.lock(request).await }),
+                |_| Some(around),
+                |core, granted| Box::pin(unlock_granted(core, granted)),
+            )
+            .await?;
         Ok(tonic::Response::new(answer))
     }
 
