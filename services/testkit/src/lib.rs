@@ -258,6 +258,9 @@ pub struct S3Server {
     bucket: String,
     /// Whether it speaks TLS (see [`S3Server::start_tls`]).
     tls: bool,
+    /// Whether it writes new data beside the object and renames it into place
+    /// ([`S3Server::restart_renaming_into_place`]).
+    rename_into_place: bool,
 }
 
 impl S3Server {
@@ -271,6 +274,7 @@ impl S3Server {
                 dir: tempfile::tempdir().expect("a temporary directory"),
                 bucket: bucket.to_owned(),
                 tls: false,
+                rename_into_place: false,
             };
             if server.spawn() {
                 match server.create_bucket() {
@@ -296,6 +300,19 @@ impl S3Server {
         let port = server.port;
         respawn("versitygw", port, || server.spawn());
         server
+    }
+
+    /// Starts the server again on its port and data, writing each object's new data
+    /// under the bucket's `.sgwtmp/` and renaming it into place (versitygw's
+    /// `posix --disableotmp`) instead of linking an `O_TMPFILE` into the object's
+    /// directory. An S3 part then takes longer from its last byte received to its
+    /// answer, which is where a part completes after its upload was aborted
+    /// (docs/architecture.md, "The S3 server the tests run on"). Clients reconnect.
+    pub fn restart_renaming_into_place(&mut self) {
+        self.stop();
+        self.rename_into_place = true;
+        let port = self.port;
+        respawn("versitygw", port, || self.spawn());
     }
 
     /// The PEM file of the CA that issued a TLS server's certificate; `None` for a
@@ -338,6 +355,7 @@ impl S3Server {
             .args(["--access", S3_ACCESS_KEY, "--secret", S3_SECRET_KEY])
             .args(["--port", &format!("127.0.0.1:{}", self.port)])
             .arg("posix")
+            .args(self.rename_into_place.then_some("--disableotmp"))
             .arg(&data)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
