@@ -90,13 +90,7 @@ fn per_thread(addr: &str, calls: usize, tasks: usize, server: &str) {
                     .build()
                     .expect("runtime");
                 runtime.block_on(async move {
-                    let channel = tonic::transport::Endpoint::from_shared(url)
-                        .expect("url")
-                        .tcp_nodelay(true)
-                        .connect()
-                        .await
-                        .expect("connect");
-                    let client = HealthClient::new(channel);
+                    let client = HealthClient::new(connect(url).await);
                     run(client.clone(), 1000, 1).await;
                     barrier.wait();
                     run(client, calls / tasks, 1).await;
@@ -108,14 +102,31 @@ fn per_thread(addr: &str, calls: usize, tasks: usize, server: &str) {
     barrier.wait();
     let (own, theirs, start) = (cpu_ticks("self"), cpu_ticks(server), Instant::now());
     barrier.wait();
-    let elapsed = start.elapsed();
-    let own = (cpu_ticks("self") - own) as f64 * 10_000.0 / calls as f64;
-    let theirs = (cpu_ticks(server) - theirs) as f64 * 10_000.0 / calls as f64;
+    report("threads", calls, (own, theirs, start), server);
     for thread in threads {
         thread.join().expect("thread");
     }
+}
+
+/// A tonic channel to `url`, connected.
+async fn connect(url: String) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(url)
+        .expect("url")
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// Prints the calls a second and the CPU time a call, since `before` (this process's
+/// ticks, the server's, the time).
+fn report(mode: &str, calls: usize, before: (u64, u64, Instant), server: &str) {
+    let (own, theirs, start) = before;
+    let elapsed = start.elapsed();
+    let own = (cpu_ticks("self") - own) as f64 * 10_000.0 / calls as f64;
+    let theirs = (cpu_ticks(server) - theirs) as f64 * 10_000.0 / calls as f64;
     println!(
-        "threads  calls/s {:8.0}  client µs/call {own:6.1}  server µs/call {theirs:6.1}",
+        "{mode:8} calls/s {:8.0}  client µs/call {own:6.1}  server µs/call {theirs:6.1}",
         calls as f64 / elapsed.as_secs_f64()
     );
 }
@@ -158,13 +169,7 @@ fn main() {
                     let url = format!("http://{addr}");
                     let (own, theirs, start) = match mode {
                         "channel" => {
-                            let channel = tonic::transport::Endpoint::from_shared(url)
-                                .expect("url")
-                                .tcp_nodelay(true)
-                                .connect()
-                                .await
-                                .expect("connect");
-                            let client = HealthClient::new(channel);
+                            let client = HealthClient::new(connect(url).await);
                             run(client.clone(), 1000, tasks).await;
                             let (own, theirs, start) =
                                 (cpu_ticks("self"), cpu_ticks(&server), Instant::now());
@@ -191,13 +196,7 @@ fn main() {
                             (own, theirs, start)
                         }
                     };
-                    let elapsed = start.elapsed();
-                    let own = (cpu_ticks("self") - own) as f64 * 10_000.0 / calls as f64;
-                    let theirs = (cpu_ticks(&server) - theirs) as f64 * 10_000.0 / calls as f64;
-                    println!(
-                        "{mode:8} calls/s {:8.0}  client µs/call {own:6.1}  server µs/call {theirs:6.1}",
-                        calls as f64 / elapsed.as_secs_f64()
-                    );
+                    report(mode, calls, (own, theirs, start), &server);
                 }
             }
             Ok::<(), Infallible>(())
