@@ -37,6 +37,17 @@ async fn propfind(server: &Server, path: &str, depth: &str) -> (StatusCode, Stri
     send(dav(server, "PROPFIND", path).header("depth", depth)).await
 }
 
+/// Whether a GET of `path` answers 200 with `content` within `limit`.
+async fn reads_within(server: &Server, path: &str, content: &[u8], limit: Duration) -> bool {
+    common::eventually_async(limit, || async {
+        match client().get(server.url(path)).send().await {
+            Ok(r) if r.status() == StatusCode::OK => r.bytes().await.is_ok_and(|b| b.as_ref() == content),
+            _ => false,
+        }
+    })
+    .await
+}
+
 /// The process that runs fileio.
 fn fileio(mode: Mode) -> &'static str {
     match mode {
@@ -367,15 +378,10 @@ async fn store_down_gives_503_then_recovers(mode: Mode) {
         assert!(response.headers().contains_key("retry-after"));
     }
     server.s3.as_mut().unwrap().restart();
-    let recovered = common::eventually_async(Duration::from_secs(20), || async {
-        let response = client().get(server.url("/kept.txt")).send().await;
-        match response {
-            Ok(r) if r.status() == StatusCode::OK => r.bytes().await.is_ok_and(|b| b.as_ref() == b"kept"),
-            _ => false,
-        }
-    })
-    .await;
-    assert!(recovered, "kubedav did not recover by itself");
+    assert!(
+        reads_within(&server, "/kept.txt", b"kept", Duration::from_secs(20)).await,
+        "kubedav did not recover by itself"
+    );
 }
 
 /// A client that goes away in the middle of a large PUT: the multipart upload is
@@ -394,17 +400,10 @@ async fn a_cut_upload_is_aborted_and_keeps_old_content(mode: Mode) {
         .await
         .unwrap();
     // kubedav's connections to the restarted server are renewed before the upload.
-    let reads_again = common::eventually_async(Duration::from_secs(20), || async {
-        let response = client().get(server.url("/keep.bin")).send().await;
-        match response {
-            Ok(r) if r.status() == StatusCode::OK => {
-                r.bytes().await.is_ok_and(|b| b.as_ref() == b"the old content")
-            }
-            _ => false,
-        }
-    })
-    .await;
-    assert!(reads_again, "kubedav did not read from the restarted S3 server");
+    assert!(
+        reads_within(&server, "/keep.bin", b"the old content", Duration::from_secs(20)).await,
+        "kubedav did not read from the restarted S3 server"
+    );
     let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     use tokio::io::AsyncWriteExt;
     let head = "PUT /keep.bin HTTP/1.1\r\nHost: t\r\nContent-Length: 33554432\r\n\r\n";

@@ -294,11 +294,9 @@ impl S3Server {
     /// [`S3Server::ca_bundle`] names (the bucket is made over plain HTTP first).
     pub fn start_tls(bucket: &str) -> S3Server {
         let mut server = Self::start(bucket);
-        server.stop();
         write_certificates(server.dir.path());
         server.tls = true;
-        let port = server.port;
-        respawn("versitygw", port, || server.spawn());
+        server.restart();
         server
     }
 
@@ -309,10 +307,8 @@ impl S3Server {
     /// answer, which is where a part completes after its upload was aborted
     /// (docs/architecture.md, "The S3 server the tests run on"). Clients reconnect.
     pub fn restart_renaming_into_place(&mut self) {
-        self.stop();
         self.rename_into_place = true;
-        let port = self.port;
-        respawn("versitygw", port, || self.spawn());
+        self.restart();
     }
 
     /// The PEM file of the CA that issued a TLS server's certificate; `None` for a
