@@ -1,7 +1,7 @@
 //! Process plumbing every kubedav target shares, whatever it serves: telemetry
 //! ([`telemetry`]), the admin HTTP server with `/metrics`, `/healthz` and `/readyz`
 //! ([`admin`]), listeners ([`listen`]), Redis connections ([`redis`]), the registry of fileio replicas ([`registry`]), shutdown
-//! signals ([`shutdown`]), the wall clock time-based rules read ([`clock`]), TLS for the HTTPS clients kubedav runs ([`tls`]), failed-login
+//! signals ([`shutdown`]), the wall clock time-based rules read ([`clock`]), which thread serves client connections ([`connection_thread`]), TLS for the HTTPS clients kubedav runs ([`tls`]), failed-login
 //! throttling ([`throttle`]), error messages with their causes ([`errors`]) and work that
 //! finishes once begun ([`finish`]). Calls between processes are `kubedav-remote`'s
 //! business.
@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod clock;
+pub mod connection_thread;
 pub mod errors;
 pub mod finish;
 pub mod listen;

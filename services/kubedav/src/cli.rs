@@ -272,8 +272,8 @@ pub(crate) struct GatewayArgs {
     /// Threads client connections are served on (targets all, gateway), each with its
     /// own event loop, like nginx's worker processes; a connection stays on the thread it
     /// was given, the one holding the fewest. 0 serves connections on the shared
-    /// runtime's work-stealing workers instead. Default: all, one per CPU this process
-    /// may use (a cgroup CPU limit counts); gateway, 0.
+    /// runtime's work-stealing workers instead. Default: one per CPU this process may
+    /// use (a cgroup CPU limit counts).
     #[arg(long, env = "KUBEDAV_HTTP_THREADS")]
     pub http_threads: Option<usize>,
 

@@ -12,8 +12,9 @@
 //! keeps the share nginx gets (docs/benchmarks.md, "2026-11-26 (6)"). The price is nginx's
 //! too: a connection cannot move to an idle thread while its own is busy, so CPU-heavy
 //! work (password hashing, HTML conversion, directory scans) runs on the blocking pool.
-//! A gateway process does without them by default: there they cost 9 % more CPU per
-//! small PUT, for a reason not yet found (docs/benchmarks.md, "2026-11-26 (6)").
+//! In a gateway process, calls to the gRPC services made on a connection thread go over
+//! connections of that thread's own (`kubedav_remote::balance`), so a call does not
+//! wake the shared runtime's workers (docs/benchmarks.md, "2026-12-07").
 
 use futures_util::FutureExt;
 use std::future::Future;
@@ -55,6 +56,8 @@ impl ConnectionThreads {
                 std::thread::Builder::new()
                     .name(format!("kubedav-http-{index}"))
                     .spawn(move || {
+                        // Calls to other services made here get connections of their own.
+                        kubedav_kit::connection_thread::mark();
                         runtime.block_on(async move {
                             while let Some(job) = queue.recv().await {
                                 tokio::spawn(job());

@@ -1,7 +1,7 @@
 //! What the flags make: the gateway's settings, the Markdown core and the auth core's
 //! settings, each from the flags that configure it.
 
-use super::{AuthArgs, Cli, MarkdownArgs, Target};
+use super::{AuthArgs, Cli, MarkdownArgs};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -16,12 +16,9 @@ impl Cli {
             header_read_timeout: Duration::from_secs(gateway.header_read_timeout_seconds.max(1)),
             max_connections: gateway.max_connections.max(1),
             max_connections_per_address: gateway.max_connections_per_address.max(1),
-            http_threads: gateway.http_threads.unwrap_or_else(|| match self.target {
-                // With connection threads a gateway spent 9 % more CPU per small PUT
-                // (docs/architecture.md, "Connection threads").
-                Target::Gateway => 0,
-                _ => kubedav_gateway::edge::threads::default_count(),
-            }),
+            http_threads: gateway
+                .http_threads
+                .unwrap_or_else(kubedav_gateway::edge::threads::default_count),
             trusted_proxies: gateway.trusted_proxies.clone(),
             max_lock_owner_bytes: gateway.max_lock_owner_bytes,
             propfind_infinity: gateway.propfind_depth_infinity,

@@ -6,7 +6,7 @@ use super::*;
 use clap::CommandFactory;
 
 #[test]
-fn connection_threads_default_to_the_cpus_in_one_process_and_to_none_in_a_gateway() {
+fn connection_threads_default_to_the_cpus_in_one_process_and_in_a_gateway() {
     let threads = |args: &[&str]| {
         Cli::try_parse_from([&["kubedav"], args].concat())
             .unwrap()
@@ -15,7 +15,7 @@ fn connection_threads_default_to_the_cpus_in_one_process_and_to_none_in_a_gatewa
     };
     let cpus = kubedav_gateway::edge::threads::default_count();
     assert_eq!(threads(&["--target=all"]), cpus);
-    assert_eq!(threads(&["--target=gateway"]), 0);
+    assert_eq!(threads(&["--target=gateway"]), cpus);
     assert_eq!(threads(&["--target=gateway", "--http-threads", "3"]), 3);
     assert_eq!(threads(&["--target=all", "--http-threads", "0"]), 0);
 }
