@@ -101,10 +101,11 @@ pub fn channel(
         return Ok(Backends::dialed(vec![lazy_checked(&named)]));
     }
     let scheme = uri.scheme_str().unwrap_or("http").to_owned();
-    let backends = Backends::dialed(vec![lazy_checked(&named)]);
+    let first = lazy_checked(&named);
+    let backends = Backends::dialed(vec![first.clone()]);
     let updated = backends.clone();
     tokio::spawn(async move {
-        let mut current: HashMap<Target, Dialed> = HashMap::from([(Target::Name, lazy_checked(&named))]);
+        let mut current: HashMap<Target, Dialed> = HashMap::from([(Target::Name, first)]);
         loop {
             let mut wanted: Vec<Target> = match tokio::net::lookup_host((host.as_str(), port)).await {
                 Ok(addresses) => addresses.map(Target::Address).collect(),
