@@ -15,16 +15,21 @@
 #                            gateway keeps listings of up to 4,096 entries and answers
 #                            them again within its freshness bound, and keeping nothing
 #                            (--gateway-cache-mib 0), where every listing is scanned: the
-#                            growth of the scan itself
+#                            growth of the scan itself. nginx with dav-ext lists the same
+#                            collections last (from ../shared/peers, when installed), as
+#                            the reference for how a listing grows on this machine: the
+#                            kernel's lookups of 100,000 names miss the processor's
+#                            caches for every server
 #   GET memory               a fresh server per size (1 KiB, 1 MiB, 100 MiB, 1 GiB; the
 #                            1 GiB file is sparse), 4 concurrent downloads of the file:
 #                            peak resident set (VmHWM) after minus resident set before
 #
 # The lock check's growth (10 vs 10,000 active locks) is the criterion bench
 # `cargo bench -p kubedav-locks --bench check`, also run by make bench.
-# Env (defaults): DURATION=10.
+# Env (defaults): DURATION=10 PEERS_DIR=../shared/peers.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PEERS_DIR="${PEERS_DIR:-$REPO/../shared/peers}"
 DURATION="${DURATION:-10}"; THREADS=1; CONNS=4
 BIN="${CARGO_TARGET_DIR:-$REPO/target}/dist/kubedav"
 WORK="$(mktemp -d /tmp/kubedav-bench-growth.XXXXXX)"
@@ -32,6 +37,7 @@ PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  [ -n "${NGINX_STARTED:-}" ] && bash "$PEERS_DIR/peerctl.sh" stop nginx >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -53,6 +59,24 @@ for n in sizes:
             f.write(small)
 PY
 declare -A PER_ENTRY
+# Lists collections of every size at address $2 and prints a row each; $1 names the run,
+# and the rest are the processes whose CPU time counts (with their descendants).
+measure_listings() {
+  local run="$1" addr="$2"; shift 2
+  local n ticks rps p99 bad cpu
+  echo "$run"
+  printf '%8s %10s %12s %14s %18s\n' entries "requests/s" "p99 ms" "us per entry" "CPU us per entry"
+  for n in "${SIZES[@]}"; do
+    DEPTH=1 DURATION=1 wrk_run "http://$addr/d$n/" -s "$REPO/../shared/peers/propfind.lua" >/dev/null   # warm-up
+    ticks=$(cpu_ticks "$@")
+    read -r rps p99 bad < <(DEPTH=1 DURATION=$((DURATION / 2)) wrk_run "http://$addr/d$n/" -s "$REPO/../shared/peers/propfind.lua")
+    ticks=$(( $(cpu_ticks "$@") - ticks ))
+    cpu=$(awk -v t="$ticks" -v r="$rps" -v d=$((DURATION / 2)) -v n="$n" 'BEGIN {print t * 1e4 / (r * d * (n + 1))}')
+    PER_ENTRY[$run,$n]=$cpu
+    printf '%8d %10.1f %12.2f %14.3f %18.3f%s\n' "$n" "$rps" "$p99" "$(awk -v r="$rps" -v n="$n" 'BEGIN {print 1e6 / (r * (n + 1))}')" \
+      "$cpu" "$([ "${bad:-0}" = 0 ] || echo " ($bad non-2xx)")"
+  done
+}
 RUNS=(all all-keeping-nothing microservices microservices-keeping-nothing)
 for run in "${RUNS[@]}"; do
   mode=${run%%-*}
@@ -67,23 +91,23 @@ for run in "${RUNS[@]}"; do
     start_kubedav "$WORK/listings.log" --target=gateway --fileio-url "http://$fileio" --locks-url "http://$locks" \
       --markdown-url "" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 "${common[@]}"
   fi
-  addr=$(announced "gateway HTTP" "$WORK/listings.log")
-  echo "$run"
-  printf '%8s %10s %12s %14s %18s\n' entries "requests/s" "p99 ms" "us per entry" "CPU us per entry"
-  for n in "${SIZES[@]}"; do
-    DEPTH=1 DURATION=1 wrk_run "http://$addr/d$n/" -s "$REPO/../shared/peers/propfind.lua" >/dev/null   # warm-up
-    ticks=$(cpu_ticks "${PIDS[@]}")
-    read -r rps p99 bad < <(DEPTH=1 DURATION=$((DURATION / 2)) wrk_run "http://$addr/d$n/" -s "$REPO/../shared/peers/propfind.lua")
-    ticks=$(( $(cpu_ticks "${PIDS[@]}") - ticks ))
-    cpu=$(awk -v t="$ticks" -v r="$rps" -v d=$((DURATION / 2)) -v n="$n" 'BEGIN {print t * 1e4 / (r * d * (n + 1))}')
-    PER_ENTRY[$run,$n]=$cpu
-    printf '%8d %10.1f %12.2f %14.3f %18.3f%s\n' "$n" "$rps" "$p99" "$(awk -v r="$rps" -v n="$n" 'BEGIN {print 1e6 / (r * (n + 1))}')" \
-      "$cpu" "$([ "${bad:-0}" = 0 ] || echo " ($bad non-2xx)")"
-  done
+  measure_listings "$run" "$(announced "gateway HTTP" "$WORK/listings.log")" "${PIDS[@]}"
   stop_all
 done
+# The reference: nginx (dav-ext) listing the same collections, copied into its data
+# directory. Its allprop answer carries fewer properties than kubedav's (no dead
+# properties, no lock discovery), so compare how its figures grow, not their size.
+if [ -x /usr/sbin/nginx ] && [ -x "$PEERS_DIR/peerctl.sh" ]; then
+  bash "$PEERS_DIR/peerctl.sh" start nginx >/dev/null; NGINX_STARTED=1
+  cp -a "$root"/. /tmp/peers/nginx/data/ && chown -R www-data:www-data /tmp/peers/nginx/data
+  measure_listings nginx "$(bash "$PEERS_DIR/peerctl.sh" url nginx | sed -E 's#^https?://##; s#/$##')" \
+    "$(bash "$PEERS_DIR/peerctl.sh" pid nginx)"
+  bash "$PEERS_DIR/peerctl.sh" stop nginx >/dev/null; NGINX_STARTED=
+  RUNS+=(nginx)
+fi
 echo "goal (issue 56): CPU per entry flat within 1.5x from 100 to 100,000 files (the largest"
-echo "figure from 100 entries up over the smallest; and 100,000 over 100 alone)"
+echo "figure from 100 entries up over the smallest; and 100,000 over 100 alone; nginx for"
+echo "reference)"
 for run in "${RUNS[@]}"; do
   figures=""
   for n in "${SIZES[@]}"; do [ "$n" -ge 100 ] && figures+="${PER_ENTRY[$run,$n]} "; done
@@ -91,5 +115,38 @@ for run in "${RUNS[@]}"; do
     'BEGIN {k = split(f, v, " "); lo = v[1]; hi = v[1]
             for (i = 2; i <= k; i++) { if (v[i] < lo) lo = v[i]; if (v[i] > hi) hi = v[i] }
             r = hi / lo
-            printf "  %-30s x%.2f <= 1.5   %-8s (100,000 / 100: x%.2f)\n", m, r, (r <= 1.5 ? "met" : "NOT met"), b / a}'
+            verdict = (m == "nginx") ? "reference" : (r <= 1.5 ? "met" : "NOT met")
+            printf "  %-30s x%.2f <= 1.5   %-9s (100,000 / 100: x%.2f)\n", m, r, verdict, b / a}'
+done
+# Each run's CPU per entry against nginx's at the same size (lower is better).
+if [ -n "${PER_ENTRY[nginx,100]:-}" ]; then
+  printf 'CPU per entry against nginx, at%s entries\n' "$(printf ' %s' "${SIZES[@]:1}")"
+  for run in "${RUNS[@]}"; do
+    [ "$run" = nginx ] && continue
+    line=$(printf '  %-30s' "$run")
+    for n in "${SIZES[@]:1}"; do
+      line+=$(awk -v k="${PER_ENTRY[$run,$n]}" -v g="${PER_ENTRY[nginx,$n]}" 'BEGIN {printf " x%.2f", k / g}')
+    done
+    echo "$line"
+  done
+fi
+echo
+echo "GET memory: 4 concurrent downloads of one file, fresh server per size"
+printf '%10s %12s %12s %12s\n' size "before MiB" "peak MiB" "growth MiB"
+root="$WORK/files"; mkdir -p "$root"
+head -c 1024 /dev/urandom > "$root/1KiB"
+head -c 1048576 /dev/urandom > "$root/1MiB"
+head -c $((100 * 1048576)) /dev/urandom > "$root/100MiB"
+truncate -s 1G "$root/1GiB"
+for size in 1KiB 1MiB 100MiB 1GiB; do
+  start_kubedav "$WORK/get.log" --target=all --root "$root" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+  addr=$(announced "gateway HTTP" "$WORK/get.log")
+  pid="${PIDS[-1]}"
+  before=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
+  for _ in 1 2 3 4; do curl -sf --max-time 120 -o /dev/null "http://$addr/$size" & done
+  wait $(jobs -p | grep -v "$pid") 2>/dev/null || true
+  peak=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")
+  printf '%10s %12.1f %12.1f %12.1f\n' "$size" "$(awk -v k="$before" 'BEGIN {print k / 1024}')" \
+    "$(awk -v k="$peak" 'BEGIN {print k / 1024}')" "$(awk -v a="$before" -v b="$peak" 'BEGIN {print (b - a) / 1024}')"
+  stop_all
 done
