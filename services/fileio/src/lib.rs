@@ -412,11 +412,17 @@ impl FileIo for LocalFileIo {
         let span = read_span!("fileio.stat", path = %request.path);
         let _entered = span.enter();
         // A path lookup and a statx, answered from the kernel's caches like the open of a
-        // read: on this worker, not worth two thread hand-offs to the blocking pool.
+        // read: on this worker, not worth two thread hand-offs to the blocking pool. A
+        // path resolved beneath the root before, still leading to the same unchanged
+        // inode, needs one statx instead of openat2, statx and close (`cache::resolved`).
         let path = parse(&request.path)?;
         let asked = std::time::SystemTime::now();
+        if let Some(stx) = self.resolved.current(self.volume.root_fd(), &path) {
+            return Ok(metadata::validated_file_info(&path, &stx, asked));
+        }
         let fd = self.volume.open_beneath(&path, OFlags::PATH)?;
         let stx = metadata::stat_fd(&fd, &path)?;
+        self.resolved.insert(&path, &stx, asked);
         Ok(metadata::validated_file_info(&path, &stx, asked))
     }
 

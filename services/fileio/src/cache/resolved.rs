@@ -17,9 +17,16 @@
 
 use crate::cache::validity::{Identity, Version};
 use kubedav_api::path::VolumePath;
+use kubedav_metrics::Counter;
 use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, Statx};
+use std::sync::LazyLock;
 use std::time::SystemTime;
+
+/// The two series, looked up once (a label lookup hashes and takes a lock).
+static HITS: LazyLock<Counter> = LazyLock::new(|| kubedav_metrics::cache_lookups("fileio_resolved", "hit"));
+static MISSES: LazyLock<Counter> =
+    LazyLock::new(|| kubedav_metrics::cache_lookups("fileio_resolved", "miss"));
 
 /// How many paths are remembered (a path and two small keys each).
 const CAPACITY: usize = 16 * 1024;
@@ -48,6 +55,8 @@ impl Default for ResolvedPaths {
 impl ResolvedPaths {
     /// An empty cache.
     pub fn new() -> Self {
+        LazyLock::force(&HITS);
+        LazyLock::force(&MISSES);
         Self {
             entries: std::sync::Arc::new(quick_cache::sync::Cache::new(CAPACITY)),
         }
@@ -56,9 +65,13 @@ impl ResolvedPaths {
     /// The `statx` of `path` if it still leads to the inode, in the state, it was resolved
     /// to beneath the root; `None` to resolve it again. The root itself is never kept.
     pub fn current(&self, root: impl AsFd, path: &VolumePath) -> Option<Statx> {
-        let (identity, version) = self.entries.get(path)?;
-        let stx = rustix::fs::statx(root, path.as_str(), AtFlags::empty(), crate::metadata::WANTED).ok()?;
-        (Identity::of(&stx) == identity && Version::of(&stx) == version).then_some(stx)
+        let current = self.entries.get(path).and_then(|(identity, version)| {
+            let stx =
+                rustix::fs::statx(root, path.as_str(), AtFlags::empty(), crate::metadata::WANTED).ok()?;
+            (Identity::of(&stx) == identity && Version::of(&stx) == version).then_some(stx)
+        });
+        if current.is_some() { &HITS } else { &MISSES }.inc();
+        current
     }
 
     /// Remembers that `path`, resolved beneath the root by a lookup that began at
