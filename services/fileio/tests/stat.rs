@@ -1,7 +1,7 @@
 //! fileio's `Stat` of a path it resolved beneath the root before: while the path still
-//! leads to the same unchanged inode, one `statx` answers (no `openat2` and `close`), and
-//! a path that changed, or now leads out of the root, is resolved again and refused as
-//! before.
+//! leads to the same unchanged inode, one `statx` answers (no `openat2` and `close`); a
+//! path whose file was replaced is resolved again, and one now a symlink to a file out of
+//! the root is resolved again and refused, as a fileio that never saw it refuses it.
 //!
 //! One test in this binary: it counts the process-wide
 //! `kubedav_cache_lookups_total{cache="fileio_resolved"}` series, which other tests would
@@ -67,15 +67,18 @@ async fn a_stat_of_a_path_resolved_before_takes_one_statx_and_a_changed_path_is_
     assert_eq!(replaced.size, 5);
     assert_ne!(replaced.etag, first.etag);
 
-    // Now a symlink out of the root: refused, as a path never resolved is, whatever was
-    // remembered.
+    // Now a symlink to a file out of the root: refused, as a path never resolved is,
+    // though the path was remembered.
     wait_until_settled(&file);
     fileio.stat(stat("f.txt")).await.unwrap();
+    fileio.stat(stat("f.txt")).await.unwrap();
+    assert_eq!(lookups(), (hits + 2, misses + 3), "remembered again once settled");
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), b"secret").unwrap();
     std::fs::remove_file(&file).unwrap();
     std::os::unix::fs::symlink(outside.path().join("secret.txt"), &file).unwrap();
     let escaped = fileio.stat(stat("f.txt")).await.unwrap_err();
+    assert_eq!(lookups(), (hits + 2, misses + 4), "a miss");
     assert_eq!(escaped.code(), tonic::Code::PermissionDenied, "{escaped:?}");
     let fresh = LocalFileIo::open(dir.path()).unwrap();
     let never_resolved = fresh.stat(stat("f.txt")).await.unwrap_err();
