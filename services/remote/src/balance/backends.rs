@@ -100,46 +100,31 @@ impl Backends {
 
     /// Calls are spread over `channels`, which must not be empty.
     pub fn new(channels: Vec<Channel>) -> Arc<Self> {
-        assert!(!channels.is_empty(), "a service needs at least one backend");
-        Arc::new(Self {
-            channels: RwLock::new(unchecked(channels)),
-            next: AtomicUsize::new(0),
-        })
-    }
-
-    /// Replaces the channels (calls under way finish on the old ones); an empty list is
-    /// ignored.
-    pub fn replace(&self, channels: Vec<Channel>) {
-        if channels.is_empty() {
-            return;
-        }
-        *self.channels.write().unwrap_or_else(|e| e.into_inner()) = unchecked(channels);
+        Self::of(unchecked(channels))
     }
 
     /// Calls are spread over `channels`, which must not be empty, each checked before
     /// each call.
     pub fn dialed(channels: Vec<Dialed>) -> Arc<Self> {
-        assert!(!channels.is_empty(), "a service needs at least one backend");
-        let backends = Self::new(vec![channels[0].channel.clone()]);
-        backends.replace_checked(channels);
-        backends
+        Self::of(checked(channels))
     }
 
-    /// Replaces the channels with ones whose pods are checked before each call; an empty
-    /// list is ignored.
+    /// Calls spread over `backends`.
+    fn of(backends: Arc<[Backend]>) -> Arc<Self> {
+        assert!(!backends.is_empty(), "a service needs at least one backend");
+        Arc::new(Self {
+            channels: RwLock::new(backends),
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// Replaces the channels with ones whose pods are checked before each call (calls
+    /// under way finish on the old ones); an empty list is ignored.
     pub fn replace_checked(&self, channels: Vec<Dialed>) {
         if channels.is_empty() {
             return;
         }
-        let backends: Arc<[Backend]> = channels
-            .into_iter()
-            .map(|dialed| Backend {
-                channel: dialed.channel,
-                usable: Some(dialed.usable),
-                redial: Some(dialed.redial),
-            })
-            .collect();
-        *self.channels.write().unwrap_or_else(|e| e.into_inner()) = backends;
+        *self.channels.write().unwrap_or_else(|e| e.into_inner()) = checked(channels);
     }
 
     /// How many channels calls are spread over.
@@ -167,6 +152,20 @@ impl Backends {
     }
 }
 
+/// Backends whose pods are checked before each call, and which a connection thread can
+/// dial again.
+fn checked(channels: Vec<Dialed>) -> Arc<[Backend]> {
+    channels
+        .into_iter()
+        .map(|dialed| Backend {
+            channel: dialed.channel,
+            usable: Some(dialed.usable),
+            redial: Some(dialed.redial),
+        })
+        .collect()
+}
+
+/// Backends always called, over their shared channels.
 fn unchecked(channels: Vec<Channel>) -> Arc<[Backend]> {
     channels
         .into_iter()
